@@ -1,0 +1,46 @@
+#include "core/trace/trace_id.h"
+
+#include <openssl/sha.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace habitat {
+
+namespace {
+constexpr char kPrefix[] = "sha256:";
+}  // namespace
+
+absl::StatusOr<std::string> ComputeTraceId(const habitat::v1::Trace& trace) {
+  std::string bytes;
+  {
+    // Deterministic so that map fields (metadata) hash the same every time.
+    google::protobuf::io::StringOutputStream output(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&output);
+    coded.SetSerializationDeterministic(true);
+    if (!trace.SerializeToCodedStream(&coded)) {
+      return absl::InvalidArgumentError("trace cannot be serialised (too large?)");
+    }
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  return std::string(kPrefix) +
+         absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest),
+                                                  sizeof(digest)));
+}
+
+bool IsWellFormedTraceId(const std::string& id) {
+  const size_t prefix_len = sizeof(kPrefix) - 1;
+  if (id.size() != prefix_len + 2 * SHA256_DIGEST_LENGTH) return false;
+  if (!absl::StartsWith(id, kPrefix)) return false;
+  for (size_t i = prefix_len; i < id.size(); ++i) {
+    const char c = id[i];
+    if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return false;
+  }
+  return true;
+}
+
+}  // namespace habitat

@@ -1,0 +1,226 @@
+#include "core/trace/trace_validation.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+
+namespace habitat {
+namespace {
+
+using habitat::v1::Kernel;
+using habitat::v1::MemoryActivity;
+using habitat::v1::Operation;
+using habitat::v1::Pass;
+using habitat::v1::Trace;
+
+absl::Status Invalid(absl::string_view field, absl::string_view rule) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", rule));
+}
+
+// Names end up in tables, JSON and metric labels: require printable UTF-8
+// without control characters and a bounded length.
+absl::Status CheckName(const std::string& field, const std::string& name,
+                       const TraceLimits& limits, bool required) {
+  if (required && name.empty()) return Invalid(field, "must not be empty");
+  if (static_cast<int64_t>(name.size()) > limits.max_name_bytes) {
+    return Invalid(field, absl::StrCat("is ", name.size(),
+                                       " bytes; the limit is ",
+                                       limits.max_name_bytes));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return Invalid(field, absl::StrCat("contains control character 0x",
+                                         absl::Hex(c), " at byte ", i));
+    }
+    if (c >= 0x80) {
+      // Lead byte tells how many continuation bytes (10xxxxxx) follow.
+      const int extra = (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
+      if (extra < 0 || i + static_cast<size_t>(extra) >= name.size()) {
+        return Invalid(field, absl::StrCat("is not valid UTF-8 at byte ", i));
+      }
+      for (int k = 1; k <= extra; ++k) {
+        if ((static_cast<unsigned char>(name[i + k]) >> 6) != 0x2) {
+          return Invalid(field, absl::StrCat("is not valid UTF-8 at byte ", i));
+        }
+      }
+      i += extra;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDuration(const std::string& field, int64_t ns,
+                           const TraceLimits& limits) {
+  if (ns < 0) return Invalid(field, absl::StrCat("must be >= 0 (got ", ns, ")"));
+  if (ns > limits.max_duration_ns) {
+    return Invalid(field, absl::StrCat("is ", ns, " ns, above the limit of ",
+                                       limits.max_duration_ns, " ns"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckKernel(const std::string& field, const Kernel& kernel,
+                         const TraceLimits& limits) {
+  HABITAT_RETURN_IF_ERROR(
+      CheckName(field + ".name", kernel.name(), limits, /*required=*/true));
+  const auto& g = kernel.grid();
+  const auto& b = kernel.block();
+  if (g.x() == 0 || g.y() == 0 || g.z() == 0) {
+    return Invalid(field + ".grid", absl::StrCat("must be >= 1 in each dimension (got ",
+                                                 g.x(), "x", g.y(), "x", g.z(), ")"));
+  }
+  if (g.y() > 65535 || g.z() > 65535 || g.x() > 2147483647u) {
+    return Invalid(field + ".grid", "exceeds CUDA's grid limits (2^31-1 x 65535 x 65535)");
+  }
+  if (b.x() == 0 || b.y() == 0 || b.z() == 0) {
+    return Invalid(field + ".block", absl::StrCat("must be >= 1 in each dimension (got ",
+                                                  b.x(), "x", b.y(), "x", b.z(), ")"));
+  }
+  const uint64_t threads = uint64_t{b.x()} * b.y() * b.z();
+  if (threads > 1024) {
+    return Invalid(field + ".block",
+                   absl::StrCat("has ", threads, " threads; CUDA allows at most 1024"));
+  }
+  if (kernel.registers_per_thread() > 255) {
+    return Invalid(field + ".registers_per_thread",
+                   absl::StrCat("must be <= 255 (got ", kernel.registers_per_thread(), ")"));
+  }
+  const uint64_t smem = uint64_t{kernel.static_shared_memory_bytes()} +
+                        kernel.dynamic_shared_memory_bytes();
+  if (smem > (1u << 20)) {
+    return Invalid(field + ".dynamic_shared_memory_bytes",
+                   absl::StrCat("static + dynamic shared memory of ", smem,
+                                " bytes exceeds any GPU's limit"));
+  }
+  HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".duration_ns", kernel.duration_ns(), limits));
+  if (kernel.start_ns() < 0) return Invalid(field + ".start_ns", "must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::Status CheckMemory(const std::string& field, const MemoryActivity& memory,
+                         const TraceLimits& limits) {
+  return CheckDuration(field + ".duration_ns", memory.duration_ns(), limits);
+}
+
+absl::Status CheckPass(const std::string& field, const Pass& pass,
+                       const TraceLimits& limits, int64_t* total_kernels) {
+  HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".time_ns", pass.time_ns(), limits));
+  HABITAT_RETURN_IF_ERROR(
+      CheckName(field + ".recorded_name", pass.recorded_name(), limits, false));
+  if (pass.kernels_size() > limits.max_kernels_per_pass) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".kernels has ", pass.kernels_size(),
+        " kernels; the limit (max_kernels_per_pass) is ", limits.max_kernels_per_pass));
+  }
+  *total_kernels += pass.kernels_size();
+  for (int i = 0; i < pass.kernels_size(); ++i) {
+    HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat(field, ".kernels[", i, "]"),
+                                        pass.kernels(i), limits));
+  }
+  for (int i = 0; i < pass.memory_size(); ++i) {
+    HABITAT_RETURN_IF_ERROR(CheckMemory(absl::StrCat(field, ".memory[", i, "]"),
+                                        pass.memory(i), limits));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckArguments(const std::string& field, const Operation& op,
+                            const TraceLimits& limits) {
+  if (op.arguments_size() > limits.max_arguments_per_operation) {
+    return Invalid(field + ".arguments",
+                   absl::StrCat("has ", op.arguments_size(), " entries; the limit is ",
+                                limits.max_arguments_per_operation));
+  }
+  for (int i = 0; i < op.arguments_size(); ++i) {
+    const auto& arg = op.arguments(i);
+    const std::string arg_field = absl::StrCat(field, ".arguments[", i, "]");
+    HABITAT_RETURN_IF_ERROR(CheckName(arg_field + ".name", arg.name(), limits, false));
+    if (!arg.has_tensor()) continue;
+    const auto& shape = arg.tensor().shape();
+    if (shape.size() > limits.max_tensor_rank) {
+      return Invalid(arg_field + ".tensor.shape",
+                     absl::StrCat("has rank ", shape.size(), "; the limit is ",
+                                  limits.max_tensor_rank));
+    }
+    // Element counts beyond 2^62 cannot exist in any GPU's memory.
+    long double elements = 1;
+    for (int d = 0; d < shape.size(); ++d) {
+      if (shape[d] < 0) {
+        return Invalid(arg_field + ".tensor.shape",
+                       absl::StrCat("dimension ", d, " is negative (", shape[d], ")"));
+      }
+      elements *= static_cast<long double>(shape[d]);
+    }
+    if (elements > static_cast<long double>(int64_t{1} << 50)) {
+      return Invalid(arg_field + ".tensor.shape",
+                     "describes more than 2^50 elements, more than any GPU holds");
+    }
+    HABITAT_RETURN_IF_ERROR(
+        CheckName(arg_field + ".tensor.dtype", arg.tensor().dtype(), limits, false));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
+  if (trace.format_version() > 1) {
+    return Invalid("format_version",
+                   absl::StrCat("is ", trace.format_version(),
+                                "; this server understands version 1 (upgrade the server)"));
+  }
+  if (trace.origin().name().empty() && trace.origin().device_id().empty()) {
+    return Invalid("origin", "must name the GPU the trace was measured on "
+                             "(origin.name or origin.device_id)");
+  }
+  HABITAT_RETURN_IF_ERROR(CheckName("origin.name", trace.origin().name(), limits, false));
+  HABITAT_RETURN_IF_ERROR(
+      CheckName("origin.device_id", trace.origin().device_id(), limits, false));
+  HABITAT_RETURN_IF_ERROR(CheckName("model_name", trace.model_name(), limits, false));
+  if (trace.batch_size() == 0) {
+    return Invalid("batch_size", "must be >= 1 (samples per iteration; needed for "
+                                 "throughput and cost per sample)");
+  }
+  if (trace.operations_size() == 0 && trace.unattributed_kernels_size() == 0) {
+    return Invalid("operations", "is empty: the trace holds no operations to predict");
+  }
+  if (trace.operations_size() > limits.max_operations) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("operations has ", trace.operations_size(),
+                     " entries; the limit (max_operations) is ", limits.max_operations));
+  }
+  HABITAT_RETURN_IF_ERROR(
+      CheckDuration("iteration_wall_ns", trace.iteration_wall_ns(), limits));
+  HABITAT_RETURN_IF_ERROR(
+      CheckDuration("iteration_gpu_busy_ns", trace.iteration_gpu_busy_ns(), limits));
+
+  int64_t total_kernels = 0;
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    const Operation& op = trace.operations(i);
+    const std::string field = absl::StrCat("operations[", i, "]");
+    HABITAT_RETURN_IF_ERROR(CheckName(field + ".name", op.name(), limits, true));
+    HABITAT_RETURN_IF_ERROR(CheckArguments(field, op, limits));
+    HABITAT_RETURN_IF_ERROR(CheckPass(field + ".forward", op.forward(), limits, &total_kernels));
+    if (op.has_backward()) {
+      HABITAT_RETURN_IF_ERROR(
+          CheckPass(field + ".backward", op.backward(), limits, &total_kernels));
+    }
+    if (total_kernels > limits.max_total_kernels) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the trace has more than ", limits.max_total_kernels,
+                       " kernels (max_total_kernels)"));
+    }
+  }
+  for (int i = 0; i < trace.unattributed_kernels_size(); ++i) {
+    HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat("unattributed_kernels[", i, "]"),
+                                        trace.unattributed_kernels(i), limits));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace habitat

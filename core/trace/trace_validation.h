@@ -1,0 +1,30 @@
+// Checks a trace before anything predicts from it, so bad input becomes an
+// INVALID_ARGUMENT naming the offending field instead of a wrong answer.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+
+// Limits on what one trace may hold. The defaults are far above any real
+// training iteration (a GPT-style model has ~10^4 ops and ~10^5 kernels).
+struct TraceLimits {
+  int64_t max_operations = 200000;
+  int64_t max_kernels_per_pass = 10000;
+  int64_t max_total_kernels = 2000000;
+  int64_t max_arguments_per_operation = 256;
+  int64_t max_tensor_rank = 16;
+  int64_t max_name_bytes = 4096;
+  // One kernel or pass longer than this is not a measurement we trust.
+  int64_t max_duration_ns = int64_t{3600} * 1000 * 1000 * 1000;
+};
+
+// Returns OK or INVALID_ARGUMENT with a message like
+// "operations[12].forward.kernels[3].duration_ns must be >= 0 (got -5)".
+absl::Status ValidateTrace(const habitat::v1::Trace& trace,
+                           const TraceLimits& limits = TraceLimits());
+
+}  // namespace habitat
