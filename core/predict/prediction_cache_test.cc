@@ -1,0 +1,42 @@
+#include "core/predict/prediction_cache.h"
+
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+std::shared_ptr<const v1::DevicePrediction> Prediction(int64_t ns) {
+  auto p = std::make_shared<v1::DevicePrediction>();
+  p->set_iteration_ns(ns);
+  return p;
+}
+
+TEST(PredictionCacheTest, HitsAfterInsert) {
+  PredictionCache cache(2);
+  EXPECT_EQ(cache.Lookup("t", "A"), nullptr);
+  cache.Insert("t", "A", Prediction(1));
+  ASSERT_NE(cache.Lookup("t", "A"), nullptr);
+  EXPECT_EQ(cache.Lookup("t", "A")->iteration_ns(), 1);
+  EXPECT_EQ(cache.Lookup("u", "A"), nullptr);
+}
+
+TEST(PredictionCacheTest, EvictsLeastRecentlyUsed) {
+  PredictionCache cache(2);
+  cache.Insert("t", "A", Prediction(1));
+  cache.Insert("t", "B", Prediction(2));
+  ASSERT_NE(cache.Lookup("t", "A"), nullptr);  // A is now most recent
+  cache.Insert("t", "C", Prediction(3));       // evicts B
+  EXPECT_NE(cache.Lookup("t", "A"), nullptr);
+  EXPECT_EQ(cache.Lookup("t", "B"), nullptr);
+  EXPECT_NE(cache.Lookup("t", "C"), nullptr);
+  EXPECT_EQ(cache.size(), 2u);
+}
+
+TEST(PredictionCacheTest, ZeroCapacityKeepsNothing) {
+  PredictionCache cache(0);
+  cache.Insert("t", "A", Prediction(1));
+  EXPECT_EQ(cache.Lookup("t", "A"), nullptr);
+}
+
+}  // namespace
+}  // namespace habitat

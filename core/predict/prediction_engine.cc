@@ -1,0 +1,349 @@
+#include "core/predict/prediction_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "common/time_units.h"
+#include "core/scaling/wave_scaling.h"
+#include "core/trace/op_classification.h"
+#include "core/trace/trace_id.h"
+#include "core/trace/trace_validation.h"
+
+namespace habitat {
+namespace {
+
+using habitat::v1::DevicePrediction;
+using habitat::v1::DeviceSpec;
+using habitat::v1::MemoryActivity;
+using habitat::v1::Operation;
+using habitat::v1::OperationPrediction;
+using habitat::v1::Pass;
+using habitat::v1::PredictionMethod;
+
+// Result of scaling one forward or backward pass.
+struct ScaledPass {
+  Nanoseconds predicted_ns = 0;
+  // Kernels that could not be scaled and were carried over.
+  int unscaled_kernels = 0;
+  std::string first_error;
+};
+
+Nanoseconds ScaleMemory(const MemoryActivity& memory, const DeviceSpec& origin,
+                        const DeviceSpec& target) {
+  switch (memory.kind()) {
+    case MemoryActivity::KIND_MEMCPY_DTOD:
+    case MemoryActivity::KIND_MEMSET:
+      // Device memory traffic: bound by DRAM bandwidth.
+      return static_cast<Nanoseconds>(std::llround(
+          static_cast<double>(memory.duration_ns()) *
+          origin.memory_bandwidth_gbps() / target.memory_bandwidth_gbps()));
+    default:
+      // Host transfers are bound by the host link, which we assume unchanged.
+      return memory.duration_ns();
+  }
+}
+
+// The measured pass time is scaled by the ratio of predicted to measured
+// device activity, so launch gaps inside an op (when the time comes from
+// CUDA events around a re-run) scale with it rather than vanish.
+ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpec& target) {
+  ScaledPass result;
+  Nanoseconds measured = 0;
+  Nanoseconds predicted = 0;
+  for (const auto& kernel : pass.kernels()) {
+    measured += kernel.duration_ns();
+    auto scaled = ScaleKernel(kernel, origin, target);
+    if (scaled.ok()) {
+      predicted += scaled->predicted_ns;
+    } else {
+      predicted += kernel.duration_ns();
+      if (result.unscaled_kernels++ == 0) {
+        result.first_error = std::string(scaled.status().message());
+      }
+    }
+  }
+  for (const auto& memory : pass.memory()) {
+    measured += memory.duration_ns();
+    predicted += ScaleMemory(memory, origin, target);
+  }
+  if (measured > 0 && pass.time_ns() > 0) {
+    result.predicted_ns = static_cast<Nanoseconds>(std::llround(
+        static_cast<double>(pass.time_ns()) * static_cast<double>(predicted) /
+        static_cast<double>(measured)));
+  } else if (measured > 0) {
+    result.predicted_ns = predicted;
+  } else {
+    result.predicted_ns = pass.time_ns();
+  }
+  return result;
+}
+
+std::string PassName(const Operation& op) {
+  if (!op.name().empty()) return op.name();
+  return op.backward().recorded_name();
+}
+
+OperationPrediction PredictOperation(const Operation& op, uint32_t index,
+                                     const DeviceSpec& origin, const DeviceSpec& target,
+                                     bool is_origin) {
+  OperationPrediction out;
+  out.set_index(index);
+  out.set_name(PassName(op));
+  out.set_origin_forward_ns(op.forward().time_ns());
+  out.set_origin_backward_ns(op.has_backward() ? op.backward().time_ns() : 0);
+  if (is_origin) {
+    out.set_method(v1::PREDICTION_METHOD_MEASURED);
+    out.set_predicted_forward_ns(out.origin_forward_ns());
+    out.set_predicted_backward_ns(out.origin_backward_ns());
+    return out;
+  }
+  const bool varying =
+      ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
+      (op.has_backward() &&
+       ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
+  if (varying) {
+    out.set_method(v1::PREDICTION_METHOD_UNSCALED);
+    out.set_predicted_forward_ns(out.origin_forward_ns());
+    out.set_predicted_backward_ns(out.origin_backward_ns());
+    out.add_warnings(absl::StrCat(
+        out.name(), " runs architecture-specific kernels (cuDNN/cuBLAS) and no "
+                    "trained predictor is available yet; origin time carried over unscaled"));
+    return out;
+  }
+  ScaledPass forward = ScalePass(op.forward(), origin, target);
+  ScaledPass backward;
+  if (op.has_backward()) backward = ScalePass(op.backward(), origin, target);
+  out.set_predicted_forward_ns(forward.predicted_ns);
+  out.set_predicted_backward_ns(backward.predicted_ns);
+  const bool has_kernels = op.forward().kernels_size() + op.forward().memory_size() +
+                               op.backward().kernels_size() + op.backward().memory_size() > 0;
+  if (!has_kernels) {
+    out.set_method(v1::PREDICTION_METHOD_UNSCALED);
+    if (out.origin_forward_ns() + out.origin_backward_ns() > 0) {
+      out.add_warnings(absl::StrCat(out.name(),
+                                    " has a measured time but no recorded kernels; "
+                                    "carried over unscaled"));
+    }
+    return out;
+  }
+  out.set_method(v1::PREDICTION_METHOD_WAVE_SCALING);
+  const int unscaled = forward.unscaled_kernels + backward.unscaled_kernels;
+  if (unscaled > 0) {
+    out.add_warnings(absl::StrCat(
+        unscaled, " kernel(s) of ", out.name(), " carried over unscaled: ",
+        forward.first_error.empty() ? backward.first_error : forward.first_error));
+  }
+  return out;
+}
+
+void AddToTotals(const OperationPrediction& op, DevicePrediction* prediction) {
+  for (auto& total : *prediction->mutable_method_totals()) {
+    if (total.method() == op.method()) {
+      total.set_operations(total.operations() + 1);
+      total.set_predicted_ns(total.predicted_ns() + op.predicted_forward_ns() +
+                             op.predicted_backward_ns());
+      return;
+    }
+  }
+  auto* total = prediction->add_method_totals();
+  total->set_method(op.method());
+  total->set_operations(1);
+  total->set_predicted_ns(op.predicted_forward_ns() + op.predicted_backward_ns());
+}
+
+}  // namespace
+
+absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
+                                                 const DeviceSpec& origin,
+                                                 const DeviceSpec& target) {
+  DevicePrediction prediction;
+  prediction.set_device_id(target.id());
+  prediction.set_display_name(target.display_name());
+  const bool is_origin = origin.id() == target.id();
+  prediction.set_is_origin(is_origin);
+
+  Nanoseconds total = 0;
+  Nanoseconds origin_total = 0;
+  Nanoseconds unscaled_origin = 0;
+  int unscaled_ops = 0;
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    OperationPrediction op =
+        PredictOperation(trace.operations(i), static_cast<uint32_t>(i), origin, target, is_origin);
+    const Nanoseconds origin_ns = op.origin_forward_ns() + op.origin_backward_ns();
+    origin_total += origin_ns;
+    total += op.predicted_forward_ns() + op.predicted_backward_ns();
+    if (op.method() == v1::PREDICTION_METHOD_UNSCALED && origin_ns > 0) {
+      ++unscaled_ops;
+      unscaled_origin += origin_ns;
+    }
+    AddToTotals(op, &prediction);
+    *prediction.add_operations() = std::move(op);
+  }
+  if (trace.unattributed_kernels_size() > 0) {
+    // Kernels the capture could not tie to an op still take GPU time.
+    v1::Operation loose;
+    loose.set_name("(kernels not attributed to an operation)");
+    *loose.mutable_forward()->mutable_kernels() = trace.unattributed_kernels();
+    OperationPrediction op = PredictOperation(
+        loose, static_cast<uint32_t>(trace.operations_size()), origin, target, is_origin);
+    for (const auto& kernel : trace.unattributed_kernels()) {
+      op.set_origin_forward_ns(op.origin_forward_ns() + kernel.duration_ns());
+    }
+    origin_total += op.origin_forward_ns();
+    total += op.predicted_forward_ns();
+    AddToTotals(op, &prediction);
+    *prediction.add_operations() = std::move(op);
+  }
+  prediction.set_iteration_ns(total);
+  if (unscaled_ops > 0 && origin_total > 0) {
+    prediction.add_warnings(absl::StrFormat(
+        "%d operation(s), %.1f%% of the origin GPU time, were carried over unscaled "
+        "(see the per-operation warnings with --breakdown)",
+        unscaled_ops, 100.0 * static_cast<double>(unscaled_origin) / origin_total));
+  }
+  if (target.test_only()) {
+    prediction.add_warnings(absl::StrCat(target.id(),
+                                         " is a test-only device entry, not a product"));
+  }
+  return prediction;
+}
+
+void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::PriceKind kind,
+                  std::vector<DevicePrediction>* predictions) {
+  for (auto& p : *predictions) {
+    const double seconds = NsToSeconds(p.iteration_ns());
+    p.set_samples_per_second(seconds > 0 ? batch_size / seconds : 0.0);
+    p.set_has_price(false);
+    if (catalog == nullptr) continue;
+    std::optional<double> price = PricePerGpuHour(*catalog, p.device_id(), kind);
+    if (!price.has_value()) continue;
+    p.set_has_price(true);
+    p.set_price_per_hour(*price);
+    p.set_cost_per_1000_samples(p.samples_per_second() > 0
+                                    ? *price / 3600.0 * 1000.0 / p.samples_per_second()
+                                    : 0.0);
+    p.set_samples_per_currency_unit(*price > 0 ? p.samples_per_second() * 3600.0 / *price
+                                               : 0.0);
+  }
+  std::vector<size_t> order(predictions->size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return (*predictions)[a].iteration_ns() < (*predictions)[b].iteration_ns();
+  });
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    (*predictions)[order[rank]].set_rank_by_time(static_cast<uint32_t>(rank + 1));
+  }
+  std::vector<size_t> priced;
+  for (size_t i = 0; i < predictions->size(); ++i) {
+    if ((*predictions)[i].has_price()) priced.push_back(i);
+  }
+  std::stable_sort(priced.begin(), priced.end(), [&](size_t a, size_t b) {
+    return (*predictions)[a].cost_per_1000_samples() <
+           (*predictions)[b].cost_per_1000_samples();
+  });
+  for (size_t rank = 0; rank < priced.size(); ++rank) {
+    (*predictions)[priced[rank]].set_rank_by_cost(static_cast<uint32_t>(rank + 1));
+  }
+}
+
+PredictionEngine::PredictionEngine(const DeviceDatabase* devices,
+                                   std::shared_ptr<PredictionCache> cache)
+    : devices_(devices), cache_(std::move(cache)) {}
+
+absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(
+    const v1::Trace& trace) const {
+  if (!trace.origin().device_id().empty()) {
+    const DeviceSpec* spec = devices_->Find(trace.origin().device_id());
+    if (spec == nullptr) {
+      return absl::NotFoundError(absl::StrCat(
+          "origin.device_id '", trace.origin().device_id(),
+          "' is not in the GPU spec database; see ListDevices / `habitat devices`"));
+    }
+    return spec;
+  }
+  const DeviceSpec* spec = devices_->FindByDriverName(trace.origin().name());
+  if (spec == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "origin GPU '", trace.origin().name(),
+        "' (origin.name) is not in the GPU spec database; set origin.device_id to "
+        "one of the ids from ListDevices / `habitat devices`"));
+  }
+  return spec;
+}
+
+absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
+    const v1::Trace& trace, std::string trace_id, const PredictionQuery& query,
+    PredictionStats* stats) const {
+  HABITAT_RETURN_IF_ERROR(ValidateTrace(trace));
+  HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(trace));
+  if (trace_id.empty()) {
+    HABITAT_ASSIGN_OR_RETURN(trace_id, ComputeTraceId(trace));
+  }
+
+  std::vector<const DeviceSpec*> targets;
+  if (query.devices.empty()) {
+    for (const auto& spec : devices_->devices()) {
+      if (!spec.test_only()) targets.push_back(&spec);
+    }
+  } else {
+    absl::flat_hash_set<std::string> seen;
+    for (size_t i = 0; i < query.devices.size(); ++i) {
+      if (!seen.insert(query.devices[i]).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "devices[", i, "] '", query.devices[i], "' is listed more than once"));
+      }
+      HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* spec, devices_->Get(query.devices[i]));
+      targets.push_back(spec);
+    }
+  }
+
+  PredictionStats local_stats;
+  if (stats == nullptr) stats = &local_stats;
+  std::vector<DevicePrediction> predictions;
+  predictions.reserve(targets.size());
+  for (const DeviceSpec* target : targets) {
+    std::shared_ptr<const DevicePrediction> cached;
+    if (cache_ != nullptr) cached = cache_->Lookup(trace_id, target->id());
+    if (cached != nullptr) {
+      ++stats->cache_hits;
+    } else {
+      ++stats->cache_misses;
+      HABITAT_ASSIGN_OR_RETURN(DevicePrediction fresh, PredictOnDevice(trace, *origin, *target));
+      for (const auto& op : fresh.operations()) ++stats->operations_by_method[op.method()];
+      cached = std::make_shared<const DevicePrediction>(std::move(fresh));
+      if (cache_ != nullptr) cache_->Insert(trace_id, target->id(), cached);
+    }
+    predictions.push_back(*cached);
+    if (!query.include_breakdown) predictions.back().clear_operations();
+  }
+  PriceAndRank(trace.batch_size(), query.catalog, query.price_kind, &predictions);
+
+  v1::PredictResponse response;
+  response.set_trace_id(trace_id);
+  response.set_origin_device_id(origin->id());
+  response.set_batch_size(trace.batch_size());
+  response.set_price_kind(query.price_kind);
+  if (query.catalog != nullptr) {
+    response.set_catalog(query.catalog->name());
+    response.set_currency(query.catalog->currency());
+  }
+  for (auto& p : predictions) *response.add_predictions() = std::move(p);
+  if (trace.iteration_gpu_busy_ns() > 0 && trace.iteration_wall_ns() > 0 &&
+      trace.iteration_gpu_busy_ns() < trace.iteration_wall_ns() * 85 / 100) {
+    response.add_warnings(absl::StrFormat(
+        "the origin iteration was host-bound (GPU busy %.0f%% of wall time); predicted "
+        "times are GPU time, and wall time on the target may be set by the host",
+        100.0 * static_cast<double>(trace.iteration_gpu_busy_ns()) /
+            static_cast<double>(trace.iteration_wall_ns())));
+  }
+  return response;
+}
+
+}  // namespace habitat

@@ -1,0 +1,70 @@
+// The prediction core: scales a measured trace to other GPUs and prices the
+// result. Plain C++ over the habitat.v1 messages, no gRPC, so the CLI runs it
+// in-process and the server wraps it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/devices/device_database.h"
+#include "core/predict/prediction_cache.h"
+#include "core/pricing/price_catalog.h"
+#include "habitat/v1/prediction_service.pb.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+
+struct PredictionQuery {
+  // Device ids; empty means every device that is not test-only.
+  std::vector<std::string> devices;
+  // Null: no prices in the response.
+  const habitat::v1::PriceCatalog* catalog = nullptr;
+  habitat::v1::PriceKind price_kind = habitat::v1::PRICE_KIND_ON_DEMAND;
+  bool include_breakdown = false;
+};
+
+// Counts of what a Predict did, for metrics.
+struct PredictionStats {
+  int cache_hits = 0;
+  int cache_misses = 0;
+  // Operation predictions made, by method (index = PredictionMethod value).
+  int64_t operations_by_method[5] = {0, 0, 0, 0, 0};
+};
+
+class PredictionEngine {
+ public:
+  // `devices` must outlive the engine. `cache` may be null (no memoisation).
+  PredictionEngine(const DeviceDatabase* devices,
+                   std::shared_ptr<PredictionCache> cache);
+
+  // Validates `trace`, resolves its origin GPU and predicts every requested
+  // device. `trace_id` keys the memo cache (ComputeTraceId when empty).
+  // Errors: INVALID_ARGUMENT for a malformed trace or query, NOT_FOUND for
+  // an unknown origin or target GPU.
+  absl::StatusOr<habitat::v1::PredictResponse> Predict(
+      const habitat::v1::Trace& trace, std::string trace_id,
+      const PredictionQuery& query, PredictionStats* stats = nullptr) const;
+
+  // The spec of the GPU the trace was measured on.
+  absl::StatusOr<const habitat::v1::DeviceSpec*> ResolveOrigin(
+      const habitat::v1::Trace& trace) const;
+
+ private:
+  const DeviceDatabase* devices_;
+  std::shared_ptr<PredictionCache> cache_;
+};
+
+// Predicts one target GPU with the full per-operation breakdown; no prices
+// or ranks. Exposed for tests and the evaluation tools.
+absl::StatusOr<habitat::v1::DevicePrediction> PredictOnDevice(
+    const habitat::v1::Trace& trace, const habitat::v1::DeviceSpec& origin,
+    const habitat::v1::DeviceSpec& target);
+
+// Fills throughput, prices and both ranks of `predictions` in place.
+void PriceAndRank(uint32_t batch_size, const habitat::v1::PriceCatalog* catalog,
+                  habitat::v1::PriceKind kind,
+                  std::vector<habitat::v1::DevicePrediction>* predictions);
+
+}  // namespace habitat

@@ -1,0 +1,204 @@
+// Tests of the prediction core on a real ResNet-50 iteration captured on an
+// H100 (tests/testdata/kineto/h100).
+#include "core/predict/prediction_engine.h"
+
+#include <functional>
+
+#include "core/predict/test_fixtures.h"
+#include "core/trace/trace_validation.h"
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+class PredictionEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) +
+                                                "/devices.textproto");
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    devices_ = new DeviceDatabase(std::move(*devices));
+    auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    trace_ = new v1::Trace(std::move(*trace));
+  }
+  static void TearDownTestSuite() {
+    delete devices_;
+    delete trace_;
+  }
+
+  static DeviceDatabase* devices_;
+  static v1::Trace* trace_;
+};
+
+DeviceDatabase* PredictionEngineTest::devices_ = nullptr;
+v1::Trace* PredictionEngineTest::trace_ = nullptr;
+
+int64_t SumOfPasses(const v1::Trace& trace) {
+  int64_t total = 0;
+  for (const auto& op : trace.operations()) total += op.forward().time_ns() + op.backward().time_ns();
+  for (const auto& k : trace.unattributed_kernels()) total += k.duration_ns();
+  return total;
+}
+
+TEST_F(PredictionEngineTest, FixtureResolvesToH100) {
+  PredictionEngine engine(devices_, nullptr);
+  auto origin = engine.ResolveOrigin(*trace_);
+  ASSERT_TRUE(origin.ok()) << origin.status();
+  EXPECT_EQ((*origin)->id(), "H100-SXM");
+}
+
+TEST_F(PredictionEngineTest, OriginDeviceGetsTheMeasuredTime) {
+  auto origin = devices_->Get("H100-SXM");
+  ASSERT_TRUE(origin.ok());
+  auto prediction = PredictOnDevice(*trace_, **origin, **origin);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  EXPECT_TRUE(prediction->is_origin());
+  EXPECT_EQ(prediction->iteration_ns(), SumOfPasses(*trace_));
+  for (const auto& op : prediction->operations()) {
+    EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_MEASURED) << op.name();
+  }
+}
+
+TEST_F(PredictionEngineTest, OtherDevicesScaleKernelAlikeOpsAndFlagTheRest) {
+  auto origin = devices_->Get("H100-SXM");
+  auto target = devices_->Get("H200");
+  ASSERT_TRUE(origin.ok() && target.ok());
+  auto prediction = PredictOnDevice(*trace_, **origin, **target);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  int wave = 0, unscaled = 0;
+  int64_t sum = 0;
+  for (const auto& op : prediction->operations()) {
+    sum += op.predicted_forward_ns() + op.predicted_backward_ns();
+    if (op.method() == v1::PREDICTION_METHOD_WAVE_SCALING) ++wave;
+    if (op.method() == v1::PREDICTION_METHOD_UNSCALED) {
+      ++unscaled;
+      if (op.origin_forward_ns() + op.origin_backward_ns() > 0) {
+        EXPECT_FALSE(op.warnings().empty()) << op.name();
+      }
+    }
+  }
+  EXPECT_GT(wave, 50);      // batch norms, ReLUs, adds, pooling, optimizer
+  EXPECT_GT(unscaled, 20);  // ResNet-50 has 53 convolutions + 1 linear
+  EXPECT_EQ(prediction->iteration_ns(), sum);
+  ASSERT_FALSE(prediction->warnings().empty());
+  EXPECT_NE(prediction->warnings(0).find("carried over unscaled"), std::string::npos);
+  // The H200 has more memory bandwidth and the same SMs: never slower here.
+  EXPECT_LT(prediction->iteration_ns(), SumOfPasses(*trace_));
+}
+
+TEST_F(PredictionEngineTest, PredictCoversAllProductsAndRanks) {
+  PredictionEngine engine(devices_, std::make_shared<PredictionCache>(100));
+  PredictionQuery query;
+  auto response = engine.Predict(*trace_, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  int products = 0;
+  for (const auto& spec : devices_->devices()) products += spec.test_only() ? 0 : 1;
+  ASSERT_EQ(response->predictions_size(), products);
+  std::vector<bool> seen(products + 1, false);
+  for (const auto& p : response->predictions()) {
+    ASSERT_GE(p.rank_by_time(), 1u);
+    ASSERT_LE(p.rank_by_time(), static_cast<uint32_t>(products));
+    EXPECT_FALSE(seen[p.rank_by_time()]);
+    seen[p.rank_by_time()] = true;
+    EXPECT_EQ(p.rank_by_cost(), 0u);  // no catalog
+    EXPECT_TRUE(p.operations().empty());  // no breakdown asked
+    EXPECT_NEAR(p.samples_per_second(), 16 / (p.iteration_ns() / 1e9), 1e-6);
+  }
+  EXPECT_EQ(response->origin_device_id(), "H100-SXM");
+  EXPECT_TRUE(response->trace_id().rfind("sha256:", 0) == 0);
+}
+
+TEST_F(PredictionEngineTest, SecondPredictIsServedFromTheCache) {
+  PredictionEngine engine(devices_, std::make_shared<PredictionCache>(100));
+  PredictionQuery query;
+  query.devices = {"H200", "A100-SXM-80GB"};
+  query.include_breakdown = true;
+  PredictionStats first, second;
+  auto a = engine.Predict(*trace_, "", query, &first);
+  auto b = engine.Predict(*trace_, "", query, &second);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(first.cache_misses, 2);
+  EXPECT_EQ(second.cache_hits, 2);
+  EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
+  EXPECT_FALSE(a->predictions(0).operations().empty());
+}
+
+TEST_F(PredictionEngineTest, PricesFollowFromTimeAndCatalog) {
+  std::vector<v1::DevicePrediction> predictions(2);
+  predictions[0].set_device_id("H100-SXM");
+  predictions[0].set_iteration_ns(100'000'000);  // 0.1 s per 64 samples
+  predictions[1].set_device_id("T4");
+  predictions[1].set_iteration_ns(400'000'000);
+  v1::PriceCatalog catalog;
+  auto* h100 = catalog.add_prices();
+  h100->set_device_id("H100-SXM");
+  h100->set_on_demand_per_gpu_hour(4.0);
+  auto* t4 = catalog.add_prices();
+  t4->set_device_id("T4");
+  t4->set_on_demand_per_gpu_hour(0.5);
+  PriceAndRank(64, &catalog, v1::PRICE_KIND_ON_DEMAND, &predictions);
+  // H100: 640 samples/s; 4 $/h -> 4/3600 $/s / 640 samples/s * 1000.
+  EXPECT_NEAR(predictions[0].samples_per_second(), 640.0, 1e-9);
+  EXPECT_NEAR(predictions[0].cost_per_1000_samples(), 4.0 / 3600 / 640 * 1000, 1e-12);
+  EXPECT_NEAR(predictions[0].samples_per_currency_unit(), 640.0 * 3600 / 4.0, 1e-6);
+  // T4: 160 samples/s at 0.5 $/h is cheaper per sample (0.000868 vs 0.001736).
+  EXPECT_EQ(predictions[0].rank_by_time(), 1u);
+  EXPECT_EQ(predictions[1].rank_by_time(), 2u);
+  EXPECT_EQ(predictions[1].rank_by_cost(), 1u);
+  EXPECT_EQ(predictions[0].rank_by_cost(), 2u);
+}
+
+TEST_F(PredictionEngineTest, BadQueriesAreRejected) {
+  PredictionEngine engine(devices_, nullptr);
+  PredictionQuery query;
+  query.devices = {"NoSuchGPU"};
+  EXPECT_EQ(engine.Predict(*trace_, "", query).status().code(), absl::StatusCode::kNotFound);
+  query.devices = {"T4", "T4"};
+  EXPECT_EQ(engine.Predict(*trace_, "", query).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::Trace unknown_origin = *trace_;
+  unknown_origin.mutable_origin()->set_name("Imaginary GPU 9000");
+  query.devices = {"T4"};
+  auto status = engine.Predict(unknown_origin, "", query).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(status.message().find("Imaginary GPU 9000"), std::string::npos);
+}
+
+// Each mutation of the real trace must be rejected, naming the field.
+TEST_F(PredictionEngineTest, ValidationNamesTheBadField) {
+  struct Case {
+    const char* expected_field;
+    std::function<void(v1::Trace*)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"batch_size", [](v1::Trace* t) { t->set_batch_size(0); }},
+      {"operations[0].forward.kernels[0].duration_ns",
+       [](v1::Trace* t) { t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_duration_ns(-5); }},
+      {"operations[0].forward.kernels[0].grid",
+       [](v1::Trace* t) { t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->mutable_grid()->set_x(0); }},
+      {"operations[0].forward.kernels[0].block",
+       [](v1::Trace* t) { t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->mutable_block()->set_x(2048); }},
+      {"operations[1].name", [](v1::Trace* t) { t->mutable_operations(1)->set_name("aten::\x01relu"); }},
+      {"operations[1].name", [](v1::Trace* t) { t->mutable_operations(1)->set_name(""); }},
+      {"iteration_wall_ns", [](v1::Trace* t) { t->set_iteration_wall_ns(-1); }},
+      {"origin", [](v1::Trace* t) { t->clear_origin(); }},
+      {"operations", [](v1::Trace* t) { t->clear_operations(); t->clear_unattributed_kernels(); }},
+      {"format_version", [](v1::Trace* t) { t->set_format_version(7); }},
+  };
+  // Find an op with a forward kernel to mutate.
+  ASSERT_GT(trace_->operations(0).forward().kernels_size(), 0)
+      << "first op of the fixture has no kernels; pick another";
+  for (const auto& c : cases) {
+    v1::Trace broken = *trace_;
+    c.mutate(&broken);
+    absl::Status status = ValidateTrace(broken);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.expected_field;
+    EXPECT_NE(status.message().find(c.expected_field), std::string::npos)
+        << "expected '" << c.expected_field << "' in: " << status.message();
+  }
+  EXPECT_TRUE(ValidateTrace(*trace_).ok()) << ValidateTrace(*trace_);
+}
+
+}  // namespace
+}  // namespace habitat

@@ -1,0 +1,29 @@
+// Loads the real captured traces in tests/testdata for core tests.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
+#include "core/kineto/kineto_import.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+namespace testing {
+
+// `gpu` is "h100" or "h200"; `name` e.g. "resnet50_b16_fp32".
+inline absl::StatusOr<habitat::v1::Trace> LoadKinetoFixture(const std::string& gpu,
+                                                            const std::string& name,
+                                                            uint32_t batch_size) {
+  HABITAT_ASSIGN_OR_RETURN(
+      std::string json,
+      ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/" + gpu + "/" + name + ".json.gz"));
+  KinetoImportOptions options;
+  options.model_name = name;
+  options.batch_size = batch_size;
+  return ImportKinetoTrace(json, options);
+}
+
+}  // namespace testing
+}  // namespace habitat

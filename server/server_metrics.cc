@@ -1,0 +1,94 @@
+#include "server/server_metrics.h"
+
+#include "absl/status/status.h"
+
+namespace habitat {
+
+const char* RpcName(Rpc rpc) {
+  switch (rpc) {
+    case Rpc::kPredict: return "Predict";
+    case Rpc::kUploadTrace: return "UploadTrace";
+    case Rpc::kListDevices: return "ListDevices";
+    case Rpc::kListCatalogs: return "ListCatalogs";
+    default: return "unknown";
+  }
+}
+
+namespace {
+const char* MethodLabel(int method) {
+  switch (method) {
+    case 1: return "wave_scaling";
+    case 2: return "mlp";
+    case 3: return "unscaled";
+    case 4: return "measured";
+    default: return "unspecified";
+  }
+}
+}  // namespace
+
+ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
+  auto& requests = prometheus::BuildCounter()
+                       .Name("habitat_requests_total")
+                       .Help("Finished RPCs by method and gRPC status code")
+                       .Register(registry);
+  auto& latency = prometheus::BuildHistogram()
+                      .Name("habitat_request_duration_seconds")
+                      .Help("RPC handling time in seconds, by method")
+                      .Register(registry);
+  const prometheus::Histogram::BucketBoundaries buckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+      0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
+  for (int rpc = 0; rpc < static_cast<int>(Rpc::kCount); ++rpc) {
+    const char* name = RpcName(static_cast<Rpc>(rpc));
+    for (int code = 0; code < kCodes; ++code) {
+      requests_[rpc][code] = &requests.Add(
+          {{"rpc", name},
+           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+    }
+    latency_[rpc] = &latency.Add({{"rpc", name}}, buckets);
+  }
+  auto& predictions = prometheus::BuildCounter()
+                          .Name("habitat_predicted_operations_total")
+                          .Help("Operation predictions computed (not served from cache), by method")
+                          .Register(registry);
+  for (int method = 0; method < kMethods; ++method) {
+    predictions_[method] = &predictions.Add({{"method", MethodLabel(method)}});
+  }
+  auto& cache = prometheus::BuildCounter()
+                    .Name("habitat_prediction_cache_total")
+                    .Help("Per-(trace, device) prediction cache lookups by result")
+                    .Register(registry);
+  cache_hits_ = &cache.Add({{"result", "hit"}});
+  cache_misses_ = &cache.Add({{"result", "miss"}});
+  stored_traces_ = &prometheus::BuildGauge()
+                        .Name("habitat_stored_traces")
+                        .Help("Traces in the trace store")
+                        .Register(registry)
+                        .Add({});
+  devices_loaded_ = &prometheus::BuildGauge()
+                         .Name("habitat_devices_loaded")
+                         .Help("GPUs in the loaded spec database")
+                         .Register(registry)
+                         .Add({});
+}
+
+void ServerMetrics::RecordRequest(Rpc rpc, absl::StatusCode code, double seconds) {
+  const int index = static_cast<int>(code);
+  requests_[static_cast<int>(rpc)][index >= 0 && index < kCodes ? index : 2]->Increment();
+  latency_[static_cast<int>(rpc)]->Observe(seconds);
+}
+
+void ServerMetrics::RecordPredictions(int method, int64_t count) {
+  if (method < 0 || method >= kMethods || count <= 0) return;
+  predictions_[method]->Increment(static_cast<double>(count));
+}
+
+void ServerMetrics::RecordCache(int hits, int misses) {
+  if (hits > 0) cache_hits_->Increment(hits);
+  if (misses > 0) cache_misses_->Increment(misses);
+}
+
+void ServerMetrics::SetStoredTraces(double count) { stored_traces_->Set(count); }
+void ServerMetrics::SetDevicesLoaded(double count) { devices_loaded_->Set(count); }
+
+}  // namespace habitat
