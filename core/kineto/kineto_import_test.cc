@@ -1,0 +1,1 @@
+// Placeholder until the real fixtures land; replaced by the fixture tests.
