@@ -8,10 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_io.h"
 #include "common/status_macros.h"
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/text_format.h"
+#include "core/devices/text_proto_file.h"
 
 namespace habitat {
 namespace {
@@ -197,23 +195,35 @@ absl::Status ValidateThroughput(const SpecChecker& c, const DeviceSpec& s) {
   return absl::OkStatus();
 }
 
-// Keeps the first parse error, with 1-based line and column.
-class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
-    if (error_.empty()) {
-      error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
-                            message);
+// The kernel-scaling constants are optional (0: not measured, core/scaling
+// derives a default), but a measured one must be plausible and say where it
+// came from.
+absl::Status ValidateScalingConstants(const SpecChecker& c,
+                                      const DeviceSpec& s) {
+  HABITAT_RETURN_IF_ERROR(c.NonNegative("streaming_bandwidth_gbps",
+                                        s.streaming_bandwidth_gbps(),
+                                        kMaxBandwidthGbps));
+  constexpr int64_t kMaxLatencyNs = 1'000'000'000;  // 1 s
+  const std::pair<const char*, int64_t> latencies[] = {
+      {"op_fixed_latency_ns", s.op_fixed_latency_ns()},
+      {"op_latency_floor_ns", s.op_latency_floor_ns()},
+      {"kernel_fixed_latency_ns", s.kernel_fixed_latency_ns()},
+  };
+  bool any_set = s.streaming_bandwidth_gbps() > 0;
+  for (const auto& [field, value] : latencies) {
+    if (value < 0 || value > kMaxLatencyNs) {
+      return c.Fail(field, absl::StrCat("must be in [0, ", kMaxLatencyNs, "]"),
+                    value);
     }
+    any_set = any_set || value > 0;
   }
-  void AddWarning(int, google::protobuf::io::ColumnNumber,
-                  const std::string&) override {}
-  const std::string& error() const { return error_; }
-
- private:
-  std::string error_;
-};
+  if (any_set && s.scaling_constants_source().empty()) {
+    return c.Fail("scaling_constants_source",
+                  "must say how the kernel-scaling constants were measured",
+                  "\"\"");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -222,21 +232,14 @@ absl::Status ValidateDeviceSpec(const DeviceSpec& spec,
   const SpecChecker checker(origin, spec);
   HABITAT_RETURN_IF_ERROR(ValidateIdentity(checker, spec));
   HABITAT_RETURN_IF_ERROR(ValidateOccupancyLimits(checker, spec));
-  return ValidateThroughput(checker, spec);
+  HABITAT_RETURN_IF_ERROR(ValidateThroughput(checker, spec));
+  return ValidateScalingConstants(checker, spec);
 }
 
 absl::StatusOr<DeviceDatabase> DeviceDatabase::LoadFromFile(
     const std::string& path) {
-  HABITAT_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   habitat::v1::DeviceDatabase proto;
-  google::protobuf::TextFormat::Parser parser;
-  FirstErrorCollector errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &proto)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a text-format habitat.v1.DeviceDatabase: ",
-        errors.error().empty() ? "parse failed" : errors.error()));
-  }
+  HABITAT_RETURN_IF_ERROR(ReadTextProtoFile(path, &proto));
   return FromProto(std::move(proto), Basename(path));
 }
 

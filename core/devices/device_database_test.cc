@@ -72,8 +72,8 @@ TEST(DeviceDatabaseTest, LookupsById) {
   EXPECT_EQ(db->Find("t4"), nullptr);  // ids are exact
   auto missing = db->Get("GTX1080");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(), HasSubstr("GTX1080"));
-  EXPECT_THAT(missing.status().message(), HasSubstr("H100-SXM"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("GTX1080"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("H100-SXM"));
 }
 
 // The names NeuSight's measurements and device configs carry in their Device
@@ -140,9 +140,9 @@ TEST_P(DeviceValidationTest, RejectsWithGpuAndField) {
   auto db = DeviceDatabase::FromProto(proto, "devices.textproto");
   ASSERT_FALSE(db.ok()) << c.name;
   EXPECT_EQ(db.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(db.status().message(),
+  EXPECT_THAT(std::string(db.status().message()),
               HasSubstr(absl::StrCat("devices.textproto: GPU \"", c.gpu, "\"")));
-  EXPECT_THAT(db.status().message(), HasSubstr(c.field));
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr(c.field));
 }
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -257,6 +257,27 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenCase{"BadMinor", "H200",
                    [](DeviceSpec& s) { s.set_compute_capability_minor(10); },
                    "compute_capability_minor"},
+        BrokenCase{"NegativeStreamingBandwidth", "T4",
+                   [](DeviceSpec& s) {
+                     s.set_streaming_bandwidth_gbps(-5);
+                     s.set_scaling_constants_source("test");
+                   },
+                   "streaming_bandwidth_gbps"},
+        BrokenCase{"NegativeOpLatency", "T4",
+                   [](DeviceSpec& s) {
+                     s.set_op_fixed_latency_ns(-1);
+                     s.set_scaling_constants_source("test");
+                   },
+                   "op_fixed_latency_ns"},
+        BrokenCase{"HugeKernelLatency", "T4",
+                   [](DeviceSpec& s) {
+                     s.set_kernel_fixed_latency_ns(int64_t{5} << 40);
+                     s.set_scaling_constants_source("test");
+                   },
+                   "kernel_fixed_latency_ns"},
+        BrokenCase{"ScalingConstantWithoutSource", "T4",
+                   [](DeviceSpec& s) { s.set_op_latency_floor_ns(9000); },
+                   "scaling_constants_source"},
         BrokenCase{"DuplicateDriverName", "H200",
                    [](DeviceSpec& s) { s.add_driver_names("TESLA T4"); },
                    "driver_names entry \"TESLA T4\" is also listed by GPU "
@@ -273,7 +294,7 @@ TEST(DeviceDatabaseTest, RejectsDuplicateId) {
   *proto.add_devices() = copy;
   auto db = DeviceDatabase::FromProto(proto, "devices.textproto");
   ASSERT_FALSE(db.ok());
-  EXPECT_THAT(db.status().message(),
+  EXPECT_THAT(std::string(db.status().message()),
               HasSubstr("GPU \"T4\": id is used more than once"));
 }
 
@@ -282,12 +303,12 @@ TEST(DeviceDatabaseTest, RejectsEmptyAndBadIds) {
   MutableSpec(proto, "T4")->set_id("T 4");
   auto db = DeviceDatabase::FromProto(proto, "devices.textproto");
   ASSERT_FALSE(db.ok());
-  EXPECT_THAT(db.status().message(), HasSubstr("GPU \"T 4\": id"));
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr("GPU \"T 4\": id"));
 
   MutableSpec(proto, "T 4")->clear_id();
   db = DeviceDatabase::FromProto(proto, "devices.textproto");
   ASSERT_FALSE(db.ok());
-  EXPECT_THAT(db.status().message(), HasSubstr("id must not be empty"));
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr("id must not be empty"));
 
   EXPECT_FALSE(DeviceDatabase::FromProto({}, "empty").ok());
 }
@@ -307,6 +328,15 @@ TEST(DeviceDatabaseTest, TestOnlyDeviceNeedsNoDriverName) {
   EXPECT_EQ(db->devices().back().id(), "H100-SXM-66SM");
 }
 
+TEST(DeviceDatabaseTest, MeasuredScalingConstantsWithSourceAccepted) {
+  habitat::v1::DeviceDatabase proto = RealProto();
+  DeviceSpec* t4 = MutableSpec(proto, "T4");
+  t4->set_streaming_bandwidth_gbps(240);
+  t4->set_op_fixed_latency_ns(12000);
+  t4->set_scaling_constants_source("fitted on some measurements");
+  EXPECT_TRUE(DeviceDatabase::FromProto(proto, "devices.textproto").ok());
+}
+
 TEST(DeviceDatabaseTest, ParseErrorHasLineAndColumn) {
   const std::string path = WriteTemp(
       "bad_devices.textproto",
@@ -314,8 +344,8 @@ TEST(DeviceDatabaseTest, ParseErrorHasLineAndColumn) {
   auto db = DeviceDatabase::LoadFromFile(path);
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(db.status().message(), HasSubstr("bad_devices.textproto"));
-  EXPECT_THAT(db.status().message(), HasSubstr("line 3, column 13"));
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr("bad_devices.textproto"));
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr("line 3, column 13"));
 }
 
 TEST(DeviceDatabaseTest, UnknownFieldIsAParseError) {
@@ -323,8 +353,8 @@ TEST(DeviceDatabaseTest, UnknownFieldIsAParseError) {
                                      "devices {\n  sm_cnt: 4\n}\n");
   auto db = DeviceDatabase::LoadFromFile(path);
   ASSERT_FALSE(db.ok());
-  EXPECT_THAT(db.status().message(), HasSubstr("line 2"));
-  EXPECT_THAT(db.status().message(), HasSubstr("sm_cnt"));
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr("line 2"));
+  EXPECT_THAT(std::string(db.status().message()), HasSubstr("sm_cnt"));
 }
 
 TEST(DeviceDatabaseTest, MissingFileIsAnError) {
