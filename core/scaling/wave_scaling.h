@@ -1,0 +1,113 @@
+// Scales one kernel's measured time from the GPU it ran on (origin) to
+// another GPU (target).
+//
+// PaperWaveScaling is Habitat's wave scaling exactly as published (Yu et al.,
+// USENIX ATC'21, Eq. 2 with gamma from the roofline, Eq. 3), kept as the
+// baseline. ScaleKernel is our model: it splits the time into a per-GPU
+// fixed part and a work part, scales only the work, and for host-timed
+// operator latencies knows the host-bound floor (see the .cc and
+// docs/kernel_alike_accuracy.md for the rationale and the measured error).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "habitat/v1/device.pb.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+
+// What a kernel's duration measures.
+enum class TimeBasis {
+  // The kernel's own GPU time, as CUPTI reports it (Habitat traces).
+  kKernelDuration,
+  // The latency of a framework operator timed from the host, back to back
+  // (e.g. the NeuSight data set): includes dispatch, so tiny operators sit
+  // on a host-bound floor instead of scaling with the GPU.
+  kHostTimedOp,
+};
+
+struct ScalingOptions {
+  TimeBasis basis = TimeBasis::kKernelDuration;
+};
+
+enum class ScalingBranch {
+  // PaperWaveScaling: Eq. 2.
+  kPaperEq2,
+  // Fixed part swapped, measured work scaled.
+  kWorkScaled,
+  // The origin time was on its host-bound floor, so it says nothing about
+  // the work; the work was estimated from the kernel's DRAM bytes (and
+  // FLOPs) at the origin's streaming bandwidth, then scaled.
+  kWorkFromCounters,
+  // The target's floor exceeds the scaled work: the prediction is the floor.
+  kTargetFloor,
+};
+const char* ScalingBranchName(ScalingBranch branch);
+
+struct KernelPrediction {
+  int64_t predicted_ns = 0;
+  double gamma = 1.0;
+  int64_t origin_waves = 0;
+  int64_t target_waves = 0;
+  ScalingBranch branch = ScalingBranch::kPaperEq2;
+};
+
+// The per-GPU constants ScaleKernel uses for one time basis, with the
+// documented defaults filled in where the DeviceSpec has no measured value.
+struct ScalingConstants {
+  double streaming_bandwidth_gbps = 0;
+  bool streaming_bandwidth_is_default = false;
+  int64_t fixed_ns = 0;
+  bool fixed_is_default = false;
+  // 0 for TimeBasis::kKernelDuration (a kernel's GPU time has no host floor).
+  int64_t floor_ns = 0;
+  bool floor_is_default = false;
+};
+
+// Defaults for GPUs without measured constants. Streaming bandwidth: the
+// measured copy bandwidth if the spec has one, else this fraction of the
+// datasheet bandwidth (the mean of the five GPUs fitted on NeuSight data,
+// whose fractions span 0.75 to 0.92).
+inline constexpr double kDefaultStreamingEfficiency = 0.82;
+// Host-timed operator constants: the medians of the five fitted GPUs. They
+// describe NeuSight's hosts (PyTorch 2.1 eager), which is the only host data
+// we have; a different host or framework has different values.
+inline constexpr int64_t kDefaultOpFixedLatencyNs = 17'000;
+inline constexpr int64_t kDefaultOpLatencyFloorNs = 30'500;
+
+absl::StatusOr<ScalingConstants> ResolveScalingConstants(
+    const habitat::v1::DeviceSpec& device, TimeBasis basis);
+
+// Eq. 3 of the paper: the share of a kernel's time that scales with memory
+// bandwidth, from its arithmetic intensity x (FLOP per DRAM byte) and the
+// GPU's ridge point R (peak FLOP/s over bandwidth): 1 - 0.5 x/R for x <= R,
+// 0.5 R/x above. Both must be positive.
+double RooflineGamma(double intensity, double ridge_point);
+
+// gamma for `kernel` on `device`: 1 without counters or without FLOPs, 0 with
+// FLOPs but no DRAM bytes, else RooflineGamma with the device's ridge point
+// (tensor-core peak if the kernel counted tensor FLOPs, else FP32 peak).
+absl::StatusOr<double> KernelGamma(const habitat::v1::Kernel& kernel,
+                                   const habitat::v1::DeviceSpec& device);
+
+// Thread blocks in the grid, and blocks per wave (resident blocks per SM
+// times SMs) on `device`. INVALID_ARGUMENT naming the field for an empty
+// grid or block, or a launch `device` cannot run.
+absl::StatusOr<int64_t> GridBlocks(const habitat::v1::Kernel& kernel);
+absl::StatusOr<int64_t> WaveSize(const habitat::v1::Kernel& kernel,
+                                 const habitat::v1::DeviceSpec& device);
+
+// Eq. 2, unchanged from the paper:
+//   T_d = ceil(B/W_d)/ceil(B/W_o) * (D_o W_d / (D_d W_o))^g * (C_o/C_d)^(1-g) * T_o
+// with datasheet bandwidth D and boost clock C, g = KernelGamma on the target.
+absl::StatusOr<KernelPrediction> PaperWaveScaling(
+    const habitat::v1::Kernel& kernel, const habitat::v1::DeviceSpec& origin,
+    const habitat::v1::DeviceSpec& target);
+
+// Our model (see the .cc for the equations).
+absl::StatusOr<KernelPrediction> ScaleKernel(
+    const habitat::v1::Kernel& kernel, const habitat::v1::DeviceSpec& origin,
+    const habitat::v1::DeviceSpec& target, const ScalingOptions& options = {});
+
+}  // namespace habitat
