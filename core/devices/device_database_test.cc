@@ -131,6 +131,8 @@ struct BrokenCase {
   std::string field;  // must appear in the message
 };
 
+void PrintTo(const BrokenCase& c, std::ostream* os) { *os << c.name; }
+
 class DeviceValidationTest : public ::testing::TestWithParam<BrokenCase> {};
 
 TEST_P(DeviceValidationTest, RejectsWithGpuAndField) {

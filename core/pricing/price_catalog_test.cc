@@ -98,6 +98,24 @@ TEST(PriceCatalogTest, RealCatalogsArePlausible) {
   }
 }
 
+// The real AWS catalog lists T4 in two shapes and H100 in one shape without
+// a spot price: the cheapest shape wins, and a shape without spot is skipped.
+TEST(PriceCatalogTest, RealAwsCatalogPicksCheapestShape) {
+  auto set = CatalogSet::LoadFromDirectory(kDataDir + "/catalogs", Devices());
+  ASSERT_TRUE(set.ok()) << set.status();
+  auto aws = set->Get("aws");
+  ASSERT_TRUE(aws.ok()) << aws.status();
+  using habitat::v1::PRICE_KIND_ON_DEMAND;
+  using habitat::v1::PRICE_KIND_SPOT;
+  // g4dn.xlarge 0.526 $/h beats g4dn.metal 7.824 $/h / 8 GPUs.
+  EXPECT_DOUBLE_EQ(*PricePerGpuHour(**aws, "T4", PRICE_KIND_ON_DEMAND), 0.526);
+  // p5.4xlarge publishes no spot price; p5.48xlarge's spot applies.
+  EXPECT_DOUBLE_EQ(*PricePerGpuHour(**aws, "H100-SXM", PRICE_KIND_SPOT),
+                   17.6289 / 8);
+  EXPECT_EQ(PricePerGpuHour(**aws, "RTX4090", PRICE_KIND_ON_DEMAND),
+            std::nullopt);
+}
+
 TEST(PriceCatalogTest, GetUnknownListsNames) {
   auto set = CatalogSet::LoadFromDirectory(kDataDir + "/catalogs", Devices());
   ASSERT_TRUE(set.ok()) << set.status();
@@ -146,6 +164,8 @@ struct InlineCase {
   std::string text;
   std::string message;  // expected substring
 };
+
+void PrintTo(const InlineCase& c, std::ostream* os) { *os << c.name; }
 
 class InlineCatalogTest : public ::testing::TestWithParam<InlineCase> {};
 
@@ -232,6 +252,8 @@ struct FileCase {
   std::string message;  // expected substring
 };
 
+void PrintTo(const FileCase& c, std::ostream* os) { *os << c.name; }
+
 class CatalogFileTest : public ::testing::TestWithParam<FileCase> {};
 
 TEST_P(CatalogFileTest, RejectsNamingFileAndField) {
@@ -257,7 +279,7 @@ INSTANTIATE_TEST_SUITE_P(
     EveryRule, CatalogFileTest,
     ::testing::Values(
         FileCase{"ParseError", "currency: \"USD\"\nprices { device_id: T4 }\n",
-                 "line 2, column 23"},
+                 "line 2, column 21"},
         FileCase{"UnknownField", "currncy: \"USD\"\n", "line 1"},
         FileCase{"NoSource", Without("source: \"https://example.invalid/pricing\""),
                  "broken.textproto: source must not be empty"},
