@@ -1,0 +1,135 @@
+#include "tools/eval_kernel_alike/evaluate.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "core/scaling/wave_scaling.h"
+
+namespace habitat::eval {
+
+const char* MethodName(Method m) {
+  switch (m) {
+    case kBandwidthRatio:
+      return "bandwidth ratio";
+    case kPaperEq2:
+      return "paper Eq. 2";
+    case kOurs:
+      return "ScaleKernel";
+    case kOursNoCounters:
+      return "ScaleKernel, no counters";
+    default:
+      return "?";
+  }
+}
+
+absl::StatusOr<Report> Evaluate(
+    const std::vector<const JoinedRow*>& rows,
+    const std::map<std::string, habitat::v1::DeviceSpec>& devices,
+    const std::vector<std::string>& device_ids) {
+  Report report;
+  const ScalingOptions host_timed{TimeBasis::kHostTimedOp};
+  for (const JoinedRow* row : rows) {
+    for (const std::string& o : device_ids) {
+      const Measurement& mo = row->by_device.at(o);
+      const habitat::v1::Kernel with = ToKernel(row->config, mo, true);
+      const habitat::v1::Kernel without = ToKernel(row->config, mo, false);
+      const auto& origin = devices.at(o);
+      for (const std::string& d : device_ids) {
+        if (d == o) continue;
+        const auto& target = devices.at(d);
+        const double actual = row->by_device.at(d).latency_ms * 1e6;
+        const double t_o = static_cast<double>(with.duration_ns());
+        double pred[kMethodCount];
+        pred[kBandwidthRatio] = t_o * origin.memory_bandwidth_gbps() /
+                                target.memory_bandwidth_gbps();
+        HABITAT_ASSIGN_OR_RETURN(auto paper,
+                                 PaperWaveScaling(without, origin, target));
+        pred[kPaperEq2] = static_cast<double>(paper.predicted_ns);
+        HABITAT_ASSIGN_OR_RETURN(auto ours,
+                                 ScaleKernel(with, origin, target, host_timed));
+        pred[kOurs] = static_cast<double>(ours.predicted_ns);
+        report.branches[ScalingBranchName(ours.branch)]++;
+        HABITAT_ASSIGN_OR_RETURN(auto ours_nc,
+                                 ScaleKernel(without, origin, target, host_timed));
+        pred[kOursNoCounters] = static_cast<double>(ours_nc.predicted_ns);
+        const bool large = mo.latency_ms >= kLargeMs;
+        MethodErrors& op = report.by_op[row->config.op];
+        MethodErrors& pair = report.by_pair[{o, d}];
+        for (int m = 0; m < kMethodCount; ++m) {
+          const double ape = std::abs(pred[m] - actual) / actual;
+          op[m].Add(ape, large);
+          pair[m].Add(ape, large);
+          report.overall[m].Add(ape, large);
+        }
+      }
+    }
+  }
+  return report;
+}
+
+void Merge(const Report& from, Report& into) {
+  auto merge = [](const MethodErrors& a, MethodErrors& b) {
+    for (int m = 0; m < kMethodCount; ++m) {
+      b[m].all += a[m].all;
+      b[m].n_all += a[m].n_all;
+      b[m].large += a[m].large;
+      b[m].n_large += a[m].n_large;
+    }
+  };
+  for (const auto& [k, v] : from.by_op) merge(v, into.by_op[k]);
+  for (const auto& [k, v] : from.by_pair) merge(v, into.by_pair[k]);
+  merge(from.overall, into.overall);
+  for (const auto& [k, v] : from.branches) into.branches[k] += v;
+}
+
+namespace {
+
+std::string Header(absl::string_view first) {
+  std::string h = absl::StrCat("| ", first, " | n (≥0.1 ms) |");
+  std::string rule = "| --- | --- |";
+  for (int m = 0; m < kMethodCount; ++m) {
+    absl::StrAppend(&h, " ", MethodName(static_cast<Method>(m)),
+                    ": all | ≥0.1 ms |");
+    absl::StrAppend(&rule, " ---: | ---: |");
+  }
+  return absl::StrCat(h, "\n", rule, "\n");
+}
+
+std::string Line(absl::string_view name, const MethodErrors& e) {
+  std::string s = absl::StrFormat("| %s | %d (%d) |", name, e[0].n_all,
+                                  e[0].n_large);
+  for (int m = 0; m < kMethodCount; ++m) {
+    absl::StrAppend(&s, absl::StrFormat(" %.1f | %.1f |", e[m].Mape(),
+                                        e[m].MapeLarge()));
+  }
+  return absl::StrCat(s, "\n");
+}
+
+}  // namespace
+
+std::string FormatByOp(const Report& r, const std::vector<std::string>& ops) {
+  std::string out = Header("op");
+  for (const auto& op : ops) {
+    auto it = r.by_op.find(op);
+    if (it != r.by_op.end()) out += Line(op, it->second);
+  }
+  out += Line("**all**", r.overall);
+  return out;
+}
+
+std::string FormatByPair(const Report& r, const std::vector<std::string>& ids) {
+  std::string out = Header("origin → target");
+  for (const auto& o : ids) {
+    for (const auto& d : ids) {
+      auto it = r.by_pair.find({o, d});
+      if (it != r.by_pair.end()) out += Line(absl::StrCat(o, " → ", d), it->second);
+    }
+  }
+  out += Line("**all**", r.overall);
+  return out;
+}
+
+}  // namespace habitat::eval

@@ -1,0 +1,38 @@
+// Fits the per-GPU kernel-scaling constants (DeviceSpec fields 40-42) to
+// host-timed operator latencies: streaming bandwidth and fixed latency from
+// a weighted least-squares line of latency against DRAM bytes, and the floor
+// from the smallest configurations.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/eval_kernel_alike/neusight.h"
+
+namespace habitat::eval {
+
+struct FittedConstants {
+  double streaming_bandwidth_gbps = 0;
+  int64_t op_fixed_latency_ns = 0;
+  int64_t op_latency_floor_ns = 0;
+  int line_rows = 0;   // rows the bandwidth/fixed line was fitted on
+  int floor_ops = 0;   // operators whose floors were pooled
+};
+
+// Only these are streaming kernels (one pass over the data, no reduction):
+// the line is fitted on them. Layer norm and softmax count for the floor.
+bool IsStreamingOp(const std::string& op);
+
+// Fits each GPU in `device_ids` on `rows`:
+// - floor: for each operator, the median latency of its 30 configurations
+//   with the fewest bytes; the GPU's floor is the median over operators;
+// - line: latency = fixed + bytes / bandwidth over streaming-op rows whose
+//   latency is above 3x the floor (clear of it), weighted by 1/latency^2 so
+//   that relative error is minimised.
+absl::StatusOr<std::map<std::string, FittedConstants>> FitConstants(
+    const std::vector<const JoinedRow*>& rows,
+    const std::vector<std::string>& device_ids);
+
+}  // namespace habitat::eval

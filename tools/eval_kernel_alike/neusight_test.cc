@@ -1,0 +1,109 @@
+#include "tools/eval_kernel_alike/neusight.h"
+
+#include <filesystem>
+#include <string>
+
+#include "common/file_io.h"
+#include "google/protobuf/text_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/eval_kernel_alike/fit.h"
+
+namespace habitat::eval {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+habitat::v1::DeviceDatabase Devices() {
+  habitat::v1::DeviceDatabase db;
+  auto text = ReadFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
+  EXPECT_TRUE(text.ok()) << text.status();
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(*text, &db));
+  return db;
+}
+
+const std::string kHeader =
+    "OPName,Latency,Device,Torch Version,CUDNN Version,Kernel Name,Warps per "
+    "SM,Blocks per SM,Grid x,Grid y,Grid z,Block x,Block y,Block z,CUDA "
+    "Version,B,H\n";
+
+TEST(SplitCsvLineTest, Quoting) {
+  auto f = SplitCsvLine(R"(a,"b, c","say ""hi""",,d)");
+  ASSERT_TRUE(f.ok());
+  EXPECT_THAT(*f, ElementsAre("a", "b, c", "say \"hi\"", "", "d"));
+  EXPECT_FALSE(SplitCsvLine(R"(a,"b)").ok());
+}
+
+TEST(ParseNeuSightCsvTest, RejectsBadInput) {
+  const auto db = Devices();
+  std::string id;
+  auto r = ParseNeuSightCsv("OPName,Latency\nadd,1\n", "x.csv", db, &id);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("x.csv: no column 'Device'"));
+
+  r = ParseNeuSightCsv(kHeader + "add,0.1,Unknown GPU,p,1,k,1,1,1,1,1,128,1,1,cu,2,3\n",
+                       "x.csv", db, &id);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("Unknown GPU"));
+
+  r = ParseNeuSightCsv(kHeader + "add,fast,Tesla P4,p,1,k,1,1,1,1,1,128,1,1,cu,2,3\n",
+                       "x.csv", db, &id);
+  EXPECT_THAT(r.status().message(), HasSubstr("x.csv:2"));
+
+  r = ParseNeuSightCsv(kHeader + "add,0.1,Tesla P4\n", "x.csv", db, &id);
+  EXPECT_THAT(r.status().message(), HasSubstr("3 fields"));
+}
+
+TEST(AnalyticDramTrafficTest, PerOperatorKind) {
+  // Binary: two 2x3 fp32 inputs read, one written.
+  DramTraffic t = AnalyticDramTraffic({"add", 2, 3});
+  EXPECT_EQ(t.read_bytes, 48);
+  EXPECT_EQ(t.write_bytes, 24);
+  t = AnalyticDramTraffic({"relu", 2, 3});
+  EXPECT_EQ(t.read_bytes, 24);
+  EXPECT_EQ(t.write_bytes, 24);
+  // Layer norm: input + gamma + beta read; output + mean + rstd written.
+  t = AnalyticDramTraffic({"ln", 2, 3});
+  EXPECT_EQ(t.read_bytes, (6 + 6) * 4);
+  EXPECT_EQ(t.write_bytes, (6 + 4) * 4);
+}
+
+// The real shared data set, where present (it lives beside the repo).
+TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
+  const std::string dir = HABITAT_NEUSIGHT_DIR;
+  if (!std::filesystem::exists(dir + "/ops/add")) {
+    GTEST_SKIP() << dir << " not present";
+  }
+  const auto db = Devices();
+  std::vector<std::string> ids;
+  auto rows = LoadJoined(dir, {"add", "ln"}, db, &ids);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_THAT(ids, ElementsAre("P4", "P100", "T4", "V100-PCIE-32GB",
+                               "A100-PCIE-40GB"));
+  // 1750 rows per file for add, one configuration measured twice; ln has
+  // 1400 rows and 1397 distinct configurations.
+  EXPECT_EQ(rows->size(), 1749u + 1397u);
+  bool found = false;
+  for (const auto& r : *rows) {
+    if (r.config.op == "add" && r.config.b == 127 && r.config.h == 168) {
+      const Measurement& m = r.by_device.at("P4");
+      EXPECT_NEAR(m.latency_ms, 0.026284800097346305, 1e-12);
+      EXPECT_EQ(m.grid[0], 42u);  // ceil(127 * 168 / 512)
+      EXPECT_EQ(m.block[0], 128u);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+
+  std::vector<const JoinedRow*> ptrs;
+  for (const auto& r : *rows) ptrs.push_back(&r);
+  auto fitted = FitConstants(ptrs, ids);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  // The P4's datasheet bandwidth is 192 GB/s; streaming kernels reach less.
+  EXPECT_GT(fitted->at("P4").streaming_bandwidth_gbps, 100);
+  EXPECT_LT(fitted->at("P4").streaming_bandwidth_gbps, 192);
+}
+
+}  // namespace
+}  // namespace habitat::eval
