@@ -1,0 +1,425 @@
+#include "client/cli_commands.h"
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "client/cli_args.h"
+#include "client/cli_output.h"
+#include "client/cli_service.h"
+#include "client/trace_loader.h"
+#include "core/devices/text_proto_file.h"
+#include "core/trace/trace_id.h"
+
+namespace habitat {
+namespace {
+
+constexpr char kMainUsage[] =
+    "usage: habitat COMMAND [ARGS]\n"
+    "\n"
+    "Predicts how long one training iteration of a profiled PyTorch model takes on\n"
+    "other GPUs, and what it costs.\n"
+    "\n"
+    "commands:\n"
+    "  predict TRACE        predict the trace's iteration time on other GPUs\n"
+    "  devices              list the GPUs predictions can target\n"
+    "  catalogs             list the price catalogs\n"
+    "  upload TRACE         store a trace on a server and print its id\n"
+    "  import-kineto IN OUT convert a torch.profiler JSON trace to a habitat trace\n"
+    "\n"
+    "Without --server, commands run the predictor in-process on the data files in\n"
+    "--data-dir. 'habitat COMMAND --help' describes a command.\n";
+
+constexpr char kPredictUsage[] =
+    "usage: habitat predict TRACE [options]\n"
+    "\n"
+    "TRACE is a habitat trace (.pb, optionally .gz), a torch.profiler JSON trace\n"
+    "(.json, optionally .gz), or with --server the id printed by 'habitat upload'.\n"
+    "\n"
+    "  --server HOST:PORT     ask a habitat-server instead of predicting in-process\n"
+    "  --data-dir DIR         GPU and price data for in-process predictions\n"
+    "  --devices A,B          target GPU ids (default: every GPU; see 'habitat devices')\n"
+    "  --catalog NAME         price catalog (default: aws if it exists; 'none': no prices)\n"
+    "  --catalog-file FILE    a habitat.v1.PriceCatalog in text format\n"
+    "  --spot                 spot prices instead of on-demand\n"
+    "  --format FORMAT        table (default), json or csv\n"
+    "  --breakdown            per GPU, the operations with the largest predicted time\n"
+    "  --top N                operations listed per GPU with --breakdown (default 10)\n"
+    "  --model NAME           model name (JSON traces; default: the file name)\n"
+    "  --batch-size N         samples per iteration (needed for JSON traces)\n"
+    "  --precision P          fp32, tf32, fp16, bf16, amp_fp16 or amp_bf16 (JSON traces)\n"
+    "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n";
+
+constexpr char kDevicesUsage[] =
+    "usage: habitat devices [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n"
+    "                       [--include-test-only]\n";
+
+constexpr char kCatalogsUsage[] =
+    "usage: habitat catalogs [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n";
+
+constexpr char kUploadUsage[] =
+    "usage: habitat upload TRACE --server HOST:PORT [--model NAME] [--batch-size N]\n"
+    "                      [--precision P] [--step N]\n"
+    "\n"
+    "Stores the trace on the server and prints its id (sha256:...), which\n"
+    "'habitat predict ID --server HOST:PORT' accepts in place of the file.\n";
+
+constexpr char kImportUsage[] =
+    "usage: habitat import-kineto IN OUT [--model NAME] [--batch-size N] [--precision P]\n"
+    "                             [--wall-ns N] [--step N]\n"
+    "\n"
+    "Converts a torch.profiler JSON trace (prof.export_chrome_trace, optionally\n"
+    "gzipped) to a binary habitat trace; OUT ending in .gz is gzipped.\n"
+    "  --wall-ns N   measured iteration wall time in ns (default: the profiler step's)\n";
+
+// One subcommand's run: the streams and what to print on misuse.
+struct Context {
+  std::string command;
+  const CliEnvironment* env;
+  std::ostream* out;
+  std::ostream* err;
+
+  int Usage(const absl::Status& status) const {
+    *err << "habitat " << command << ": " << status.message() << "\n"
+         << "Run 'habitat " << command << " --help' for usage.\n";
+    return kExitUsage;
+  }
+  int Fail(const absl::Status& status) const {
+    *err << "habitat " << command << ": " << status.message() << "\n";
+    return kExitFailure;
+  }
+};
+
+const std::vector<OptionSpec> kServiceOptions = {
+    {"server", true}, {"data-dir", true}, {"format", true}, {"help", false}};
+const std::vector<OptionSpec> kTraceOptions = {
+    {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true}};
+
+std::vector<OptionSpec> Concat(std::initializer_list<std::vector<OptionSpec>> lists) {
+  std::vector<OptionSpec> all;
+  for (const auto& list : lists) all.insert(all.end(), list.begin(), list.end());
+  return all;
+}
+
+absl::StatusOr<std::unique_ptr<CliService>> Open(const CliArgs& args, const Context& ctx) {
+  CliServiceOptions options;
+  options.server = args.Get("server");
+  options.data_dir = args.Get("data-dir", ctx.env->default_data_dir);
+  return OpenCliService(options);
+}
+
+// Parses the trace-loading options shared by predict, upload and import.
+absl::StatusOr<TraceLoadOptions> TraceOptions(const CliArgs& args) {
+  TraceLoadOptions options;
+  options.model_name = args.Get("model");
+  absl::StatusOr<std::optional<int64_t>> batch = args.GetInt("batch-size", 1, 1 << 30);
+  if (!batch.ok()) return batch.status();
+  if (batch->has_value()) options.batch_size = static_cast<uint32_t>(**batch);
+  if (args.Has("precision")) {
+    absl::StatusOr<v1::Precision> precision = ParsePrecision(args.Get("precision"));
+    if (!precision.ok()) return precision.status();
+    options.precision = *precision;
+  }
+  absl::StatusOr<std::optional<int64_t>> step = args.GetInt("step", 0, INT64_MAX);
+  if (!step.ok()) return step.status();
+  options.profiler_step = *step;
+  if (args.Has("wall-ns")) {
+    absl::StatusOr<std::optional<int64_t>> wall = args.GetInt("wall-ns", 1, INT64_MAX);
+    if (!wall.ok()) return wall.status();
+    options.iteration_wall_ns = *wall;
+  }
+  return options;
+}
+
+// Loads a trace file and applies explicitly given overrides to binary traces
+// too (a JSON import already took them).
+absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOptions& options) {
+  TraceFileKind kind;
+  absl::StatusOr<v1::Trace> trace = LoadTraceFile(path, options, &kind);
+  if (!trace.ok()) return trace.status();
+  if (kind == TraceFileKind::kBinaryTrace) {
+    if (!options.model_name.empty()) trace->set_model_name(options.model_name);
+    if (options.batch_size > 0) trace->set_batch_size(options.batch_size);
+    if (options.precision != v1::PRECISION_UNSPECIFIED) trace->set_precision(options.precision);
+  }
+  if (trace->batch_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the trace does not say how many samples an iteration processes; "
+              "pass --batch-size N"));
+  }
+  return trace;
+}
+
+bool IsFile(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::exists(path, error);
+}
+
+int Predict(const std::vector<std::string>& words, const Context& ctx) {
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(
+      words, Concat({kServiceOptions, kTraceOptions,
+                     {{"devices", true}, {"catalog", true}, {"catalog-file", true},
+                      {"spot", false}, {"breakdown", false}, {"top", true}}}));
+  if (!args.ok()) return ctx.Usage(args.status());
+  if (args->Has("help")) {
+    *ctx.out << kPredictUsage;
+    return kExitOk;
+  }
+  if (args->positional().size() != 1) {
+    return ctx.Usage(absl::InvalidArgumentError(
+        args->positional().empty() ? "missing TRACE (a trace file or, with --server, a trace id)"
+                                   : "expected exactly one TRACE"));
+  }
+  absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
+  if (!format.ok()) return ctx.Usage(format.status());
+  if (args->Has("catalog") && args->Has("catalog-file")) {
+    return ctx.Usage(absl::InvalidArgumentError("give --catalog or --catalog-file, not both"));
+  }
+  absl::StatusOr<std::vector<std::string>> devices = args->GetList("devices");
+  if (!devices.ok()) return ctx.Usage(devices.status());
+  absl::StatusOr<std::optional<int64_t>> top = args->GetInt("top", 1, 100000);
+  if (!top.ok()) return ctx.Usage(top.status());
+  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
+  if (!trace_options.ok()) return ctx.Usage(trace_options.status());
+
+  const std::string& trace_arg = args->positional()[0];
+  const bool by_id = IsWellFormedTraceId(trace_arg) && !IsFile(trace_arg);
+  if (by_id && !args->Has("server")) {
+    return ctx.Usage(absl::InvalidArgumentError(
+        absl::StrCat("'", trace_arg, "' is a trace id; ids refer to traces uploaded to a "
+                     "server, so give --server HOST:PORT (or pass the trace file)")));
+  }
+
+  v1::PredictRequest request;
+  PredictionHeader header;
+  if (by_id) {
+    request.set_trace_id(trace_arg);
+  } else {
+    absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, *trace_options);
+    if (!trace.ok()) return ctx.Fail(trace.status());
+    header.model_name = trace->model_name();
+    header.precision = trace->precision() == v1::PRECISION_UNSPECIFIED
+                           ? ""
+                           : PrecisionName(trace->precision());
+    *request.mutable_trace() = std::move(*trace);
+  }
+  for (const auto& device : *devices) request.add_devices(device);
+  request.set_price_kind(args->Has("spot") ? v1::PRICE_KIND_SPOT : v1::PRICE_KIND_ON_DEMAND);
+  request.set_include_breakdown(args->Has("breakdown"));
+
+  if (args->Has("catalog-file")) {
+    const std::string file = args->Get("catalog-file");
+    absl::Status read = ReadTextProtoFile(file, request.mutable_inline_catalog());
+    if (!read.ok()) return ctx.Fail(read);
+    header.inline_catalog_label =
+        request.inline_catalog().name().empty()
+            ? absl::StrCat("file ", file)
+            : absl::StrCat("catalog ", request.inline_catalog().name(), " from ", file);
+  }
+
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
+  if (!service.ok()) return ctx.Fail(service.status());
+
+  if (args->Has("catalog")) {
+    const std::string name = args->Get("catalog");
+    if (name != "none") request.set_catalog(name);
+  } else if (!args->Has("catalog-file")) {
+    // The default catalog is aws when the deployment has it; the header
+    // says which catalog priced the table.
+    absl::StatusOr<v1::ListCatalogsResponse> catalogs = (*service)->ListCatalogs();
+    if (!catalogs.ok()) return ctx.Fail(catalogs.status());
+    for (const auto& catalog : catalogs->catalogs()) {
+      if (catalog.name() == "aws") request.set_catalog("aws");
+    }
+  }
+
+  absl::StatusOr<v1::PredictResponse> response = (*service)->Predict(request);
+  if (!response.ok()) return ctx.Fail(response.status());
+  switch (*format) {
+    case OutputFormat::kTable: {
+      TableOptions table;
+      table.breakdown = args->Has("breakdown");
+      if (top->has_value()) table.top_operations = static_cast<int>(**top);
+      *ctx.out << FormatPredictionTable(*response, header, table);
+      break;
+    }
+    case OutputFormat::kJson: {
+      absl::StatusOr<std::string> json = FormatJson(*response);
+      if (!json.ok()) return ctx.Fail(json.status());
+      *ctx.out << *json;
+      break;
+    }
+    case OutputFormat::kCsv:
+      *ctx.out << FormatPredictionCsv(*response);
+      break;
+  }
+  return kExitOk;
+}
+
+int Devices(const std::vector<std::string>& words, const Context& ctx) {
+  absl::StatusOr<CliArgs> args =
+      CliArgs::Parse(words, Concat({kServiceOptions, {{"include-test-only", false}}}));
+  if (!args.ok()) return ctx.Usage(args.status());
+  if (args->Has("help")) {
+    *ctx.out << kDevicesUsage;
+    return kExitOk;
+  }
+  if (!args->positional().empty()) {
+    return ctx.Usage(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args->positional()[0], "'")));
+  }
+  absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
+  if (!format.ok()) return ctx.Usage(format.status());
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
+  if (!service.ok()) return ctx.Fail(service.status());
+  v1::ListDevicesRequest request;
+  request.set_include_test_only(args->Has("include-test-only"));
+  absl::StatusOr<v1::ListDevicesResponse> response = (*service)->ListDevices(request);
+  if (!response.ok()) return ctx.Fail(response.status());
+  if (*format == OutputFormat::kJson) {
+    absl::StatusOr<std::string> json = FormatJson(*response);
+    if (!json.ok()) return ctx.Fail(json.status());
+    *ctx.out << *json;
+  } else {
+    *ctx.out << (*format == OutputFormat::kCsv ? FormatDevicesCsv(*response)
+                                               : FormatDevicesTable(*response));
+  }
+  return kExitOk;
+}
+
+int Catalogs(const std::vector<std::string>& words, const Context& ctx) {
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(words, kServiceOptions);
+  if (!args.ok()) return ctx.Usage(args.status());
+  if (args->Has("help")) {
+    *ctx.out << kCatalogsUsage;
+    return kExitOk;
+  }
+  if (!args->positional().empty()) {
+    return ctx.Usage(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args->positional()[0], "'")));
+  }
+  absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
+  if (!format.ok()) return ctx.Usage(format.status());
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
+  if (!service.ok()) return ctx.Fail(service.status());
+  absl::StatusOr<v1::ListCatalogsResponse> response = (*service)->ListCatalogs();
+  if (!response.ok()) return ctx.Fail(response.status());
+  if (*format == OutputFormat::kJson) {
+    absl::StatusOr<std::string> json = FormatJson(*response);
+    if (!json.ok()) return ctx.Fail(json.status());
+    *ctx.out << *json;
+  } else {
+    *ctx.out << (*format == OutputFormat::kCsv ? FormatCatalogsCsv(*response)
+                                               : FormatCatalogsTable(*response));
+  }
+  return kExitOk;
+}
+
+int Upload(const std::vector<std::string>& words, const Context& ctx) {
+  absl::StatusOr<CliArgs> args =
+      CliArgs::Parse(words, Concat({{{"server", true}, {"help", false}}, kTraceOptions}));
+  if (!args.ok()) return ctx.Usage(args.status());
+  if (args->Has("help")) {
+    *ctx.out << kUploadUsage;
+    return kExitOk;
+  }
+  if (args->positional().size() != 1) {
+    return ctx.Usage(absl::InvalidArgumentError("expected exactly one TRACE file"));
+  }
+  if (args->Get("server").empty()) {
+    return ctx.Usage(absl::InvalidArgumentError(
+        "--server HOST:PORT is required: an upload stores the trace on a server"));
+  }
+  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
+  if (!trace_options.ok()) return ctx.Usage(trace_options.status());
+  absl::StatusOr<v1::Trace> trace = LoadTrace(args->positional()[0], *trace_options);
+  if (!trace.ok()) return ctx.Fail(trace.status());
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
+  if (!service.ok()) return ctx.Fail(service.status());
+  v1::UploadTraceRequest request;
+  *request.mutable_trace() = std::move(*trace);
+  absl::StatusOr<v1::UploadTraceResponse> response = (*service)->UploadTrace(request);
+  if (!response.ok()) return ctx.Fail(response.status());
+  *ctx.out << response->trace_id() << "\n";
+  *ctx.err << (response->created() ? "stored as a new trace\n"
+                                   : "the server already had this trace\n");
+  return kExitOk;
+}
+
+int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
+  absl::StatusOr<CliArgs> args =
+      CliArgs::Parse(words, Concat({{{"help", false}, {"wall-ns", true}}, kTraceOptions}));
+  if (!args.ok()) return ctx.Usage(args.status());
+  if (args->Has("help")) {
+    *ctx.out << kImportUsage;
+    return kExitOk;
+  }
+  if (args->positional().size() != 2) {
+    return ctx.Usage(absl::InvalidArgumentError("expected IN and OUT"));
+  }
+  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
+  if (!trace_options.ok()) return ctx.Usage(trace_options.status());
+  const std::string& in = args->positional()[0];
+  const std::string& out = args->positional()[1];
+  TraceFileKind kind;
+  absl::StatusOr<v1::Trace> trace = LoadTraceFile(in, *trace_options, &kind);
+  if (!trace.ok()) return ctx.Fail(trace.status());
+  if (kind != TraceFileKind::kKinetoJson) {
+    return ctx.Fail(absl::InvalidArgumentError(
+        absl::StrCat(in, ": is already a habitat trace, not a torch.profiler JSON trace")));
+  }
+  absl::Status saved = SaveTraceFile(out, *trace);
+  if (!saved.ok()) return ctx.Fail(saved);
+  int64_t kernels = trace->unattributed_kernels_size();
+  for (const auto& op : trace->operations()) {
+    kernels += op.forward().kernels_size() + op.backward().kernels_size();
+  }
+  *ctx.err << "wrote " << out << ": model " << Printable(trace->model_name()) << ", "
+           << trace->operations_size() << " operations, " << kernels << " kernels, GPU busy "
+           << static_cast<double>(trace->iteration_gpu_busy_ns()) / 1e6 << " ms\n";
+  if (trace->batch_size() == 0) {
+    *ctx.err << "note: no --batch-size given; 'habitat predict' will need one\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunHabitatCli(const std::vector<std::string>& args, const CliEnvironment& env,
+                  std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    err << kMainUsage;
+    return kExitUsage;
+  }
+  const std::string& command = args[0];
+  if (command == "help" || command == "--help" || command == "-h") {
+    out << kMainUsage;
+    return kExitOk;
+  }
+  if (command == "version" || command == "--version") {
+    out << "habitat " << env.version << "\n";
+    return kExitOk;
+  }
+  using Handler = std::function<int(const std::vector<std::string>&, const Context&)>;
+  struct Command {
+    const char* name;
+    Handler run;
+  };
+  const Command commands[] = {
+      {"predict", Predict},   {"devices", Devices},
+      {"catalogs", Catalogs}, {"upload", Upload},
+      {"import-kineto", ImportKineto},
+  };
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  for (const auto& c : commands) {
+    if (command == c.name) return c.run(rest, Context{command, &env, &out, &err});
+  }
+  err << "habitat: unknown command '" << Printable(command) << "'\n\n" << kMainUsage;
+  return kExitUsage;
+}
+
+}  // namespace habitat

@@ -1,0 +1,319 @@
+#include "client/cli_output.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace habitat {
+namespace {
+
+using v1::DevicePrediction;
+using v1::PredictResponse;
+
+const char* PriceKindName(v1::PriceKind kind) {
+  return kind == v1::PRICE_KIND_SPOT ? "spot" : "on-demand";
+}
+
+const char* MethodName(v1::PredictionMethod method) {
+  switch (method) {
+    case v1::PREDICTION_METHOD_WAVE_SCALING: return "wave";
+    case v1::PREDICTION_METHOD_MLP: return "mlp";
+    case v1::PREDICTION_METHOD_UNSCALED: return "unscaled";
+    case v1::PREDICTION_METHOD_MEASURED: return "measured";
+    default: return "?";
+  }
+}
+
+// Predictions in rank order; ties (equal time) by device id so output is
+// stable whatever order the server sent.
+std::vector<const DevicePrediction*> ByRank(const PredictResponse& response) {
+  std::vector<const DevicePrediction*> sorted;
+  for (const auto& p : response.predictions()) sorted.push_back(&p);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const DevicePrediction* a, const DevicePrediction* b) {
+                     if (a->rank_by_time() != b->rank_by_time()) {
+                       return a->rank_by_time() < b->rank_by_time();
+                     }
+                     return a->device_id() < b->device_id();
+                   });
+  return sorted;
+}
+
+// RFC 4180: quote fields holding a comma, quote or line break.
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+std::string Truncate(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  return text.substr(0, width - 3) + "...";
+}
+
+std::string OperationTable(const DevicePrediction& prediction, int top) {
+  std::vector<const v1::OperationPrediction*> ops;
+  for (const auto& op : prediction.operations()) ops.push_back(&op);
+  auto total = [](const v1::OperationPrediction* op) {
+    return op->predicted_forward_ns() + op->predicted_backward_ns();
+  };
+  std::stable_sort(ops.begin(), ops.end(), [&](const auto* a, const auto* b) {
+    if (total(a) != total(b)) return total(a) > total(b);
+    return a->index() < b->index();
+  });
+  std::string out = absl::StrFormat("  %s: top %d of %d operations by predicted time\n",
+                                    Printable(prediction.device_id()),
+                                    std::min<int>(top, static_cast<int>(ops.size())),
+                                    static_cast<int>(ops.size()));
+  if (ops.empty()) {
+    out += "    (no per-operation breakdown in the response)\n";
+    return out;
+  }
+  out += absl::StrFormat("    %5s  %-40s %10s %10s %10s %6s  %s\n", "index", "operation",
+                         "origin ms", "fwd ms", "bwd ms", "share", "method");
+  for (int i = 0; i < top && i < static_cast<int>(ops.size()); ++i) {
+    const auto& op = *ops[i];
+    const double share =
+        prediction.iteration_ns() > 0
+            ? 100.0 * static_cast<double>(total(&op)) / static_cast<double>(prediction.iteration_ns())
+            : 0.0;
+    out += absl::StrFormat(
+        "    %5d  %-40s %10.3f %10.3f %10.3f %5.1f%%  %s\n", op.index(),
+        Truncate(Printable(op.name()), 40),
+        static_cast<double>(op.origin_forward_ns() + op.origin_backward_ns()) / 1e6,
+        static_cast<double>(op.predicted_forward_ns()) / 1e6,
+        static_cast<double>(op.predicted_backward_ns()) / 1e6, share, MethodName(op.method()));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& text) {
+  if (text == "table") return OutputFormat::kTable;
+  if (text == "json") return OutputFormat::kJson;
+  if (text == "csv") return OutputFormat::kCsv;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --format '", text, "'; expected table, json or csv"));
+}
+
+std::string Printable(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  return out;
+}
+
+double UnscaledPercent(const DevicePrediction& prediction) {
+  if (prediction.iteration_ns() <= 0) return 0.0;
+  int64_t unscaled = 0;
+  for (const auto& total : prediction.method_totals()) {
+    if (total.method() == v1::PREDICTION_METHOD_UNSCALED) unscaled += total.predicted_ns();
+  }
+  return 100.0 * static_cast<double>(unscaled) / static_cast<double>(prediction.iteration_ns());
+}
+
+std::string FormatPredictionTable(const PredictResponse& response,
+                                  const PredictionHeader& header,
+                                  const TableOptions& options) {
+  std::string out = absl::StrFormat(
+      "model %s  batch %d  precision %s  origin GPU %s\n",
+      header.model_name.empty() ? "?" : Printable(header.model_name), response.batch_size(),
+      header.precision.empty() ? "?" : header.precision,
+      response.origin_device_id().empty() ? "?" : Printable(response.origin_device_id()));
+  bool any_price = false;
+  for (const auto& p : response.predictions()) any_price = any_price || p.has_price();
+  const std::string currency = response.currency().empty() ? "?" : Printable(response.currency());
+  if (!header.inline_catalog_label.empty()) {
+    absl::StrAppend(&out, "prices: ", Printable(header.inline_catalog_label), ", ", currency,
+                    " per GPU-hour, ", PriceKindName(response.price_kind()), "\n");
+  } else if (!response.catalog().empty()) {
+    absl::StrAppend(&out, "prices: catalog ", Printable(response.catalog()), ", ", currency,
+                    " per GPU-hour, ", PriceKindName(response.price_kind()), "\n");
+  } else {
+    out += "prices: none (no catalog given)\n";
+  }
+  if (!response.trace_id().empty()) absl::StrAppend(&out, "trace: ", response.trace_id(), "\n");
+  out += "\n";
+
+  const auto sorted = ByRank(response);
+  size_t id_width = 3;
+  for (const auto* p : sorted) id_width = std::max(id_width, p->device_id().size() + 1);
+  id_width = std::min<size_t>(id_width, 24);
+  const std::string price_unit = any_price ? currency : "price";
+  out += absl::StrFormat("%4s  %-*s %11s %11s %10s %12s %5s %9s\n", "rank",
+                         static_cast<int>(id_width), "GPU", "iter ms", "samples/s",
+                         absl::StrCat(price_unit, "/GPU-h"), absl::StrCat(price_unit, "/1k smp"),
+                         "cost#", "unscaled");
+  for (const auto* p : sorted) {
+    const std::string id = Truncate(Printable(p->device_id()) + (p->is_origin() ? "*" : ""),
+                                    id_width);
+    std::string price = "-", cost = "-", cost_rank = "-";
+    if (p->has_price()) {
+      price = absl::StrFormat("%.3f", p->price_per_hour());
+      cost = absl::StrFormat("%.4f", p->cost_per_1000_samples());
+      if (p->rank_by_cost() > 0) cost_rank = absl::StrCat(p->rank_by_cost());
+    }
+    out += absl::StrFormat("%4d  %-*s %11.3f %11.1f %10s %12s %5s %8.1f%%\n", p->rank_by_time(),
+                           static_cast<int>(id_width), id,
+                           static_cast<double>(p->iteration_ns()) / 1e6, p->samples_per_second(),
+                           price, cost, cost_rank, UnscaledPercent(*p));
+  }
+  bool origin_listed = false;
+  for (const auto* p : sorted) origin_listed = origin_listed || p->is_origin();
+  if (origin_listed) out += "  * origin GPU: the measured time, not a prediction\n";
+
+  std::vector<std::string> warnings;
+  for (const auto* p : sorted) {
+    for (const auto& w : p->warnings()) {
+      warnings.push_back(absl::StrCat(Printable(p->device_id()), ": ", Printable(w)));
+    }
+  }
+  for (const auto& w : response.warnings()) warnings.push_back(Printable(w));
+  if (!warnings.empty()) {
+    out += "\nwarnings:\n";
+    for (const auto& w : warnings) absl::StrAppend(&out, "  ", w, "\n");
+  }
+  if (options.breakdown) {
+    out += "\nbreakdown:\n";
+    for (const auto* p : sorted) out += OperationTable(*p, options.top_operations);
+  }
+  return out;
+}
+
+const char* PredictionCsvHeader() {
+  return "rank_by_time,device_id,display_name,is_origin,iteration_ms,samples_per_second,"
+         "catalog,currency,price_kind,has_price,price_per_gpu_hour,cost_per_1000_samples,"
+         "samples_per_currency_unit,rank_by_cost,unscaled_percent,warnings";
+}
+
+std::string FormatPredictionCsv(const PredictResponse& response) {
+  std::string out = absl::StrCat(PredictionCsvHeader(), "\n");
+  for (const auto* p : ByRank(response)) {
+    std::vector<std::string> fields = {
+        absl::StrCat(p->rank_by_time()),
+        CsvField(p->device_id()),
+        CsvField(p->display_name()),
+        p->is_origin() ? "true" : "false",
+        absl::StrFormat("%.6f", static_cast<double>(p->iteration_ns()) / 1e6),
+        absl::StrFormat("%.3f", p->samples_per_second()),
+        CsvField(response.catalog()),
+        CsvField(response.currency()),
+        PriceKindName(response.price_kind()),
+        p->has_price() ? "true" : "false",
+        p->has_price() ? absl::StrFormat("%.6f", p->price_per_hour()) : "",
+        p->has_price() ? absl::StrFormat("%.6f", p->cost_per_1000_samples()) : "",
+        p->has_price() ? absl::StrFormat("%.3f", p->samples_per_currency_unit()) : "",
+        p->has_price() ? absl::StrCat(p->rank_by_cost()) : "",
+        absl::StrFormat("%.3f", UnscaledPercent(*p)),
+        CsvField(absl::StrJoin(p->warnings(), "; ")),
+    };
+    absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
+  }
+  if (json.empty() || json.back() != '\n') json += '\n';
+  return json;
+}
+
+std::string FormatDevicesTable(const v1::ListDevicesResponse& response) {
+  std::string out = absl::StrFormat("%-16s %-28s %-9s %4s %4s %7s %8s %7s %7s\n", "id", "name",
+                                    "arch", "cc", "SMs", "mem GiB", "mem GB/s", "fp32 TF",
+                                    "bf16 TF");
+  for (const auto& d : response.devices()) {
+    out += absl::StrFormat(
+        "%-16s %-28s %-9s %4s %4d %7.1f %8.0f %7.1f %7.1f\n", Truncate(Printable(d.id()), 16),
+        Truncate(Printable(d.display_name()), 28), Truncate(Printable(d.architecture()), 9),
+        absl::StrCat(d.compute_capability_major(), ".", d.compute_capability_minor()),
+        d.sm_count(), static_cast<double>(d.memory_bytes()) / (1024.0 * 1024 * 1024),
+        d.memory_bandwidth_gbps(), d.peak_fp32_tflops(), d.peak_bf16_tensor_tflops());
+  }
+  absl::StrAppend(&out, response.devices_size(), " GPUs\n");
+  return out;
+}
+
+std::string FormatDevicesCsv(const v1::ListDevicesResponse& response) {
+  std::string out =
+      "id,display_name,architecture,compute_capability,sm_count,memory_bytes,"
+      "memory_bandwidth_gbps,peak_fp32_tflops,peak_tf32_tflops,peak_fp16_tensor_tflops,"
+      "peak_bf16_tensor_tflops,test_only\n";
+  for (const auto& d : response.devices()) {
+    absl::StrAppend(
+        &out,
+        absl::StrJoin(
+            std::vector<std::string>{CsvField(d.id()), CsvField(d.display_name()), CsvField(d.architecture()),
+             absl::StrCat(d.compute_capability_major(), ".", d.compute_capability_minor()),
+             absl::StrCat(d.sm_count()), absl::StrCat(d.memory_bytes()),
+             absl::StrCat(d.memory_bandwidth_gbps()), absl::StrCat(d.peak_fp32_tflops()),
+             absl::StrCat(d.peak_tf32_tflops()), absl::StrCat(d.peak_fp16_tensor_tflops()),
+             absl::StrCat(d.peak_bf16_tensor_tflops()), d.test_only() ? "true" : "false"},
+            ","),
+        "\n");
+  }
+  return out;
+}
+
+std::string FormatCatalogsTable(const v1::ListCatalogsResponse& response) {
+  std::string out;
+  for (const auto& c : response.catalogs()) {
+    absl::StrAppend(&out, "catalog ", Printable(c.name()), " (", Printable(c.provider()), ", ",
+                    Printable(c.currency()), ", retrieved ", Printable(c.retrieved()), ")\n");
+    if (!c.source().empty()) absl::StrAppend(&out, "  source: ", Printable(c.source()), "\n");
+    out += absl::StrFormat("  %-16s %-20s %-14s %10s %10s\n", "GPU", "instance", "region",
+                           "on-demand", "spot");
+    for (const auto& p : c.prices()) {
+      out += absl::StrFormat(
+          "  %-16s %-20s %-14s %10.3f %10s\n", Truncate(Printable(p.device_id()), 16),
+          Truncate(Printable(p.instance_type()), 20), Truncate(Printable(p.region()), 14),
+          p.on_demand_per_gpu_hour(),
+          p.spot_per_gpu_hour() > 0 ? absl::StrFormat("%.3f", p.spot_per_gpu_hour()) : "-");
+    }
+    out += "\n";
+  }
+  absl::StrAppend(&out, response.catalogs_size(), " catalogs; prices per GPU-hour\n");
+  return out;
+}
+
+std::string FormatCatalogsCsv(const v1::ListCatalogsResponse& response) {
+  std::string out =
+      "catalog,provider,currency,retrieved,device_id,instance_type,region,"
+      "on_demand_per_gpu_hour,spot_per_gpu_hour\n";
+  for (const auto& c : response.catalogs()) {
+    for (const auto& p : c.prices()) {
+      absl::StrAppend(
+          &out,
+          absl::StrJoin(std::vector<std::string>{CsvField(c.name()), CsvField(c.provider()), CsvField(c.currency()),
+                         CsvField(c.retrieved()), CsvField(p.device_id()),
+                         CsvField(p.instance_type()), CsvField(p.region()),
+                         absl::StrFormat("%.6f", p.on_demand_per_gpu_hour()),
+                         absl::StrFormat("%.6f", p.spot_per_gpu_hour())},
+                        ","),
+          "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace habitat

@@ -1,0 +1,124 @@
+#include "client/prediction_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "server/grpc_status.h"
+
+namespace habitat {
+
+absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
+    const std::string& address, ClientOptions options) {
+  if (address.empty()) {
+    return absl::InvalidArgumentError("server address is empty; expected host:port");
+  }
+  if (options.max_attempts < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.max_attempts must be at least 1, got ",
+                     options.max_attempts));
+  }
+  if (options.deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("ClientOptions.deadline must be positive");
+  }
+  if (options.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError("ClientOptions.max_message_bytes must be positive");
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  auto channel =
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create a channel to '", address, "'"));
+  }
+  auto stub = habitat::v1::PredictionService::NewStub(channel);
+  return std::unique_ptr<PredictionClient>(
+      new PredictionClient(address, std::move(options), std::move(stub)));
+}
+
+PredictionClient::PredictionClient(
+    std::string address, ClientOptions options,
+    std::unique_ptr<habitat::v1::PredictionService::Stub> stub)
+    : address_(std::move(address)), options_(std::move(options)), stub_(std::move(stub)) {}
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> PredictionClient::Invoke(const char* rpc_name, Call&& call) {
+  absl::Duration backoff = options_.initial_backoff;
+  grpc::Status status;
+  int attempt = 0;
+  while (true) {
+    ++attempt;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         absl::ToChronoMilliseconds(options_.deadline));
+    context.set_wait_for_ready(options_.wait_for_ready);
+    Response response;
+    status = call(&context, &response);
+    if (status.ok()) {
+      last_attempts_ = attempt;
+      return response;
+    }
+    // Only UNAVAILABLE means the request did not reach a handler (or the
+    // connection dropped); anything else is the server's answer.
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempt >= options_.max_attempts) {
+      break;
+    }
+    absl::SleepFor(backoff);
+    backoff *= 2;
+  }
+  last_attempts_ = attempt;
+  const absl::Status converted = FromGrpcStatus(status);
+  switch (converted.code()) {
+    case absl::StatusCode::kUnavailable:
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach the prediction server at '", address_, "' (", rpc_name, ", ",
+          attempt, attempt == 1 ? " attempt" : " attempts", "): ", converted.message()));
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::DeadlineExceededError(absl::StrCat(
+          rpc_name, " to '", address_, "' did not finish within ",
+          absl::FormatDuration(options_.deadline), ": ", converted.message()));
+    default:
+      return converted;
+  }
+}
+
+absl::StatusOr<v1::PredictResponse> PredictionClient::Predict(const v1::PredictRequest& request) {
+  return Invoke<v1::PredictResponse>(
+      "Predict", [&](grpc::ClientContext* context, v1::PredictResponse* response) {
+        return stub_->Predict(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::UploadTraceResponse> PredictionClient::UploadTrace(
+    const v1::UploadTraceRequest& request) {
+  return Invoke<v1::UploadTraceResponse>(
+      "UploadTrace", [&](grpc::ClientContext* context, v1::UploadTraceResponse* response) {
+        return stub_->UploadTrace(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::ListDevicesResponse> PredictionClient::ListDevices(
+    const v1::ListDevicesRequest& request) {
+  return Invoke<v1::ListDevicesResponse>(
+      "ListDevices", [&](grpc::ClientContext* context, v1::ListDevicesResponse* response) {
+        return stub_->ListDevices(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::ListCatalogsResponse> PredictionClient::ListCatalogs(
+    const v1::ListCatalogsRequest& request) {
+  return Invoke<v1::ListCatalogsResponse>(
+      "ListCatalogs", [&](grpc::ClientContext* context, v1::ListCatalogsResponse* response) {
+        return stub_->ListCatalogs(context, request, response);
+      });
+}
+
+}  // namespace habitat

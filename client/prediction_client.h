@@ -1,0 +1,68 @@
+// A C++ client of habitat.v1.PredictionService: one method per RPC, gRPC
+// statuses converted to absl::Status, UNAVAILABLE retried a bounded number of
+// times (every RPC of the service is idempotent: UploadTrace stores content
+// under its hash, so a repeated upload is a no-op).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "habitat/v1/prediction_service.grpc.pb.h"
+#include "habitat/v1/prediction_service.pb.h"
+
+namespace habitat {
+
+struct ClientOptions {
+  // Per attempt; a retried call gets a fresh deadline for each attempt.
+  absl::Duration deadline = absl::Seconds(30);
+  // Largest message sent or received.
+  int max_message_bytes = 64 << 20;
+  // true: an attempt waits (up to the deadline) for the channel to connect
+  // instead of failing fast with UNAVAILABLE.
+  bool wait_for_ready = false;
+  // Attempts per call, counting the first; only UNAVAILABLE is retried.
+  int max_attempts = 3;
+  // Delay before the second attempt; doubled for each later one.
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+};
+
+class PredictionClient {
+ public:
+  // Creates an insecure channel to `address` (host:port). Connecting is lazy:
+  // an unreachable server shows up as UNAVAILABLE on the first call.
+  // INVALID_ARGUMENT for an empty address or bad options.
+  static absl::StatusOr<std::unique_ptr<PredictionClient>> Connect(
+      const std::string& address, ClientOptions options = {});
+
+  absl::StatusOr<habitat::v1::PredictResponse> Predict(
+      const habitat::v1::PredictRequest& request);
+  absl::StatusOr<habitat::v1::UploadTraceResponse> UploadTrace(
+      const habitat::v1::UploadTraceRequest& request);
+  absl::StatusOr<habitat::v1::ListDevicesResponse> ListDevices(
+      const habitat::v1::ListDevicesRequest& request = {});
+  absl::StatusOr<habitat::v1::ListCatalogsResponse> ListCatalogs(
+      const habitat::v1::ListCatalogsRequest& request = {});
+
+  const std::string& address() const { return address_; }
+  // Attempts made by the most recent call to finish (for tests and
+  // diagnostics). The client is safe to share between threads.
+  int last_attempts() const { return last_attempts_.load(); }
+
+ private:
+  PredictionClient(std::string address, ClientOptions options,
+                   std::unique_ptr<habitat::v1::PredictionService::Stub> stub);
+
+  // Runs `call(context, response)` with deadline and retries.
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Invoke(const char* rpc_name, Call&& call);
+
+  std::string address_;
+  ClientOptions options_;
+  std::unique_ptr<habitat::v1::PredictionService::Stub> stub_;
+  std::atomic<int> last_attempts_{0};
+};
+
+}  // namespace habitat

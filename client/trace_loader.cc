@@ -1,0 +1,139 @@
+#include "client/trace_loader.h"
+
+#include <array>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
+#include "core/kineto/kineto_import.h"
+
+namespace habitat {
+namespace {
+
+struct PrecisionName {
+  const char* name;
+  v1::Precision value;
+};
+constexpr std::array<PrecisionName, 6> kPrecisions = {{
+    {"fp32", v1::PRECISION_FP32},
+    {"tf32", v1::PRECISION_TF32},
+    {"fp16", v1::PRECISION_FP16},
+    {"bf16", v1::PRECISION_BF16},
+    {"amp_fp16", v1::PRECISION_AMP_FP16},
+    {"amp_bf16", v1::PRECISION_AMP_BF16},
+}};
+
+// A parse that "succeeds" on arbitrary bytes (protobuf accepts many) still
+// yields nothing a trace must have; treat that as not a trace.
+bool LooksLikeTrace(const v1::Trace& trace) {
+  return trace.has_origin() || !trace.model_name().empty() || trace.operations_size() > 0 ||
+         trace.unattributed_kernels_size() > 0 || trace.format_version() > 0;
+}
+
+}  // namespace
+
+std::string TraceFileStem(const std::string& path) {
+  std::string stem = path;
+  const size_t slash = stem.find_last_of('/');
+  if (slash != std::string::npos) stem = stem.substr(slash + 1);
+  // Strip known extensions from the end, repeatedly (".json.gz").
+  static constexpr const char* kExtensions[] = {".gz", ".json", ".pb", ".binpb", ".trace"};
+  bool stripped = true;
+  while (stripped) {
+    stripped = false;
+    for (const char* ext : kExtensions) {
+      if (stem.size() > std::string(ext).size() && absl::EndsWithIgnoreCase(stem, ext)) {
+        stem.resize(stem.size() - std::string(ext).size());
+        stripped = true;
+      }
+    }
+  }
+  return stem;
+}
+
+absl::StatusOr<v1::Precision> ParsePrecision(const std::string& text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  std::vector<std::string> names;
+  for (const auto& entry : kPrecisions) {
+    if (lower == entry.name) return entry.value;
+    names.push_back(entry.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown precision '", text,
+                                                 "'; expected one of ",
+                                                 absl::StrJoin(names, ", ")));
+}
+
+std::string PrecisionName(v1::Precision precision) {
+  for (const auto& entry : kPrecisions) {
+    if (entry.value == precision) return entry.name;
+  }
+  return "unspecified";
+}
+
+absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
+                                        const TraceLoadOptions& options,
+                                        TraceFileKind* kind) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a directory; expected a trace file"));
+  }
+  absl::StatusOr<std::string> contents = ReadFile(path);
+  if (!contents.ok()) {
+    // ReadFile's message names the file already; keep its code.
+    return contents.status();
+  }
+  const size_t first = contents->find_first_not_of(" \t\r\n");
+  if (contents->empty() || first == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the file is empty; expected a habitat trace (binary "
+                           "habitat.v1.Trace) or a torch.profiler JSON trace"));
+  }
+  const char c = (*contents)[first];
+  if (c == '{' || c == '[') {
+    KinetoImportOptions import;
+    import.model_name = options.model_name.empty() ? TraceFileStem(path) : options.model_name;
+    import.batch_size = options.batch_size;
+    import.precision = options.precision;
+    if (options.iteration_wall_ns.has_value()) {
+      import.iteration_wall_ns = Nanoseconds(*options.iteration_wall_ns);
+    }
+    import.profiler_step = options.profiler_step;
+    absl::StatusOr<v1::Trace> trace = ImportKinetoTrace(*contents, import);
+    if (!trace.ok()) {
+      return absl::Status(trace.status().code(),
+                          absl::StrCat(path, ": cannot import the torch.profiler JSON trace: ",
+                                       trace.status().message()));
+    }
+    if (kind != nullptr) *kind = TraceFileKind::kKinetoJson;
+    return trace;
+  }
+  v1::Trace trace;
+  if (!trace.ParseFromString(*contents) || !LooksLikeTrace(trace)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a habitat trace or a torch.profiler JSON trace (it is neither "
+              "JSON nor a binary habitat.v1.Trace)"));
+  }
+  if (kind != nullptr) *kind = TraceFileKind::kBinaryTrace;
+  return trace;
+}
+
+absl::Status SaveTraceFile(const std::string& path, const v1::Trace& trace) {
+  std::string bytes;
+  if (!trace.SerializeToString(&bytes)) {
+    return absl::InternalError(absl::StrCat(path, ": cannot serialise the trace"));
+  }
+  if (absl::EndsWith(path, ".gz")) {
+    HABITAT_ASSIGN_OR_RETURN(bytes, Gzip(bytes));
+  }
+  return WriteFileAtomically(path, bytes);
+}
+
+}  // namespace habitat

@@ -1,0 +1,49 @@
+// Reading and writing trace files for the CLI: a binary habitat.v1.Trace or
+// a torch.profiler (Kineto) JSON trace, either one optionally gzipped.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+
+struct TraceLoadOptions {
+  // Used only when the file is Kineto JSON; a binary trace carries its own.
+  // Empty: the file name without directory and extensions.
+  std::string model_name;
+  uint32_t batch_size = 0;
+  habitat::v1::Precision precision = habitat::v1::PRECISION_UNSPECIFIED;
+  std::optional<int64_t> iteration_wall_ns;
+  std::optional<int64_t> profiler_step;
+};
+
+// The kind of content LoadTraceFile found.
+enum class TraceFileKind { kBinaryTrace, kKinetoJson };
+
+// Reads `path` (gzip inflated transparently). Content whose first
+// non-whitespace character is '{' or '[' is imported as Kineto JSON;
+// anything else must parse as a binary habitat.v1.Trace. Errors name the
+// file. `kind`, when not null, receives what the file was.
+absl::StatusOr<habitat::v1::Trace> LoadTraceFile(const std::string& path,
+                                                 const TraceLoadOptions& options,
+                                                 TraceFileKind* kind = nullptr);
+
+// Writes the binary proto atomically; gzipped when `path` ends in ".gz".
+absl::Status SaveTraceFile(const std::string& path, const habitat::v1::Trace& trace);
+
+// "resnet50" for "/x/resnet50.json.gz", "a.b" for "a.b.pb": the base name
+// without the trace-file extensions (.gz, .json, .pb, .trace, .binpb).
+std::string TraceFileStem(const std::string& path);
+
+// Parses "fp32", "tf32", "fp16", "bf16", "amp_fp16", "amp_bf16" (case
+// insensitive); INVALID_ARGUMENT listing the accepted names otherwise.
+absl::StatusOr<habitat::v1::Precision> ParsePrecision(const std::string& text);
+// The inverse of ParsePrecision; "unspecified" for PRECISION_UNSPECIFIED.
+std::string PrecisionName(habitat::v1::Precision precision);
+
+}  // namespace habitat

@@ -1,0 +1,144 @@
+#include "client/trace_loader.h"
+
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "common/file_io.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TraceLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("trace_loader_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& contents) {
+    const std::string path = (dir_ / name).string();
+    EXPECT_TRUE(WriteFileAtomically(path, contents).ok());
+    return path;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(TraceLoaderTest, MissingFileNamesThePath) {
+  const std::string path = (dir_ / "nope.pb").string();
+  auto trace = LoadTraceFile(path, {});
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr(path));
+}
+
+TEST_F(TraceLoaderTest, EmptyAndBlankFilesAreRejected) {
+  for (const char* contents : {"", " \n\t\n"}) {
+    const std::string path = Write("empty.pb", contents);
+    auto trace = LoadTraceFile(path, {});
+    ASSERT_FALSE(trace.ok());
+    EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(trace.status().message(), HasSubstr("empty"));
+    EXPECT_THAT(trace.status().message(), HasSubstr(path));
+  }
+}
+
+TEST_F(TraceLoaderTest, DirectoryIsRejected) {
+  auto trace = LoadTraceFile(dir_.string(), {});
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr("directory"));
+}
+
+TEST_F(TraceLoaderTest, RandomBytesAreNotATrace) {
+  // Several seeds: protobuf's parser accepts some byte strings, which the
+  // loader must still reject because they hold nothing a trace has.
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    std::string bytes(4096, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
+    if (bytes[0] == '{' || bytes[0] == '[' || bytes[0] == ' ') bytes[0] = '\x01';
+    const std::string path = Write("random.bin", bytes);
+    auto trace = LoadTraceFile(path, {});
+    ASSERT_FALSE(trace.ok()) << "seed " << seed;
+    EXPECT_THAT(trace.status().message(),
+                HasSubstr("not a habitat trace or a torch.profiler JSON trace"));
+  }
+}
+
+TEST_F(TraceLoaderTest, TruncatedGzipIsAClearError) {
+  auto gz = Gzip(std::string(100000, 'x'));
+  ASSERT_TRUE(gz.ok());
+  const std::string path = Write("truncated.json.gz", gz->substr(0, gz->size() / 2));
+  auto trace = LoadTraceFile(path, {});
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(trace.status().message(), HasSubstr(path));
+}
+
+TEST_F(TraceLoaderTest, MalformedJsonIsReportedAsAKinetoImportError) {
+  const std::string path = Write("bad.json", "{\"traceEvents\": [ {\"ph\": \"X\", ");
+  auto trace = LoadTraceFile(path, {});
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr(path));
+  EXPECT_THAT(trace.status().message(), HasSubstr("torch.profiler JSON"));
+}
+
+TEST_F(TraceLoaderTest, JsonWithoutKernelsIsRejected) {
+  const std::string path = Write("nokernels.json", "{\"traceEvents\": []}");
+  auto trace = LoadTraceFile(path, {});
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr(path));
+}
+
+TEST_F(TraceLoaderTest, SaveThenLoadRoundTripsPlainAndGzip) {
+  v1::Trace trace;
+  trace.set_format_version(1);
+  trace.set_model_name("roundtrip");
+  trace.set_batch_size(4);
+  trace.mutable_origin()->set_device_id("H100-SXM");
+  trace.add_operations()->set_name("aten::mm");
+  for (const char* name : {"t.pb", "t.pb.gz"}) {
+    const std::string path = (dir_ / name).string();
+    ASSERT_TRUE(SaveTraceFile(path, trace).ok());
+    TraceFileKind kind = TraceFileKind::kKinetoJson;
+    auto loaded = LoadTraceFile(path, {}, &kind);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(kind, TraceFileKind::kBinaryTrace);
+    EXPECT_EQ(loaded->SerializeAsString(), trace.SerializeAsString());
+  }
+  auto raw = ReadFile((dir_ / "t.pb.gz").string());  // inflates
+  auto file_bytes = std::filesystem::file_size(dir_ / "t.pb.gz");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_NE(file_bytes, raw->size());  // it was stored compressed
+}
+
+TEST_F(TraceLoaderTest, SaveIntoMissingDirectoryFails) {
+  EXPECT_FALSE(SaveTraceFile((dir_ / "no" / "such" / "t.pb").string(), v1::Trace()).ok());
+}
+
+TEST(TraceFileStemTest, StripsDirectoriesAndTraceExtensions) {
+  EXPECT_EQ(TraceFileStem("/a/b/resnet50.json.gz"), "resnet50");
+  EXPECT_EQ(TraceFileStem("gpt2.pb"), "gpt2");
+  EXPECT_EQ(TraceFileStem("x/bert.base.trace.gz"), "bert.base");
+  EXPECT_EQ(TraceFileStem(".gz"), ".gz");
+}
+
+TEST(PrecisionTest, ParsesAndNamesEveryPrecision) {
+  for (const char* name : {"fp32", "tf32", "fp16", "bf16", "amp_fp16", "amp_bf16"}) {
+    auto precision = ParsePrecision(name);
+    ASSERT_TRUE(precision.ok()) << name;
+    EXPECT_EQ(PrecisionName(*precision), name);
+  }
+  EXPECT_EQ(*ParsePrecision("AMP_BF16"), v1::PRECISION_AMP_BF16);
+  EXPECT_THAT(ParsePrecision("fp8").status().message(), HasSubstr("amp_bf16"));
+  EXPECT_EQ(PrecisionName(v1::PRECISION_UNSPECIFIED), "unspecified");
+}
+
+}  // namespace
+}  // namespace habitat

@@ -1,0 +1,163 @@
+#include "tests/integration/test_support.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <regex>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/trace_loader.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "server/grpc_status.h"
+
+#ifndef HABITAT_TESTDATA_DIR
+#error "HABITAT_TESTDATA_DIR must be defined"
+#endif
+
+namespace habitat::testing {
+
+absl::StatusOr<v1::Trace> LoadFixtureTrace(const std::string& relative) {
+  static const std::regex kName(R"(([^/]+)_b(\d+)_([a-z0-9_]+)\.json\.gz$)");
+  std::smatch match;
+  if (!std::regex_search(relative, match, kName)) {
+    return absl::InvalidArgumentError(absl::StrCat(relative, ": not <model>_b<N>_<precision>"));
+  }
+  TraceLoadOptions options;
+  options.model_name = match[1];
+  options.batch_size = static_cast<uint32_t>(std::stoul(match[2]));
+  // The capture names autocast bf16 runs "bf16".
+  const std::string precision = match[3] == "bf16" ? "amp_bf16" : std::string(match[3]);
+  auto parsed = ParsePrecision(precision);
+  if (parsed.ok()) options.precision = *parsed;
+  return LoadTraceFile(absl::StrCat(HABITAT_TESTDATA_DIR, "/", relative), options);
+}
+
+absl::StatusOr<std::string> ScrapeMetrics(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const std::string error = std::strerror(errno);
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("connect to metrics port ", port, ": ", error));
+  }
+  const std::string request =
+      "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (::send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return absl::InternalError("cannot send the HTTP request");
+  }
+  std::string response;
+  char buffer[8192];
+  while (true) {
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0) {
+      const std::string error = std::strerror(errno);
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("recv: ", error));
+    }
+    if (n == 0) break;
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.compare(0, 9, "HTTP/1.1 ") != 0 && response.compare(0, 9, "HTTP/1.0 ") != 0) {
+    return absl::InternalError(absl::StrCat("not an HTTP response: ", response.substr(0, 80)));
+  }
+  if (response.compare(9, 3, "200") != 0 || body == std::string::npos) {
+    return absl::InternalError(absl::StrCat("metrics answered: ", response.substr(0, 80)));
+  }
+  return response.substr(body + 4);
+}
+
+std::map<std::string, double> CounterValues(const std::string& exposition,
+                                            const std::string& family) {
+  std::map<std::string, double> values;
+  static const std::regex kLabel(R"re((\w+)="([^"]*)")re");
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (!absl::StartsWith(line, family + "{")) continue;
+    const size_t close = line.find('}');
+    if (close == absl::string_view::npos) continue;
+    const std::string labels(line.substr(family.size() + 1, close - family.size() - 1));
+    std::map<std::string, std::string> sorted;
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), kLabel);
+         it != std::sregex_iterator(); ++it) {
+      sorted[(*it)[1]] = (*it)[2];
+    }
+    double value = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(line.substr(close + 1)), &value)) continue;
+    values[absl::StrJoin(sorted, ",", absl::PairFormatter("="))] = value;
+  }
+  return values;
+}
+
+absl::StatusOr<int> HealthCheck(const std::string& address, const std::string& service) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  // HealthCheckRequest { string service = 1; }
+  std::string request_bytes;
+  if (!service.empty()) {
+    request_bytes.push_back(static_cast<char>((1 << 3) | 2));
+    request_bytes.push_back(static_cast<char>(service.size()));  // < 128 here
+    request_bytes += service;
+  }
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  if (!cq.Next(&tag, &ok) || !ok) return absl::InternalError("health call did not complete");
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return FromGrpcStatus(status);
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return absl::InternalError("cannot read the response");
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // HealthCheckResponse { ServingStatus status = 1; } (0 when UNKNOWN).
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  int serving = 0;
+  while (const uint32_t tag_number = in.ReadTag()) {
+    if (tag_number == ((1 << 3) | 0)) {
+      uint32_t value = 0;
+      if (!in.ReadVarint32(&value)) return absl::InternalError("bad HealthCheckResponse");
+      serving = static_cast<int>(value);
+    } else {
+      return absl::InternalError(absl::StrCat("unexpected tag ", tag_number,
+                                              " in HealthCheckResponse"));
+    }
+  }
+  return serving;
+}
+
+}  // namespace habitat::testing
