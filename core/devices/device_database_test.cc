@@ -55,6 +55,9 @@ TEST(DeviceDatabaseTest, RealFileLoads) {
     EXPECT_NE(db->Find(id), nullptr) << id;
   }
   EXPECT_EQ(db->devices().front().id(), "P4");  // file order
+  // Copy bandwidth measured on the H100 SXM and H200 machines.
+  EXPECT_GT(db->Find("H100-SXM")->measured_memory_bandwidth_gbps(), 0);
+  EXPECT_GT(db->Find("H200")->measured_memory_bandwidth_gbps(), 0);
 }
 
 TEST(DeviceDatabaseTest, LookupsById) {
@@ -166,6 +169,11 @@ INSTANTIATE_TEST_SUITE_P(
                      s.set_measured_memory_bandwidth_gbps(kNaN);
                    },
                    "measured_memory_bandwidth_gbps"},
+        BrokenCase{"MeasuredAbovePeak", "H100-SXM",
+                   [](DeviceSpec& s) {
+                     s.set_measured_memory_bandwidth_gbps(3400);
+                   },
+                   "measured_memory_bandwidth_gbps must not exceed"},
         BrokenCase{"NoSms", "P100", [](DeviceSpec& s) { s.set_sm_count(0); },
                    "sm_count"},
         BrokenCase{"TooManySms", "P100",
@@ -278,7 +286,10 @@ INSTANTIATE_TEST_SUITE_P(
                    },
                    "kernel_fixed_latency_ns"},
         BrokenCase{"ScalingConstantWithoutSource", "T4",
-                   [](DeviceSpec& s) { s.set_op_latency_floor_ns(9000); },
+                   [](DeviceSpec& s) {
+                     s.set_op_latency_floor_ns(9000);
+                     s.clear_scaling_constants_source();
+                   },
                    "scaling_constants_source"},
         BrokenCase{"DuplicateDriverName", "H200",
                    [](DeviceSpec& s) { s.add_driver_names("TESLA T4"); },

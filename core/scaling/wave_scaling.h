@@ -67,14 +67,15 @@ struct ScalingConstants {
 
 // Defaults for GPUs without measured constants. Streaming bandwidth: the
 // measured copy bandwidth if the spec has one, else this fraction of the
-// datasheet bandwidth (the mean of the five GPUs fitted on NeuSight data,
-// whose fractions span 0.75 to 0.92).
+// datasheet bandwidth (the mean of the five GPUs fitted on NeuSight data:
+// 0.753 P4, 0.755 P100, 0.750 T4, 0.921 V100, 0.912 A100).
 inline constexpr double kDefaultStreamingEfficiency = 0.82;
-// Host-timed operator constants: the medians of the five fitted GPUs. They
-// describe NeuSight's hosts (PyTorch 2.1 eager), which is the only host data
-// we have; a different host or framework has different values.
-inline constexpr int64_t kDefaultOpFixedLatencyNs = 17'000;
-inline constexpr int64_t kDefaultOpLatencyFloorNs = 30'500;
+// Host-timed operator constants: the medians of the five fitted GPUs
+// (fixed 15.0-29.5 us, floor 30.4-46.7 us). They describe NeuSight's hosts
+// (PyTorch 2.1 eager), the only host data we have; another host or
+// framework has other values.
+inline constexpr int64_t kDefaultOpFixedLatencyNs = 19'600;
+inline constexpr int64_t kDefaultOpLatencyFloorNs = 31'000;
 
 absl::StatusOr<ScalingConstants> ResolveScalingConstants(
     const habitat::v1::DeviceSpec& device, TimeBasis basis);
