@@ -182,6 +182,14 @@ absl::Status ValidateThroughput(const SpecChecker& c, const DeviceSpec& s) {
   HABITAT_RETURN_IF_ERROR(c.NonNegative("measured_memory_bandwidth_gbps",
                                         s.measured_memory_bandwidth_gbps(),
                                         kMaxBandwidthGbps));
+  // A measured copy can approach the datasheet peak but not beat it; a larger
+  // value means a unit or bookkeeping error (e.g. counting bytes twice).
+  if (s.measured_memory_bandwidth_gbps() > s.memory_bandwidth_gbps()) {
+    return c.Fail("measured_memory_bandwidth_gbps",
+                  absl::StrCat("must not exceed memory_bandwidth_gbps (",
+                               s.memory_bandwidth_gbps(), ")"),
+                  s.measured_memory_bandwidth_gbps());
+  }
   HABITAT_RETURN_IF_ERROR(
       c.Positive("peak_fp32_tflops", s.peak_fp32_tflops(), kMaxTflops));
   HABITAT_RETURN_IF_ERROR(
