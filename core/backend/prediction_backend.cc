@@ -43,7 +43,7 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
       // Aliasing pointer: no copy of a possibly large inline trace.
       trace = std::shared_ptr<const v1::Trace>(std::shared_ptr<void>(), &request.trace());
       break;
-    case v1::PredictRequest::kTraceId:
+    case v1::PredictRequest::kTraceId: {
       if (!IsWellFormedTraceId(request.trace_id())) {
         return absl::InvalidArgumentError(absl::StrCat(
             "trace_id '", request.trace_id(), "' is not of the form sha256:<64 hex digits>"));
@@ -51,6 +51,7 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
       HABITAT_ASSIGN_OR_RETURN(trace, store_->Get(request.trace_id()));
       trace_id = request.trace_id();
       break;
+    }
     default:
       return absl::InvalidArgumentError(
           "the request needs a trace: set `trace` or `trace_id` (from UploadTrace)");
