@@ -24,6 +24,33 @@ int64_t TotalBytes(const Config& c) {
   return t.read_bytes + t.write_bytes;
 }
 
+struct Line {
+  double slope = 0;
+  double intercept = 0;
+};
+
+// Least squares y = slope x + intercept with weights 1/y^2 (relative error).
+struct LineFit {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int n = 0;
+  void Add(double x, double y) {
+    const double w = 1.0 / (y * y);
+    sw += w;
+    sx += w * x;
+    sy += w * y;
+    sxx += w * x * x;
+    sxy += w * x * y;
+    ++n;
+  }
+  Line Solve() const {
+    const double det = sw * sxx - sx * sx;
+    Line l;
+    l.slope = (sw * sxy - sx * sy) / det;
+    l.intercept = (sy - l.slope * sx) / sw;
+    return l;
+  }
+};
+
 }  // namespace
 
 bool IsStreamingOp(const std::string& op) { return op != "ln" && op != "softmax"; }
@@ -56,37 +83,56 @@ absl::StatusOr<std::map<std::string, FittedConstants>> FitConstants(
     f.op_latency_floor_ns = std::llround(floor_ns);
     f.floor_ops = static_cast<int>(floors.size());
 
-    // Weighted least squares for y = a x + c (y ns, x bytes), weight 1/y^2.
-    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    LineFit fit;
     for (const JoinedRow* r : rows) {
       if (!IsStreamingOp(r->config.op)) continue;
       const double y = r->by_device.at(id).latency_ms * 1e6;
       if (y <= kClearOfFloor * floor_ns) continue;
-      const double x = static_cast<double>(TotalBytes(r->config));
-      const double w = 1.0 / (y * y);
-      sw += w;
-      sx += w * x;
-      sy += w * y;
-      sxx += w * x * x;
-      sxy += w * x * y;
-      ++f.line_rows;
+      fit.Add(static_cast<double>(TotalBytes(r->config)), y);
     }
+    f.line_rows = fit.n;
     if (f.line_rows < kMinLineRows) {
       return absl::InvalidArgumentError(absl::StrCat(
           id, ": only ", f.line_rows,
           " streaming rows clear of the floor to fit bandwidth on"));
     }
-    const double det = sw * sxx - sx * sx;
-    const double slope = (sw * sxy - sx * sy) / det;  // ns per byte
-    const double intercept = (sy - slope * sx) / sw;
-    if (!(slope > 0)) {
+    const Line line = fit.Solve();  // ns per byte, ns
+    if (!(line.slope > 0)) {
       return absl::InternalError(absl::StrCat(id, ": fitted slope is not positive"));
     }
-    f.streaming_bandwidth_gbps = 1.0 / slope;  // bytes/ns = GB/s
-    f.op_fixed_latency_ns = std::max<int64_t>(0, std::llround(intercept));
+    f.streaming_bandwidth_gbps = 1.0 / line.slope;  // bytes/ns = GB/s
+    f.op_fixed_latency_ns = std::max<int64_t>(0, std::llround(line.intercept));
     out[id] = f;
   }
   return out;
+}
+
+absl::StatusOr<KernelLine> FitKernelDurationLine(
+    const std::vector<const JoinedRow*>& rows, const std::string& device_id,
+    int64_t min_bytes) {
+  LineFit fit;
+  for (const JoinedRow* r : rows) {
+    if (!IsStreamingOp(r->config.op)) continue;
+    auto it = r->by_device.find(device_id);
+    if (it == r->by_device.end() || !(it->second.kernel_duration_ms > 0)) continue;
+    const int64_t bytes = TotalBytes(r->config);
+    if (bytes <= min_bytes) continue;
+    fit.Add(static_cast<double>(bytes), it->second.kernel_duration_ms * 1e6);
+  }
+  if (fit.n < kMinLineRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        device_id, ": only ", fit.n,
+        " streaming rows with kernel durations above ", min_bytes, " bytes"));
+  }
+  const Line line = fit.Solve();
+  if (!(line.slope > 0)) {
+    return absl::InternalError(absl::StrCat(device_id, ": fitted slope is not positive"));
+  }
+  KernelLine k;
+  k.streaming_bandwidth_gbps = 1.0 / line.slope;
+  k.kernel_fixed_latency_ns = std::max<int64_t>(0, std::llround(line.intercept));
+  k.rows = fit.n;
+  return k;
 }
 
 }  // namespace habitat::eval

@@ -35,4 +35,17 @@ absl::StatusOr<std::map<std::string, FittedConstants>> FitConstants(
     const std::vector<const JoinedRow*>& rows,
     const std::vector<std::string>& device_ids);
 
+// Kernel-duration basis (CUPTI times, "Kernel Duration" column): the same
+// weighted line over streaming-op rows moving more than `min_bytes` (chosen
+// well above the L2 size, so that repeated runs do not hit in L2). Returns
+// bandwidth in GB/s and the intercept (kernel_fixed_latency_ns).
+struct KernelLine {
+  double streaming_bandwidth_gbps = 0;
+  int64_t kernel_fixed_latency_ns = 0;
+  int rows = 0;
+};
+absl::StatusOr<KernelLine> FitKernelDurationLine(
+    const std::vector<const JoinedRow*>& rows, const std::string& device_id,
+    int64_t min_bytes);
+
 }  // namespace habitat::eval

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/scaling/wave_scaling.h"
@@ -38,6 +39,10 @@ struct Flags {
   std::string neusight_dir = "../shared/data/neusight";
   std::string devices = "data/devices.textproto";
   bool print_fit = false;
+  // Only fit constants on every configuration of --ops in --neusight_dir
+  // (e.g. measure_ops.py output) and print them.
+  bool fit_only = false;
+  std::vector<std::string> ops = KernelAlikeOps();
 };
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
@@ -50,10 +55,15 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.devices = a.substr(10);
     } else if (a == "--print_fit") {
       f.print_fit = true;
+    } else if (a == "--fit_only") {
+      f.fit_only = true;
+    } else if (absl::StartsWith(a, "--ops=")) {
+      f.ops = absl::StrSplit(a.substr(6), ',', absl::SkipEmpty());
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown argument '", a,
-          "' (expected --neusight_dir=DIR, --devices=FILE, --print_fit)"));
+          "' (expected --neusight_dir=DIR, --devices=FILE, --print_fit, "
+          "--fit_only, --ops=a,b,...)"));
     }
   }
   return f;
@@ -116,6 +126,35 @@ std::string Branches(const Report& r) {
   return s + "\n";
 }
 
+absl::Status FitOnly(const std::vector<JoinedRow>& rows,
+                     const std::vector<std::string>& ids,
+                     const std::map<std::string, habitat::v1::DeviceSpec>& specs) {
+  std::vector<const JoinedRow*> all;
+  for (const auto& r : rows) all.push_back(&r);
+  HABITAT_ASSIGN_OR_RETURN(auto fitted, FitConstants(all, ids));
+  for (const auto& id : ids) {
+    const auto& f = fitted.at(id);
+    std::cout << absl::StrFormat(
+        "%s host-timed: streaming_bandwidth_gbps %.1f op_fixed_latency_ns %d "
+        "op_latency_floor_ns %d (line on %d rows, floor over %d ops)\n",
+        id, f.streaming_bandwidth_gbps, f.op_fixed_latency_ns,
+        f.op_latency_floor_ns, f.line_rows, f.floor_ops);
+    // Kernel durations: clear of L2 by 4x its size.
+    const int64_t min_bytes = 4 * static_cast<int64_t>(specs.at(id).l2_cache_bytes());
+    absl::StatusOr<KernelLine> k = FitKernelDurationLine(all, id, min_bytes);
+    if (k.ok()) {
+      std::cout << absl::StrFormat(
+          "%s kernel durations (> %d bytes): streaming_bandwidth_gbps %.1f "
+          "kernel_fixed_latency_ns %d (line on %d rows)\n",
+          id, min_bytes, k->streaming_bandwidth_gbps,
+          k->kernel_fixed_latency_ns, k->rows);
+    } else {
+      std::cout << id << " kernel durations: " << k.status().message() << "\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(const Flags& flags) {
   HABITAT_ASSIGN_OR_RETURN(const std::string text, ReadFile(flags.devices));
   habitat::v1::DeviceDatabase db;
@@ -127,9 +166,10 @@ absl::Status Run(const Flags& flags) {
   for (const auto& d : db.devices()) specs[d.id()] = d;
 
   std::vector<std::string> ids;
-  const auto& ops = KernelAlikeOps();
+  const auto& ops = flags.ops;
   HABITAT_ASSIGN_OR_RETURN(const std::vector<JoinedRow> rows,
                            LoadJoined(flags.neusight_dir, ops, db, &ids));
+  if (flags.fit_only) return FitOnly(rows, ids, specs);
   std::vector<const JoinedRow*> all, fit_half, eval_half;
   const std::set<const JoinedRow*> fit_set = FitHalf(rows);
   for (const auto& r : rows) {

@@ -118,6 +118,11 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": Latency, B and H must be positive"));
     }
+    if (col.contains("Kernel Duration") &&
+        !absl::SimpleAtod(field("Kernel Duration"), &m.kernel_duration_ms)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": Kernel Duration is not a number"));
+    }
     m.repeats = 1;
     auto [it, inserted] = out.emplace(c, m);
     if (!inserted) {
@@ -131,6 +136,9 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
       }
       prev.latency_ms = (prev.latency_ms * prev.repeats + m.latency_ms) /
                         (prev.repeats + 1);
+      prev.kernel_duration_ms =
+          (prev.kernel_duration_ms * prev.repeats + m.kernel_duration_ms) /
+          (prev.repeats + 1);
       ++prev.repeats;
     }
   }

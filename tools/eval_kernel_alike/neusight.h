@@ -22,6 +22,9 @@ const std::vector<std::string>& KernelAlikeOps();
 // One measured row: the operator's latency and its dominant kernel's launch.
 struct Measurement {
   double latency_ms = 0;
+  // The kernel's own GPU time (CUPTI), where the file has a "Kernel
+  // Duration" column (files written by measure_ops.py); else 0.
+  double kernel_duration_ms = 0;
   uint32_t grid[3] = {0, 0, 0};
   uint32_t block[3] = {0, 0, 0};
   // Rows measured more than once are averaged; this counts them.

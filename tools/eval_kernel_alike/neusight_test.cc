@@ -105,5 +105,33 @@ TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
   EXPECT_LT(fitted->at("P4").streaming_bandwidth_gbps, 192);
 }
 
+// A real capture (measure_ops.py on an H200, 2026-11-22): the fits must
+// land where an H200 can be (4.8 TB/s datasheet; a streaming kernel gets
+// 80-95% of it; CUPTI durations have a fixed part of a few microseconds).
+TEST(FitTest, RealH200Capture) {
+  const auto db = Devices();
+  std::vector<std::string> ids;
+  auto rows = LoadJoined(HABITAT_H200_CAPTURE_DIR,
+                         {"add", "mulu", "relu", "gelu", "softmax", "ln"}, db, &ids);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_THAT(ids, ElementsAre("H200"));
+  std::vector<const JoinedRow*> ptrs;
+  for (const auto& r : *rows) ptrs.push_back(&r);
+  auto host = FitConstants(ptrs, ids);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_GT(host->at("H200").streaming_bandwidth_gbps, 0.8 * 4800);
+  EXPECT_LT(host->at("H200").streaming_bandwidth_gbps, 0.95 * 4800);
+  EXPECT_GT(host->at("H200").op_latency_floor_ns, 5000);
+  EXPECT_LT(host->at("H200").op_latency_floor_ns, 30000);
+  auto kernel = FitKernelDurationLine(ptrs, "H200", 4 * 62914560);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_GT(kernel->streaming_bandwidth_gbps, 0.8 * 4800);
+  EXPECT_LT(kernel->streaming_bandwidth_gbps, 0.95 * 4800);
+  EXPECT_GT(kernel->kernel_fixed_latency_ns, 500);
+  EXPECT_LT(kernel->kernel_fixed_latency_ns, 10000);
+  // Without durations above the byte threshold there is nothing to fit.
+  EXPECT_FALSE(FitKernelDurationLine(ptrs, "H200", int64_t{1} << 40).ok());
+}
+
 }  // namespace
 }  // namespace habitat::eval
