@@ -197,21 +197,23 @@ void Converter::PlaceDeviceEvents() {
 
 std::pair<int64_t, int> Converter::BackwardNode(
     int root, const std::vector<int>& children) const {
+  // Recent torch puts the sequence number on the evaluate_function event
+  // itself; always on the node record (Node::operator()), a direct child
+  // named after the node, which also holds the node's input shapes. Other
+  // children are the node's ATen ops, numbered by the autograd thread.
   const HostEvent& top = trace_.host[root];
-  if (top.sequence_number >= 0) return {top.sequence_number, root};
-  // The node record (Node::operator()) is a direct child named after the
-  // node; it carries the sequence number the forward recorded. Other
-  // children are the node's own ATen ops, numbered by the autograd thread.
   const absl::string_view node =
       absl::string_view(top.name).substr(kBackwardPrefix.size());
-  int fallback = -1;
+  int record = -1;
   for (int child : children) {
-    const HostEvent& c = trace_.host[child];
-    if (c.name == node) return {c.sequence_number, child};
-    if (fallback < 0 && c.sequence_number >= 0) fallback = child;
+    if (trace_.host[child].name == node) {
+      record = child;
+      break;
+    }
   }
-  if (fallback >= 0) return {trace_.host[fallback].sequence_number, fallback};
-  return {-1, -1};
+  int64_t seq = top.sequence_number;
+  if (seq < 0 && record >= 0) seq = trace_.host[record].sequence_number;
+  return {seq, record};
 }
 
 void Converter::LinkBackwards() {
