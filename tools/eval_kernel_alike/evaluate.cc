@@ -28,19 +28,28 @@ const char* MethodName(Method m) {
 absl::StatusOr<Report> Evaluate(
     const std::vector<const JoinedRow*>& rows,
     const std::map<std::string, habitat::v1::DeviceSpec>& devices,
-    const std::vector<std::string>& device_ids) {
+    const std::vector<std::string>& device_ids, TimeBasis basis) {
   Report report;
-  const ScalingOptions host_timed{TimeBasis::kHostTimedOp};
+  const ScalingOptions options{basis};
+  const bool kernel = basis == TimeBasis::kKernelDuration;
+  auto time_ms = [kernel](const Measurement& m) {
+    return kernel ? m.kernel_duration_ms : m.latency_ms;
+  };
   for (const JoinedRow* row : rows) {
     for (const std::string& o : device_ids) {
       const Measurement& mo = row->by_device.at(o);
-      const habitat::v1::Kernel with = ToKernel(row->config, mo, true);
-      const habitat::v1::Kernel without = ToKernel(row->config, mo, false);
+      if (!(time_ms(mo) > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            row->config.op, " B=", row->config.b, " H=", row->config.h, " on ", o,
+            ": no ", kernel ? "kernel duration" : "latency"));
+      }
+      const habitat::v1::Kernel with = ToKernel(row->config, mo, true, kernel);
+      const habitat::v1::Kernel without = ToKernel(row->config, mo, false, kernel);
       const auto& origin = devices.at(o);
       for (const std::string& d : device_ids) {
         if (d == o) continue;
         const auto& target = devices.at(d);
-        const double actual = row->by_device.at(d).latency_ms * 1e6;
+        const double actual = time_ms(row->by_device.at(d)) * 1e6;
         const double t_o = static_cast<double>(with.duration_ns());
         double pred[kMethodCount];
         pred[kBandwidthRatio] = t_o * origin.memory_bandwidth_gbps() /
@@ -49,13 +58,13 @@ absl::StatusOr<Report> Evaluate(
                                  PaperWaveScaling(without, origin, target));
         pred[kPaperEq2] = static_cast<double>(paper.predicted_ns);
         HABITAT_ASSIGN_OR_RETURN(auto ours,
-                                 ScaleKernel(with, origin, target, host_timed));
+                                 ScaleKernel(with, origin, target, options));
         pred[kOurs] = static_cast<double>(ours.predicted_ns);
         report.branches[ScalingBranchName(ours.branch)]++;
         HABITAT_ASSIGN_OR_RETURN(auto ours_nc,
-                                 ScaleKernel(without, origin, target, host_timed));
+                                 ScaleKernel(without, origin, target, options));
         pred[kOursNoCounters] = static_cast<double>(ours_nc.predicted_ns);
-        const bool large = mo.latency_ms >= kLargeMs;
+        const bool large = time_ms(mo) >= kLargeMs;
         MethodErrors& op = report.by_op[row->config.op];
         MethodErrors& pair = report.by_pair[{o, d}];
         for (int m = 0; m < kMethodCount; ++m) {

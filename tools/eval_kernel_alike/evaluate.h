@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/scaling/wave_scaling.h"
 #include "habitat/v1/device.pb.h"
 #include "tools/eval_kernel_alike/neusight.h"
 
@@ -51,11 +52,14 @@ struct Report {
   std::map<std::string, int64_t> branches;  // ScaleKernel branch counts
 };
 
-// `devices` maps id -> spec (with the constants to use filled in).
+// `devices` maps id -> spec (with the constants to use filled in). With
+// TimeBasis::kKernelDuration the times are the rows' CUPTI kernel durations
+// and ScaleKernel runs on that basis.
 absl::StatusOr<Report> Evaluate(
     const std::vector<const JoinedRow*>& rows,
     const std::map<std::string, habitat::v1::DeviceSpec>& devices,
-    const std::vector<std::string>& device_ids);
+    const std::vector<std::string>& device_ids,
+    TimeBasis basis = TimeBasis::kHostTimedOp);
 
 void Merge(const Report& from, Report& into);
 

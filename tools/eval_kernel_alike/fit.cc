@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -111,13 +112,14 @@ absl::StatusOr<KernelLine> FitKernelDurationLine(
     const std::vector<const JoinedRow*>& rows, const std::string& device_id,
     int64_t min_bytes) {
   LineFit fit;
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> by_op;
   for (const JoinedRow* r : rows) {
-    if (!IsStreamingOp(r->config.op)) continue;
     auto it = r->by_device.find(device_id);
     if (it == r->by_device.end() || !(it->second.kernel_duration_ms > 0)) continue;
     const int64_t bytes = TotalBytes(r->config);
-    if (bytes <= min_bytes) continue;
-    fit.Add(static_cast<double>(bytes), it->second.kernel_duration_ms * 1e6);
+    const double ns = it->second.kernel_duration_ms * 1e6;
+    by_op[r->config.op].push_back({bytes, ns});
+    if (IsStreamingOp(r->config.op) && bytes > min_bytes) fit.Add(bytes, ns);
   }
   if (fit.n < kMinLineRows) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -128,9 +130,19 @@ absl::StatusOr<KernelLine> FitKernelDurationLine(
   if (!(line.slope > 0)) {
     return absl::InternalError(absl::StrCat(device_id, ": fitted slope is not positive"));
   }
+  std::vector<double> floors;
+  for (auto& [op, list] : by_op) {
+    std::sort(list.begin(), list.end());
+    std::vector<double> smallest;
+    for (size_t i = 0; i < list.size() && i < kFloorConfigs; ++i) {
+      smallest.push_back(list[i].second);
+    }
+    floors.push_back(Median(smallest));
+  }
   KernelLine k;
   k.streaming_bandwidth_gbps = 1.0 / line.slope;
-  k.kernel_fixed_latency_ns = std::max<int64_t>(0, std::llround(line.intercept));
+  k.kernel_fixed_latency_ns = std::llround(Median(floors));
+  k.line_intercept_ns = std::llround(line.intercept);
   k.rows = fit.n;
   return k;
 }

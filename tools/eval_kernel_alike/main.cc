@@ -4,17 +4,21 @@
 //   habitat_eval_kernel_alike --neusight_dir=../shared/data/neusight \
 //       --devices=data/devices.textproto [--print_fit]
 //
+// --basis=kernel evaluates CUPTI kernel durations (files written by
+// measure_ops.py) instead of host-timed latencies.
+//
 // Sections: (1) constants fitted on every other configuration of each
-// operator (in size order), errors on the rest; (2) leave-one-operator-out: constants fitted on
-// 12 operators, errors on the 13th; (3) the constants in --devices, on all
-// configurations. --print_fit prints (1)'s constants as textproto fields.
+// operator (in size order), errors on the rest; (2) leave-one-operator-out:
+// constants fitted on the other operators, errors on the held-out one;
+// (3) the constants in --devices, on all configurations. --print_fit prints
+// (1)'s constants as textproto fields; --fit_only only fits and prints.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <algorithm>
 #include <map>
 #include <set>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,6 +47,9 @@ struct Flags {
   // (e.g. measure_ops.py output) and print them.
   bool fit_only = false;
   std::vector<std::string> ops = KernelAlikeOps();
+  // "host": the files' Latency column (host-timed operators, NeuSight);
+  // "kernel": their Kernel Duration column (CUPTI, measure_ops.py output).
+  TimeBasis basis = TimeBasis::kHostTimedOp;
 };
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
@@ -57,13 +64,17 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.print_fit = true;
     } else if (a == "--fit_only") {
       f.fit_only = true;
+    } else if (a == "--basis=host") {
+      f.basis = TimeBasis::kHostTimedOp;
+    } else if (a == "--basis=kernel") {
+      f.basis = TimeBasis::kKernelDuration;
     } else if (absl::StartsWith(a, "--ops=")) {
       f.ops = absl::StrSplit(a.substr(6), ',', absl::SkipEmpty());
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown argument '", a,
           "' (expected --neusight_dir=DIR, --devices=FILE, --print_fit, "
-          "--fit_only, --ops=a,b,...)"));
+          "--fit_only, --ops=a,b,..., --basis=host|kernel)"));
     }
   }
   return f;
@@ -99,15 +110,38 @@ std::map<std::string, habitat::v1::DeviceSpec> WithConstants(
   return out;
 }
 
+// The specs with constants fitted on `rows` for `basis`: host-timed
+// latencies give bandwidth, fixed part and floor; kernel durations give
+// bandwidth and the kernel's fixed part (rows moving more than 4x the GPU's
+// L2, so that repeated runs do not hit in L2).
+absl::StatusOr<std::map<std::string, habitat::v1::DeviceSpec>> FitSpecs(
+    const std::vector<const JoinedRow*>& rows, const std::vector<std::string>& ids,
+    const std::map<std::string, habitat::v1::DeviceSpec>& specs, TimeBasis basis) {
+  if (basis == TimeBasis::kHostTimedOp) {
+    HABITAT_ASSIGN_OR_RETURN(auto fitted, FitConstants(rows, ids));
+    return WithConstants(specs, fitted);
+  }
+  auto out = specs;
+  for (const auto& id : ids) {
+    auto& d = out.at(id);
+    HABITAT_ASSIGN_OR_RETURN(
+        KernelLine k,
+        FitKernelDurationLine(rows, id, 4 * static_cast<int64_t>(d.l2_cache_bytes())));
+    d.set_streaming_bandwidth_gbps(k.streaming_bandwidth_gbps);
+    d.set_kernel_fixed_latency_ns(k.kernel_fixed_latency_ns);
+  }
+  return out;
+}
+
 std::string ConstantsTable(
     const std::map<std::string, habitat::v1::DeviceSpec>& specs,
-    const std::vector<std::string>& ids) {
+    const std::vector<std::string>& ids, TimeBasis basis) {
   std::string s =
       "| GPU | datasheet GB/s | streaming GB/s (fraction) | fixed µs | floor µs |\n"
       "| --- | ---: | ---: | ---: | ---: |\n";
   for (const auto& id : ids) {
     const auto& d = specs.at(id);
-    auto c = ResolveScalingConstants(d, TimeBasis::kHostTimedOp);
+    auto c = ResolveScalingConstants(d, basis);
     if (!c.ok()) continue;
     absl::StrAppend(
         &s, absl::StrFormat("| %s | %.0f | %.0f (%.3f)%s | %.1f%s | %.1f%s |\n", id,
@@ -144,10 +178,10 @@ absl::Status FitOnly(const std::vector<JoinedRow>& rows,
     absl::StatusOr<KernelLine> k = FitKernelDurationLine(all, id, min_bytes);
     if (k.ok()) {
       std::cout << absl::StrFormat(
-          "%s kernel durations (> %d bytes): streaming_bandwidth_gbps %.1f "
-          "kernel_fixed_latency_ns %d (line on %d rows)\n",
-          id, min_bytes, k->streaming_bandwidth_gbps,
-          k->kernel_fixed_latency_ns, k->rows);
+          "%s kernel durations: streaming_bandwidth_gbps %.1f (line on %d "
+          "rows > %d bytes, intercept %d ns) kernel_fixed_latency_ns %d\n",
+          id, k->streaming_bandwidth_gbps, k->rows, min_bytes,
+          k->line_intercept_ns, k->kernel_fixed_latency_ns);
     } else {
       std::cout << id << " kernel durations: " << k.status().message() << "\n";
     }
@@ -184,15 +218,20 @@ absl::Status Run(const Flags& flags) {
       rows.size(), ops.size(), ids.size(), absl::StrJoin(ids, ", "),
       ids.size() * (ids.size() - 1));
 
+  const TimeBasis basis = flags.basis;
+  const char* what = basis == TimeBasis::kKernelDuration
+                         ? "CUPTI kernel durations"
+                         : "host-timed operator latencies";
+  std::cout << "Times: " << what << ".\n\n";
+
   // (1) Split by configuration.
-  HABITAT_ASSIGN_OR_RETURN(auto fitted, FitConstants(fit_half, ids));
-  const auto split_specs = WithConstants(specs, fitted);
-  HABITAT_ASSIGN_OR_RETURN(Report split, Evaluate(eval_half, split_specs, ids));
+  HABITAT_ASSIGN_OR_RETURN(auto split_specs, FitSpecs(fit_half, ids, specs, basis));
+  HABITAT_ASSIGN_OR_RETURN(Report split, Evaluate(eval_half, split_specs, ids, basis));
   std::cout << "## 1. Held out by configuration\n\nConstants fitted on the "
             << fit_half.size() << " configurations at even positions of each operator's "
                "size order; errors on the "
             << eval_half.size() << " at odd positions.\n\n"
-            << ConstantsTable(split_specs, ids) << "\n"
+            << ConstantsTable(split_specs, ids, basis) << "\n"
             << FormatByOp(split, ops) << "\n"
             << FormatByPair(split, ids) << "\n"
             << Branches(split) << "\n";
@@ -202,31 +241,32 @@ absl::Status Run(const Flags& flags) {
   for (const auto& held : ops) {
     std::vector<const JoinedRow*> train, test;
     for (const JoinedRow* r : all) (r->config.op == held ? test : train).push_back(r);
-    HABITAT_ASSIGN_OR_RETURN(auto f, FitConstants(train, ids));
-    HABITAT_ASSIGN_OR_RETURN(Report r, Evaluate(test, WithConstants(specs, f), ids));
+    HABITAT_ASSIGN_OR_RETURN(auto fitted_specs, FitSpecs(train, ids, specs, basis));
+    HABITAT_ASSIGN_OR_RETURN(Report r, Evaluate(test, fitted_specs, ids, basis));
     Merge(r, looo);
   }
   std::cout << "## 2. Held out by operator\n\nFor each operator, constants "
-               "fitted on all configurations of the other 12; errors on it.\n\n"
+               "fitted on all configurations of the other "
+            << ops.size() - 1 << "; errors on it.\n\n"
             << FormatByOp(looo, ops) << "\n";
 
   // (3) The constants the product uses.
-  HABITAT_ASSIGN_OR_RETURN(Report file, Evaluate(all, specs, ids));
+  HABITAT_ASSIGN_OR_RETURN(Report file, Evaluate(all, specs, ids, basis));
   std::cout << "## 3. Constants of " << flags.devices
             << ", all configurations\n\n"
-            << ConstantsTable(specs, ids) << "\n"
+            << ConstantsTable(specs, ids, basis) << "\n"
             << FormatByOp(file, ops) << "\n"
             << Branches(file);
 
   if (flags.print_fit) {
     std::cout << "\n## Constants fitted in section 1\n\n";
     for (const auto& id : ids) {
-      const auto& f = fitted.at(id);
+      const auto& d = split_specs.at(id);
       std::cout << absl::StrFormat(
           "%s: streaming_bandwidth_gbps: %.1f op_fixed_latency_ns: %d "
-          "op_latency_floor_ns: %d  (line on %d rows, floor over %d ops)\n",
-          id, f.streaming_bandwidth_gbps, f.op_fixed_latency_ns,
-          f.op_latency_floor_ns, f.line_rows, f.floor_ops);
+          "op_latency_floor_ns: %d kernel_fixed_latency_ns: %d\n",
+          id, d.streaming_bandwidth_gbps(), d.op_fixed_latency_ns(),
+          d.op_latency_floor_ns(), d.kernel_fixed_latency_ns());
     }
   }
   return absl::OkStatus();

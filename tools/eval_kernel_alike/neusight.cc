@@ -212,7 +212,7 @@ DramTraffic AnalyticDramTraffic(const Config& c) {
 }
 
 habitat::v1::Kernel ToKernel(const Config& config, const Measurement& m,
-                             bool with_counters) {
+                             bool with_counters, bool kernel_duration) {
   habitat::v1::Kernel k;
   k.set_name(absl::StrCat(config.op, " B=", config.b, " H=", config.h));
   k.mutable_grid()->set_x(m.grid[0]);
@@ -221,7 +221,7 @@ habitat::v1::Kernel ToKernel(const Config& config, const Measurement& m,
   k.mutable_block()->set_x(m.block[0]);
   k.mutable_block()->set_y(m.block[1]);
   k.mutable_block()->set_z(m.block[2]);
-  k.set_duration_ns(MsToNs(m.latency_ms));
+  k.set_duration_ns(MsToNs(kernel_duration ? m.kernel_duration_ms : m.latency_ms));
   if (with_counters) {
     const DramTraffic t = AnalyticDramTraffic(config);
     k.mutable_counters()->set_dram_read_bytes(t.read_bytes);

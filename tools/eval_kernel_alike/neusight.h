@@ -77,7 +77,8 @@ DramTraffic AnalyticDramTraffic(const Config& config);
 // The measurement as a trace kernel. Registers and shared memory are not
 // in the data; they are left 0 (unknown), so occupancy is limited by
 // threads and blocks only (see docs/kernel_alike_accuracy.md).
+// `kernel_duration`: use the CUPTI kernel duration instead of the latency.
 habitat::v1::Kernel ToKernel(const Config& config, const Measurement& m,
-                             bool with_counters);
+                             bool with_counters, bool kernel_duration = false);
 
 }  // namespace habitat::eval

@@ -105,16 +105,19 @@ TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
   EXPECT_LT(fitted->at("P4").streaming_bandwidth_gbps, 192);
 }
 
-// A real capture (measure_ops.py on an H200, 2026-11-22): the fits must
-// land where an H200 can be (4.8 TB/s datasheet; a streaming kernel gets
-// 80-95% of it; CUPTI durations have a fixed part of a few microseconds).
-TEST(FitTest, RealH200Capture) {
+// A real capture (measure_ops.py on an H100 SXM and an H200, 2026-11-22):
+// the fits must land where these GPUs can be (datasheet 3.35 and 4.8 TB/s; a
+// streaming kernel gets 80-95% of it; CUPTI durations have a fixed part of
+// a few microseconds).
+TEST(FitTest, RealHopperCapture) {
   const auto db = Devices();
   std::vector<std::string> ids;
-  auto rows = LoadJoined(HABITAT_H200_CAPTURE_DIR,
+  auto rows = LoadJoined(HABITAT_HOPPER_CAPTURE_DIR,
                          {"add", "mulu", "relu", "gelu", "softmax", "ln"}, db, &ids);
   ASSERT_TRUE(rows.ok()) << rows.status();
-  ASSERT_THAT(ids, ElementsAre("H200"));
+  ASSERT_THAT(ids, ElementsAre("H100-SXM", "H200"));
+  // Both GPUs measured the same 1749 + 1397 configurations.
+  EXPECT_EQ(rows->size(), 5u * 1749u + 1397u);
   std::vector<const JoinedRow*> ptrs;
   for (const auto& r : *rows) ptrs.push_back(&r);
   auto host = FitConstants(ptrs, ids);
@@ -131,6 +134,10 @@ TEST(FitTest, RealH200Capture) {
   EXPECT_LT(kernel->kernel_fixed_latency_ns, 10000);
   // Without durations above the byte threshold there is nothing to fit.
   EXPECT_FALSE(FitKernelDurationLine(ptrs, "H200", int64_t{1} << 40).ok());
+  auto h100 = FitKernelDurationLine(ptrs, "H100-SXM", 4 * 52428800);
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_GT(h100->streaming_bandwidth_gbps, 0.8 * 3350);
+  EXPECT_LT(h100->streaming_bandwidth_gbps, 0.95 * 3350);
 }
 
 }  // namespace
