@@ -1,7 +1,7 @@
 // habitat_eval_kernel_alike: accuracy of kernel scaling on the NeuSight
 // cross-GPU measurements of kernel-alike operators. Prints Markdown.
 //
-//   habitat_eval_kernel_alike --neusight_dir=../shared/data/neusight \
+//   habitat_eval_kernel_alike --neusight_dir=../shared/data/neusight
 //       --devices=data/devices.textproto [--print_fit]
 //
 // --basis=kernel evaluates CUPTI kernel durations (files written by
