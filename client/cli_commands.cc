@@ -392,7 +392,7 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
 int RunHabitatCli(const std::vector<std::string>& args, const CliEnvironment& env,
                   std::ostream& out, std::ostream& err) {
   if (args.empty()) {
-    err << kMainUsage;
+    err << "habitat: missing COMMAND\n\n" << kMainUsage;
     return kExitUsage;
   }
   const std::string& command = args[0];

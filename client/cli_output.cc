@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace habitat {
@@ -58,6 +59,30 @@ std::string CsvField(const std::string& text) {
 std::string Truncate(const std::string& text, size_t width) {
   if (text.size() <= width) return text;
   return text.substr(0, width - 3) + "...";
+}
+
+// Word-wraps `text` to `width` columns; the first line starts with `first`,
+// the others are indented as deep.
+std::string Wrap(const std::string& first, const std::string& text, size_t width) {
+  const std::string indent(first.size(), ' ');
+  std::string out = first;
+  size_t column = first.size();
+  bool line_empty = true;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line_empty && column + 1 + word.size() > width) {
+      absl::StrAppend(&out, "\n", indent);
+      column = indent.size();
+      line_empty = true;
+    }
+    if (!line_empty) {
+      out += ' ';
+      ++column;
+    }
+    absl::StrAppend(&out, word);
+    column += word.size();
+    line_empty = false;
+  }
+  return out + "\n";
 }
 
 std::string OperationTable(const DevicePrediction& prediction, int top) {
@@ -239,13 +264,12 @@ absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message)
 }
 
 std::string FormatDevicesTable(const v1::ListDevicesResponse& response) {
-  std::string out = absl::StrFormat("%-16s %-28s %-9s %4s %4s %7s %8s %7s %7s\n", "id", "name",
-                                    "arch", "cc", "SMs", "mem GiB", "mem GB/s", "fp32 TF",
-                                    "bf16 TF");
+  std::string out = absl::StrFormat("%-16s %-28s %-12s %4s %4s %5s %6s %7s %7s\n", "id", "name",
+                                    "arch", "cc", "SMs", "GiB", "GB/s", "fp32 TF", "bf16 TF");
   for (const auto& d : response.devices()) {
     out += absl::StrFormat(
-        "%-16s %-28s %-9s %4s %4d %7.1f %8.0f %7.1f %7.1f\n", Truncate(Printable(d.id()), 16),
-        Truncate(Printable(d.display_name()), 28), Truncate(Printable(d.architecture()), 9),
+        "%-16s %-28s %-12s %4s %4d %5.0f %6.0f %7.1f %7.1f\n", Truncate(Printable(d.id()), 16),
+        Truncate(Printable(d.display_name()), 28), Truncate(Printable(d.architecture()), 12),
         absl::StrCat(d.compute_capability_major(), ".", d.compute_capability_minor()),
         d.sm_count(), static_cast<double>(d.memory_bytes()) / (1024.0 * 1024 * 1024),
         d.memory_bandwidth_gbps(), d.peak_fp32_tflops(), d.peak_bf16_tensor_tflops());
@@ -280,13 +304,13 @@ std::string FormatCatalogsTable(const v1::ListCatalogsResponse& response) {
   for (const auto& c : response.catalogs()) {
     absl::StrAppend(&out, "catalog ", Printable(c.name()), " (", Printable(c.provider()), ", ",
                     Printable(c.currency()), ", retrieved ", Printable(c.retrieved()), ")\n");
-    if (!c.source().empty()) absl::StrAppend(&out, "  source: ", Printable(c.source()), "\n");
-    out += absl::StrFormat("  %-16s %-20s %-14s %10s %10s\n", "GPU", "instance", "region",
+    if (!c.source().empty()) out += Wrap("  source: ", Printable(c.source()), 96);
+    out += absl::StrFormat("  %-16s %-36s %-14s %10s %10s\n", "GPU", "instance", "region",
                            "on-demand", "spot");
     for (const auto& p : c.prices()) {
       out += absl::StrFormat(
-          "  %-16s %-20s %-14s %10.3f %10s\n", Truncate(Printable(p.device_id()), 16),
-          Truncate(Printable(p.instance_type()), 20), Truncate(Printable(p.region()), 14),
+          "  %-16s %-36s %-14s %10.3f %10s\n", Truncate(Printable(p.device_id()), 16),
+          Truncate(Printable(p.instance_type()), 36), Truncate(Printable(p.region()), 14),
           p.on_demand_per_gpu_hour(),
           p.spot_per_gpu_hour() > 0 ? absl::StrFormat("%.3f", p.spot_per_gpu_hour()) : "-");
     }

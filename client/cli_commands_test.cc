@@ -1,0 +1,108 @@
+// The `habitat` subcommands run in-process on the real data directory:
+// exit codes, usage errors and the messages people see. Predictions on real
+// traces are covered by tests/golden.
+#include "client/cli_commands.h"
+
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun Habitat(std::vector<std::string> args) {
+  CliEnvironment env;
+  env.default_data_dir = HABITAT_DATA_DIR;
+  env.version = "test";
+  std::ostringstream out, err;
+  const int code = RunHabitatCli(args, env, out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST(CliCommandsTest, HelpAndVersion) {
+  CliRun help = Habitat({"--help"});
+  EXPECT_EQ(help.code, kExitOk);
+  EXPECT_THAT(help.out, HasSubstr("predict TRACE"));
+  CliRun predict_help = Habitat({"predict", "--help"});
+  EXPECT_EQ(predict_help.code, kExitOk);
+  EXPECT_THAT(predict_help.out, HasSubstr("--catalog-file"));
+  EXPECT_EQ(Habitat({"--version"}).out, "habitat test\n");
+}
+
+TEST(CliCommandsTest, UsageErrorsExitWith2AndSayWhatToDo) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"frobnicate"},
+      {"predict"},
+      {"predict", "a.pb", "b.pb"},
+      {"predict", "a.pb", "--colour"},
+      {"predict", "a.pb", "--format", "xml"},
+      {"predict", "a.pb", "--catalog", "aws", "--catalog-file", "x"},
+      {"predict", "a.pb", "--devices", "A,,B"},
+      {"predict", "a.pb", "--top", "0"},
+      {"predict", "a.pb", "--batch-size", "-3"},
+      {"predict", "a.pb", "--precision", "fp8"},
+      {"predict", "sha256:" + std::string(64, 'a')},
+      {"devices", "extra"},
+      {"catalogs", "--server"},
+      {"upload", "a.pb"},
+      {"import-kineto", "only-one"},
+  };
+  for (const auto& args : cases) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    CliRun run = Habitat(args);
+    EXPECT_EQ(run.code, kExitUsage);
+    EXPECT_THAT(run.out, IsEmpty());
+    EXPECT_THAT(run.err, StartsWith("habitat"));
+  }
+  EXPECT_THAT(Habitat({"predict", "sha256:" + std::string(64, 'a')}).err,
+              HasSubstr("give --server"));
+  EXPECT_THAT(Habitat({"upload", "a.pb"}).err, HasSubstr("--server HOST:PORT is required"));
+}
+
+TEST(CliCommandsTest, FailuresExitWith1AndNameTheFile) {
+  CliRun missing = Habitat({"predict", "/nonexistent/trace.pb"});
+  EXPECT_EQ(missing.code, kExitFailure);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/trace.pb"));
+  CliRun not_trace = Habitat({"predict", std::string(HABITAT_DATA_DIR) + "/devices.textproto"});
+  EXPECT_EQ(not_trace.code, kExitFailure);
+  EXPECT_THAT(not_trace.err, HasSubstr("not a habitat trace or a torch.profiler JSON trace"));
+  CliRun bad_data = Habitat({"devices", "--data-dir", "/nonexistent/data"});
+  EXPECT_EQ(bad_data.code, kExitFailure);
+  EXPECT_THAT(bad_data.err, HasSubstr("--data-dir"));
+  CliRun bad_catalog = Habitat({"predict", "/nonexistent/trace.pb", "--catalog-file",
+                             std::string(HABITAT_DATA_DIR) + "/devices.textproto"});
+  EXPECT_EQ(bad_catalog.code, kExitFailure);
+  CliRun unreachable = Habitat({"devices", "--server", "127.0.0.1:1"});
+  EXPECT_EQ(unreachable.code, kExitFailure);
+  EXPECT_THAT(unreachable.err, HasSubstr("127.0.0.1:1"));
+}
+
+TEST(CliCommandsTest, DevicesAndCatalogsInEveryFormat) {
+  CliRun table = Habitat({"devices"});
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("H100-SXM"));
+  CliRun csv = Habitat({"devices", "--format", "csv"});
+  ASSERT_EQ(csv.code, kExitOk);
+  EXPECT_THAT(csv.out, StartsWith("id,display_name,"));
+  CliRun json = Habitat({"devices", "--format=json", "--include-test-only"});
+  ASSERT_EQ(json.code, kExitOk);
+  EXPECT_THAT(json.out, HasSubstr("\"peak_bf16_tensor_tflops\""));
+  CliRun catalogs = Habitat({"catalogs", "--format", "csv"});
+  ASSERT_EQ(catalogs.code, kExitOk) << catalogs.err;
+  EXPECT_THAT(catalogs.out, HasSubstr("\naws,"));
+}
+
+}  // namespace
+}  // namespace habitat
