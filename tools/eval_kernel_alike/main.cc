@@ -241,8 +241,15 @@ absl::Status Run(const Flags& flags) {
   for (const auto& held : ops) {
     std::vector<const JoinedRow*> train, test;
     for (const JoinedRow* r : all) (r->config.op == held ? test : train).push_back(r);
-    HABITAT_ASSIGN_OR_RETURN(auto fitted_specs, FitSpecs(train, ids, specs, basis));
-    HABITAT_ASSIGN_OR_RETURN(Report r, Evaluate(test, fitted_specs, ids, basis));
+    absl::StatusOr<std::map<std::string, habitat::v1::DeviceSpec>> fitted_specs =
+        FitSpecs(train, ids, specs, basis);
+    if (!fitted_specs.ok()) {
+      // E.g. no streaming operator left to fit bandwidth on.
+      std::cout << "(" << held << " not held out: the other operators cannot "
+                << "be fitted: " << fitted_specs.status().message() << ")\n";
+      continue;
+    }
+    HABITAT_ASSIGN_OR_RETURN(Report r, Evaluate(test, *fitted_specs, ids, basis));
     Merge(r, looo);
   }
   std::cout << "## 2. Held out by operator\n\nFor each operator, constants "
