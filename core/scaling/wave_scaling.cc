@@ -124,10 +124,9 @@ absl::StatusOr<ScalingConstants> ResolveScalingConstants(
             : device.memory_bandwidth_gbps() * kDefaultStreamingEfficiency;
   }
   if (basis == TimeBasis::kKernelDuration) {
-    // Unmeasured: no fixed part, i.e. the whole duration scales (what the
-    // paper does). We have no kernel-level data to derive a default from.
-    c.fixed_ns = device.kernel_fixed_latency_ns();
     c.fixed_is_default = device.kernel_fixed_latency_ns() == 0;
+    c.fixed_ns = c.fixed_is_default ? kDefaultKernelFixedLatencyNs
+                                    : device.kernel_fixed_latency_ns();
     return c;
   }
   c.fixed_is_default = device.op_fixed_latency_ns() == 0;

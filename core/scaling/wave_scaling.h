@@ -76,6 +76,10 @@ inline constexpr double kDefaultStreamingEfficiency = 0.82;
 // framework has other values.
 inline constexpr int64_t kDefaultOpFixedLatencyNs = 19'600;
 inline constexpr int64_t kDefaultOpLatencyFloorNs = 31'000;
+// Kernel-duration fixed part: the mean of the two GPUs measured (H100 SXM
+// 1459 ns, H200 1234 ns). A default of 0 would be wrong whenever the other
+// GPU of a pair is measured: a 1.5 us kernel would be predicted at ~0.
+inline constexpr int64_t kDefaultKernelFixedLatencyNs = 1'350;
 
 absl::StatusOr<ScalingConstants> ResolveScalingConstants(
     const habitat::v1::DeviceSpec& device, TimeBasis basis);

@@ -130,21 +130,31 @@ TEST(PaperWaveScalingTest, RejectsBadKernels) {
   EXPECT_THAT(s.message(), HasSubstr("memory_bandwidth_gbps"));
 }
 
-TEST(ScaleKernelTest, DefaultsReduceToEq2ForWholeWaves) {
-  // With no measured constants, kernel basis: no fixed part and the same
-  // efficiency on both GPUs, so only the bandwidth ratio remains. With
-  // B = 17280 = 27 V100 waves = 20 A100 waves Eq. 2's wave factor is
-  // (20/27) * (864/640) = 1, so both give 100000 * 900/1555 = 57877.81.
+TEST(ScaleKernelTest, DefaultsMatchEq2ExceptTheFixedPart) {
+  // With no measured constants (kernel basis) both GPUs get the same
+  // efficiency, so only the bandwidth ratio remains, and the default fixed
+  // part (1350 ns) stays unscaled. B = 17280 = 27 V100 waves = 20 A100 waves,
+  // so Eq. 2's wave factor is (20/27) * (864/640) = 1:
+  //   Eq. 2:  100000 * 900/1555 = 57877.81 -> 57878
+  //   ours:   1350 + (100000 - 1350) * 900/1555 = 58446.46 -> 58446
   auto k = MakeKernel(17280, 100000);
   auto ours = ScaleKernel(k, testing::V100(), testing::A100());
   auto paper = PaperWaveScaling(k, testing::V100(), testing::A100());
   ASSERT_TRUE(ours.ok()) << ours.status();
   ASSERT_TRUE(paper.ok()) << paper.status();
-  EXPECT_EQ(ours->predicted_ns, 57878);
+  EXPECT_EQ(ours->predicted_ns, 58446);
   EXPECT_EQ(paper->predicted_ns, 57878);
   EXPECT_EQ(ours->origin_waves, 27);
   EXPECT_EQ(ours->target_waves, 20);
   EXPECT_EQ(ours->branch, ScalingBranch::kWorkScaled);
+}
+
+TEST(ScaleKernelTest, KernelShorterThanFixedPart) {
+  // A 1000 ns kernel is all fixed part: work 0, the target's fixed part
+  // (default 1350 ns) is the prediction.
+  auto p = ScaleKernel(MakeKernel(10, 1000), testing::V100(), testing::A100());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->predicted_ns, 1350);
 }
 
 TEST(ScaleKernelTest, FixedPartIsNotScaled) {
@@ -234,14 +244,19 @@ TEST(ScaleKernelTest, HostTimedWithoutCountersNearFloorKeepsFloor) {
 
 TEST(ScaleKernelTest, ComputeShareIsWaveQuantized) {
   // gamma = 0 (FLOPs, no bytes): work scales with waves and clock only.
-  // B = 700: 2 waves on the V100, 1 on the A100; no fixed parts:
-  //   100000 * (1/2) * 1380/1410 = 48936.17 -> 48936 ns.
+  // B = 700: 2 waves on the V100, 1 on the A100. Fixed parts of 1 ns (0
+  // would mean "unmeasured" and bring in the default):
+  //   1 + (100000 - 1) * (1/2) * 1380/1410 = 48936.68 -> 48937 ns.
   auto k = MakeKernel(700, 100000);
   k.mutable_counters()->set_flop_fp32(1000000);
-  auto p = ScaleKernel(k, testing::V100(), testing::A100());
+  auto o = testing::V100();
+  auto d = testing::A100();
+  o.set_kernel_fixed_latency_ns(1);
+  d.set_kernel_fixed_latency_ns(1);
+  auto p = ScaleKernel(k, o, d);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_DOUBLE_EQ(p->gamma, 0.0);
-  EXPECT_EQ(p->predicted_ns, 48936);
+  EXPECT_EQ(p->predicted_ns, 48937);
 }
 
 TEST(ScaleKernelTest, RejectsBadInput) {
@@ -272,8 +287,14 @@ TEST(ResolveScalingConstantsTest, Defaults) {
   c = ResolveScalingConstants(v100, TimeBasis::kKernelDuration);
   ASSERT_TRUE(c.ok());
   EXPECT_DOUBLE_EQ(c->streaming_bandwidth_gbps, 830);
-  EXPECT_EQ(c->fixed_ns, 0);
+  EXPECT_EQ(c->fixed_ns, kDefaultKernelFixedLatencyNs);
+  EXPECT_TRUE(c->fixed_is_default);
   EXPECT_EQ(c->floor_ns, 0);
+  v100.set_kernel_fixed_latency_ns(2000);
+  c = ResolveScalingConstants(v100, TimeBasis::kKernelDuration);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->fixed_ns, 2000);
+  EXPECT_FALSE(c->fixed_is_default);
 }
 
 }  // namespace
