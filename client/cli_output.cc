@@ -1,6 +1,8 @@
 #include "client/cli_output.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +119,7 @@ std::string OperationTable(const DevicePrediction& prediction, int top) {
         static_cast<double>(op.origin_forward_ns() + op.origin_backward_ns()) / 1e6,
         static_cast<double>(op.predicted_forward_ns()) / 1e6,
         static_cast<double>(op.predicted_backward_ns()) / 1e6, share, MethodName(op.method()));
+    for (const auto& warning : op.warnings()) out += Wrap("           ! ", Printable(warning), 99);
   }
   return out;
 }
@@ -181,13 +184,22 @@ std::string FormatPredictionTable(const PredictResponse& response,
                          static_cast<int>(id_width), "GPU", "iter ms", "samples/s",
                          absl::StrCat(price_unit, "/GPU-h"), absl::StrCat(price_unit, "/1k smp"),
                          "cost#", "unscaled");
+  // Enough decimals for three significant digits of the cheapest cost, the
+  // same for every row so the column lines up.
+  int cost_decimals = 4;
+  for (const auto* p : sorted) {
+    if (p->has_price() && p->cost_per_1000_samples() > 0) {
+      const int needed = 2 - static_cast<int>(std::floor(std::log10(p->cost_per_1000_samples())));
+      cost_decimals = std::max(cost_decimals, std::min(needed, 9));
+    }
+  }
   for (const auto* p : sorted) {
     const std::string id = Truncate(Printable(p->device_id()) + (p->is_origin() ? "*" : ""),
                                     id_width);
     std::string price = "-", cost = "-", cost_rank = "-";
     if (p->has_price()) {
       price = absl::StrFormat("%.3f", p->price_per_hour());
-      cost = absl::StrFormat("%.4f", p->cost_per_1000_samples());
+      cost = absl::StrFormat("%.*f", cost_decimals, p->cost_per_1000_samples());
       if (p->rank_by_cost() > 0) cost_rank = absl::StrCat(p->rank_by_cost());
     }
     out += absl::StrFormat("%4d  %-*s %11.3f %11.1f %10s %12s %5s %8.1f%%\n", p->rank_by_time(),
@@ -196,19 +208,44 @@ std::string FormatPredictionTable(const PredictResponse& response,
                            price, cost, cost_rank, UnscaledPercent(*p));
   }
   bool origin_listed = false;
-  for (const auto* p : sorted) origin_listed = origin_listed || p->is_origin();
-  if (origin_listed) out += "  * origin GPU: the measured time, not a prediction\n";
-
-  std::vector<std::string> warnings;
+  std::string origin_id;
   for (const auto* p : sorted) {
-    for (const auto& w : p->warnings()) {
-      warnings.push_back(absl::StrCat(Printable(p->device_id()), ": ", Printable(w)));
+    if (p->is_origin()) {
+      origin_listed = true;
+      origin_id = Printable(p->device_id());
     }
   }
-  for (const auto& w : response.warnings()) warnings.push_back(Printable(w));
-  if (!warnings.empty()) {
+  if (origin_listed) out += "  * origin GPU: the measured time, not a prediction\n";
+
+  // The same warning on many GPUs is printed once, with the GPUs it
+  // concerns, so a trace with unscaled operations does not print 20 copies.
+  std::vector<std::pair<std::string, std::vector<std::string>>> grouped;
+  for (const auto* p : sorted) {
+    for (const auto& w : p->warnings()) {
+      auto it = std::find_if(grouped.begin(), grouped.end(),
+                             [&](const auto& g) { return g.first == w; });
+      if (it == grouped.end()) {
+        grouped.push_back({w, {}});
+        it = grouped.end() - 1;
+      }
+      it->second.push_back(Printable(p->device_id()));
+    }
+  }
+  if (!grouped.empty() || response.warnings_size() > 0) {
     out += "\nwarnings:\n";
-    for (const auto& w : warnings) absl::StrAppend(&out, "  ", w, "\n");
+    for (const auto& [text, devices] : grouped) {
+      std::string who;
+      if (devices.size() == sorted.size() && devices.size() > 1) {
+        who = "all GPUs";
+      } else if (origin_listed && devices.size() + 1 == sorted.size() && devices.size() > 1 &&
+                 std::find(devices.begin(), devices.end(), origin_id) == devices.end()) {
+        who = "all GPUs but the origin";
+      } else {
+        who = absl::StrJoin(devices, ", ");
+      }
+      out += Wrap("  - ", absl::StrCat(who, ": ", Printable(text)), 99);
+    }
+    for (const auto& w : response.warnings()) out += Wrap("  - ", Printable(w), 99);
   }
   if (options.breakdown) {
     out += "\nbreakdown:\n";
@@ -237,9 +274,10 @@ std::string FormatPredictionCsv(const PredictResponse& response) {
         CsvField(response.currency()),
         PriceKindName(response.price_kind()),
         p->has_price() ? "true" : "false",
-        p->has_price() ? absl::StrFormat("%.6f", p->price_per_hour()) : "",
-        p->has_price() ? absl::StrFormat("%.6f", p->cost_per_1000_samples()) : "",
-        p->has_price() ? absl::StrFormat("%.3f", p->samples_per_currency_unit()) : "",
+        // %g: costs per sample span many orders of magnitude.
+        p->has_price() ? absl::StrFormat("%.9g", p->price_per_hour()) : "",
+        p->has_price() ? absl::StrFormat("%.9g", p->cost_per_1000_samples()) : "",
+        p->has_price() ? absl::StrFormat("%.9g", p->samples_per_currency_unit()) : "",
         p->has_price() ? absl::StrCat(p->rank_by_cost()) : "",
         absl::StrFormat("%.3f", UnscaledPercent(*p)),
         CsvField(absl::StrJoin(p->warnings(), "; ")),

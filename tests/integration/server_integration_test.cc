@@ -58,6 +58,9 @@ class ServerIntegrationTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    // Close the connection first: an idle connected client holds a
+    // draining gRPC server until the grace period ends.
+    client_.reset();
     if (server_ != nullptr) {
       server_->Shutdown(absl::Seconds(1));
       server_->Wait();

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The CLI against a real habitat-server: `habitat upload` prints an id,
+# `habitat predict ID --server` by that id and `habitat predict FILE
+# --server` give the same JSON as the embedded mode, and `habitat devices`
+# / `catalogs` agree between the modes.
+# usage: server_roundtrip.sh HABITAT HABITAT_SERVER DATA_DIR JSON_TRACE TRACE_ARGS...
+set -eu
+habitat="$1"
+server_bin="$2"
+data_dir="$3"
+json="$4"
+shift 4
+dir="$(mktemp -d)"
+server_pid=""
+cleanup() {
+  if [[ -n "$server_pid" ]]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+"$server_bin" --address=127.0.0.1:0 --metrics_address= --data_dir="$data_dir" 2>"$dir/server.log" &
+server_pid=$!
+port=""
+for _ in $(seq 1 300); do
+  port="$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$dir/server.log")"
+  [[ -n "$port" ]] && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+  sleep 0.1
+done
+[[ -n "$port" ]] || { echo "habitat-server did not report its port" >&2; exit 1; }
+addr="127.0.0.1:$port"
+
+id="$("$habitat" upload "$json" --server "$addr" "$@" 2>"$dir/upload.err")"
+grep -q "stored as a new trace" "$dir/upload.err"
+[[ "$id" =~ ^sha256:[0-9a-f]{64}$ ]] || { echo "bad id '$id'" >&2; exit 1; }
+again="$("$habitat" upload "$json" --server "$addr" "$@" 2>"$dir/upload2.err")"
+[[ "$again" == "$id" ]]
+grep -q "already had this trace" "$dir/upload2.err"
+
+"$habitat" predict "$json" "$@" --data-dir "$data_dir" --format json >"$dir/embedded.json"
+"$habitat" predict "$json" "$@" --server "$addr" --format json >"$dir/remote_file.json"
+"$habitat" predict "$id" --server "$addr" --format json >"$dir/remote_id.json"
+diff -u "$dir/embedded.json" "$dir/remote_file.json"
+diff -u "$dir/embedded.json" "$dir/remote_id.json"
+
+for cmd in devices catalogs; do
+  "$habitat" "$cmd" --data-dir "$data_dir" --format json >"$dir/$cmd.embedded.json"
+  "$habitat" "$cmd" --server "$addr" --format json >"$dir/$cmd.remote.json"
+  diff -u "$dir/$cmd.embedded.json" "$dir/$cmd.remote.json"
+done
+
+# A server error reaches the user with its message and exit code 1.
+set +e
+"$habitat" predict "$id" --server "$addr" --devices NO-SUCH-GPU 2>"$dir/err.txt"
+code=$?
+set -e
+[[ $code -eq 1 ]] || { echo "expected exit 1, got $code" >&2; exit 1; }
+grep -q 'unknown GPU id "NO-SUCH-GPU"' "$dir/err.txt"
+
+# An id needs a server; unreachable servers are named.
+set +e
+"$habitat" predict "$id" 2>"$dir/err2.txt"; code2=$?
+"$habitat" devices --server 127.0.0.1:1 2>"$dir/err3.txt"; code3=$?
+set -e
+[[ $code2 -eq 2 ]] && grep -q "give --server" "$dir/err2.txt"
+[[ $code3 -eq 1 ]] && grep -q "127.0.0.1:1" "$dir/err3.txt"
+
+kill -TERM "$server_pid"
+wait "$server_pid"
+server_pid=""
+echo "CLI against habitat-server: embedded and remote answers identical"
