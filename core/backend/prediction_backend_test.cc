@@ -31,10 +31,10 @@ TEST_F(BackendTest, UploadThenPredictByIdMatchesInline) {
   *upload.mutable_trace() = trace_;
   auto stored = backend_->UploadTrace(upload);
   ASSERT_TRUE(stored.ok()) << stored.status();
-  EXPECT_TRUE(stored->created);
+  EXPECT_TRUE(stored->created());
   auto again = backend_->UploadTrace(upload);
   ASSERT_TRUE(again.ok());
-  EXPECT_FALSE(again->created);
+  EXPECT_FALSE(again->created());
   EXPECT_EQ(again->trace_id(), stored->trace_id());
 
   v1::PredictRequest by_id;

@@ -1,0 +1,97 @@
+// Predict latency on the real ResNet-50 H100 fixture (batch 64, fp32) to every
+// GPU, through the same backend the server and the CLI use.
+//   cold: nothing memoised (cache disabled), so every device is predicted.
+//   warm: (trace, device) predictions memoised, as for a scheduler repeating
+//         a Predict by trace id.
+// Run: build/tools/bench_predict/bench_predict --benchmark_repetitions=5
+#include <memory>
+#include <string>
+
+#include "benchmark/benchmark.h"
+#include "common/file_io.h"
+#include "core/backend/prediction_backend.h"
+#include "core/kineto/kineto_import.h"
+
+namespace habitat {
+namespace {
+
+const v1::Trace& Fixture() {
+  static const v1::Trace* trace = [] {
+    auto json = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                         "/kineto/h100/resnet50_b64_fp32.json.gz");
+    if (!json.ok()) std::abort();
+    KinetoImportOptions options;
+    options.model_name = "resnet50";
+    options.batch_size = 64;
+    auto imported = ImportKinetoTrace(*json, options);
+    if (!imported.ok()) std::abort();
+    return new v1::Trace(std::move(*imported));
+  }();
+  return *trace;
+}
+
+std::unique_ptr<PredictionBackend> MakeBackend(size_t cache_entries) {
+  BackendOptions options;
+  options.data_dir = HABITAT_DATA_DIR;
+  options.cache_entries = cache_entries;
+  auto backend = PredictionBackend::Create(options);
+  if (!backend.ok()) std::abort();
+  return std::move(*backend);
+}
+
+v1::PredictRequest ByIdRequest(PredictionBackend& backend) {
+  v1::UploadTraceRequest upload;
+  *upload.mutable_trace() = Fixture();
+  auto stored = backend.UploadTrace(upload);
+  if (!stored.ok()) std::abort();
+  v1::PredictRequest request;
+  request.set_trace_id(stored->trace_id());
+  request.set_catalog("aws");
+  return request;
+}
+
+void BM_PredictCold(benchmark::State& state) {
+  auto backend = MakeBackend(/*cache_entries=*/0);
+  const v1::PredictRequest request = ByIdRequest(*backend);
+  for (auto _ : state) {
+    auto response = backend->Predict(request);
+    if (!response.ok()) state.SkipWithError("predict failed");
+    benchmark::DoNotOptimize(response);
+  }
+  state.counters["devices"] = backend->ListDevices({}).devices_size();
+}
+BENCHMARK(BM_PredictCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+void BM_PredictWarm(benchmark::State& state) {
+  auto backend = MakeBackend(/*cache_entries=*/4096);
+  const v1::PredictRequest request = ByIdRequest(*backend);
+  if (!backend->Predict(request).ok()) std::abort();  // fill the memo
+  for (auto _ : state) {
+    auto response = backend->Predict(request);
+    if (!response.ok()) state.SkipWithError("predict failed");
+    benchmark::DoNotOptimize(response);
+  }
+}
+BENCHMARK(BM_PredictWarm)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
+
+// Inline trace: the id must be recomputed (hash of the serialised trace) and
+// the trace validated on every request, even when memoised.
+void BM_PredictWarmInline(benchmark::State& state) {
+  auto backend = MakeBackend(/*cache_entries=*/4096);
+  v1::PredictRequest request;
+  *request.mutable_trace() = Fixture();
+  request.set_catalog("aws");
+  if (!backend->Predict(request).ok()) std::abort();
+  for (auto _ : state) {
+    auto response = backend->Predict(request);
+    if (!response.ok()) state.SkipWithError("predict failed");
+    benchmark::DoNotOptimize(response);
+  }
+  state.counters["trace_bytes"] = request.trace().ByteSizeLong();
+}
+BENCHMARK(BM_PredictWarmInline)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+}  // namespace
+}  // namespace habitat
+
+BENCHMARK_MAIN();

@@ -1,0 +1,168 @@
+// Predicts each captured fixture from one real GPU to the other (H100 <-> H200)
+// and compares with the GPU-busy time measured there. Prints a Markdown
+// table for docs/accuracy.md.
+//
+//   build/tools/eval_fixtures/habitat_eval_fixtures \
+//       --testdata=tests/testdata --devices=data/devices.textproto
+//
+// Predicted busy time = measured origin busy time x (sum of predicted op
+// times / sum of measured op times): the per-op ratio carries the
+// prediction, and the measured busy time already accounts for overlap
+// between kernels, which a plain sum of op times would not.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "common/file_io.h"
+#include "core/devices/device_database.h"
+#include "core/kineto/kineto_import.h"
+#include "core/predict/prediction_engine.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, testdata, "tests/testdata", "tests/testdata directory");
+ABSL_FLAG(std::string, devices, "data/devices.textproto", "GPU spec database");
+
+namespace habitat {
+namespace {
+
+struct Case {
+  std::string name;
+  uint32_t batch = 0;
+  int64_t busy_ns = 0;
+  int64_t wall_ns = 0;
+  double host_share = 0;
+};
+
+std::map<std::string, Case> LoadMeasurements(const std::string& path) {
+  std::map<std::string, Case> cases;
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(text.status().message()).c_str());
+    std::exit(1);
+  }
+  auto doc = nlohmann::json::parse(*text);
+  for (const auto& c : doc.at("cases")) {
+    Case out;
+    out.name = c.at("case").get<std::string>();
+    out.batch = c.at("batch_size").get<uint32_t>();
+    out.busy_ns = c.at("gpu_busy_ns_median").get<int64_t>();
+    out.wall_ns = c.at("wall_ns_median").get<int64_t>();
+    out.host_share = c.at("host_share").get<double>();
+    cases[out.name] = out;
+  }
+  return cases;
+}
+
+int64_t SumOfPasses(const v1::Trace& trace) {
+  int64_t total = 0;
+  for (const auto& op : trace.operations()) total += op.forward().time_ns() + op.backward().time_ns();
+  for (const auto& k : trace.unattributed_kernels()) total += k.duration_ns();
+  return total;
+}
+
+struct Errors {
+  std::vector<double> habitat, same_flops, bandwidth;
+  void Add(double predicted, double flops, double bw, double measured) {
+    habitat.push_back(std::abs(predicted - measured) / measured);
+    same_flops.push_back(std::abs(flops - measured) / measured);
+    bandwidth.push_back(std::abs(bw - measured) / measured);
+  }
+};
+
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : 100.0 * sum / v.size();
+}
+
+int Run() {
+  const std::string testdata = absl::GetFlag(FLAGS_testdata);
+  auto devices = DeviceDatabase::LoadFromFile(absl::GetFlag(FLAGS_devices));
+  if (!devices.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(devices.status().message()).c_str());
+    return 1;
+  }
+  const std::map<std::string, std::string> gpu_ids = {{"h100", "H100-SXM"}, {"h200", "H200"}};
+  std::map<std::string, std::map<std::string, Case>> measured;
+  for (const auto& [tag, id] : gpu_ids) {
+    measured[tag] = LoadMeasurements(testdata + "/measurements/" + tag + ".json");
+  }
+  std::printf("| case | direction | measured origin busy ms | measured target busy ms | "
+              "predicted ms | error %% | same-FLOPS error %% | bandwidth-ratio error %% | "
+              "share unscaled %% |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::map<std::string, Errors> errors_by_direction;
+  for (const auto& [origin_tag, origin_id] : gpu_ids) {
+    for (const auto& [target_tag, target_id] : gpu_ids) {
+      if (origin_tag == target_tag) continue;
+      const auto& origin_spec = **devices->Get(origin_id);
+      const auto& target_spec = **devices->Get(target_id);
+      const std::string direction = origin_id + " -> " + target_id;
+      for (const auto& [name, origin_case] : measured[origin_tag]) {
+        auto target_it = measured[target_tag].find(name);
+        if (target_it == measured[target_tag].end()) {
+          std::printf("| %s | %s | | | | not captured on %s | | | |\n", name.c_str(),
+                      direction.c_str(), target_id.c_str());
+          continue;
+        }
+        auto json = ReadFile(testdata + "/kineto/" + origin_tag + "/" + name + ".json.gz");
+        KinetoImportOptions options;
+        options.model_name = name;
+        options.batch_size = origin_case.batch;
+        auto trace = json.ok() ? ImportKinetoTrace(*json, options)
+                               : absl::StatusOr<v1::Trace>(json.status());
+        if (!trace.ok()) {
+          std::printf("| %s | %s | | | | import failed: %s | | | |\n", name.c_str(),
+                      direction.c_str(), std::string(trace.status().message()).c_str());
+          continue;
+        }
+        auto prediction = PredictOnDevice(*trace, origin_spec, target_spec);
+        if (!prediction.ok()) {
+          std::printf("| %s | %s | | | | predict failed: %s | | | |\n", name.c_str(),
+                      direction.c_str(), std::string(prediction.status().message()).c_str());
+          continue;
+        }
+        const double origin_sum = static_cast<double>(SumOfPasses(*trace));
+        const double ratio = static_cast<double>(prediction->iteration_ns()) / origin_sum;
+        const double predicted = origin_case.busy_ns * ratio;
+        const double same_flops = origin_case.busy_ns * origin_spec.peak_fp32_tflops() /
+                                  target_spec.peak_fp32_tflops();
+        const double bandwidth = origin_case.busy_ns * origin_spec.memory_bandwidth_gbps() /
+                                 target_spec.memory_bandwidth_gbps();
+        const double target_busy = static_cast<double>(target_it->second.busy_ns);
+        double unscaled = 0;
+        for (const auto& total : prediction->method_totals()) {
+          if (total.method() == v1::PREDICTION_METHOD_UNSCALED) unscaled += total.predicted_ns();
+        }
+        errors_by_direction[direction].Add(predicted, same_flops, bandwidth, target_busy);
+        std::printf("| %s | %s | %.2f | %.2f | %.2f | %+.1f | %+.1f | %+.1f | %.0f |\n",
+                    name.c_str(), direction.c_str(), origin_case.busy_ns / 1e6,
+                    target_busy / 1e6, predicted / 1e6,
+                    100.0 * (predicted - target_busy) / target_busy,
+                    100.0 * (same_flops - target_busy) / target_busy,
+                    100.0 * (bandwidth - target_busy) / target_busy,
+                    100.0 * unscaled / prediction->iteration_ns());
+      }
+    }
+  }
+  std::printf("\n| direction | cases | Habitat (this build) MAPE %% | same-FLOPS MAPE %% | "
+              "bandwidth-ratio MAPE %% |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& [direction, errors] : errors_by_direction) {
+    std::printf("| %s | %zu | %.1f | %.1f | %.1f |\n", direction.c_str(),
+                errors.habitat.size(), Mean(errors.habitat), Mean(errors.same_flops),
+                Mean(errors.bandwidth));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace habitat
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return habitat::Run();
+}
