@@ -6,11 +6,13 @@
 
 #include "common/file_io.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace habitat {
 namespace {
 
+using ::google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
 
 class TraceLoaderTest : public ::testing::Test {
@@ -110,7 +112,7 @@ TEST_F(TraceLoaderTest, SaveThenLoadRoundTripsPlainAndGzip) {
     auto loaded = LoadTraceFile(path, {}, &kind);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     EXPECT_EQ(kind, TraceFileKind::kBinaryTrace);
-    EXPECT_EQ(loaded->SerializeAsString(), trace.SerializeAsString());
+    EXPECT_TRUE(MessageDifferencer::Equals(*loaded, trace));
   }
   auto raw = ReadFile((dir_ / "t.pb.gz").string());  // inflates
   auto file_bytes = std::filesystem::file_size(dir_ / "t.pb.gz");
@@ -138,6 +140,84 @@ TEST(PrecisionTest, ParsesAndNamesEveryPrecision) {
   EXPECT_EQ(*ParsePrecision("AMP_BF16"), v1::PRECISION_AMP_BF16);
   EXPECT_THAT(ParsePrecision("fp8").status().message(), HasSubstr("amp_bf16"));
   EXPECT_EQ(PrecisionName(v1::PRECISION_UNSPECIFIED), "unspecified");
+}
+
+
+// On the real H100 capture (tests/testdata/kineto/h100, see
+// tests/testdata/capture/README.md).
+class TraceLoaderFixtureTest : public TraceLoaderTest {
+ protected:
+  static std::string Fixture() {
+    return std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/resnet50_b16_fp32.json.gz";
+  }
+};
+
+TEST_F(TraceLoaderFixtureTest, ImportsTheGzippedKinetoTrace) {
+  TraceLoadOptions options;
+  options.batch_size = 16;
+  options.precision = v1::PRECISION_FP32;
+  TraceFileKind kind = TraceFileKind::kBinaryTrace;
+  auto trace = LoadTraceFile(Fixture(), options, &kind);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(kind, TraceFileKind::kKinetoJson);
+  EXPECT_EQ(trace->model_name(), "resnet50_b16_fp32");  // the file stem
+  EXPECT_EQ(trace->batch_size(), 16u);
+  EXPECT_EQ(trace->precision(), v1::PRECISION_FP32);
+  EXPECT_THAT(trace->origin().name(), HasSubstr("H100"));
+  EXPECT_GT(trace->operations_size(), 100);
+  EXPECT_GT(trace->iteration_gpu_busy_ns(), 0);
+
+  options.model_name = "resnet50";
+  auto named = LoadTraceFile(Fixture(), options);
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->model_name(), "resnet50");
+}
+
+TEST_F(TraceLoaderFixtureTest, PlainAndGzippedJsonGiveTheSameTrace) {
+  auto json = ReadFile(Fixture());
+  ASSERT_TRUE(json.ok()) << json.status();
+  const std::string plain = Write("resnet50_b16_fp32.json", *json);
+  TraceLoadOptions options;
+  options.batch_size = 16;
+  auto from_gz = LoadTraceFile(Fixture(), options);
+  auto from_plain = LoadTraceFile(plain, options);
+  ASSERT_TRUE(from_gz.ok() && from_plain.ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(*from_gz, *from_plain));
+}
+
+TEST_F(TraceLoaderFixtureTest, TruncatedCopiesOfTheRealTraceAreClearErrors) {
+  const auto size = std::filesystem::file_size(Fixture());
+  auto json = ReadFile(Fixture());  // inflated
+  ASSERT_TRUE(json.ok());
+  auto gz = Gzip(*json);
+  ASSERT_TRUE(gz.ok());
+  ASSERT_GT(size, 1000u);
+
+  const std::string cut_gz = Write("cut.json.gz", gz->substr(0, gz->size() / 2));
+  auto from_cut_gz = LoadTraceFile(cut_gz, {});
+  ASSERT_FALSE(from_cut_gz.ok());
+  EXPECT_THAT(from_cut_gz.status().message(), HasSubstr(cut_gz));
+
+  const std::string cut_json = Write("cut.json", json->substr(0, json->size() / 2));
+  auto from_cut_json = LoadTraceFile(cut_json, {});
+  ASSERT_FALSE(from_cut_json.ok());
+  EXPECT_EQ(from_cut_json.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(from_cut_json.status().message(), HasSubstr(cut_json));
+  EXPECT_THAT(from_cut_json.status().message(), HasSubstr("torch.profiler JSON"));
+}
+
+TEST_F(TraceLoaderFixtureTest, ImportedTraceSurvivesSaveAndLoad) {
+  TraceLoadOptions options;
+  options.batch_size = 16;
+  auto trace = LoadTraceFile(Fixture(), options);
+  ASSERT_TRUE(trace.ok());
+  const std::string path = (dir_ / "resnet50.pb.gz").string();
+  ASSERT_TRUE(SaveTraceFile(path, *trace).ok());
+  TraceFileKind kind = TraceFileKind::kKinetoJson;
+  auto loaded = LoadTraceFile(path, {}, &kind);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(kind, TraceFileKind::kBinaryTrace);
+  EXPECT_TRUE(MessageDifferencer::Equals(*loaded, *trace));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/prediction_client.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
 #include "tests/integration/test_support.h"
@@ -21,6 +22,7 @@
 namespace habitat {
 namespace {
 
+using ::google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using v1::PredictRequest;
@@ -184,7 +186,7 @@ TEST_F(ServerIntegrationTest, PredictByIdEqualsPredictInline) {
 
   EXPECT_EQ(from_id->trace_id(), uploaded->trace_id());
   EXPECT_EQ(inline_response->trace_id(), uploaded->trace_id());
-  EXPECT_EQ(from_id->SerializeAsString(), inline_response->SerializeAsString());
+  EXPECT_TRUE(MessageDifferencer::Equals(*from_id, *inline_response));
 }
 
 TEST_F(ServerIntegrationTest, PredictAllDevicesCoversEveryListedGpu) {
