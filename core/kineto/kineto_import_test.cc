@@ -85,6 +85,26 @@ int64_t MetaInt(const Trace& t, const std::string& key) {
   return v;
 }
 
+// Time during which more than one of the (start, duration) spans ran,
+// weighted by how many more: sum of durations minus length of the union.
+int64_t ConcurrencyExcess(const std::vector<std::pair<int64_t, int64_t>>& spans) {
+  std::vector<std::pair<int64_t, int>> edges;  // (time, +1 start / -1 end)
+  for (const auto& [start, duration] : spans) {
+    edges.push_back({start, +1});
+    edges.push_back({start + duration, -1});
+  }
+  std::sort(edges.begin(), edges.end());  // ends before starts at a tie
+  int64_t excess = 0;
+  int active = 0;
+  for (size_t i = 0; i < edges.size(); ++i) {
+    if (i > 0 && active > 1) {
+      excess += (active - 1) * (edges[i].first - edges[i - 1].first);
+    }
+    active += edges[i].second;
+  }
+  return excess;
+}
+
 TEST(KinetoFixturesTest, FixturesAreCommitted) {
   EXPECT_FALSE(ListFixtures().empty())
       << "no tests/testdata/kineto/<gpu>/*.json.gz under "
@@ -158,7 +178,12 @@ class KinetoFixtureTest : public ::testing::TestWithParam<Fixture> {
 };
 
 TEST_P(KinetoFixtureTest, ImportsAValidTrace) {
-  EXPECT_TRUE(ValidateTrace(*trace_).ok()) << ValidateTrace(*trace_);
+  // Real kernel names exceed the default 4096-byte name limit (ATen's
+  // normal_ kernel from torch.randn is 5050 bytes), so validate with more.
+  TraceLimits limits;
+  limits.max_name_bytes = 16384;
+  EXPECT_TRUE(ValidateTrace(*trace_, limits).ok())
+      << ValidateTrace(*trace_, limits);
   EXPECT_EQ(trace_->source(), "kineto-import");
   EXPECT_EQ(trace_->format_version(), 1u);
   EXPECT_GT(trace_->operations_size(), 10);
@@ -186,9 +211,13 @@ TEST_P(KinetoFixtureTest, KernelCountsMatchRawEvents) {
   EXPECT_EQ(memory, measured_["kept_step_memcpy_count"].get<int>() +
                         measured_["kept_step_memset_count"].get<int>());
   EXPECT_EQ(trace_->metadata().at("kineto.iteration"), measured_["kept_step"]);
-  // Same definition as the capture script, computed independently.
-  EXPECT_EQ(trace_->iteration_gpu_busy_ns(),
-            measured_["kept_step_gpu_busy_ns"].get<int64_t>());
+  // Same definition as the capture script, computed independently. Both
+  // round µs floats to ns, Python half-to-even, UsToNs half-away-from-zero;
+  // at Kineto's ~4.5e15 ns timestamps doubles resolve 0.5 ns, so ties occur
+  // and the totals may differ by a few ns: allow 1 ppm (+8 ns).
+  const int64_t measured_busy = measured_["kept_step_gpu_busy_ns"];
+  EXPECT_NEAR(trace_->iteration_gpu_busy_ns(), measured_busy,
+              8 + measured_busy / 1000000);
   EXPECT_EQ(trace_->iteration_wall_ns(),
             measured_["kept_step_cpu_duration_ns"].get<int64_t>());
 }
@@ -205,15 +234,8 @@ TEST_P(KinetoFixtureTest, AttributesAlmostAllGpuTime) {
   const double share =
       static_cast<double>(attributed) / (attributed + unattributed);
   EXPECT_GE(share, 0.95);
-  // Sum of pass times vs. the union: equal unless GPU work overlapped.
-  const int64_t sum = attributed + unattributed;
-  const double overlap =
-      static_cast<double>(sum) / trace_->iteration_gpu_busy_ns() - 1.0;
-  EXPECT_GE(overlap, 0.0);
-  EXPECT_LE(overlap, 0.05) << "sum of pass times exceeds GPU-busy by more "
-                              "than 5%: concurrent kernels";
-  // Where the overlap comes from: kernels overlapping the previous one on
-  // the same stream (programmatic dependent launch) or on other streams.
+  // Sum of pass times vs. the union: they differ exactly by the time GPU
+  // activities ran concurrently, which must be accounted for.
   std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> by_stream;
   auto add = [&](const auto& list) {
     for (const auto& k : list) {
@@ -227,29 +249,34 @@ TEST_P(KinetoFixtureTest, AttributesAlmostAllGpuTime) {
     add(op.backward().memory());
   }
   add(trace_->unattributed_kernels());
-  int same_stream_pairs = 0;
-  int64_t same_stream_ns = 0;
-  for (auto& [stream, spans] : by_stream) {
-    std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i) {
-      const int64_t prev_end = spans[i - 1].first + spans[i - 1].second;
-      if (spans[i].first < prev_end) {
-        ++same_stream_pairs;
-        same_stream_ns += std::min(prev_end, spans[i].first + spans[i].second) -
-                          spans[i].first;
-      }
-    }
+  std::vector<std::pair<int64_t, int64_t>> all;
+  int64_t same_stream_excess = 0;
+  for (const auto& [stream, spans] : by_stream) {
+    same_stream_excess += ConcurrencyExcess(spans);
+    all.insert(all.end(), spans.begin(), spans.end());
   }
+  const int64_t excess = ConcurrencyExcess(all);
+  const int64_t sum = attributed + unattributed;
+  const int64_t busy = trace_->iteration_gpu_busy_ns();
+  if (MetaInt(*trace_, "kineto.unattributed_memory_activities") == 0) {
+    EXPECT_EQ(sum - busy, excess);  // every interval counted exactly once
+  }
+  // On one stream, overlap is only programmatic dependent launch (a kernel
+  // starting before its predecessor ends): tiny. Across streams (cuDNN's
+  // RNN kernels run on several) it is real concurrency and is reported.
+  const double overlap = static_cast<double>(sum) / busy - 1.0;
+  EXPECT_LE(static_cast<double>(same_stream_excess) / busy, 0.01);
+  if (by_stream.size() == 1) EXPECT_LE(overlap, 0.05);
   std::printf(
       "[stats] %s/%s ops=%d kernels=%s memory=%s attributed=%.2f%% "
-      "by_ext_id=%s sum=%.3fms busy=%.3fms (+%.2f%%; streams=%zu, "
-      "same-stream overlaps=%d/%.3fms) wall=%.3fms bwd_linked=%s/%s\n",
+      "by_ext_id=%s sum=%.3fms busy=%.3fms (+%.2f%%: same-stream %.3fms, "
+      "across %zu streams %.3fms) wall=%.3fms bwd_linked=%s/%s\n",
       GetParam().gpu.c_str(), GetParam().name.c_str(),
       trace_->operations_size(), trace_->metadata().at("kineto.kernels").c_str(),
       trace_->metadata().at("kineto.memory_activities").c_str(), 100 * share,
       trace_->metadata().at("kineto.attributed_by_external_id").c_str(),
-      sum / 1e6, trace_->iteration_gpu_busy_ns() / 1e6, 100 * overlap,
-      by_stream.size(), same_stream_pairs, same_stream_ns / 1e6,
+      sum / 1e6, busy / 1e6, 100 * overlap, same_stream_excess / 1e6,
+      by_stream.size(), (excess - same_stream_excess) / 1e6,
       trace_->iteration_wall_ns() / 1e6,
       trace_->metadata().at("kineto.backward_nodes_linked").c_str(),
       trace_->metadata().at("kineto.backward_nodes").c_str());
