@@ -60,6 +60,8 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
   PredictionQuery query;
   query.devices.assign(request.devices().begin(), request.devices().end());
   query.include_breakdown = request.include_breakdown();
+  // Stored traces were validated by UploadTrace.
+  query.trace_already_validated = !trace_id.empty();
   if (!v1::PriceKind_IsValid(request.price_kind())) {
     return absl::InvalidArgumentError(
         absl::StrCat("price_kind ", request.price_kind(), " is not a known PriceKind"));

@@ -2,18 +2,17 @@
 
 namespace habitat {
 
-std::shared_ptr<const habitat::v1::DevicePrediction> PredictionCache::Lookup(
-    const std::string& trace_id, const std::string& device_id) {
+CachedPrediction PredictionCache::Lookup(const std::string& trace_id,
+                                         const std::string& device_id) {
   absl::MutexLock lock(&mutex_);
   auto it = entries_.find(Key(trace_id, device_id));
-  if (it == entries_.end()) return nullptr;
+  if (it == entries_.end()) return {};
   recency_.splice(recency_.begin(), recency_, it->second.position);
   return it->second.prediction;
 }
 
-void PredictionCache::Insert(
-    const std::string& trace_id, const std::string& device_id,
-    std::shared_ptr<const habitat::v1::DevicePrediction> prediction) {
+void PredictionCache::Insert(const std::string& trace_id, const std::string& device_id,
+                             CachedPrediction prediction) {
   if (capacity_ == 0) return;
   absl::MutexLock lock(&mutex_);
   Key key(trace_id, device_id);

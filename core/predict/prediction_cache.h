@@ -14,23 +14,29 @@
 
 namespace habitat {
 
+// A memoised prediction, with and without the per-operation breakdown, so
+// that answering without a breakdown copies no operations.
+struct CachedPrediction {
+  std::shared_ptr<const habitat::v1::DevicePrediction> full;
+  std::shared_ptr<const habitat::v1::DevicePrediction> summary;
+};
+
 class PredictionCache {
  public:
   explicit PredictionCache(size_t capacity) : capacity_(capacity) {}
 
-  // Null on a miss. The returned prediction is shared and immutable.
-  std::shared_ptr<const habitat::v1::DevicePrediction> Lookup(
-      const std::string& trace_id, const std::string& device_id);
+  // Empty pointers on a miss. Entries are shared and immutable.
+  CachedPrediction Lookup(const std::string& trace_id, const std::string& device_id);
 
   void Insert(const std::string& trace_id, const std::string& device_id,
-              std::shared_ptr<const habitat::v1::DevicePrediction> prediction);
+              CachedPrediction prediction);
 
   size_t size() const;
 
  private:
   using Key = std::pair<std::string, std::string>;
   struct Entry {
-    std::shared_ptr<const habitat::v1::DevicePrediction> prediction;
+    CachedPrediction prediction;
     std::list<Key>::iterator position;
   };
 

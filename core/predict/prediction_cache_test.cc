@@ -5,37 +5,37 @@
 namespace habitat {
 namespace {
 
-std::shared_ptr<const v1::DevicePrediction> Prediction(int64_t ns) {
+CachedPrediction Prediction(int64_t ns) {
   auto p = std::make_shared<v1::DevicePrediction>();
   p->set_iteration_ns(ns);
-  return p;
+  return {p, p};
 }
 
 TEST(PredictionCacheTest, HitsAfterInsert) {
   PredictionCache cache(2);
-  EXPECT_EQ(cache.Lookup("t", "A"), nullptr);
+  EXPECT_EQ(cache.Lookup("t", "A").full, nullptr);
   cache.Insert("t", "A", Prediction(1));
-  ASSERT_NE(cache.Lookup("t", "A"), nullptr);
-  EXPECT_EQ(cache.Lookup("t", "A")->iteration_ns(), 1);
-  EXPECT_EQ(cache.Lookup("u", "A"), nullptr);
+  ASSERT_NE(cache.Lookup("t", "A").full, nullptr);
+  EXPECT_EQ(cache.Lookup("t", "A").full->iteration_ns(), 1);
+  EXPECT_EQ(cache.Lookup("u", "A").full, nullptr);
 }
 
 TEST(PredictionCacheTest, EvictsLeastRecentlyUsed) {
   PredictionCache cache(2);
   cache.Insert("t", "A", Prediction(1));
   cache.Insert("t", "B", Prediction(2));
-  ASSERT_NE(cache.Lookup("t", "A"), nullptr);  // A is now most recent
+  ASSERT_NE(cache.Lookup("t", "A").full, nullptr);  // A is now most recent
   cache.Insert("t", "C", Prediction(3));       // evicts B
-  EXPECT_NE(cache.Lookup("t", "A"), nullptr);
-  EXPECT_EQ(cache.Lookup("t", "B"), nullptr);
-  EXPECT_NE(cache.Lookup("t", "C"), nullptr);
+  EXPECT_NE(cache.Lookup("t", "A").full, nullptr);
+  EXPECT_EQ(cache.Lookup("t", "B").full, nullptr);
+  EXPECT_NE(cache.Lookup("t", "C").full, nullptr);
   EXPECT_EQ(cache.size(), 2u);
 }
 
 TEST(PredictionCacheTest, ZeroCapacityKeepsNothing) {
   PredictionCache cache(0);
   cache.Insert("t", "A", Prediction(1));
-  EXPECT_EQ(cache.Lookup("t", "A"), nullptr);
+  EXPECT_EQ(cache.Lookup("t", "A").full, nullptr);
 }
 
 }  // namespace

@@ -281,7 +281,7 @@ absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(
 absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
     const v1::Trace& trace, std::string trace_id, const PredictionQuery& query,
     PredictionStats* stats) const {
-  HABITAT_RETURN_IF_ERROR(ValidateTrace(trace));
+  if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(trace));
   HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(trace));
   if (trace_id.empty()) {
     HABITAT_ASSIGN_OR_RETURN(trace_id, ComputeTraceId(trace));
@@ -309,19 +309,21 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
   std::vector<DevicePrediction> predictions;
   predictions.reserve(targets.size());
   for (const DeviceSpec* target : targets) {
-    std::shared_ptr<const DevicePrediction> cached;
+    CachedPrediction cached;
     if (cache_ != nullptr) cached = cache_->Lookup(trace_id, target->id());
-    if (cached != nullptr) {
+    if (cached.full != nullptr) {
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
       HABITAT_ASSIGN_OR_RETURN(DevicePrediction fresh, PredictOnDevice(trace, *origin, *target));
       for (const auto& op : fresh.operations()) ++stats->operations_by_method[op.method()];
-      cached = std::make_shared<const DevicePrediction>(std::move(fresh));
+      auto summary = std::make_shared<DevicePrediction>(fresh);
+      summary->clear_operations();
+      cached.full = std::make_shared<const DevicePrediction>(std::move(fresh));
+      cached.summary = std::move(summary);
       if (cache_ != nullptr) cache_->Insert(trace_id, target->id(), cached);
     }
-    predictions.push_back(*cached);
-    if (!query.include_breakdown) predictions.back().clear_operations();
+    predictions.push_back(query.include_breakdown ? *cached.full : *cached.summary);
   }
   PriceAndRank(trace.batch_size(), query.catalog, query.price_kind, &predictions);
 

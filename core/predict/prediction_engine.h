@@ -23,6 +23,9 @@ struct PredictionQuery {
   const habitat::v1::PriceCatalog* catalog = nullptr;
   habitat::v1::PriceKind price_kind = habitat::v1::PRICE_KIND_ON_DEMAND;
   bool include_breakdown = false;
+  // True for traces that were validated when stored (UploadTrace), so a
+  // repeated Predict by id does not re-check them.
+  bool trace_already_validated = false;
 };
 
 // Counts of what a Predict did, for metrics.
