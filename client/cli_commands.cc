@@ -373,7 +373,10 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
         absl::StrCat(in, ": is already a habitat trace, not a torch.profiler JSON trace")));
   }
   absl::Status saved = SaveTraceFile(out, *trace);
-  if (!saved.ok()) return ctx.Fail(saved);
+  if (!saved.ok()) {
+    return ctx.Fail(absl::Status(saved.code(),
+                                 absl::StrCat("cannot write '", out, "': ", saved.message())));
+  }
   int64_t kernels = trace->unattributed_kernels_size();
   for (const auto& op : trace->operations()) {
     kernels += op.forward().kernels_size() + op.backward().kernels_size();

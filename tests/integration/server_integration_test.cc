@@ -115,7 +115,9 @@ void CheckResponse(const PredictResponse& response, uint32_t batch_size) {
     }
     // Faster devices rank first.
     for (const auto& q : response.predictions()) {
-      if (q.iteration_ns() < p.iteration_ns()) EXPECT_LT(q.rank_by_time(), p.rank_by_time());
+      if (q.iteration_ns() < p.iteration_ns()) {
+        EXPECT_LT(q.rank_by_time(), p.rank_by_time());
+      }
     }
     int64_t method_sum = 0;
     for (const auto& total : p.method_totals()) method_sum += total.predicted_ns();

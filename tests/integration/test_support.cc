@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <regex>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/trace_loader.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/create_channel.h"
@@ -33,16 +33,26 @@
 namespace habitat::testing {
 
 absl::StatusOr<v1::Trace> LoadFixtureTrace(const std::string& relative) {
-  static const std::regex kName(R"(([^/]+)_b(\d+)_([a-z0-9_]+)\.json\.gz$)");
-  std::smatch match;
-  if (!std::regex_search(relative, match, kName)) {
+  // <model>_b<batch>_<precision>.json.gz; the model name may hold '_'.
+  absl::string_view base(relative);
+  base.remove_prefix(relative.find_last_of('/') + 1);
+  const bool named = absl::ConsumeSuffix(&base, ".json.gz");
+  const std::string stem(base);
+  const size_t precision_at = stem.rfind('_');
+  const size_t batch_at = precision_at == std::string::npos || precision_at == 0
+                              ? std::string::npos
+                              : stem.rfind("_b", precision_at - 1);
+  uint32_t batch = 0;
+  if (!named || batch_at == std::string::npos ||
+      !absl::SimpleAtoi(stem.substr(batch_at + 2, precision_at - batch_at - 2), &batch)) {
     return absl::InvalidArgumentError(absl::StrCat(relative, ": not <model>_b<N>_<precision>"));
   }
   TraceLoadOptions options;
-  options.model_name = match[1];
-  options.batch_size = static_cast<uint32_t>(std::stoul(match[2]));
+  options.model_name = stem.substr(0, batch_at);
+  options.batch_size = batch;
   // The capture names autocast bf16 runs "bf16".
-  const std::string precision = match[3] == "bf16" ? "amp_bf16" : std::string(match[3]);
+  std::string precision = stem.substr(precision_at + 1);
+  if (precision == "bf16") precision = "amp_bf16";
   auto parsed = ParsePrecision(precision);
   if (parsed.ok()) options.precision = *parsed;
   return LoadTraceFile(absl::StrCat(HABITAT_TESTDATA_DIR, "/", relative), options);
@@ -94,16 +104,21 @@ absl::StatusOr<std::string> ScrapeMetrics(int port) {
 std::map<std::string, double> CounterValues(const std::string& exposition,
                                             const std::string& family) {
   std::map<std::string, double> values;
-  static const std::regex kLabel(R"re((\w+)="([^"]*)")re");
   for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
     if (!absl::StartsWith(line, family + "{")) continue;
     const size_t close = line.find('}');
     if (close == absl::string_view::npos) continue;
-    const std::string labels(line.substr(family.size() + 1, close - family.size() - 1));
+    // Label values here (rpc and code names) hold no quotes or commas.
+    const absl::string_view labels =
+        line.substr(family.size() + 1, close - family.size() - 1);
     std::map<std::string, std::string> sorted;
-    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), kLabel);
-         it != std::sregex_iterator(); ++it) {
-      sorted[(*it)[1]] = (*it)[2];
+    for (absl::string_view pair : absl::StrSplit(labels, ',', absl::SkipEmpty())) {
+      const size_t eq = pair.find('=');
+      if (eq == absl::string_view::npos) continue;
+      absl::string_view value = pair.substr(eq + 1);
+      absl::ConsumePrefix(&value, "\"");
+      absl::ConsumeSuffix(&value, "\"");
+      sorted[std::string(pair.substr(0, eq))] = std::string(value);
     }
     double value = 0;
     if (!absl::SimpleAtod(absl::StripAsciiWhitespace(line.substr(close + 1)), &value)) continue;
