@@ -1,0 +1,183 @@
+// habitat-agent: runs beside a training container and ships the traces its
+// tracker drops into a shared spool directory to the prediction server.
+//
+//   habitat-agent --spool_dir=DIR --server=HOST:PORT    runs until SIGTERM
+//   habitat-agent ship FILE --server=HOST:PORT          one upload, prints the id
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "agent/sidecar/spool.h"
+#include "common/file_io.h"
+
+ABSL_FLAG(std::string, spool_dir, "", "Directory the tracker writes NAME.trace files into");
+ABSL_FLAG(std::string, server, "", "Prediction server address, host:port");
+ABSL_FLAG(int, poll_ms, 500, "How often the spool is scanned, in milliseconds");
+ABSL_FLAG(int, initial_backoff_ms, 250, "First retry delay after a failed upload");
+ABSL_FLAG(int, max_backoff_s, 30, "Longest retry delay while the server is down");
+ABSL_FLAG(int, settle_s, 10,
+          "A file that does not parse is rejected only after it has not changed for this long");
+ABSL_FLAG(int, rpc_timeout_s, 60, "Deadline of one UploadTrace or Predict call");
+ABSL_FLAG(std::string, predict_devices, "",
+          "After each upload, predict for these device ids (comma separated; 'all' for every "
+          "device) and write NAME.prediction.json; empty: no predictions");
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+struct PredictChoice {
+  bool enabled = false;
+  std::vector<std::string> devices;
+};
+
+PredictChoice ParsePredictDevices(const std::string& flag) {
+  PredictChoice choice;
+  if (flag.empty()) return choice;
+  choice.enabled = true;
+  if (flag == "all") return choice;
+  choice.devices = absl::StrSplit(flag, ',', absl::SkipWhitespace());
+  return choice;
+}
+
+habitat::ClientOptions MakeClientOptions(int attempts) {
+  habitat::ClientOptions options;
+  options.deadline = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_rpc_timeout_s)));
+  options.max_attempts = attempts;
+  return options;
+}
+
+int Ship(const std::string& path, const std::string& server) {
+  auto bytes = habitat::ReadFile(path);
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "habitat-agent ship: %s\n", std::string(bytes.status().message()).c_str());
+    return kExitFailure;
+  }
+  auto trace = habitat::agent::ParseSpoolTrace(path, *bytes);
+  if (!trace.ok()) {
+    std::fprintf(stderr, "habitat-agent ship: %s\n", std::string(trace.status().message()).c_str());
+    return kExitFailure;
+  }
+  auto client = habitat::PredictionClient::Connect(server, MakeClientOptions(3));
+  if (!client.ok()) {
+    std::fprintf(stderr, "habitat-agent ship: %s\n",
+                 std::string(client.status().message()).c_str());
+    return kExitUsage;
+  }
+  habitat::v1::UploadTraceRequest request;
+  *request.mutable_trace() = std::move(*trace);
+  auto ack = (*client)->UploadTrace(request);
+  if (!ack.ok()) {
+    std::fprintf(stderr, "habitat-agent ship: upload of '%s' failed: %s\n", path.c_str(),
+                 ack.status().ToString().c_str());
+    return kExitFailure;
+  }
+  std::printf("%s\n", ack->trace_id().c_str());
+  std::fprintf(stderr, "habitat-agent ship: %s\n",
+               ack->created() ? "stored" : "already stored (same content)");
+  const PredictChoice predict = ParsePredictDevices(absl::GetFlag(FLAGS_predict_devices));
+  if (!predict.enabled) return kExitOk;
+  habitat::v1::PredictRequest predict_request;
+  predict_request.set_trace_id(ack->trace_id());
+  for (const auto& device : predict.devices) predict_request.add_devices(device);
+  auto response = (*client)->Predict(predict_request);
+  if (!response.ok()) {
+    std::fprintf(stderr, "habitat-agent ship: prediction failed: %s\n",
+                 response.status().ToString().c_str());
+    return kExitFailure;
+  }
+  for (const auto& p : response->predictions()) {
+    std::printf("%s\t%.3f ms\n", p.device_id().c_str(), static_cast<double>(p.iteration_ns()) / 1e6);
+  }
+  return kExitOk;
+}
+
+int RunSpool(const std::string& server) {
+  // Block the stop signals in every thread (gRPC's included); one thread
+  // waits for them and asks the uploader to stop after the current file.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // One attempt per call: the uploader does its own backoff across files.
+  auto client = habitat::PredictionClient::Connect(server, MakeClientOptions(1));
+  if (!client.ok()) {
+    std::fprintf(stderr, "habitat-agent: %s\n", std::string(client.status().message()).c_str());
+    return kExitUsage;
+  }
+  habitat::agent::SpoolOptions options;
+  options.spool_dir = absl::GetFlag(FLAGS_spool_dir);
+  options.server_label = server;
+  options.poll_interval = absl::Milliseconds(absl::GetFlag(FLAGS_poll_ms));
+  options.backoff.initial = absl::Milliseconds(absl::GetFlag(FLAGS_initial_backoff_ms));
+  options.backoff.max = absl::Seconds(absl::GetFlag(FLAGS_max_backoff_s));
+  options.settle_time = absl::Seconds(std::max(0, absl::GetFlag(FLAGS_settle_s)));
+  const PredictChoice predict = ParsePredictDevices(absl::GetFlag(FLAGS_predict_devices));
+  options.predict = predict.enabled;
+  options.predict_devices = predict.devices;
+  auto uploader = habitat::agent::SpoolUploader::Create(std::move(options), client->get());
+  if (!uploader.ok()) {
+    std::fprintf(stderr, "habitat-agent: %s\n", std::string(uploader.status().message()).c_str());
+    return absl::IsFailedPrecondition(uploader.status()) ? kExitFailure : kExitUsage;
+  }
+  std::thread waiter([&signals, u = uploader->get()] {
+    int received = 0;
+    sigwait(&signals, &received);
+    std::fprintf(stderr, "habitat-agent: signal %d, stopping after the current upload\n",
+                 received);
+    u->Stop();
+  });
+  (*uploader)->Run();
+  waiter.join();
+  const habitat::agent::SpoolStats stats = (*uploader)->stats();
+  std::fprintf(stderr,
+               "habitat-agent: uploaded %d (%d already stored), recovered %d, rejected %d, "
+               "%d trace(s) left in the spool\n",
+               stats.uploaded, stats.already_stored, stats.recovered, stats.rejected,
+               (*uploader)->pending());
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Ships habitat traces to the prediction server.\n"
+      "  habitat-agent --spool_dir=DIR --server=HOST:PORT [--poll_ms=500] [--max_backoff_s=30]\n"
+      "                [--predict_devices=all|ID,ID...]\n"
+      "  habitat-agent ship FILE --server=HOST:PORT [--predict_devices=...]");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const std::string server = absl::GetFlag(FLAGS_server);
+  if (server.empty()) {
+    std::fprintf(stderr, "habitat-agent: --server=HOST:PORT is required\n");
+    return kExitUsage;
+  }
+  if (positional.size() >= 2) {
+    const std::string command = positional[1];
+    if (command != "ship" || positional.size() != 3) {
+      std::fprintf(stderr, "habitat-agent: expected `ship FILE` or no arguments, got '%s'%s\n",
+                   command.c_str(), positional.size() > 3 ? " and more" : "");
+      return kExitUsage;
+    }
+    return Ship(positional[2], server);
+  }
+  if (absl::GetFlag(FLAGS_spool_dir).empty()) {
+    std::fprintf(stderr, "habitat-agent: --spool_dir is required (or use `ship FILE`)\n");
+    return kExitUsage;
+  }
+  return RunSpool(server);
+}
