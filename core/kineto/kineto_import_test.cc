@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "common/time_units.h"
 #include "core/kineto/kineto_import.h"
@@ -266,7 +267,9 @@ TEST_P(KinetoFixtureTest, AttributesAlmostAllGpuTime) {
   // RNN kernels run on several) it is real concurrency and is reported.
   const double overlap = static_cast<double>(sum) / busy - 1.0;
   EXPECT_LE(static_cast<double>(same_stream_excess) / busy, 0.01);
-  if (by_stream.size() == 1) EXPECT_LE(overlap, 0.05);
+  if (by_stream.size() == 1) {
+    EXPECT_LE(overlap, 0.05);
+  }
   std::printf(
       "[stats] %s/%s ops=%d kernels=%s memory=%s attributed=%.2f%% "
       "by_ext_id=%s sum=%.3fms busy=%.3fms (+%.2f%%: same-stream %.3fms, "
@@ -399,14 +402,37 @@ TEST_P(KinetoFixtureTest, TimesAreRelativeToTheStep) {
   EXPECT_EQ(trace_->metadata().at("kineto.clamped_gpu_starts"), "0");
 }
 
-TEST_P(KinetoFixtureTest, WallOverrideAndTruncation) {
-  KinetoImportOptions options = options_;
+// Options, on one real capture (each import takes a while).
+TEST(KinetoOptionsTest, StepSelectionAndWallOverride) {
+  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                       "/kineto/h100/dcgan_b64_fp32.json.gz");
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto by_default = ImportKinetoTrace(*text, KinetoImportOptions());
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  const std::string step = by_default->metadata().at("kineto.iteration");
+  int64_t number = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(step.substr(step.find('#') + 1), &number));
+
+  KinetoImportOptions options;
+  options.profiler_step = number;
   options.iteration_wall_ns = 123456789;
-  auto trace = ImportKinetoTrace(*text_, options);
-  ASSERT_TRUE(trace.ok()) << trace.status();
-  EXPECT_EQ(trace->iteration_wall_ns(), 123456789);
+  auto chosen = ImportKinetoTrace(*text, options);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->iteration_wall_ns(), 123456789);
+  EXPECT_EQ(chosen->operations_size(), by_default->operations_size());
+  EXPECT_EQ(chosen->iteration_gpu_busy_ns(), by_default->iteration_gpu_busy_ns());
+
+  // The capture kept one step's events; the other steps' annotations remain
+  // and hold no GPU work, which must be said rather than imported as empty.
+  options.profiler_step = number - 1;
+  auto other = ImportKinetoTrace(*text, options);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(other.status().message()),
+              ::testing::HasSubstr(absl::StrCat("no GPU work was launched in "
+                                                "ProfilerStep#", number - 1)));
+
   // A real trace cut short (interrupted download) is an error, not a crash.
-  auto cut = ImportKinetoTrace(text_->substr(0, text_->size() / 2), options_);
+  auto cut = ImportKinetoTrace(text->substr(0, text->size() / 2), options);
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(cut.status().message()),
               ::testing::HasSubstr("not valid JSON"));

@@ -1,10 +1,12 @@
 // Malformed and hostile input: every case must come back as
 // INVALID_ARGUMENT with a message that says where, never as a crash. The
-// small JSON snippets here are shapes of input, not measurements.
+// small JSON snippets here are shapes of input, not measurements; the last
+// test damages a real capture.
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/file_io.h"
 #include "core/kineto/kineto_import.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -194,6 +196,37 @@ TEST(KinetoMalformedTest, NonPositiveWallOverride) {
   options.iteration_wall_ns = 0;
   EXPECT_EQ(ImportKinetoTrace(Make(), options).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Damaged copies of a real capture: truncated anywhere, or one byte
+// replaced by JSON punctuation, a digit or a sign. Each must import or fail
+// with INVALID_ARGUMENT; none may crash (run under ASan/UBSan too).
+TEST(KinetoMalformedTest, DamagedRealTraceNeverCrashes) {
+  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                       "/kineto/h100/dcgan_b64_fp32.json.gz");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string& good = *text;
+  ASSERT_TRUE(ImportKinetoTrace(good, KinetoImportOptions()).ok());
+  const char kBytes[] = {'"', '-', '[', ']', '{', '}', ',', ':', '9', 'e', '.'};
+  int rejected = 0;
+  for (int i = 0; i < 48; ++i) {
+    // Spread positions over the file (Knuth's multiplicative hash).
+    const size_t pos = (static_cast<uint64_t>(i + 1) * 2654435761u) % good.size();
+    std::string bad = good;
+    if (i % 4 == 0) {
+      bad.resize(pos);
+    } else {
+      bad[pos] = kBytes[i % sizeof(kBytes)];
+    }
+    const absl::Status status =
+        ImportKinetoTrace(bad, KinetoImportOptions()).status();
+    EXPECT_TRUE(status.ok() ||
+                status.code() == absl::StatusCode::kInvalidArgument)
+        << status;
+    rejected += !status.ok();
+  }
+  // Most damage is detected (a digit replaced by a digit may not be).
+  EXPECT_GT(rejected, 24);
 }
 
 }  // namespace
