@@ -1,0 +1,440 @@
+#include "agent/core/trace_assembler.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+namespace habitat {
+namespace agent {
+namespace {
+
+// A GPU activity of the window: a kernel or a memory record.
+struct Placed {
+  bool is_kernel = true;
+  size_t index = 0;  // into kernels or memory
+  int64_t start = 0;
+  int64_t end = 0;
+  int owner = -1;  // top-level op (index into ops), -1 when unattributed
+};
+
+struct Work {
+  std::vector<int> placed;  // into the Placed vector
+  int64_t time = 0;
+};
+
+bool StartsWith(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+bool Contains(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
+
+class Assembler {
+ public:
+  Assembler(const std::vector<OpEvent>& ops, ActivityRecords activities,
+            const AssemblyOptions& options)
+      : ops_(ops), act_(std::move(activities)), opt_(options) {}
+
+  Status Run(Trace* out);
+
+ private:
+  Status IndexOps();
+  void FindBackwardNodes();
+  void LinkBackwards();
+  void PlaceActivities();
+  void BuildOperations(Trace* out);
+  void AppendWork(const Work& w, Pass* pass);
+  Kernel MakeKernel(const KernelRecord& k);
+  void FillTraceLevel(Trace* out);
+
+  int64_t Rel(int64_t t) const { return t - opt_.window_start_ns; }
+  bool InWindow(int64_t t) const {
+    return t >= opt_.window_start_ns && t <= opt_.window_end_ns;
+  }
+  Work WorkOf(int op) const {
+    auto it = work_.find(op);
+    return it == work_.end() ? Work() : it->second;
+  }
+
+  const std::vector<OpEvent>& ops_;
+  ActivityRecords act_;
+  const AssemblyOptions& opt_;
+
+  std::unordered_map<uint64_t, int> by_id_;
+  std::vector<int> root_;              // per op: its top-level ancestor
+  std::vector<int> top_level_;         // top-level ops in the window, ordered
+  std::map<int, int> node_of_;         // backward top-level op -> node record
+  std::map<int, std::vector<int>> backwards_of_;  // forward -> backward ops
+  std::vector<Placed> placed_;
+  std::map<int, Work> work_;
+  int orphans_ = 0;
+  int outside_window_ = 0;
+  int clamped_ = 0;
+};
+
+Status Assembler::IndexOps() {
+  std::vector<int> order(ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const OpEvent& e = ops_[i];
+    const std::string what =
+        "op event " + std::to_string(i) + " (\"" + e.name + "\")";
+    if (e.id == 0) return InvalidArgumentError(what + ": id must be > 0");
+    if (e.end_ns < e.start_ns) {
+      return InvalidArgumentError(what + ": end_ns " + std::to_string(e.end_ns) +
+                                  " is before start_ns " +
+                                  std::to_string(e.start_ns));
+    }
+    // Ids are handed out when ops start, so a parent's id is smaller; this
+    // also rules out cycles.
+    if (e.parent_id >= e.id) {
+      return InvalidArgumentError(what + ": parent_id " +
+                                  std::to_string(e.parent_id) +
+                                  " is not smaller than its id " +
+                                  std::to_string(e.id));
+    }
+    if (!by_id_.emplace(e.id, static_cast<int>(i)).second) {
+      return InvalidArgumentError(what + ": duplicate id " +
+                                  std::to_string(e.id));
+    }
+    order[i] = static_cast<int>(i);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return ops_[a].id < ops_[b].id; });
+  root_.assign(ops_.size(), -1);
+  for (int i : order) {
+    const OpEvent& e = ops_[i];
+    auto parent = e.parent_id == 0 ? by_id_.end() : by_id_.find(e.parent_id);
+    if (parent == by_id_.end()) {
+      // A parent that was never completed (tracking stopped inside it) is
+      // not recorded; its children stand on their own.
+      if (e.parent_id != 0) ++orphans_;
+      root_[i] = i;
+    } else {
+      root_[i] = root_[parent->second];
+    }
+  }
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (root_[i] == static_cast<int>(i) && InWindow(ops_[i].start_ns)) {
+      top_level_.push_back(static_cast<int>(i));
+    }
+  }
+  std::sort(top_level_.begin(), top_level_.end(), [&](int a, int b) {
+    return std::make_pair(ops_[a].start_ns, ops_[a].id) <
+           std::make_pair(ops_[b].start_ns, ops_[b].id);
+  });
+  return Status::Ok();
+}
+
+void Assembler::FindBackwardNodes() {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (!ops_[i].is_backward) continue;
+    auto [it, inserted] = node_of_.try_emplace(root_[i], static_cast<int>(i));
+    if (!inserted && std::make_pair(ops_[i].start_ns, ops_[i].id) <
+                         std::make_pair(ops_[it->second].start_ns,
+                                        ops_[it->second].id)) {
+      it->second = static_cast<int>(i);
+    }
+  }
+}
+
+void Assembler::LinkBackwards() {
+  // (thread, sequence number) -> forward top-level ops that recorded it.
+  std::map<std::pair<uint64_t, int64_t>, std::vector<int>> forwards;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const OpEvent& e = ops_[i];
+    if (e.sequence_number < 0 || e.is_backward) continue;
+    const int root = root_[i];
+    if (node_of_.count(root) > 0) continue;  // inside a backward op
+    forwards[{e.thread_id, e.sequence_number}].push_back(root);
+  }
+  for (int op : top_level_) {
+    auto node_it = node_of_.find(op);
+    if (node_it == node_of_.end()) continue;
+    const OpEvent& node = ops_[node_it->second];
+    if (node.sequence_number < 0) continue;
+    const uint64_t thread =
+        node.forward_thread_id != 0 ? node.forward_thread_id : node.thread_id;
+    auto cands = forwards.find({thread, node.sequence_number});
+    if (cands == forwards.end()) continue;
+    int best = -1;
+    for (int f : cands->second) {
+      if (ops_[f].start_ns >= ops_[op].start_ns || !InWindow(ops_[f].start_ns)) {
+        continue;
+      }
+      if (best < 0 || std::make_pair(ops_[f].start_ns, ops_[f].id) >
+                          std::make_pair(ops_[best].start_ns, ops_[best].id)) {
+        best = f;
+      }
+    }
+    if (best >= 0) backwards_of_[best].push_back(op);
+  }
+}
+
+void Assembler::PlaceActivities() {
+  auto owner_of = [&](uint64_t external_id) {
+    if (external_id == 0) return -1;
+    auto it = by_id_.find(external_id);
+    if (it == by_id_.end()) return -1;
+    const int root = root_[it->second];
+    return InWindow(ops_[root].start_ns) ? root : -1;
+  };
+  auto place = [&](bool is_kernel, size_t index, int64_t start, int64_t end,
+                   bool has_launch, int64_t launch, uint64_t external_id) {
+    if (has_launch ? !InWindow(launch) : !InWindow(start)) {
+      ++outside_window_;
+      return;
+    }
+    if (start < opt_.window_start_ns) ++clamped_;
+    placed_.push_back(Placed{is_kernel, index, start, end, owner_of(external_id)});
+  };
+  for (size_t i = 0; i < act_.kernels.size(); ++i) {
+    const KernelRecord& k = act_.kernels[i];
+    place(true, i, k.start_ns, k.end_ns, k.has_launch_time, k.launch_ns,
+          k.external_id);
+  }
+  for (size_t i = 0; i < act_.memory.size(); ++i) {
+    const MemoryRecord& m = act_.memory[i];
+    place(false, i, m.start_ns, m.end_ns, m.has_launch_time, m.launch_ns,
+          m.external_id);
+  }
+  std::stable_sort(placed_.begin(), placed_.end(),
+                   [](const Placed& a, const Placed& b) {
+                     return a.start < b.start;
+                   });
+  for (size_t i = 0; i < placed_.size(); ++i) {
+    if (placed_[i].owner < 0) continue;
+    Work& w = work_[placed_[i].owner];
+    w.placed.push_back(static_cast<int>(i));
+    w.time += placed_[i].end - placed_[i].start;
+  }
+}
+
+Kernel Assembler::MakeKernel(const KernelRecord& k) {
+  Kernel out;
+  out.name = k.name;
+  out.grid = k.grid;
+  out.block = k.block;
+  out.registers_per_thread = k.registers_per_thread;
+  out.static_shared_memory_bytes = k.static_shared_memory_bytes;
+  out.dynamic_shared_memory_bytes = k.dynamic_shared_memory_bytes;
+  out.duration_ns = k.end_ns - k.start_ns;
+  out.start_ns = std::max<int64_t>(0, Rel(k.start_ns));
+  if (k.has_launch_time) {
+    out.launch_ns = Rel(k.launch_ns);
+    out.has_launch_time = true;
+  }
+  out.stream = k.stream_id;
+  out.correlation_id = k.correlation_id;
+  return out;
+}
+
+void Assembler::AppendWork(const Work& w, Pass* pass) {
+  for (int index : w.placed) {
+    const Placed& p = placed_[index];
+    if (p.is_kernel) {
+      pass->kernels.push_back(MakeKernel(act_.kernels[p.index]));
+      continue;
+    }
+    const MemoryRecord& m = act_.memory[p.index];
+    MemoryActivity a;
+    a.kind = m.kind;
+    a.bytes = m.bytes;
+    a.duration_ns = m.end_ns - m.start_ns;
+    a.start_ns = std::max<int64_t>(0, Rel(m.start_ns));
+    if (m.has_launch_time) {
+      a.launch_ns = Rel(m.launch_ns);
+      a.has_launch_time = true;
+    }
+    a.stream = m.stream_id;
+    pass->memory.push_back(a);
+  }
+  pass->time_ns += w.time;
+}
+
+void Assembler::BuildOperations(Trace* out) {
+  std::map<int, bool> linked;
+  for (const auto& [fwd, nodes] : backwards_of_) {
+    for (int n : nodes) linked[n] = true;
+  }
+  for (int op : top_level_) {
+    const OpEvent& e = ops_[op];
+    auto node_it = node_of_.find(op);
+    if (node_it != node_of_.end() && linked.count(op) > 0) continue;
+    Operation o;
+    o.cpu_start_ns = Rel(e.start_ns);
+    o.cpu_duration_ns = e.end_ns - e.start_ns;
+    if (node_it != node_of_.end()) {
+      // An autograd node with no forward op in the window.
+      const OpEvent& node = ops_[node_it->second];
+      o.name = node.name;
+      o.arguments = node.arguments;
+      o.sequence_number = node.sequence_number;
+      Pass b;
+      b.recorded_name = node.name;
+      AppendWork(WorkOf(op), &b);
+      o.backward = std::move(b);
+      out->operations.push_back(std::move(o));
+      continue;
+    }
+    o.name = e.name;
+    o.arguments = e.arguments;
+    AppendWork(WorkOf(op), &o.forward);
+    auto nodes = backwards_of_.find(op);
+    if (nodes != backwards_of_.end()) {
+      std::vector<int> order = nodes->second;
+      std::sort(order.begin(), order.end(), [&](int a, int b) {
+        return ops_[a].start_ns < ops_[b].start_ns;
+      });
+      int dominant = order.front();
+      Work merged;
+      for (int n : order) {
+        const Work w = WorkOf(n);
+        if (w.time > WorkOf(dominant).time) dominant = n;
+        merged.placed.insert(merged.placed.end(), w.placed.begin(),
+                             w.placed.end());
+        merged.time += w.time;
+      }
+      std::sort(merged.placed.begin(), merged.placed.end());  // GPU order
+      Pass b;
+      AppendWork(merged, &b);
+      const OpEvent& node = ops_[node_of_.at(dominant)];
+      b.recorded_name = node.name;
+      o.sequence_number = node.sequence_number;
+      o.backward = std::move(b);
+    }
+    out->operations.push_back(std::move(o));
+  }
+}
+
+void Assembler::FillTraceLevel(Trace* out) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  spans.reserve(placed_.size());
+  int kernels = 0, memory = 0, unattributed_memory = 0;
+  int64_t total = 0, unattributed_kernel_ns = 0, unattributed_memory_ns = 0;
+  for (const Placed& p : placed_) {
+    spans.emplace_back(p.start, p.end);
+    total += p.end - p.start;
+    (p.is_kernel ? kernels : memory)++;
+    if (p.owner >= 0) continue;
+    if (p.is_kernel) {
+      out->unattributed_kernels.push_back(MakeKernel(act_.kernels[p.index]));
+      unattributed_kernel_ns += p.end - p.start;
+    } else {
+      ++unattributed_memory;
+      unattributed_memory_ns += p.end - p.start;
+    }
+  }
+  out->iteration_gpu_busy_ns = UnionLength(std::move(spans));
+  out->iteration_wall_ns = opt_.window_end_ns - opt_.window_start_ns;
+  for (const ApiRecord& api : act_.api_calls) {
+    if (!InWindow(api.start_ns)) continue;
+    if (Contains(api.name, "Synchronize") || StartsWith(api.name, "cudaMemcpy") ||
+        StartsWith(api.name, "cuMemcpy")) {
+      out->host_events.push_back(
+          HostEvent{api.name, Rel(api.start_ns), api.end_ns - api.start_ns});
+    }
+  }
+  std::stable_sort(out->host_events.begin(), out->host_events.end(),
+                   [](const HostEvent& a, const HostEvent& b) {
+                     return a.cpu_start_ns < b.cpu_start_ns;
+                   });
+  int nodes = 0, linked = 0;
+  for (int op : top_level_) nodes += node_of_.count(op) > 0;
+  for (const auto& [fwd, list] : backwards_of_) linked += list.size();
+  auto& meta = out->metadata;
+  meta["agent.op_events"] = std::to_string(ops_.size());
+  meta["agent.kernels"] = std::to_string(kernels);
+  meta["agent.memory_activities"] = std::to_string(memory);
+  meta["agent.gpu_time_ns"] = std::to_string(total);
+  meta["agent.unattributed_kernels"] =
+      std::to_string(out->unattributed_kernels.size());
+  meta["agent.unattributed_kernel_ns"] = std::to_string(unattributed_kernel_ns);
+  meta["agent.unattributed_memory_activities"] =
+      std::to_string(unattributed_memory);
+  meta["agent.unattributed_memory_ns"] = std::to_string(unattributed_memory_ns);
+  meta["agent.backward_nodes"] = std::to_string(nodes);
+  meta["agent.backward_nodes_linked"] = std::to_string(linked);
+  meta["agent.outside_window"] = std::to_string(outside_window_);
+  meta["agent.clamped_gpu_starts"] = std::to_string(clamped_);
+  meta["agent.orphan_op_events"] = std::to_string(orphans_);
+  meta["agent.dropped_records"] = std::to_string(act_.dropped_records);
+}
+
+Status Assembler::Run(Trace* out) {
+  if (opt_.window_end_ns <= opt_.window_start_ns) {
+    return InvalidArgumentError(
+        "tracking window is empty: window_end_ns " +
+        std::to_string(opt_.window_end_ns) + " <= window_start_ns " +
+        std::to_string(opt_.window_start_ns));
+  }
+  for (size_t i = 0; i < act_.kernels.size(); ++i) {
+    const KernelRecord& k = act_.kernels[i];
+    if (k.end_ns < k.start_ns) {
+      return InvalidArgumentError("kernel record " + std::to_string(i) + " (\"" +
+                                  k.name + "\"): end_ns before start_ns");
+    }
+  }
+  for (size_t i = 0; i < act_.memory.size(); ++i) {
+    if (act_.memory[i].end_ns < act_.memory[i].start_ns) {
+      return InvalidArgumentError("memory record " + std::to_string(i) +
+                                  ": end_ns before start_ns");
+    }
+  }
+  HABITAT_AGENT_RETURN_IF_ERROR(IndexOps());
+  ResolveLaunches(&act_);
+  PlaceActivities();
+  if (placed_.empty()) {
+    return FailedPreconditionError(
+        "the tracked region launched no GPU work (" +
+        std::to_string(act_.kernels.size() + act_.memory.size()) +
+        " activity records, none launched inside it): is the model on the "
+        "GPU?");
+  }
+  FindBackwardNodes();
+  LinkBackwards();
+
+  Trace t;
+  t.format_version = 1;
+  t.origin = opt_.origin;
+  t.frameworks = opt_.frameworks;
+  t.model_name = opt_.model_name;
+  t.batch_size = opt_.batch_size;
+  t.precision = opt_.precision;
+  t.source = opt_.source;
+  BuildOperations(&t);
+  FillTraceLevel(&t);
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  int64_t total = 0;
+  bool open = false;
+  int64_t cur_start = 0, cur_end = 0;
+  for (const auto& [start, end] : intervals) {
+    if (!open || start > cur_end) {
+      if (open) total += cur_end - cur_start;
+      cur_start = start;
+      cur_end = end;
+      open = true;
+    } else if (end > cur_end) {
+      cur_end = end;
+    }
+  }
+  if (open) total += cur_end - cur_start;
+  return total;
+}
+
+Status AssembleTrace(const std::vector<OpEvent>& ops,
+                     ActivityRecords activities,
+                     const AssemblyOptions& options, Trace* out) {
+  if (out == nullptr) return InvalidArgumentError("AssembleTrace: out is null");
+  return Assembler(ops, std::move(activities), options).Run(out);
+}
+
+}  // namespace agent
+}  // namespace habitat

@@ -1,0 +1,65 @@
+// Joins the op events and GPU activity records of one tracked region into a
+// Trace (trace_model.h), the same structure core/kineto builds from a
+// torch.profiler export, so both feed the same predictor.
+//
+// Mapping:
+//  - Operations are the top-level op events (parent_id 0) that start in the
+//    window, in start order.
+//  - A GPU activity belongs to the top-level op whose subtree holds the op
+//    whose id was the external correlation id of its launch; activities
+//    with no (known) external id are unattributed. Activities launched
+//    outside the window are dropped and counted in metadata.
+//  - A top-level op whose subtree holds an autograd node record
+//    (is_backward) is a backward op; the node (the earliest such record)
+//    gives its name, sequence number and forward thread. It is linked to
+//    the forward top-level op, on that thread, whose subtree recorded that
+//    sequence number and that started last before it (sequence numbers
+//    are peeked before the node takes one, so an earlier op may share it;
+//    the op creating the node is the last). All nodes linked to one forward
+//    op form its backward Pass, named after the node with most GPU time.
+//    Unlinked nodes (AccumulateGrad, ...) become operations of their own
+//    with an empty forward and their work in `backward`.
+//  - Pass.time_ns is the sum of its kernel and memory durations;
+//    iteration_gpu_busy_ns is the union of all the window's activity
+//    intervals; iteration_wall_ns the window's length.
+//  - Times in the trace are relative to the window start; GPU starts
+//    before it (clock skew) are clamped to 0 and counted.
+//  - Host events are the window's API calls that make the host wait:
+//    synchronisations and (non-async and async) memcpy calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/core/records.h"
+#include "agent/core/status.h"
+#include "agent/core/trace_model.h"
+
+namespace habitat {
+namespace agent {
+
+struct AssemblyOptions {
+  std::string model_name;
+  uint32_t batch_size = 0;
+  Precision precision = Precision::kUnspecified;
+  OriginDevice origin;
+  FrameworkVersions frameworks;
+  std::string source = "habitat-agent";
+  // The tracked region, on the records' clock.
+  int64_t window_start_ns = 0;
+  int64_t window_end_ns = 0;
+};
+
+// INVALID_ARGUMENT (naming the op event or record) for inconsistent input;
+// FAILED_PRECONDITION when the window holds no GPU work at all.
+// `activities` is taken by value: launches are resolved in place.
+Status AssembleTrace(const std::vector<OpEvent>& ops,
+                     ActivityRecords activities,
+                     const AssemblyOptions& options, Trace* out);
+
+// Length of the union of [start, end) intervals.
+int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>> intervals);
+
+}  // namespace agent
+}  // namespace habitat

@@ -1,0 +1,163 @@
+// The trace in memory, field for field the habitat.v1.Trace message of
+// proto/habitat/v1/trace.proto (read that file for each field's meaning).
+// The agent builds this on the training machine, which has no protobuf C++
+// library, and wire_format.h writes it as habitat.v1.Trace bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace habitat {
+namespace agent {
+
+// habitat.v1.Precision; the values are the proto enum's.
+enum class Precision : int32_t {
+  kUnspecified = 0,
+  kFp32 = 1,
+  kTf32 = 2,
+  kFp16 = 3,
+  kBf16 = 4,
+  kAmpFp16 = 5,
+  kAmpBf16 = 6,
+};
+
+struct OriginDevice {
+  std::string name;
+  std::string device_id;
+  uint32_t compute_capability_major = 0;
+  uint32_t compute_capability_minor = 0;
+  uint32_t sm_count = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t l2_cache_bytes = 0;
+  std::string driver_version;
+};
+
+struct FrameworkVersions {
+  std::string torch;
+  std::string cuda;
+  std::string cudnn;
+  std::string habitat;
+};
+
+struct Dim3 {
+  uint32_t x = 0;
+  uint32_t y = 0;
+  uint32_t z = 0;
+};
+
+struct KernelCounters {
+  uint64_t dram_read_bytes = 0;
+  uint64_t dram_write_bytes = 0;
+  uint64_t flop_fp64 = 0;
+  uint64_t flop_fp32 = 0;
+  uint64_t flop_fp16 = 0;
+  uint64_t flop_bf16 = 0;
+  uint64_t flop_tensor = 0;
+};
+
+struct Kernel {
+  std::string name;
+  Dim3 grid;
+  Dim3 block;
+  uint32_t registers_per_thread = 0;
+  uint32_t static_shared_memory_bytes = 0;
+  uint32_t dynamic_shared_memory_bytes = 0;
+  int64_t duration_ns = 0;
+  std::optional<KernelCounters> counters;
+  int64_t start_ns = 0;
+  int64_t launch_ns = 0;
+  bool has_launch_time = false;
+  uint32_t stream = 0;
+  uint64_t correlation_id = 0;
+};
+
+// habitat.v1.MemoryActivity.Kind; the values are the proto enum's.
+enum class MemoryKind : int32_t {
+  kUnspecified = 0,
+  kMemcpyHtoD = 1,
+  kMemcpyDtoH = 2,
+  kMemcpyDtoD = 3,
+  kMemset = 4,
+  kOther = 5,
+};
+
+struct MemoryActivity {
+  MemoryKind kind = MemoryKind::kUnspecified;
+  uint64_t bytes = 0;
+  int64_t duration_ns = 0;
+  int64_t start_ns = 0;
+  int64_t launch_ns = 0;
+  bool has_launch_time = false;
+  uint32_t stream = 0;
+};
+
+struct TensorArgument {
+  std::vector<int64_t> shape;
+  std::string dtype;
+};
+
+// habitat.v1.Argument: a name and one value of the `value` oneof.
+struct Argument {
+  enum class Kind {
+    kNone,  // oneof field `none` = true: seen but not representable
+    kTensor,
+    kScalar,
+    kInteger,
+    kBoolean,
+    kText,
+    kIntegers,
+  };
+  std::string name;
+  Kind kind = Kind::kNone;
+  TensorArgument tensor;
+  double scalar = 0;
+  int64_t integer = 0;
+  bool boolean = false;
+  std::string text;
+  std::vector<int64_t> integers;
+};
+
+struct Pass {
+  int64_t time_ns = 0;
+  std::vector<Kernel> kernels;
+  std::vector<MemoryActivity> memory;
+  std::string recorded_name;
+};
+
+struct Operation {
+  std::string name;
+  std::vector<Argument> arguments;
+  Pass forward;  // always written, possibly empty
+  std::optional<Pass> backward;
+  int64_t sequence_number = -1;
+  int64_t cpu_start_ns = 0;
+  int64_t cpu_duration_ns = 0;
+};
+
+struct HostEvent {
+  std::string name;
+  int64_t cpu_start_ns = 0;
+  int64_t cpu_duration_ns = 0;
+};
+
+struct Trace {
+  uint32_t format_version = 1;
+  OriginDevice origin;
+  FrameworkVersions frameworks;
+  std::string model_name;
+  uint32_t batch_size = 0;
+  Precision precision = Precision::kUnspecified;
+  std::vector<Operation> operations;
+  int64_t iteration_wall_ns = 0;
+  int64_t iteration_gpu_busy_ns = 0;
+  std::vector<Kernel> unattributed_kernels;
+  std::vector<HostEvent> host_events;
+  std::string source;
+  std::map<std::string, std::string> metadata;
+};
+
+}  // namespace agent
+}  // namespace habitat

@@ -1,0 +1,354 @@
+#include "agent/core/wire_format.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "agent/core/fake_kernel_source.h"
+#include "agent/core/test_script.h"
+#include "agent/core/trace_assembler.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "gtest/gtest.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+namespace agent {
+namespace {
+
+namespace pb = ::habitat::v1;
+
+Kernel FullKernel(const std::string& name, int64_t base) {
+  const uint64_t u = static_cast<uint64_t>(base);
+  Kernel k;
+  k.name = name;
+  k.grid = {65536, 3, 2};
+  k.block = {128, 4, 2};
+  k.registers_per_thread = 255;
+  k.static_shared_memory_bytes = 48 * 1024;
+  k.dynamic_shared_memory_bytes = 180 * 1024;
+  k.duration_ns = base + 1;
+  k.counters = KernelCounters{u + 10, u + 11, u + 12, u + 13, u + 14, u + 15,
+                              std::numeric_limits<uint64_t>::max()};
+  k.start_ns = base + 2;
+  k.launch_ns = -(base + 3);  // launch before the iteration start
+  k.has_launch_time = true;
+  k.stream = 4000000000u;
+  k.correlation_id = (uint64_t{1} << 40) + base;
+  return k;
+}
+
+// Every field of trace.proto set, with values that exercise the encoding:
+// negative int64, max uint64, oneof members at their default, UTF-8.
+Trace FullTrace() {
+  Trace t;
+  t.format_version = 1;
+  t.origin = {"NVIDIA H100 80GB HBM3", "H100-SXM", 9, 0, 132,
+              uint64_t{85} << 30, 50u << 20, "580.159.04"};
+  t.frameworks = {"2.11.0+cu130", "13.0", "91900", "0.1.0"};
+  t.model_name = "résnet50 – test";
+  t.batch_size = 64;
+  t.precision = Precision::kAmpBf16;
+
+  Operation conv;
+  conv.name = "aten::conv2d";
+  Argument tensor;
+  tensor.name = "0";
+  tensor.kind = Argument::Kind::kTensor;
+  tensor.tensor = {{64, 3, 224, 224}, "c10::BFloat16"};
+  Argument empty_tensor;  // a 0-d tensor: shape empty, dtype set
+  empty_tensor.name = "1";
+  empty_tensor.kind = Argument::Kind::kTensor;
+  empty_tensor.tensor = {{}, "float"};
+  Argument scalar_zero;
+  scalar_zero.name = "2";
+  scalar_zero.kind = Argument::Kind::kScalar;
+  scalar_zero.scalar = 0.0;
+  Argument scalar;
+  scalar.name = "3";
+  scalar.kind = Argument::Kind::kScalar;
+  scalar.scalar = -0.125;
+  Argument integer_zero;
+  integer_zero.name = "4";
+  integer_zero.kind = Argument::Kind::kInteger;
+  integer_zero.integer = 0;
+  Argument integer;
+  integer.name = "5";
+  integer.kind = Argument::Kind::kInteger;
+  integer.integer = -7;
+  Argument boolean_false;
+  boolean_false.name = "6";
+  boolean_false.kind = Argument::Kind::kBoolean;
+  boolean_false.boolean = false;
+  Argument text;
+  text.name = "7";
+  text.kind = Argument::Kind::kText;
+  text.text = "mean";
+  Argument empty_text;
+  empty_text.name = "8";
+  empty_text.kind = Argument::Kind::kText;
+  Argument ints;
+  ints.name = "9";
+  ints.kind = Argument::Kind::kIntegers;
+  ints.integers = {1, -1, 0, int64_t{1} << 62};
+  Argument none;
+  none.name = "10";
+  none.kind = Argument::Kind::kNone;
+  Argument empty_list;
+  empty_list.name = "";
+  empty_list.kind = Argument::Kind::kIntegers;
+  conv.arguments = {tensor, empty_tensor, scalar_zero, scalar, integer_zero,
+                    integer, boolean_false, text, empty_text, ints, none,
+                    empty_list};
+  conv.forward.time_ns = 1234;
+  conv.forward.kernels = {FullKernel("fwd", 100), FullKernel("fwd2", 200)};
+  MemoryActivity mem;
+  mem.kind = MemoryKind::kMemcpyDtoD;
+  mem.bytes = uint64_t{1} << 33;
+  mem.duration_ns = 55;
+  mem.start_ns = 66;
+  mem.launch_ns = -77;
+  mem.has_launch_time = true;
+  mem.stream = 9;
+  conv.forward.memory = {mem};
+  conv.forward.recorded_name = "aten::conv2d";
+  Pass backward;
+  backward.time_ns = 999;
+  backward.kernels = {FullKernel("bwd", 300)};
+  backward.recorded_name = "ConvolutionBackward0";
+  conv.backward = backward;
+  conv.sequence_number = 12345;
+  conv.cpu_start_ns = 10;
+  conv.cpu_duration_ns = 20;
+
+  Operation acc;  // empty forward, empty backward, sequence number -1
+  acc.name = "torch::autograd::AccumulateGrad";
+  acc.backward = Pass();
+  acc.sequence_number = -1;
+
+  Operation plain;  // no backward at all
+  plain.name = "aten::add_";
+  plain.sequence_number = -1;
+  t.operations = {conv, acc, plain};
+  t.iteration_wall_ns = int64_t{5} << 40;
+  t.iteration_gpu_busy_ns = 4242;
+  Kernel bare;  // only a name: everything else default
+  bare.name = "bare";
+  t.unattributed_kernels = {FullKernel("stray", 400), bare};
+  t.host_events = {{"cudaDeviceSynchronize", 5, 6}, {"cudaMemcpyAsync", 7, 8}};
+  t.source = "habitat-agent";
+  t.metadata = {{"agent.kernels", "3"}, {"empty", ""}, {"", "no key"}};
+  return t;
+}
+
+void ExpectKernel(const pb::Kernel& k, const std::string& name, int64_t base) {
+  SCOPED_TRACE(name);
+  EXPECT_EQ(k.name(), name);
+  EXPECT_EQ(k.grid().x(), 65536u);
+  EXPECT_EQ(k.grid().y(), 3u);
+  EXPECT_EQ(k.grid().z(), 2u);
+  EXPECT_EQ(k.block().x(), 128u);
+  EXPECT_EQ(k.block().y(), 4u);
+  EXPECT_EQ(k.block().z(), 2u);
+  EXPECT_EQ(k.registers_per_thread(), 255u);
+  EXPECT_EQ(k.static_shared_memory_bytes(), 48u * 1024);
+  EXPECT_EQ(k.dynamic_shared_memory_bytes(), 180u * 1024);
+  EXPECT_EQ(k.duration_ns(), base + 1);
+  ASSERT_TRUE(k.has_counters());
+  EXPECT_EQ(k.counters().dram_read_bytes(), static_cast<uint64_t>(base + 10));
+  EXPECT_EQ(k.counters().dram_write_bytes(), static_cast<uint64_t>(base + 11));
+  EXPECT_EQ(k.counters().flop_fp64(), static_cast<uint64_t>(base + 12));
+  EXPECT_EQ(k.counters().flop_fp32(), static_cast<uint64_t>(base + 13));
+  EXPECT_EQ(k.counters().flop_fp16(), static_cast<uint64_t>(base + 14));
+  EXPECT_EQ(k.counters().flop_bf16(), static_cast<uint64_t>(base + 15));
+  EXPECT_EQ(k.counters().flop_tensor(), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(k.start_ns(), base + 2);
+  EXPECT_EQ(k.launch_ns(), -(base + 3));
+  EXPECT_TRUE(k.has_launch_time());
+  EXPECT_EQ(k.stream(), 4000000000u);
+  EXPECT_EQ(k.correlation_id(), (uint64_t{1} << 40) + base);
+}
+
+TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
+  const std::string bytes = SerializeTrace(FullTrace());
+  pb::Trace t;
+  ASSERT_TRUE(t.ParseFromString(bytes));
+
+  EXPECT_EQ(t.format_version(), 1u);
+  EXPECT_EQ(t.origin().name(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(t.origin().device_id(), "H100-SXM");
+  EXPECT_EQ(t.origin().compute_capability_major(), 9u);
+  EXPECT_EQ(t.origin().compute_capability_minor(), 0u);
+  EXPECT_EQ(t.origin().sm_count(), 132u);
+  EXPECT_EQ(t.origin().memory_bytes(), uint64_t{85} << 30);
+  EXPECT_EQ(t.origin().l2_cache_bytes(), 50u << 20);
+  EXPECT_EQ(t.origin().driver_version(), "580.159.04");
+  EXPECT_EQ(t.frameworks().torch(), "2.11.0+cu130");
+  EXPECT_EQ(t.frameworks().cuda(), "13.0");
+  EXPECT_EQ(t.frameworks().cudnn(), "91900");
+  EXPECT_EQ(t.frameworks().habitat(), "0.1.0");
+  EXPECT_EQ(t.model_name(), "résnet50 – test");
+  EXPECT_EQ(t.batch_size(), 64u);
+  EXPECT_EQ(t.precision(), pb::PRECISION_AMP_BF16);
+  EXPECT_EQ(t.iteration_wall_ns(), int64_t{5} << 40);
+  EXPECT_EQ(t.iteration_gpu_busy_ns(), 4242);
+  EXPECT_EQ(t.source(), "habitat-agent");
+
+  ASSERT_EQ(t.operations_size(), 3);
+  const pb::Operation& conv = t.operations(0);
+  EXPECT_EQ(conv.name(), "aten::conv2d");
+  EXPECT_EQ(conv.sequence_number(), 12345);
+  EXPECT_EQ(conv.cpu_start_ns(), 10);
+  EXPECT_EQ(conv.cpu_duration_ns(), 20);
+  ASSERT_EQ(conv.arguments_size(), 12);
+  const auto& args = conv.arguments();
+  EXPECT_EQ(args[0].name(), "0");
+  ASSERT_EQ(args[0].value_case(), pb::Argument::kTensor);
+  EXPECT_EQ(std::vector<int64_t>(args[0].tensor().shape().begin(),
+                                 args[0].tensor().shape().end()),
+            (std::vector<int64_t>{64, 3, 224, 224}));
+  EXPECT_EQ(args[0].tensor().dtype(), "c10::BFloat16");
+  ASSERT_EQ(args[1].value_case(), pb::Argument::kTensor);
+  EXPECT_EQ(args[1].tensor().shape_size(), 0);
+  EXPECT_EQ(args[1].tensor().dtype(), "float");
+  ASSERT_EQ(args[2].value_case(), pb::Argument::kScalar);
+  EXPECT_EQ(args[2].scalar(), 0.0);
+  ASSERT_EQ(args[3].value_case(), pb::Argument::kScalar);
+  EXPECT_EQ(args[3].scalar(), -0.125);
+  ASSERT_EQ(args[4].value_case(), pb::Argument::kInteger);
+  EXPECT_EQ(args[4].integer(), 0);
+  ASSERT_EQ(args[5].value_case(), pb::Argument::kInteger);
+  EXPECT_EQ(args[5].integer(), -7);
+  ASSERT_EQ(args[6].value_case(), pb::Argument::kBoolean);
+  EXPECT_FALSE(args[6].boolean());
+  ASSERT_EQ(args[7].value_case(), pb::Argument::kText);
+  EXPECT_EQ(args[7].text(), "mean");
+  ASSERT_EQ(args[8].value_case(), pb::Argument::kText);
+  EXPECT_EQ(args[8].text(), "");
+  ASSERT_EQ(args[9].value_case(), pb::Argument::kIntegers);
+  EXPECT_EQ(std::vector<int64_t>(args[9].integers().values().begin(),
+                                 args[9].integers().values().end()),
+            (std::vector<int64_t>{1, -1, 0, int64_t{1} << 62}));
+  ASSERT_EQ(args[10].value_case(), pb::Argument::kNone);
+  EXPECT_TRUE(args[10].none());
+  EXPECT_EQ(args[11].name(), "");
+  ASSERT_EQ(args[11].value_case(), pb::Argument::kIntegers);
+  EXPECT_EQ(args[11].integers().values_size(), 0);
+
+  ASSERT_TRUE(conv.has_forward());
+  EXPECT_EQ(conv.forward().time_ns(), 1234);
+  EXPECT_EQ(conv.forward().recorded_name(), "aten::conv2d");
+  ASSERT_EQ(conv.forward().kernels_size(), 2);
+  ExpectKernel(conv.forward().kernels(0), "fwd", 100);
+  ExpectKernel(conv.forward().kernels(1), "fwd2", 200);
+  ASSERT_EQ(conv.forward().memory_size(), 1);
+  const pb::MemoryActivity& mem = conv.forward().memory(0);
+  EXPECT_EQ(mem.kind(), pb::MemoryActivity::KIND_MEMCPY_DTOD);
+  EXPECT_EQ(mem.bytes(), uint64_t{1} << 33);
+  EXPECT_EQ(mem.duration_ns(), 55);
+  EXPECT_EQ(mem.start_ns(), 66);
+  EXPECT_EQ(mem.launch_ns(), -77);
+  EXPECT_TRUE(mem.has_launch_time());
+  EXPECT_EQ(mem.stream(), 9u);
+  ASSERT_TRUE(conv.has_backward());
+  EXPECT_EQ(conv.backward().time_ns(), 999);
+  EXPECT_EQ(conv.backward().recorded_name(), "ConvolutionBackward0");
+  ASSERT_EQ(conv.backward().kernels_size(), 1);
+  ExpectKernel(conv.backward().kernels(0), "bwd", 300);
+
+  const pb::Operation& acc = t.operations(1);
+  EXPECT_EQ(acc.name(), "torch::autograd::AccumulateGrad");
+  EXPECT_TRUE(acc.has_forward());
+  EXPECT_TRUE(acc.has_backward());  // present although empty
+  EXPECT_EQ(acc.backward().kernels_size(), 0);
+  EXPECT_EQ(acc.sequence_number(), -1);
+  EXPECT_EQ(acc.arguments_size(), 0);
+  const pb::Operation& plain = t.operations(2);
+  EXPECT_TRUE(plain.has_forward());
+  EXPECT_FALSE(plain.has_backward());
+
+  ASSERT_EQ(t.unattributed_kernels_size(), 2);
+  ExpectKernel(t.unattributed_kernels(0), "stray", 400);
+  const pb::Kernel& bare = t.unattributed_kernels(1);
+  EXPECT_EQ(bare.name(), "bare");
+  EXPECT_FALSE(bare.has_counters());
+  EXPECT_FALSE(bare.has_launch_time());
+  EXPECT_EQ(bare.grid().x(), 0u);
+  ASSERT_EQ(t.host_events_size(), 2);
+  EXPECT_EQ(t.host_events(0).name(), "cudaDeviceSynchronize");
+  EXPECT_EQ(t.host_events(0).cpu_start_ns(), 5);
+  EXPECT_EQ(t.host_events(0).cpu_duration_ns(), 6);
+  EXPECT_EQ(t.host_events(1).name(), "cudaMemcpyAsync");
+  EXPECT_EQ(t.host_events(1).cpu_start_ns(), 7);
+  EXPECT_EQ(t.host_events(1).cpu_duration_ns(), 8);
+  ASSERT_EQ(t.metadata_size(), 3);
+  EXPECT_EQ(t.metadata().at("agent.kernels"), "3");
+  EXPECT_EQ(t.metadata().at("empty"), "");
+  EXPECT_EQ(t.metadata().at(""), "no key");
+}
+
+// The generated code, serialising deterministically (map keys sorted),
+// writes fields in number order; the hand-written bytes must be the same.
+TEST(WireFormatTest, BytesEqualTheGeneratedSerialisation) {
+  const std::string ours = SerializeTrace(FullTrace());
+  pb::Trace parsed;
+  ASSERT_TRUE(parsed.ParseFromString(ours));
+  std::string theirs;
+  {
+    google::protobuf::io::StringOutputStream stream(&theirs);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    ASSERT_TRUE(parsed.SerializeToCodedStream(&coded));
+  }
+  EXPECT_EQ(ours.size(), theirs.size());
+  EXPECT_TRUE(ours == theirs) << "hand-written bytes differ from protobuf's";
+}
+
+TEST(WireFormatTest, DefaultTraceHasOnlyItsAlwaysPresentMessages) {
+  Trace t;
+  t.format_version = 0;
+  pb::Trace parsed;
+  ASSERT_TRUE(parsed.ParseFromString(SerializeTrace(t)));
+  EXPECT_TRUE(parsed.has_origin());
+  EXPECT_TRUE(parsed.has_frameworks());
+  EXPECT_EQ(parsed.operations_size(), 0);
+  EXPECT_EQ(parsed.ByteSizeLong(), 4u);  // two empty submessages
+}
+
+TEST(WireFormatTest, AssembledTraceRoundTrips) {
+  FakeKernelSource source;
+  ASSERT_TRUE(source.Start().ok());
+  OpScript s(&source);
+  s.Begin("aten::relu", 1, 110, 3);
+  s.Kernel("relu", 120, 200, 300);
+  s.End(1, 130);
+  s.Begin("ReluBackward0", 2, 400, 3, true, 1);
+  s.Kernel("relu_bwd", 410, 500, 650);
+  s.End(2, 420);
+  ActivityRecords records;
+  ASSERT_TRUE(source.Stop(&records).ok());
+  AssemblyOptions o;
+  o.window_start_ns = 100;
+  o.window_end_ns = 1000;
+  o.batch_size = 2;
+  o.origin.name = "gpu";
+  Trace trace;
+  ASSERT_TRUE(AssembleTrace(s.ops(), records, o, &trace).ok());
+  pb::Trace parsed;
+  ASSERT_TRUE(parsed.ParseFromString(SerializeTrace(trace)));
+  ASSERT_EQ(parsed.operations_size(), 1);
+  EXPECT_EQ(parsed.operations(0).forward().kernels(0).name(), "relu");
+  EXPECT_EQ(parsed.operations(0).forward().kernels(0).start_ns(), 100);
+  EXPECT_EQ(parsed.operations(0).forward().kernels(0).launch_ns(), 20);
+  EXPECT_EQ(parsed.operations(0).backward().kernels(0).name(), "relu_bwd");
+  EXPECT_EQ(parsed.operations(0).backward().time_ns(), 150);
+  EXPECT_EQ(parsed.operations(0).sequence_number(), 3);
+  EXPECT_EQ(parsed.iteration_gpu_busy_ns(), 250);
+  EXPECT_EQ(parsed.iteration_wall_ns(), 900);
+  EXPECT_EQ(parsed.source(), "habitat-agent");
+  EXPECT_EQ(parsed.metadata().at("agent.kernels"), "2");
+}
+
+}  // namespace
+}  // namespace agent
+}  // namespace habitat
