@@ -1,0 +1,16 @@
+"""Habitat agent: capture one training iteration on this GPU for prediction.
+
+    import habitat
+    tracker = habitat.OperationTracker(model_name="resnet50", batch_size=64)
+    with tracker.track():
+        train_step()                 # forward, backward, optimizer step
+    trace = tracker.get_tracked_trace()
+    trace.save("resnet50.trace")     # a habitat.v1.Trace protobuf file
+
+Then predict with the CLI: `habitat predict resnet50.trace`.
+"""
+
+from habitat.tracker import OperationTracker, Trace, TrackingError
+
+__all__ = ["OperationTracker", "Trace", "TrackingError"]
+__version__ = "0.1.0"

@@ -1,0 +1,196 @@
+"""The front end of the agent (shaped like Listing 1 of the Habitat paper).
+
+The C++ extension habitat._C does the work: RecordFunction callbacks record
+every ATen op and autograd node, CUPTI records every kernel, memcpy and
+memset, and the two are joined by external correlation ids into a
+habitat.v1.Trace, serialised without a protobuf library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import sys
+import tempfile
+from typing import Iterator, Optional
+
+import torch
+
+from habitat import _C
+
+AGENT_VERSION = "0.1.0"
+
+# habitat.v1.Precision
+PRECISIONS = {
+    None: 0, "unspecified": 0, "fp32": 1, "tf32": 2, "fp16": 3, "bf16": 4,
+    "amp_fp16": 5, "amp_bf16": 6,
+}
+
+
+class TrackingError(RuntimeError):
+    """The capture failed; the message says why and what to do."""
+
+
+def _driver_version() -> str:
+    try:
+        import pynvml  # nvidia-ml-py, when installed
+        pynvml.nvmlInit()
+        try:
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # optional: the trace is valid without it
+        return ""
+
+
+def origin_device(device=None) -> dict:
+    """What the driver says about the GPU the trace is measured on."""
+    p = torch.cuda.get_device_properties(device)
+    return {
+        "name": p.name,
+        "major": p.major,
+        "minor": p.minor,
+        "sm_count": p.multi_processor_count,
+        "memory_bytes": p.total_memory,
+        "l2_cache_bytes": getattr(p, "L2_cache_size", 0),
+        "driver_version": _driver_version(),
+    }
+
+
+def framework_versions() -> dict:
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "",
+        "cudnn": str(cudnn) if cudnn else "",
+        "habitat": AGENT_VERSION,
+    }
+
+
+class Trace:
+    """A captured iteration: the serialised habitat.v1.Trace and a summary."""
+
+    def __init__(self, data: bytes, summary: dict):
+        self._data = data
+        self.summary = summary
+
+    def to_bytes(self) -> bytes:
+        return self._data
+
+    def save(self, path: str) -> None:
+        """Writes the trace (gzip-compressed when `path` ends in .gz),
+        atomically: a reader never sees a partial file."""
+        data = gzip.compress(self._data, mtime=0) if path.endswith(".gz") else self._data
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".habitat-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def __repr__(self) -> str:
+        return f"<habitat.Trace {self.summary.get('line', '')}>"
+
+
+class OperationTracker:
+    """Tracks one training iteration on the current CUDA device.
+
+    model_name, batch_size and precision ("fp32", "bf16", "amp_bf16", ...)
+    describe the workload; batch_size is required for a trace the server
+    accepts (it can also be given to get_tracked_trace).
+    """
+
+    def __init__(self, model_name: str = "", batch_size: Optional[int] = None,
+                 precision: Optional[str] = "fp32", device=None,
+                 record_inputs: bool = True, source: str = "cupti",
+                 verbose: bool = True):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of "
+                             f"{sorted(k for k in PRECISIONS if k)}, got {precision!r}")
+        if source == "cupti" and not torch.cuda.is_available():
+            raise TrackingError("no CUDA device: the tracker measures GPU work "
+                                "(source='host' records ops only)")
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.precision = precision
+        self.device = device
+        self.verbose = verbose
+        self._source = source
+        self._impl = _C.Tracker(source, record_inputs)
+        self._tracked = False
+        self._trace: Optional[Trace] = None
+        self.warnings: list = []
+
+    def _sync(self) -> None:
+        if self._source == "cupti":
+            torch.cuda.synchronize(self.device)
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator["OperationTracker"]:
+        self._sync()  # earlier work stays out of the window
+        try:
+            self._impl.start()
+        except RuntimeError as e:
+            raise TrackingError(str(e)) from None
+        try:
+            yield self
+        finally:
+            try:
+                self._sync()
+            finally:
+                self.warnings = list(self._impl.stop())
+        self._tracked = True
+        for w in self.warnings:
+            print(f"habitat: warning: {w}", file=sys.stderr)
+        if self._source == "cupti":
+            self._trace = self._assemble(self.batch_size)
+            if self.verbose:
+                print(f"habitat: tracked {self.model_name or 'iteration'}: "
+                      f"{self._trace.summary['line']}", file=sys.stderr)
+
+    def _info(self, batch_size) -> dict:
+        return {
+            "model_name": self.model_name,
+            "batch_size": batch_size or 0,
+            "precision": PRECISIONS[self.precision],
+            "origin": origin_device(self.device),
+            "frameworks": framework_versions(),
+        }
+
+    def _assemble(self, batch_size) -> Trace:
+        try:
+            data, summary = self._impl.assemble(self._info(batch_size))
+        except (RuntimeError, ValueError) as e:
+            raise TrackingError(str(e)) from None
+        return Trace(data, summary)
+
+    def get_tracked_trace(self, batch_size: Optional[int] = None) -> Trace:
+        if not self._tracked:
+            raise TrackingError("nothing tracked yet: run the iteration inside "
+                                "`with tracker.track():` first")
+        if self._source != "cupti":
+            raise TrackingError(f"source={self._source!r} records ops only; "
+                                "a trace needs source='cupti' on a CUDA GPU")
+        batch = batch_size or self.batch_size
+        if not batch:
+            raise ValueError("batch_size is not set: pass OperationTracker("
+                             "batch_size=N) or get_tracked_trace(batch_size=N); "
+                             "predictions need it")
+        if self._trace is None or batch != self.batch_size:
+            return self._assemble(batch)
+        return self._trace
+
+    def recorded_ops(self) -> list:
+        """The raw op events of the last region (for inspection and tests)."""
+        return self._impl.ops()
+
+    def activity_counts(self) -> dict:
+        return self._impl.activity_counts()

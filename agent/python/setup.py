@@ -1,0 +1,101 @@
+"""Builds habitat._C, the agent's PyTorch C++ extension, against the torch
+that is installed (torch.utils.cpp_extension), with CUPTI when its headers
+and library are found.
+
+    cd agent/python && python setup.py build_ext --inplace   # or pip install .
+
+CUPTI is looked for, in order, in $HABITAT_CUPTI_ROOT, in the nvidia-cuda-cupti
+wheel next to torch (the copy torch itself loads), and in the CUDA toolkit
+($CUDA_HOME, extras/CUPTI or the main include/lib64). Without it the
+extension still builds, with only the "host" source (op recording, no
+kernels).
+"""
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension
+
+HERE = Path(__file__).resolve().parent
+AGENT = HERE.parent
+ROOT = AGENT.parent
+
+
+def cupti_candidates():
+    env = os.environ.get("HABITAT_CUPTI_ROOT")
+    if env:
+        yield Path(env) / "include", Path(env) / "lib64"
+        yield Path(env) / "include", Path(env) / "lib"
+    try:
+        import nvidia  # the CUDA wheels torch depends on
+        for base in nvidia.__path__:
+            for sub in ("cu13", "cuda_cupti"):
+                yield Path(base) / sub / "include", Path(base) / sub / "lib"
+    except ImportError:
+        pass
+    cuda = Path(CUDA_HOME or "/usr/local/cuda")
+    yield cuda / "extras/CUPTI/include", cuda / "extras/CUPTI/lib64"
+    yield cuda / "include", cuda / "lib64"
+
+
+def find_cupti():
+    for include, lib in cupti_candidates():
+        if (include / "cupti.h").exists() and glob.glob(str(lib / "libcupti.so*")):
+            return include, lib
+    return None
+
+
+def cuda_include():
+    # cupti.h includes cuda.h; the wheel and the toolkit both ship it.
+    for c in (Path(CUDA_HOME or "/usr/local/cuda") / "include",):
+        if (c / "cuda.h").exists():
+            return c
+    return None
+
+
+core = [str(AGENT / "core" / n) for n in
+        ("records.cc", "summary.cc", "trace_assembler.cc", "wire_format.cc")]
+torch_part = [str(AGENT / "torch" / n) for n in
+              ("op_recorder.cc", "tracker.cc", "bindings.cc")]
+sources = core + torch_part
+include_dirs = [str(ROOT)]
+library_dirs, libraries, macros, link_args = [], [], [], []
+
+cupti = None if os.environ.get("HABITAT_NO_CUPTI") else find_cupti()
+if cupti is not None:
+    include, lib = cupti
+    print(f"habitat setup: CUPTI headers {include}, library {lib}", file=sys.stderr)
+    sources.append(str(AGENT / "cupti" / "cupti_source.cc"))
+    include_dirs.append(str(include))
+    extra = cuda_include()
+    if extra is not None and extra != include:
+        include_dirs.append(str(extra))
+    library_dirs.append(str(lib))
+    libraries.append("cupti")
+    macros.append(("HABITAT_AGENT_WITH_CUPTI", "1"))
+    link_args.append(f"-Wl,-rpath,{lib}")
+else:
+    print("habitat setup: CUPTI not found; building without it (host source "
+          "only)", file=sys.stderr)
+
+setup(
+    name="habitat-agent",
+    version="0.1.0",
+    packages=["habitat"],
+    ext_modules=[
+        CppExtension(
+            "habitat._C",
+            sources,
+            include_dirs=include_dirs,
+            library_dirs=library_dirs,
+            libraries=libraries,
+            define_macros=macros,
+            extra_compile_args=["-O2", "-Wall"],
+            extra_link_args=link_args,
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)

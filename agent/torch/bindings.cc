@@ -1,0 +1,194 @@
+// The Python module habitat._C: the tracker, the trace bytes and a summary.
+// Errors become Python exceptions here, at the boundary; nothing below
+// throws.
+#include <torch/extension.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "agent/core/summary.h"
+#include "agent/core/wire_format.h"
+#include "agent/torch/host_only_source.h"
+#include "agent/torch/tracker.h"
+#ifdef HABITAT_AGENT_WITH_CUPTI
+#include "agent/cupti/cupti_source.h"
+#endif
+
+namespace py = pybind11;
+
+namespace habitat {
+namespace agent {
+namespace {
+
+void ThrowIfError(const Status& s) {
+  if (s.ok()) return;
+  if (s.code() == StatusCode::kInvalidArgument) throw py::value_error(s.ToString());
+  throw std::runtime_error(s.ToString());
+}
+
+template <typename T>
+T Get(const py::dict& d, const char* key, T fallback) {
+  if (!d.contains(key) || d[key].is_none()) return fallback;
+  return d[key].cast<T>();
+}
+
+AssemblyOptions OptionsFrom(const py::dict& info) {
+  AssemblyOptions o;
+  o.model_name = Get<std::string>(info, "model_name", "");
+  o.batch_size = Get<uint32_t>(info, "batch_size", 0);
+  o.precision = static_cast<Precision>(Get<int32_t>(info, "precision", 0));
+  if (info.contains("origin")) {
+    const py::dict d = info["origin"].cast<py::dict>();
+    o.origin.name = Get<std::string>(d, "name", "");
+    o.origin.device_id = Get<std::string>(d, "device_id", "");
+    o.origin.compute_capability_major = Get<uint32_t>(d, "major", 0);
+    o.origin.compute_capability_minor = Get<uint32_t>(d, "minor", 0);
+    o.origin.sm_count = Get<uint32_t>(d, "sm_count", 0);
+    o.origin.memory_bytes = Get<uint64_t>(d, "memory_bytes", 0);
+    o.origin.l2_cache_bytes = Get<uint64_t>(d, "l2_cache_bytes", 0);
+    o.origin.driver_version = Get<std::string>(d, "driver_version", "");
+  }
+  if (info.contains("frameworks")) {
+    const py::dict d = info["frameworks"].cast<py::dict>();
+    o.frameworks.torch = Get<std::string>(d, "torch", "");
+    o.frameworks.cuda = Get<std::string>(d, "cuda", "");
+    o.frameworks.cudnn = Get<std::string>(d, "cudnn", "");
+    o.frameworks.habitat = Get<std::string>(d, "habitat", "");
+  }
+  return o;
+}
+
+py::dict SummaryDict(const Trace& t) {
+  const TraceSummary s = Summarize(t);
+  py::dict d;
+  d["operations"] = s.operations;
+  d["operations_with_backward"] = s.operations_with_backward;
+  d["kernels"] = s.kernels;
+  d["unattributed_kernels"] = s.unattributed_kernels;
+  d["memory_activities"] = s.memory_activities;
+  d["pass_time_ns"] = s.pass_time_ns;
+  d["unattributed_kernel_ns"] = s.unattributed_kernel_ns;
+  d["gpu_busy_ns"] = s.gpu_busy_ns;
+  d["wall_ns"] = s.wall_ns;
+  d["line"] = FormatSummary(s);
+  py::dict meta;
+  for (const auto& [k, v] : t.metadata) meta[py::str(k)] = v;
+  d["metadata"] = meta;
+  return d;
+}
+
+class PyTracker {
+ public:
+  PyTracker(const std::string& source, bool record_inputs) {
+    std::shared_ptr<KernelSource> s;
+    if (source == "host") {
+      s = std::make_shared<HostOnlySource>();
+    } else if (source == "cupti") {
+#ifdef HABITAT_AGENT_WITH_CUPTI
+      s = std::make_shared<CuptiActivitySource>();
+#else
+      throw py::value_error(
+          "this build of habitat._C has no CUPTI support (CUPTI headers were "
+          "not found when it was built)");
+#endif
+    } else {
+      throw py::value_error("source must be \"cupti\" or \"host\", got \"" +
+                            source + "\"");
+    }
+    OpRecorder::Options options;
+    options.record_inputs = record_inputs;
+    tracker_ = std::make_unique<Tracker>(std::move(s), options);
+  }
+
+  void Start() { ThrowIfError(tracker_->Start()); }
+
+  std::vector<std::string> Stop() {
+    std::vector<std::string> warnings;
+    ThrowIfError(tracker_->Stop(&warnings));
+    return warnings;
+  }
+
+  // (trace bytes, summary dict)
+  py::tuple Assemble(const py::dict& info) {
+    Trace trace;
+    ThrowIfError(tracker_->Assemble(OptionsFrom(info), &trace));
+    const std::string bytes = SerializeTrace(trace);
+    return py::make_tuple(py::bytes(bytes), SummaryDict(trace));
+  }
+
+  // The recorded op events, for tests and inspection.
+  py::list Ops() const {
+    py::list out;
+    for (const OpEvent& e : tracker_->ops()) {
+      py::dict d;
+      d["id"] = e.id;
+      d["parent_id"] = e.parent_id;
+      d["name"] = e.name;
+      d["thread_id"] = e.thread_id;
+      d["forward_thread_id"] = e.forward_thread_id;
+      d["start_ns"] = e.start_ns;
+      d["end_ns"] = e.end_ns;
+      d["sequence_number"] = e.sequence_number;
+      d["is_backward"] = e.is_backward;
+      py::list args;
+      for (const Argument& a : e.arguments) {
+        py::dict ad;
+        ad["name"] = a.name;
+        switch (a.kind) {
+          case Argument::Kind::kTensor:
+            ad["shape"] = a.tensor.shape;
+            ad["dtype"] = a.tensor.dtype;
+            break;
+          case Argument::Kind::kScalar: ad["scalar"] = a.scalar; break;
+          case Argument::Kind::kInteger: ad["integer"] = a.integer; break;
+          case Argument::Kind::kBoolean: ad["boolean"] = a.boolean; break;
+          case Argument::Kind::kText: ad["text"] = a.text; break;
+          case Argument::Kind::kIntegers: ad["integers"] = a.integers; break;
+          case Argument::Kind::kNone: ad["none"] = true; break;
+        }
+        args.append(ad);
+      }
+      d["arguments"] = args;
+      out.append(d);
+    }
+    return out;
+  }
+
+  py::dict ActivityCounts() const {
+    const ActivityRecords& a = tracker_->activities();
+    py::dict d;
+    d["kernels"] = a.kernels.size();
+    d["memory"] = a.memory.size();
+    d["api_calls"] = a.api_calls.size();
+    d["external_correlations"] = a.external_correlations.size();
+    d["dropped_records"] = a.dropped_records;
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Tracker> tracker_;
+};
+
+}  // namespace
+}  // namespace agent
+}  // namespace habitat
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using habitat::agent::PyTracker;
+  m.doc() = "habitat agent: RecordFunction + CUPTI capture of one iteration";
+#ifdef HABITAT_AGENT_WITH_CUPTI
+  m.attr("has_cupti") = true;
+#else
+  m.attr("has_cupti") = false;
+#endif
+  py::class_<PyTracker>(m, "Tracker")
+      .def(py::init<const std::string&, bool>(), py::arg("source") = "cupti",
+           py::arg("record_inputs") = true)
+      .def("start", &PyTracker::Start)
+      .def("stop", &PyTracker::Stop)
+      .def("assemble", &PyTracker::Assemble, py::arg("info"))
+      .def("ops", &PyTracker::Ops)
+      .def("activity_counts", &PyTracker::ActivityCounts);
+}

@@ -1,0 +1,59 @@
+// Records operator ranges through at::RecordFunction global callbacks (no
+// monkey-patching): ATen ops and autograd nodes on every thread, with their
+// inputs (shapes, dtypes, scalars), sequence numbers and nesting. While an
+// op runs its id is pushed to the KernelSource as the external correlation
+// id, so the GPU work it launches can be joined back to it.
+//
+// The callbacks are registered once per process and enabled only while a
+// recorder is started; one recorder records at a time. Callbacks never
+// throw: failures are counted and reported by Stop().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/core/kernel_source.h"
+#include "agent/core/records.h"
+#include "agent/core/status.h"
+
+namespace habitat {
+namespace agent {
+
+struct RecorderState;  // shared with in-flight callbacks
+
+class OpRecorder {
+ public:
+  struct Options {
+    // Box and convert every op's inputs (shapes, dtypes, scalars). Costs
+    // host time per op, like torch.profiler's record_shapes.
+    bool record_inputs = true;
+    // Lists longer than this are recorded as one `none` argument (e.g. the
+    // optimizer's _foreach_* lists of every parameter).
+    size_t max_list_elements = 64;
+    // At most this many arguments per op (the server's limit is 256).
+    size_t max_arguments = 256;
+  };
+
+  // `source` must outlive every op that runs while recording.
+  OpRecorder(std::shared_ptr<KernelSource> source, Options options);
+  ~OpRecorder();
+
+  OpRecorder(const OpRecorder&) = delete;
+  OpRecorder& operator=(const OpRecorder&) = delete;
+
+  Status Start();
+  // Stops recording and moves the completed op events out (in completion
+  // order). Errors seen in callbacks (a failed external-id push, an input
+  // that could not be converted) come back as one status; the events are
+  // still returned.
+  Status Stop(std::vector<OpEvent>* out);
+
+ private:
+  std::shared_ptr<RecorderState> state_;
+  bool started_ = false;
+};
+
+}  // namespace agent
+}  // namespace habitat
