@@ -110,8 +110,9 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10):
     check(int(meta["agent.backward_nodes_linked"]) > 0,
           f"backward nodes linked: {meta['agent.backward_nodes_linked']} of "
           f"{meta['agent.backward_nodes']}")
-    check(s["unattributed_kernels"] == 0,
-          f"unattributed kernels: {s['unattributed_kernels']}")
+    check(s["unattributed_kernel_ns"] <= 0.01 * total,
+          f"unattributed kernels: {s['unattributed_kernels']} "
+          f"({s['unattributed_kernel_ns']} ns of {total} ns, limit 1%)")
     check(meta["agent.dropped_records"] == "0",
           f"dropped records: {meta['agent.dropped_records']}")
     check(s["pass_time_ns"] + s["unattributed_kernel_ns"] + unattributed_memory_ns
@@ -137,6 +138,18 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10):
     }
 
 
+def guarded(results, run):
+    """Runs one capture; an exception is a failure, not the end of the test."""
+    try:
+        case = run()
+    except Exception as e:  # noqa: BLE001 - reported, then carry on
+        check(False, f"capture raised {type(e).__name__}: {e}")
+        results["cases"].append({"error": f"{type(e).__name__}: {e}"})
+        return None
+    results["cases"].append(case)
+    return case
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/habitat_agent_gpu"))
@@ -157,8 +170,8 @@ def main():
     x = torch.randn(8, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (8,), device=dev)
     opt = torch.optim.SGD(small.parameters(), lr=0.01, momentum=0.9)
-    results["cases"].append(capture("smallcnn_b8_fp32", make_step(small, opt, x, y),
-                                    8, args.out))
+    guarded(results, lambda: capture("smallcnn_b8_fp32",
+                                     make_step(small, opt, x, y), 8, args.out))
 
     if not args.skip_resnet:
         try:
@@ -172,15 +185,16 @@ def main():
             y = torch.randint(0, 1000, (b,), device=dev)
             opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
             step = make_step(model, opt, x, y)
-            results["cases"].append(capture(f"resnet50_b{b}_fp32", step, b, args.out))
+            guarded(results, lambda: capture(f"resnet50_b{b}_fp32", step, b, args.out))
             # A second capture in the same process: callbacks and CUPTI restart.
-            again = capture(f"resnet50_b{b}_fp32_again", step, b, args.out,
-                            warmup=1, repetitions=3)
-            first = results["cases"][-1]["summary"]
-            check(again["summary"]["kernels"] == first["kernels"],
-                  f"repeat capture has the same kernel count "
-                  f"({again['summary']['kernels']} vs {first['kernels']})")
-            results["cases"].append(again)
+            first = results["cases"][-1].get("summary", {})
+            again = guarded(results, lambda: capture(
+                f"resnet50_b{b}_fp32_again", step, b, args.out, warmup=1,
+                repetitions=3))
+            if again and first:
+                check(again["summary"]["kernels"] == first["kernels"],
+                      f"repeat capture has the same kernel count "
+                      f"({again['summary']['kernels']} vs {first['kernels']})")
 
     results["failures"] = failures
     with open(os.path.join(args.out, "agent_gpu_results.json"), "w") as f:
