@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/time_units.h"
+#include "core/predict/host_replay.h"
 #include "core/scaling/wave_scaling.h"
 #include "core/trace/op_classification.h"
 #include "core/trace/trace_id.h"
@@ -158,6 +159,30 @@ void AddToTotals(const OperationPrediction& op, DevicePrediction* prediction) {
   total->set_predicted_ns(op.predicted_forward_ns() + op.predicted_backward_ns());
 }
 
+double Ratio(Nanoseconds predicted, Nanoseconds origin) {
+  return origin > 0 ? static_cast<double>(predicted) / static_cast<double>(origin) : 1.0;
+}
+
+// Host model: replays the iteration with the predicted per-pass ratios. A
+// profiled host runs slower than an unprofiled one, so when the trace has a
+// measured wall time the host timeline is first scaled until replaying the
+// origin reproduces it.
+void PredictWallTime(const v1::Trace& trace, const std::vector<double>& pass_scale,
+                     DevicePrediction* prediction) {
+  if (!HasHostTimeline(trace)) return;
+  double host_scale = 1.0;
+  if (trace.iteration_wall_ns() > 0) {
+    auto calibrated = CalibrateHostScale(trace, trace.iteration_wall_ns());
+    if (!calibrated.ok()) return;
+    host_scale = *calibrated;
+  }
+  auto target = ReplayIteration(trace, pass_scale, host_scale);
+  if (!target.ok()) return;
+  prediction->set_wall_ns(target->wall_ns);
+  prediction->set_gpu_busy_ns(target->gpu_busy_ns);
+  prediction->set_host_bound(target->gpu_busy_ns < target->wall_ns * 85 / 100);
+}
+
 }  // namespace
 
 absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
@@ -169,6 +194,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   const bool is_origin = origin.id() == target.id();
   prediction.set_is_origin(is_origin);
 
+  std::vector<double> pass_scale;
+  pass_scale.reserve(2 * trace.operations_size() + 1);
   Nanoseconds total = 0;
   Nanoseconds origin_total = 0;
   Nanoseconds unscaled_origin = 0;
@@ -183,9 +210,12 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
       ++unscaled_ops;
       unscaled_origin += origin_ns;
     }
+    pass_scale.push_back(Ratio(op.predicted_forward_ns(), op.origin_forward_ns()));
+    pass_scale.push_back(Ratio(op.predicted_backward_ns(), op.origin_backward_ns()));
     AddToTotals(op, &prediction);
     *prediction.add_operations() = std::move(op);
   }
+  double unattributed_scale = 1.0;
   if (trace.unattributed_kernels_size() > 0) {
     // Kernels the capture could not tie to an op still take GPU time.
     v1::Operation loose;
@@ -198,10 +228,13 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     }
     origin_total += op.origin_forward_ns();
     total += op.predicted_forward_ns();
+    unattributed_scale = Ratio(op.predicted_forward_ns(), op.origin_forward_ns());
     AddToTotals(op, &prediction);
     *prediction.add_operations() = std::move(op);
   }
+  pass_scale.push_back(unattributed_scale);
   prediction.set_iteration_ns(total);
+  PredictWallTime(trace, pass_scale, &prediction);
   if (unscaled_ops > 0 && origin_total > 0) {
     prediction.add_warnings(absl::StrFormat(
         "%d operation(s), %.1f%% of the origin GPU time, were carried over unscaled "

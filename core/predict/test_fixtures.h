@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "core/kineto/kineto_import.h"
 #include "habitat/v1/trace.pb.h"
+#include "nlohmann/json.hpp"
 
 namespace habitat {
 namespace testing {
@@ -23,6 +24,19 @@ inline absl::StatusOr<habitat::v1::Trace> LoadKinetoFixture(const std::string& g
   options.model_name = name;
   options.batch_size = batch_size;
   return ImportKinetoTrace(json, options);
+}
+
+// Median wall time measured without the profiler (tests/testdata/measurements).
+inline absl::StatusOr<int64_t> MeasuredWallNs(const std::string& gpu, const std::string& name) {
+  HABITAT_ASSIGN_OR_RETURN(
+      std::string text,
+      ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/measurements/" + gpu + ".json"));
+  const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError("measurements are not JSON");
+  for (const auto& c : doc.at("cases")) {
+    if (c.at("case") == name) return c.at("wall_ns_median").get<int64_t>();
+  }
+  return absl::NotFoundError(name + " not in the measurements of " + gpu);
 }
 
 }  // namespace testing

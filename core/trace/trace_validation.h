@@ -17,7 +17,8 @@ struct TraceLimits {
   int64_t max_total_kernels = 2000000;
   int64_t max_arguments_per_operation = 256;
   int64_t max_tensor_rank = 16;
-  int64_t max_name_bytes = 4096;
+  // Templated kernel names run to several KiB (5,050 bytes for one in DCGAN).
+  int64_t max_name_bytes = 65536;
   // One kernel or pass longer than this is not a measurement we trust.
   int64_t max_duration_ns = int64_t{3600} * 1000 * 1000 * 1000;
 };

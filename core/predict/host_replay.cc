@@ -1,0 +1,159 @@
+#include "core/predict/host_replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace habitat {
+namespace {
+
+struct Activity {
+  Nanoseconds launch = 0;  // CPU time of the launch call
+  Nanoseconds start = 0;   // origin GPU start
+  Nanoseconds duration = 0;
+  Nanoseconds end = 0;     // origin GPU end
+  uint32_t stream = 0;
+};
+
+Nanoseconds ScaleTime(Nanoseconds t, double scale) {
+  return static_cast<Nanoseconds>(std::llround(static_cast<double>(t) * scale));
+}
+
+template <typename Record>
+void AddActivity(const Record& r, double scale, double host_scale,
+                 std::vector<Activity>* out) {
+  Activity a;
+  a.start = r.start_ns();
+  a.end = r.start_ns() + r.duration_ns();
+  // Without a launch time, assume it was launched when it started.
+  a.launch = ScaleTime(r.has_launch_time() ? r.launch_ns() : r.start_ns(), host_scale);
+  a.duration = static_cast<Nanoseconds>(std::llround(r.duration_ns() * scale));
+  a.stream = r.stream();
+  out->push_back(a);
+}
+
+void AddPass(const v1::Pass& pass, double scale, double host_scale,
+             std::vector<Activity>* out) {
+  for (const auto& k : pass.kernels()) AddActivity(k, scale, host_scale, out);
+  for (const auto& m : pass.memory()) AddActivity(m, scale, host_scale, out);
+}
+
+Nanoseconds UnionLength(std::vector<std::pair<Nanoseconds, Nanoseconds>> spans) {
+  std::sort(spans.begin(), spans.end());
+  Nanoseconds total = 0;
+  Nanoseconds cursor = std::numeric_limits<Nanoseconds>::min();
+  for (const auto& [start, end] : spans) {
+    cursor = std::max(cursor, start);
+    if (end > cursor) {
+      total += end - cursor;
+      cursor = end;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+bool HasHostTimeline(const v1::Trace& trace) {
+  for (const auto& op : trace.operations()) {
+    for (const auto& k : op.forward().kernels()) {
+      if (k.has_launch_time()) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
+                                             const std::vector<double>& pass_scale,
+                                             double host_scale) {
+  const size_t passes = 2 * static_cast<size_t>(trace.operations_size()) + 1;
+  if (pass_scale.size() != passes) {
+    return absl::InvalidArgumentError("pass_scale must have one entry per pass");
+  }
+  if (!HasHostTimeline(trace)) {
+    return absl::FailedPreconditionError("the trace has no kernel launch times");
+  }
+  std::vector<Activity> activities;
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    AddPass(trace.operations(i).forward(), pass_scale[2 * i], host_scale, &activities);
+    AddPass(trace.operations(i).backward(), pass_scale[2 * i + 1], host_scale, &activities);
+  }
+  for (const auto& k : trace.unattributed_kernels()) {
+    AddActivity(k, pass_scale.back(), host_scale, &activities);
+  }
+  // CPU order; ties (same launch) keep GPU order.
+  std::stable_sort(activities.begin(), activities.end(), [](const Activity& a, const Activity& b) {
+    return a.launch != b.launch ? a.launch < b.launch : a.start < b.start;
+  });
+
+  Nanoseconds cpu_shift = 0;  // target CPU time minus origin CPU time
+  Nanoseconds origin_gpu_done = 0, target_gpu_done = 0;
+  Nanoseconds cpu_end = 0;
+  absl::flat_hash_map<uint32_t, Nanoseconds> stream_free;
+  std::vector<std::pair<Nanoseconds, Nanoseconds>> spans;
+  spans.reserve(activities.size());
+  size_t next = 0;
+  auto launch_until = [&](Nanoseconds cpu_time) {
+    for (; next < activities.size() && activities[next].launch <= cpu_time; ++next) {
+      const Activity& a = activities[next];
+      Nanoseconds& free = stream_free[a.stream];
+      const Nanoseconds start = std::max(a.launch + cpu_shift, free);
+      free = start + a.duration;
+      spans.emplace_back(start, free);
+      target_gpu_done = std::max(target_gpu_done, free);
+      origin_gpu_done = std::max(origin_gpu_done, a.end);
+      cpu_end = std::max(cpu_end, a.launch);
+    }
+  };
+  for (const auto& wait : trace.host_events()) {
+    launch_until(ScaleTime(wait.cpu_start_ns(), host_scale));
+    // What the call cost beyond waiting for the GPU on the origin (origin
+    // times), then on the replayed host.
+    const Nanoseconds origin_end = wait.cpu_start_ns() + wait.cpu_duration_ns();
+    const Nanoseconds overhead = ScaleTime(
+        std::max<Nanoseconds>(0, origin_end - std::max(wait.cpu_start_ns(), origin_gpu_done)),
+        host_scale);
+    const Nanoseconds call_start = ScaleTime(wait.cpu_start_ns(), host_scale);
+    const Nanoseconds call_end = std::max(call_start, ScaleTime(origin_end, host_scale));
+    const Nanoseconds target_end =
+        std::max(call_start + cpu_shift, target_gpu_done) + overhead;
+    cpu_shift = target_end - call_end;
+    cpu_end = std::max(cpu_end, call_end);
+  }
+  launch_until(std::numeric_limits<Nanoseconds>::max());
+  // Host work after the last launch (Python, optimizer bookkeeping).
+  for (const auto& op : trace.operations()) {
+    cpu_end = std::max(cpu_end, ScaleTime(op.cpu_start_ns() + op.cpu_duration_ns(), host_scale));
+  }
+
+  ReplayResult result;
+  result.wall_ns = std::max(cpu_end + cpu_shift, target_gpu_done);
+  result.gpu_busy_ns = UnionLength(std::move(spans));
+  return result;
+}
+
+absl::StatusOr<double> CalibrateHostScale(const v1::Trace& trace,
+                                          Nanoseconds measured_wall_ns) {
+  const std::vector<double> identity(2 * trace.operations_size() + 1, 1.0);
+  double low = 0.05, high = 1.0;
+  auto wall_at = [&](double scale) -> absl::StatusOr<Nanoseconds> {
+    auto replay = ReplayIteration(trace, identity, scale);
+    if (!replay.ok()) return replay.status();
+    return replay->wall_ns;
+  };
+  auto at_high = wall_at(high);
+  if (!at_high.ok()) return at_high.status();
+  if (*at_high <= measured_wall_ns) return high;
+  // Replayed wall time grows with host_scale: bisect.
+  for (int i = 0; i < 24; ++i) {
+    const double mid = 0.5 * (low + high);
+    auto wall = wall_at(mid);
+    if (!wall.ok()) return wall.status();
+    (*wall > measured_wall_ns ? high : low) = mid;
+  }
+  return high;
+}
+
+}  // namespace habitat

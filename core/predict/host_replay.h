@@ -1,0 +1,47 @@
+// Replays an iteration's host timeline with predicted kernel times, to
+// predict wall time rather than only GPU time (issue 5's host model).
+//
+// Each kernel or copy is launched by the CPU at its recorded launch time
+// (shifted by however much earlier waits moved the CPU), starts at the later
+// of its launch and the end of the previous work on its stream, and lasts its
+// predicted time. When the CPU waits for the GPU (a synchronize or a copy to
+// the host), it resumes when the GPU work launched so far is done, plus the
+// call's own overhead as measured on the origin. The target's host is assumed
+// to be as fast as the origin's.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/time_units.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+
+struct ReplayResult {
+  // From the first event to the last CPU or GPU event of the iteration.
+  Nanoseconds wall_ns = 0;
+  // Union of the replayed GPU intervals.
+  Nanoseconds gpu_busy_ns = 0;
+};
+
+// `pass_scale[i]` scales the device activity of trace pass i, where passes
+// are numbered: operation k's forward = 2k, backward = 2k+1, and the
+// unattributed kernels = 2 * operations_size(). `host_scale` scales every CPU
+// time (a profiled host is slower than an unprofiled one; see
+// CalibrateHostScale). FAILED_PRECONDITION when the trace has no launch times.
+absl::StatusOr<ReplayResult> ReplayIteration(const habitat::v1::Trace& trace,
+                                             const std::vector<double>& pass_scale,
+                                             double host_scale = 1.0);
+
+// The host_scale at which replaying the origin (pass scales 1) gives
+// `measured_wall_ns`, the wall time measured without a profiler; clamped to
+// [0.05, 1] (a GPU-bound iteration cannot tell how fast its host is, and
+// then the smallest scale that still explains the wall time is returned).
+absl::StatusOr<double> CalibrateHostScale(const habitat::v1::Trace& trace,
+                                          Nanoseconds measured_wall_ns);
+
+// True when the trace has a host timeline that ReplayIteration can use.
+bool HasHostTimeline(const habitat::v1::Trace& trace);
+
+}  // namespace habitat

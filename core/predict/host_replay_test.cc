@@ -1,0 +1,114 @@
+// Host-timeline replay on real H100 fixtures: one GPU-bound iteration
+// (ResNet-50, batch 64, fp32: GPU busy 95% of wall) and one host-bound one
+// (Transformer, batch 32, bf16: GPU busy 13% of wall).
+#include "core/predict/host_replay.h"
+
+#include "core/devices/device_database.h"
+#include "core/predict/prediction_engine.h"
+#include "core/predict/test_fixtures.h"
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+std::vector<double> Uniform(const v1::Trace& trace, double scale) {
+  return std::vector<double>(2 * trace.operations_size() + 1, scale);
+}
+
+class HostReplayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto gpu_bound = testing::LoadKinetoFixture("h100", "resnet50_b64_fp32", 64);
+    auto host_bound = testing::LoadKinetoFixture("h100", "transformer_b32_bf16", 32);
+    ASSERT_TRUE(gpu_bound.ok()) << gpu_bound.status();
+    ASSERT_TRUE(host_bound.ok()) << host_bound.status();
+    gpu_bound_ = std::move(*gpu_bound);
+    host_bound_ = std::move(*host_bound);
+  }
+  v1::Trace gpu_bound_, host_bound_;
+};
+
+TEST_F(HostReplayTest, ReplayingTheOriginReproducesItsProfile) {
+  for (const v1::Trace* trace : {&gpu_bound_, &host_bound_}) {
+    ASSERT_TRUE(HasHostTimeline(*trace));
+    auto replay = ReplayIteration(*trace, Uniform(*trace, 1.0));
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    // Busy time: same kernels, same order; only launch latencies are lost.
+    EXPECT_NEAR(replay->gpu_busy_ns, trace->iteration_gpu_busy_ns(),
+                0.03 * trace->iteration_gpu_busy_ns())
+        << trace->model_name();
+    // Wall time: the profiled step (ProfilerStep annotation).
+    EXPECT_NEAR(replay->wall_ns, trace->iteration_wall_ns(), 0.10 * trace->iteration_wall_ns())
+        << trace->model_name();
+  }
+}
+
+TEST_F(HostReplayTest, CalibrationMatchesTheMeasuredWallTime) {
+  for (const char* name : {"resnet50_b64_fp32", "transformer_b32_bf16"}) {
+    const v1::Trace& trace = std::string(name) == "resnet50_b64_fp32" ? gpu_bound_ : host_bound_;
+    auto wall = testing::MeasuredWallNs("h100", name);
+    ASSERT_TRUE(wall.ok()) << wall.status();
+    // The profiled step is slower than the unprofiled median.
+    EXPECT_GT(trace.iteration_wall_ns(), *wall) << name;
+    auto scale = CalibrateHostScale(trace, *wall);
+    ASSERT_TRUE(scale.ok()) << scale.status();
+    EXPECT_LT(*scale, 1.0) << name;
+    auto replay = ReplayIteration(trace, Uniform(trace, 1.0), *scale);
+    ASSERT_TRUE(replay.ok());
+    EXPECT_NEAR(replay->wall_ns, *wall, 0.01 * *wall) << name;
+  }
+}
+
+TEST_F(HostReplayTest, FasterGpuShortensOnlyGpuBoundIterations) {
+  // The host as fast as it ran without the profiler.
+  auto wall = testing::MeasuredWallNs("h100", "resnet50_b64_fp32");
+  ASSERT_TRUE(wall.ok());
+  auto scale = CalibrateHostScale(gpu_bound_, *wall);
+  ASSERT_TRUE(scale.ok());
+  auto gpu_base = ReplayIteration(gpu_bound_, Uniform(gpu_bound_, 1.0), *scale);
+  auto gpu_fast = ReplayIteration(gpu_bound_, Uniform(gpu_bound_, 0.5), *scale);
+  auto host_base = ReplayIteration(host_bound_, Uniform(host_bound_, 1.0));
+  auto host_fast = ReplayIteration(host_bound_, Uniform(host_bound_, 0.5));
+  ASSERT_TRUE(gpu_base.ok() && gpu_fast.ok() && host_base.ok() && host_fast.ok());
+  // Not 0.5: the calibrated host (the slowest one that explains the measured
+  // wall time of a GPU-bound iteration) takes over once the GPU is faster.
+  EXPECT_LT(gpu_fast->wall_ns, 0.8 * gpu_base->wall_ns);
+  EXPECT_GT(host_fast->wall_ns, 0.9 * host_base->wall_ns);
+  EXPECT_NEAR(gpu_fast->gpu_busy_ns, 0.5 * gpu_base->gpu_busy_ns, 0.02 * gpu_base->gpu_busy_ns);
+}
+
+TEST_F(HostReplayTest, MismatchedScalesAreRejected) {
+  EXPECT_EQ(ReplayIteration(gpu_bound_, {1.0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::Trace no_launches = gpu_bound_;
+  for (auto& op : *no_launches.mutable_operations()) {
+    for (auto& k : *op.mutable_forward()->mutable_kernels()) k.set_has_launch_time(false);
+  }
+  EXPECT_EQ(ReplayIteration(no_launches, Uniform(no_launches, 1.0)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(HostReplayTest, PredictionsCarryWallTimeAndTheHostBoundFlag) {
+  auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  // As the CLI does with --wall-ns: the measured (unprofiled) wall time.
+  gpu_bound_.set_iteration_wall_ns(*testing::MeasuredWallNs("h100", "resnet50_b64_fp32"));
+  host_bound_.set_iteration_wall_ns(*testing::MeasuredWallNs("h100", "transformer_b32_bf16"));
+  const auto& h100 = **devices->Get("H100-SXM");
+  const auto& h200 = **devices->Get("H200");
+  auto gpu = PredictOnDevice(gpu_bound_, h100, h200);
+  auto host = PredictOnDevice(host_bound_, h100, h200);
+  ASSERT_TRUE(gpu.ok() && host.ok());
+  EXPECT_FALSE(gpu->host_bound());
+  EXPECT_TRUE(host->host_bound());
+  EXPECT_GE(gpu->wall_ns(), gpu->gpu_busy_ns());
+  EXPECT_GT(host->wall_ns(), 3 * host->gpu_busy_ns());
+  // On the origin itself the calibrated replay gives back the measured wall.
+  auto same = PredictOnDevice(host_bound_, h100, h100);
+  ASSERT_TRUE(same.ok());
+  EXPECT_NEAR(same->wall_ns(), host_bound_.iteration_wall_ns(),
+              0.01 * host_bound_.iteration_wall_ns());
+}
+
+}  // namespace
+}  // namespace habitat
