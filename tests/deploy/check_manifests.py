@@ -13,7 +13,9 @@ server's flags and the Dockerfile: what a schema check cannot see.
   * volume mounts name declared volumes, claims name a PVC in deploy/k8s;
   * server pods run as the Dockerfile's numeric USER, non-root, with a
     read-only root file system;
-  * the agent sidecar's --server names a Service port that exists;
+  * the agent sidecar's flags are ABSL_FLAGs of agent/sidecar/main.cc, its
+    --server names a Service port that exists, and it runs as the numeric
+    USER of Dockerfile.agent;
   * prometheus.yml's DNS name is the headless metrics Service.
 
 usage: check_manifests.py REPO_ROOT
@@ -51,17 +53,30 @@ def port_of(address):
     return int(address.rsplit(":", 1)[1]) if address and ":" in address else None
 
 
+def flags_of(path):
+    with open(path, encoding="utf-8") as f:
+        flags = set(re.findall(r"ABSL_FLAG\(\s*[\w:<>]+\s*,\s*(\w+)\s*,", f.read()))
+    if not flags:
+        raise SystemExit(f"no ABSL_FLAG found in {path}")
+    return flags
+
+
+def image_uid(path):
+    with open(path, encoding="utf-8") as f:
+        user = re.search(r"^USER\s+(\d+)(?::(\d+))?\s*$", f.read(), re.M)
+    if not user:
+        raise SystemExit(f"{path}: no numeric USER")
+    return int(user.group(1))
+
+
 def main(argv):
     if len(argv) != 2:
         raise SystemExit(__doc__)
     root = argv[1]
-    with open(os.path.join(root, "server/main.cc"), encoding="utf-8") as f:
-        server_flags = set(re.findall(r"ABSL_FLAG\(\s*[\w:<>]+\s*,\s*(\w+)\s*,", f.read()))
-    with open(os.path.join(root, "deploy/docker/Dockerfile.server"), encoding="utf-8") as f:
-        user = re.search(r"^USER\s+(\d+)(?::(\d+))?\s*$", f.read(), re.M)
-    if not server_flags or not user:
-        raise SystemExit("could not read the server flags or the Dockerfile USER")
-    image_uid = int(user.group(1))
+    server_flags = flags_of(os.path.join(root, "server/main.cc"))
+    server_uid = image_uid(os.path.join(root, "deploy/docker/Dockerfile.server"))
+    agent_flags = flags_of(os.path.join(root, "agent/sidecar/main.cc"))
+    agent_uid = image_uid(os.path.join(root, "deploy/docker/Dockerfile.agent"))
 
     docs = load(root)
     errors = []
@@ -102,22 +117,29 @@ def main(argv):
                 if mount["name"] not in volumes:
                     errors.append(f"{where}: container {c['name']} mounts undeclared volume {mount['name']}")
             image = c.get("image", "")
+            ctx = {**spec.get("securityContext", {}), **c.get("securityContext", {})}
+            if image.startswith("habitat-agent:"):
+                argv_ = c.get("command", [])[1:] + c.get("args", [])
+                for arg in argv_:
+                    name = re.match(r"--(\w+)", arg)
+                    if not name or name.group(1) not in agent_flags:
+                        errors.append(f"{where}: '{arg}' is not a habitat-agent flag (agent/sidecar/main.cc)")
+                server = flag_value(argv_, "server")
+                host, port = (server or ":").rsplit(":", 1)
+                svc = services.get(host)
+                if not svc or int(port or 0) not in [p["port"] for p in svc["spec"]["ports"]]:
+                    errors.append(f"{where}: agent --server={server} is not a Service port in deploy/k8s")
+                if ctx.get("runAsUser") != agent_uid or not ctx.get("runAsNonRoot"):
+                    errors.append(f"{where}: the agent must run as non-root uid {agent_uid} (Dockerfile.agent USER)")
             if not image.startswith("habitat-server:"):
-                if image.startswith("habitat-agent:"):
-                    server = flag_value(c.get("command", []) + c.get("args", []), "server")
-                    host, port = (server or ":").rsplit(":", 1)
-                    svc = services.get(host)
-                    if not svc or int(port or 0) not in [p["port"] for p in svc["spec"]["ports"]]:
-                        errors.append(f"{where}: agent --server={server} is not a Service port in deploy/k8s")
                 continue
             args = c.get("args", [])
             for arg in args:
                 name = re.match(r"--(\w+)", arg)
                 if not name or name.group(1) not in server_flags:
                     errors.append(f"{where}: '{arg}' is not a habitat-server flag (server/main.cc)")
-            ctx = {**spec.get("securityContext", {}), **c.get("securityContext", {})}
-            if ctx.get("runAsUser") != image_uid or not ctx.get("runAsNonRoot"):
-                errors.append(f"{where}: must run as non-root uid {image_uid} (Dockerfile USER)")
+            if ctx.get("runAsUser") != server_uid or not ctx.get("runAsNonRoot"):
+                errors.append(f"{where}: must run as non-root uid {server_uid} (Dockerfile.server USER)")
             if not ctx.get("readOnlyRootFilesystem") or ctx.get("allowPrivilegeEscalation", True):
                 errors.append(f"{where}: needs readOnlyRootFilesystem and no privilege escalation")
             if "cpu" not in c.get("resources", {}).get("requests", {}):
