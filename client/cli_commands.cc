@@ -1,5 +1,6 @@
 #include "client/cli_commands.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -7,11 +8,14 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli_args.h"
 #include "client/cli_output.h"
 #include "client/cli_service.h"
 #include "client/trace_loader.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
 #include "core/devices/text_proto_file.h"
 #include "core/trace/trace_id.h"
 
@@ -32,7 +36,16 @@ constexpr char kMainUsage[] =
     "  import-kineto IN OUT convert a torch.profiler JSON trace to a habitat trace\n"
     "\n"
     "Without --server, commands run the predictor in-process on the data files in\n"
-    "--data-dir. 'habitat COMMAND --help' describes a command.\n";
+    "--data-dir. 'habitat COMMAND --help' describes a command.\n"
+    "\n"
+    "server options (predict, devices, catalogs, upload):\n"
+    "  --server HOST:PORT     the habitat-server to ask\n"
+    "  --token-file FILE      bearer token for servers that require one (default:\n"
+    "                         $HABITAT_TOKEN)\n"
+    "  --tls                  use TLS, verifying the server against the system's CAs\n"
+    "  --tls-ca FILE          ... or against these PEM CA certificates (implies --tls)\n"
+    "  --tls-cert/--tls-key   PEM client certificate and key (mutual TLS)\n"
+    "  --tls-server-name NAME name the server's certificate must carry\n";
 
 constexpr char kPredictUsage[] =
     "usage: habitat predict TRACE [options]\n"
@@ -41,6 +54,7 @@ constexpr char kPredictUsage[] =
     "(.json, optionally .gz), or with --server the id printed by 'habitat upload'.\n"
     "\n"
     "  --server HOST:PORT     ask a habitat-server instead of predicting in-process\n"
+    "                         (token and TLS options: see 'habitat --help')\n"
     "  --data-dir DIR         GPU and price data for in-process predictions\n"
     "  --devices A,B          target GPU ids (default: every GPU; see 'habitat devices')\n"
     "  --catalog NAME         price catalog (default: aws if it exists; 'none': no prices)\n"
@@ -94,22 +108,76 @@ struct Context {
   }
 };
 
-const std::vector<OptionSpec> kServiceOptions = {
-    {"server", true}, {"data-dir", true}, {"format", true}, {"help", false}};
-const std::vector<OptionSpec> kTraceOptions = {
-    {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true}};
-
 std::vector<OptionSpec> Concat(std::initializer_list<std::vector<OptionSpec>> lists) {
   std::vector<OptionSpec> all;
   for (const auto& list : lists) all.insert(all.end(), list.begin(), list.end());
   return all;
 }
 
-absl::StatusOr<std::unique_ptr<CliService>> Open(const CliArgs& args, const Context& ctx) {
+// How to reach a server: address, token and TLS.
+const std::vector<OptionSpec> kRemoteOptions = {
+    {"server", true},  {"token-file", true}, {"tls", false},
+    {"tls-ca", true},  {"tls-cert", true},   {"tls-key", true},
+    {"tls-server-name", true}};
+const std::vector<OptionSpec> kServiceOptions =
+    Concat({kRemoteOptions, {{"data-dir", true}, {"format", true}, {"help", false}}});
+const std::vector<OptionSpec> kTraceOptions = {
+    {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true}};
+
+
+// Reads the remote options. Token and TLS options need --server: they would
+// be silently ignored in-process. INVALID_ARGUMENT is a usage error.
+absl::StatusOr<CliServiceOptions> ServiceOptions(const CliArgs& args, const Context& ctx) {
   CliServiceOptions options;
   options.server = args.Get("server");
   options.data_dir = args.Get("data-dir", ctx.env->default_data_dir);
-  return OpenCliService(options);
+  const bool tls_flag = args.Has("tls") || args.Has("tls-ca") || args.Has("tls-cert") ||
+                        args.Has("tls-key") || args.Has("tls-server-name");
+  if (options.server.empty() && (tls_flag || args.Has("token-file"))) {
+    return absl::InvalidArgumentError("--token-file and --tls* apply to a server: give --server");
+  }
+  if (options.server.empty()) return options;
+  options.client.tls.enabled = tls_flag;
+  options.client.tls.ca_file = args.Get("tls-ca");
+  options.client.tls.cert_file = args.Get("tls-cert");
+  options.client.tls.key_file = args.Get("tls-key");
+  options.client.tls.server_name = args.Get("tls-server-name");
+  return options;
+}
+
+// The token comes from --token-file or $HABITAT_TOKEN, never from the
+// command line (it would show in `ps` and shell history).
+absl::Status ReadToken(const CliArgs& args, CliServiceOptions* options) {
+  if (options->server.empty()) return absl::OkStatus();
+  if (args.Has("token-file")) {
+    const std::string path = args.Get("token-file");
+    absl::StatusOr<std::string> token = ReadFile(path);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(),
+                          absl::StrCat("cannot read --token-file: ", token.status().message()));
+    }
+    options->client.bearer_token = std::string(absl::StripAsciiWhitespace(*token));
+    if (options->client.bearer_token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file '", path, "' is empty"));
+    }
+  } else if (const char* env = std::getenv("HABITAT_TOKEN"); env != nullptr && *env != '\0') {
+    options->client.bearer_token = std::string(absl::StripAsciiWhitespace(env));
+  }
+  return absl::OkStatus();
+}
+
+// Opens the service; `usage_error` is set when the failure is the command
+// line's fault.
+absl::StatusOr<std::unique_ptr<CliService>> Open(const CliArgs& args, const Context& ctx,
+                                                 bool* usage_error) {
+  *usage_error = false;
+  absl::StatusOr<CliServiceOptions> options = ServiceOptions(args, ctx);
+  if (!options.ok()) {
+    *usage_error = true;
+    return options.status();
+  }
+  HABITAT_RETURN_IF_ERROR(ReadToken(args, &*options));
+  return OpenCliService(*options);
 }
 
 // Parses the trace-loading options shared by predict, upload and import.
@@ -186,6 +254,11 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
 
+  // Misused server options are usage errors; find them before the work.
+  if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
+    return ctx.Usage(remote.status());
+  }
+
   const std::string& trace_arg = args->positional()[0];
   const bool by_id = IsWellFormedTraceId(trace_arg) && !IsFile(trace_arg);
   if (by_id && !args->Has("server")) {
@@ -221,8 +294,9 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
             : absl::StrCat("catalog ", request.inline_catalog().name(), " from ", file);
   }
 
-  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
-  if (!service.ok()) return ctx.Fail(service.status());
+  bool usage_error = false;
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
+  if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
 
   if (args->Has("catalog")) {
     const std::string name = args->Get("catalog");
@@ -274,8 +348,9 @@ int Devices(const std::vector<std::string>& words, const Context& ctx) {
   }
   absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
   if (!format.ok()) return ctx.Usage(format.status());
-  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
-  if (!service.ok()) return ctx.Fail(service.status());
+  bool usage_error = false;
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
+  if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
   v1::ListDevicesRequest request;
   request.set_include_test_only(args->Has("include-test-only"));
   absl::StatusOr<v1::ListDevicesResponse> response = (*service)->ListDevices(request);
@@ -304,8 +379,9 @@ int Catalogs(const std::vector<std::string>& words, const Context& ctx) {
   }
   absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
   if (!format.ok()) return ctx.Usage(format.status());
-  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
-  if (!service.ok()) return ctx.Fail(service.status());
+  bool usage_error = false;
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
+  if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
   absl::StatusOr<v1::ListCatalogsResponse> response = (*service)->ListCatalogs();
   if (!response.ok()) return ctx.Fail(response.status());
   if (*format == OutputFormat::kJson) {
@@ -321,7 +397,7 @@ int Catalogs(const std::vector<std::string>& words, const Context& ctx) {
 
 int Upload(const std::vector<std::string>& words, const Context& ctx) {
   absl::StatusOr<CliArgs> args =
-      CliArgs::Parse(words, Concat({{{"server", true}, {"help", false}}, kTraceOptions}));
+      CliArgs::Parse(words, Concat({kRemoteOptions, {{"help", false}}, kTraceOptions}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kUploadUsage;
@@ -336,10 +412,14 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
   }
   absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
+  if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
+    return ctx.Usage(remote.status());
+  }
   absl::StatusOr<v1::Trace> trace = LoadTrace(args->positional()[0], *trace_options);
   if (!trace.ok()) return ctx.Fail(trace.status());
-  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx);
-  if (!service.ok()) return ctx.Fail(service.status());
+  bool usage_error = false;
+  absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
+  if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
   v1::UploadTraceRequest request;
   *request.mutable_trace() = std::move(*trace);
   absl::StatusOr<v1::UploadTraceResponse> response = (*service)->UploadTrace(request);

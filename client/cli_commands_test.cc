@@ -58,6 +58,9 @@ TEST(CliCommandsTest, UsageErrorsExitWith2AndSayWhatToDo) {
       {"catalogs", "--server"},
       {"upload", "a.pb"},
       {"import-kineto", "only-one"},
+      {"devices", "--tls"},
+      {"catalogs", "--token-file", "/tmp/token"},
+      {"predict", "a.pb", "--tls-ca", "ca.pem"},
   };
   for (const auto& args : cases) {
     SCOPED_TRACE(::testing::PrintToString(args));

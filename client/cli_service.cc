@@ -61,9 +61,7 @@ class EmbeddedService final : public CliService {
 
 absl::StatusOr<std::unique_ptr<CliService>> OpenCliService(const CliServiceOptions& options) {
   if (!options.server.empty()) {
-    ClientOptions client_options;
-    client_options.deadline = options.deadline;
-    HABITAT_ASSIGN_OR_RETURN(auto client, PredictionClient::Connect(options.server, client_options));
+    HABITAT_ASSIGN_OR_RETURN(auto client, PredictionClient::Connect(options.server, options.client));
     return std::unique_ptr<CliService>(new RemoteService(std::move(client)));
   }
   BackendOptions backend_options;

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/prediction_client.h"
 #include "habitat/v1/prediction_service.pb.h"
 
 namespace habitat {
@@ -31,7 +32,8 @@ struct CliServiceOptions {
   std::string server;
   // Embedded mode: the directory with devices.textproto and catalogs/.
   std::string data_dir;
-  absl::Duration deadline = absl::Seconds(30);
+  // Remote mode: deadline, token and TLS settings.
+  ClientOptions client;
 };
 
 absl::StatusOr<std::unique_ptr<CliService>> OpenCliService(const CliServiceOptions& options);

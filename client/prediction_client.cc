@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -12,6 +14,39 @@
 #include "server/grpc_status.h"
 
 namespace habitat {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  absl::StatusOr<std::string> pem = ReadFile(path);
+  if (!pem.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the TLS ", what, ": ", pem.status().message()));
+  }
+  if (pem->find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the TLS ", what, " '", path, "' is not a PEM file"));
+  }
+  return pem;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(
+    const ClientTlsOptions& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a TLS client certificate needs both the certificate and the key file");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    HABITAT_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(tls.ca_file, "CA file"));
+  }
+  if (!tls.cert_file.empty()) {
+    HABITAT_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPem(tls.cert_file, "certificate file"));
+    HABITAT_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem(tls.key_file, "key file"));
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
     const std::string& address, ClientOptions options) {
@@ -29,11 +64,20 @@ absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
   if (options.max_message_bytes <= 0) {
     return absl::InvalidArgumentError("ClientOptions.max_message_bytes must be positive");
   }
+  if (options.bearer_token.find_first_of(" \t\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError("the bearer token contains whitespace");
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
-  auto channel =
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls.enabled) {
+    HABITAT_ASSIGN_OR_RETURN(credentials, TlsCredentials(options.tls));
+    if (!options.tls.server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls.server_name);
+    }
+  }
+  auto channel = grpc::CreateCustomChannel(address, credentials, args);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create a channel to '", address, "'"));
@@ -59,6 +103,9 @@ absl::StatusOr<Response> PredictionClient::Invoke(const char* rpc_name, Call&& c
     context.set_deadline(std::chrono::system_clock::now() +
                          absl::ToChronoMilliseconds(options_.deadline));
     context.set_wait_for_ready(options_.wait_for_ready);
+    if (!options_.bearer_token.empty()) {
+      context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.bearer_token));
+    }
     Response response;
     status = call(&context, &response);
     if (status.ok()) {

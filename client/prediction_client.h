@@ -15,6 +15,23 @@
 
 namespace habitat {
 
+// Transport security for the channel. Off: plaintext (loopback, or a
+// trusted network behind a TLS-terminating proxy).
+struct ClientTlsOptions {
+  bool enabled = false;
+  // PEM CA certificates that sign the server's certificate; empty: the
+  // system's roots.
+  std::string ca_file;
+  // PEM client certificate chain and key, for servers that require client
+  // certificates; both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // Name to verify the server certificate against instead of the host in
+  // the address (e.g. connecting by IP to a server whose certificate names
+  // a DNS name).
+  std::string server_name;
+};
+
 struct ClientOptions {
   // Per attempt; a retried call gets a fresh deadline for each attempt.
   absl::Duration deadline = absl::Seconds(30);
@@ -27,13 +44,17 @@ struct ClientOptions {
   int max_attempts = 3;
   // Delay before the second attempt; doubled for each later one.
   absl::Duration initial_backoff = absl::Milliseconds(100);
+  // Sent as `authorization: Bearer <token>` on every call; empty: none.
+  std::string bearer_token;
+  ClientTlsOptions tls;
 };
 
 class PredictionClient {
  public:
-  // Creates an insecure channel to `address` (host:port). Connecting is lazy:
-  // an unreachable server shows up as UNAVAILABLE on the first call.
-  // INVALID_ARGUMENT for an empty address or bad options.
+  // Creates a channel to `address` (host:port), plaintext or TLS per
+  // `options.tls`. Connecting is lazy: an unreachable server shows up as
+  // UNAVAILABLE on the first call. INVALID_ARGUMENT for an empty address or
+  // bad options; a TLS file that cannot be read is named in the error.
   static absl::StatusOr<std::unique_ptr<PredictionClient>> Connect(
       const std::string& address, ClientOptions options = {});
 

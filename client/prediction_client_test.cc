@@ -42,6 +42,32 @@ TEST(PredictionClientTest, RejectsBadOptions) {
               HasSubstr("deadline"));
 }
 
+TEST(PredictionClientTest, RejectsBadTlsAndTokenOptions) {
+  ClientOptions options;
+  options.tls.enabled = true;
+  options.tls.cert_file = "/nonexistent/client.pem";
+  EXPECT_THAT(PredictionClient::Connect("127.0.0.1:1", options).status().message(),
+              HasSubstr("both the certificate and the key"));
+
+  options = ClientOptions();
+  options.tls.enabled = true;
+  options.tls.ca_file = "/nonexistent/ca.pem";
+  auto missing = PredictionClient::Connect("127.0.0.1:1", options);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/ca.pem"));
+
+  // A readable file that is not PEM (this test's own source would do; the
+  // data directory's device file is always there).
+  options.tls.ca_file = std::string(HABITAT_DATA_DIR) + "/devices.textproto";
+  EXPECT_THAT(PredictionClient::Connect("127.0.0.1:1", options).status().message(),
+              HasSubstr("is not a PEM file"));
+
+  options = ClientOptions();
+  options.bearer_token = "two words";
+  EXPECT_THAT(PredictionClient::Connect("127.0.0.1:1", options).status().message(),
+              HasSubstr("whitespace"));
+}
+
 TEST(PredictionClientTest, UnreachableServerIsUnavailableAfterBoundedRetries) {
   const std::string address = absl::StrCat("127.0.0.1:", UnusedPort());
   ClientOptions options;
