@@ -74,7 +74,13 @@ if cupti is not None:
     if extra is not None and extra != include:
         include_dirs.append(str(extra))
     library_dirs.append(str(lib))
-    libraries.append("cupti")
+    # The CUDA wheels ship only libcupti.so.N (no unversioned link): name
+    # the file itself then.
+    if (lib / "libcupti.so").exists():
+        libraries.append("cupti")
+    else:
+        versioned = sorted(glob.glob(str(lib / "libcupti.so.*")), key=len)[0]
+        libraries.append(":" + os.path.basename(versioned))
     macros.append(("HABITAT_AGENT_WITH_CUPTI", "1"))
     link_args.append(f"-Wl,-rpath,{lib}")
 else:

@@ -3,6 +3,7 @@
 // throws.
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -164,6 +165,27 @@ class PyTracker {
     d["api_calls"] = a.api_calls.size();
     d["external_correlations"] = a.external_correlations.size();
     d["dropped_records"] = a.dropped_records;
+    // Clock ranges, to diagnose a capture whose records miss the window.
+    d["window_start_ns"] = tracker_->window_start_ns();
+    d["window_end_ns"] = tracker_->window_end_ns();
+    if (!a.kernels.empty()) {
+      int64_t lo = a.kernels[0].start_ns, hi = a.kernels[0].end_ns;
+      for (const KernelRecord& k : a.kernels) {
+        lo = std::min(lo, k.start_ns);
+        hi = std::max(hi, k.end_ns);
+      }
+      d["kernel_start_min_ns"] = lo;
+      d["kernel_end_max_ns"] = hi;
+    }
+    if (!a.api_calls.empty()) {
+      int64_t lo = a.api_calls[0].start_ns, hi = a.api_calls[0].start_ns;
+      for (const ApiRecord& r : a.api_calls) {
+        lo = std::min(lo, r.start_ns);
+        hi = std::max(hi, r.start_ns);
+      }
+      d["api_start_min_ns"] = lo;
+      d["api_start_max_ns"] = hi;
+    }
     return d;
   }
 

@@ -33,6 +33,8 @@ class Tracker {
 
   const std::vector<OpEvent>& ops() const { return ops_; }
   const ActivityRecords& activities() const { return activities_; }
+  int64_t window_start_ns() const { return window_start_ns_; }
+  int64_t window_end_ns() const { return window_end_ns_; }
 
  private:
   std::shared_ptr<KernelSource> source_;

@@ -88,9 +88,14 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10):
     tracker = habitat.OperationTracker(model_name=name.split("_b")[0],
                                        batch_size=batch, precision="fp32")
     t0 = time.perf_counter()
-    with tracker.track():
-        step()
+    try:
+        with tracker.track():
+            step()
+    except habitat.TrackingError:
+        print(f"  activity records: {tracker.activity_counts()}", flush=True)
+        raise
     capture_s = time.perf_counter() - t0
+    print(f"  activity records: {tracker.activity_counts()}", flush=True)
     t0 = time.perf_counter()
     trace = tracker.get_tracked_trace()
     assemble_s = time.perf_counter() - t0
