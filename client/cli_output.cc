@@ -180,8 +180,17 @@ std::string FormatPredictionTable(const PredictResponse& response,
   for (const auto* p : sorted) id_width = std::max(id_width, p->device_id().size() + 1);
   id_width = std::min<size_t>(id_width, 24);
   const std::string price_unit = any_price ? currency : "price";
-  out += absl::StrFormat("%4s  %-*s %11s %11s %10s %12s %5s %9s\n", "rank",
-                         static_cast<int>(id_width), "GPU", "iter ms", "samples/s",
+  // The wall-time column appears when the service replayed the host
+  // timeline (traces with one); '!' marks targets where the host, not the
+  // GPU, sets the pace.
+  bool any_wall = false, any_host_bound = false;
+  for (const auto* p : sorted) {
+    any_wall = any_wall || p->wall_ns() > 0;
+    any_host_bound = any_host_bound || (p->wall_ns() > 0 && p->host_bound());
+  }
+  out += absl::StrFormat("%4s  %-*s %9s", "rank", static_cast<int>(id_width), "GPU", "GPU ms");
+  if (any_wall) out += absl::StrFormat(" %10s", "wall ms");
+  out += absl::StrFormat(" %10s %10s %12s %5s %9s\n", "samples/s",
                          absl::StrCat(price_unit, "/GPU-h"), absl::StrCat(price_unit, "/1k smp"),
                          "cost#", "unscaled");
   // Enough decimals for three significant digits of the cheapest cost, the
@@ -202,10 +211,16 @@ std::string FormatPredictionTable(const PredictResponse& response,
       cost = absl::StrFormat("%.*f", cost_decimals, p->cost_per_1000_samples());
       if (p->rank_by_cost() > 0) cost_rank = absl::StrCat(p->rank_by_cost());
     }
-    out += absl::StrFormat("%4d  %-*s %11.3f %11.1f %10s %12s %5s %8.1f%%\n", p->rank_by_time(),
-                           static_cast<int>(id_width), id,
-                           static_cast<double>(p->iteration_ns()) / 1e6, p->samples_per_second(),
-                           price, cost, cost_rank, UnscaledPercent(*p));
+    out += absl::StrFormat("%4d  %-*s %9.3f", p->rank_by_time(), static_cast<int>(id_width), id,
+                           static_cast<double>(p->iteration_ns()) / 1e6);
+    if (any_wall) {
+      out += p->wall_ns() > 0
+                 ? absl::StrFormat(" %9.3f%s", static_cast<double>(p->wall_ns()) / 1e6,
+                                   p->host_bound() ? "!" : " ")
+                 : absl::StrFormat(" %10s", "-");
+    }
+    out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%\n", p->samples_per_second(), price,
+                           cost, cost_rank, UnscaledPercent(*p));
   }
   bool origin_listed = false;
   std::string origin_id;
@@ -216,6 +231,10 @@ std::string FormatPredictionTable(const PredictResponse& response,
     }
   }
   if (origin_listed) out += "  * origin GPU: the measured time, not a prediction\n";
+  if (any_host_bound) {
+    out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
+  }
+  out += "  GPU ms: sum of the operations' predicted GPU time; samples/s and costs use it\n";
 
   // The same warning on many GPUs is printed once, with the GPUs it
   // concerns, so a trace with unscaled operations does not print 20 copies.
@@ -257,7 +276,8 @@ std::string FormatPredictionTable(const PredictResponse& response,
 const char* PredictionCsvHeader() {
   return "rank_by_time,device_id,display_name,is_origin,iteration_ms,samples_per_second,"
          "catalog,currency,price_kind,has_price,price_per_gpu_hour,cost_per_1000_samples,"
-         "samples_per_currency_unit,rank_by_cost,unscaled_percent,warnings";
+         "samples_per_currency_unit,rank_by_cost,unscaled_percent,warnings,wall_ms,gpu_busy_ms,"
+         "host_bound";
 }
 
 std::string FormatPredictionCsv(const PredictResponse& response) {
@@ -281,6 +301,11 @@ std::string FormatPredictionCsv(const PredictResponse& response) {
         p->has_price() ? absl::StrCat(p->rank_by_cost()) : "",
         absl::StrFormat("%.3f", UnscaledPercent(*p)),
         CsvField(absl::StrJoin(p->warnings(), "; ")),
+        // Empty when the trace had no host timeline to replay.
+        p->wall_ns() > 0 ? absl::StrFormat("%.6f", static_cast<double>(p->wall_ns()) / 1e6) : "",
+        p->wall_ns() > 0 ? absl::StrFormat("%.6f", static_cast<double>(p->gpu_busy_ns()) / 1e6)
+                         : "",
+        p->wall_ns() > 0 ? (p->host_bound() ? "true" : "false") : "",
     };
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }

@@ -33,6 +33,19 @@ TEST(CliOutputTest, TableIsSortedByRankAndFitsIn100Columns) {
   for (absl::string_view line : absl::StrSplit(table, '\n')) EXPECT_LE(line.size(), 100u);
 }
 
+TEST(CliOutputTest, WallColumnOnlyWhenTheServiceReplayedTheHost) {
+  v1::PredictResponse response;
+  AddPrediction(&response, "A", 1, 1000000);
+  EXPECT_THAT(FormatPredictionTable(response, {}, {}), Not(HasSubstr("wall ms")));
+  auto* p = response.mutable_predictions(0);
+  p->set_wall_ns(4000000);
+  p->set_host_bound(true);
+  const std::string table = FormatPredictionTable(response, {}, {});
+  EXPECT_THAT(table, HasSubstr("wall ms"));
+  EXPECT_THAT(table, HasSubstr("4.000!"));
+  EXPECT_THAT(table, HasSubstr("host-bound"));
+}
+
 TEST(CliOutputTest, ControlCharactersAreNotPrinted) {
   v1::PredictResponse response;
   auto* p = AddPrediction(&response, "GPU\x1b[31m", 1, 10);
