@@ -163,19 +163,10 @@ double Ratio(Nanoseconds predicted, Nanoseconds origin) {
   return origin > 0 ? static_cast<double>(predicted) / static_cast<double>(origin) : 1.0;
 }
 
-// Host model: replays the iteration with the predicted per-pass ratios. A
-// profiled host runs slower than an unprofiled one, so when the trace has a
-// measured wall time the host timeline is first scaled until replaying the
-// origin reproduces it.
+// Host model: replays the iteration with the predicted per-pass ratios on a
+// host of the calibrated speed.
 void PredictWallTime(const v1::Trace& trace, const std::vector<double>& pass_scale,
-                     DevicePrediction* prediction) {
-  if (!HasHostTimeline(trace)) return;
-  double host_scale = 1.0;
-  if (trace.iteration_wall_ns() > 0) {
-    auto calibrated = CalibrateHostScale(trace, trace.iteration_wall_ns());
-    if (!calibrated.ok()) return;
-    host_scale = *calibrated;
-  }
+                     double host_scale, DevicePrediction* prediction) {
   auto target = ReplayIteration(trace, pass_scale, host_scale);
   if (!target.ok()) return;
   prediction->set_wall_ns(target->wall_ns);
@@ -185,9 +176,20 @@ void PredictWallTime(const v1::Trace& trace, const std::vector<double>& pass_sca
 
 }  // namespace
 
+std::optional<double> HostScaleFor(const v1::Trace& trace) {
+  if (!HasHostTimeline(trace)) return std::nullopt;
+  // A profiled host runs slower than an unprofiled one: with a measured wall
+  // time, scale the host timeline until replaying the origin reproduces it.
+  if (trace.iteration_wall_ns() <= 0) return 1.0;
+  auto scale = CalibrateHostScale(trace, trace.iteration_wall_ns());
+  if (!scale.ok()) return std::nullopt;
+  return *scale;
+}
+
 absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
                                                  const DeviceSpec& origin,
-                                                 const DeviceSpec& target) {
+                                                 const DeviceSpec& target,
+                                                 std::optional<double> host_scale) {
   DevicePrediction prediction;
   prediction.set_device_id(target.id());
   prediction.set_display_name(target.display_name());
@@ -234,7 +236,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   }
   pass_scale.push_back(unattributed_scale);
   prediction.set_iteration_ns(total);
-  PredictWallTime(trace, pass_scale, &prediction);
+  if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
+  if (host_scale.has_value()) PredictWallTime(trace, pass_scale, *host_scale, &prediction);
   if (unscaled_ops > 0 && origin_total > 0) {
     prediction.add_warnings(absl::StrFormat(
         "%d operation(s), %.1f%% of the origin GPU time, were carried over unscaled "
@@ -341,6 +344,8 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
   if (stats == nullptr) stats = &local_stats;
   std::vector<DevicePrediction> predictions;
   predictions.reserve(targets.size());
+  // Per trace, not per device: computed at the first cache miss.
+  std::optional<std::optional<double>> host_scale;
   for (const DeviceSpec* target : targets) {
     CachedPrediction cached;
     if (cache_ != nullptr) cached = cache_->Lookup(trace_id, target->id());
@@ -348,7 +353,9 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
-      HABITAT_ASSIGN_OR_RETURN(DevicePrediction fresh, PredictOnDevice(trace, *origin, *target));
+      if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
+      HABITAT_ASSIGN_OR_RETURN(DevicePrediction fresh,
+                               PredictOnDevice(trace, *origin, *target, *host_scale));
       for (const auto& op : fresh.operations()) ++stats->operations_by_method[op.method()];
       auto summary = std::make_shared<DevicePrediction>(fresh);
       summary->clear_operations();

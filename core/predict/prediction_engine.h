@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,10 +61,16 @@ class PredictionEngine {
 };
 
 // Predicts one target GPU with the full per-operation breakdown; no prices
-// or ranks. Exposed for tests and the evaluation tools.
+// or ranks. `host_scale` is the trace's HostScaleFor (computed when absent);
+// it depends only on the trace, so callers predicting many GPUs pass it in.
+// Exposed for tests and the evaluation tools.
 absl::StatusOr<habitat::v1::DevicePrediction> PredictOnDevice(
     const habitat::v1::Trace& trace, const habitat::v1::DeviceSpec& origin,
-    const habitat::v1::DeviceSpec& target);
+    const habitat::v1::DeviceSpec& target, std::optional<double> host_scale = std::nullopt);
+
+// How fast the host ran relative to the profiled timeline (see
+// CalibrateHostScale); nullopt when the trace has no host timeline.
+std::optional<double> HostScaleFor(const habitat::v1::Trace& trace);
 
 // Fills throughput, prices and both ranks of `predictions` in place.
 void PriceAndRank(uint32_t batch_size, const habitat::v1::PriceCatalog* catalog,
