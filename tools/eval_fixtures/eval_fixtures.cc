@@ -65,6 +65,13 @@ int64_t SumOfPasses(const v1::Trace& trace) {
   return total;
 }
 
+struct WallRow {
+  std::string name, direction;
+  int64_t origin_wall, target_wall, predicted_wall;
+  double target_host_share;
+  bool flagged_host_bound;
+};
+
 struct Errors {
   std::vector<double> habitat, same_flops, bandwidth;
   void Add(double predicted, double flops, double bw, double measured) {
@@ -96,6 +103,7 @@ int Run() {
               "predicted ms | error %% | same-FLOPS error %% | bandwidth-ratio error %% | "
               "share unscaled %% |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   std::map<std::string, Errors> errors_by_direction;
+  std::vector<WallRow> walls;
   for (const auto& [origin_tag, origin_id] : gpu_ids) {
     for (const auto& [target_tag, target_id] : gpu_ids) {
       if (origin_tag == target_tag) continue;
@@ -113,6 +121,9 @@ int Run() {
         KinetoImportOptions options;
         options.model_name = name;
         options.batch_size = origin_case.batch;
+        // The unprofiled median, as a user passes it (--wall-ns): the host
+        // model calibrates the profiled host timeline against it.
+        options.iteration_wall_ns = origin_case.wall_ns;
         auto trace = json.ok() ? ImportKinetoTrace(*json, options)
                                : absl::StatusOr<v1::Trace>(json.status());
         if (!trace.ok()) {
@@ -139,6 +150,11 @@ int Run() {
           if (total.method() == v1::PREDICTION_METHOD_UNSCALED) unscaled += total.predicted_ns();
         }
         errors_by_direction[direction].Add(predicted, same_flops, bandwidth, target_busy);
+        if (prediction->wall_ns() > 0) {
+          walls.push_back({name, direction, origin_case.wall_ns, target_it->second.wall_ns,
+                           prediction->wall_ns(), target_it->second.host_share,
+                           prediction->host_bound()});
+        }
         std::printf("| %s | %s | %.2f | %.2f | %.2f | %+.1f | %+.1f | %+.1f | %.0f |\n",
                     name.c_str(), direction.c_str(), origin_case.busy_ns / 1e6,
                     target_busy / 1e6, predicted / 1e6,
@@ -155,6 +171,26 @@ int Run() {
     std::printf("| %s | %zu | %.1f | %.1f | %.1f |\n", direction.c_str(),
                 errors.habitat.size(), Mean(errors.habitat), Mean(errors.same_flops),
                 Mean(errors.bandwidth));
+  }
+  std::printf("\n### Wall time (host model)\n\n| case | direction | measured origin wall ms | "
+              "measured target wall ms | target host share %% | predicted wall ms | error %% | "
+              "flagged host-bound |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+  std::map<std::string, std::vector<double>> gpu_bound_errors, host_bound_errors;
+  for (const auto& w : walls) {
+    const double error = (static_cast<double>(w.predicted_wall) - w.target_wall) / w.target_wall;
+    (w.target_host_share < 0.15 ? gpu_bound_errors : host_bound_errors)[w.direction].push_back(
+        std::abs(error));
+    std::printf("| %s | %s | %.2f | %.2f | %.0f | %.2f | %+.1f | %s |\n", w.name.c_str(),
+                w.direction.c_str(), w.origin_wall / 1e6, w.target_wall / 1e6,
+                100.0 * w.target_host_share, w.predicted_wall / 1e6, 100.0 * error,
+                w.flagged_host_bound ? "yes" : "no");
+  }
+  std::printf("\n| direction | GPU-bound cases (host share < 15%%) | wall MAPE %% | "
+              "host-bound cases | wall MAPE %% |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& [direction, errors] : errors_by_direction) {
+    std::printf("| %s | %zu | %.1f | %zu | %.1f |\n", direction.c_str(),
+                gpu_bound_errors[direction].size(), Mean(gpu_bound_errors[direction]),
+                host_bound_errors[direction].size(), Mean(host_bound_errors[direction]));
   }
   return 0;
 }
