@@ -2,7 +2,7 @@
 // and compares with the GPU-busy time measured there. Prints a Markdown
 // table for docs/accuracy.md.
 //
-//   build/tools/eval_fixtures/habitat_eval_fixtures \
+//   build/tools/eval_fixtures/habitat_eval_fixtures
 //       --testdata=tests/testdata --devices=data/devices.textproto
 //
 // Predicted busy time = measured origin busy time x (sum of predicted op
