@@ -28,6 +28,9 @@ ABSL_FLAG(int, max_backoff_s, 30, "Longest retry delay while the server is down"
 ABSL_FLAG(int, settle_s, 10,
           "A file that does not parse is rejected only after it has not changed for this long");
 ABSL_FLAG(int, rpc_timeout_s, 60, "Deadline of one UploadTrace or Predict call");
+ABSL_FLAG(int, max_upload_mb, 64,
+          "Largest trace sent, in MiB (match the server's --max_message_mb); larger ones are "
+          "moved to rejected/");
 ABSL_FLAG(std::string, predict_devices, "",
           "After each upload, predict for these device ids (comma separated; 'all' for every "
           "device) and write NAME.prediction.json; empty: no predictions");
@@ -56,6 +59,7 @@ habitat::ClientOptions MakeClientOptions(int attempts) {
   habitat::ClientOptions options;
   options.deadline = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_rpc_timeout_s)));
   options.max_attempts = attempts;
+  options.max_message_bytes = std::clamp(absl::GetFlag(FLAGS_max_upload_mb), 1, 2047) << 20;
   return options;
 }
 
@@ -114,11 +118,9 @@ int RunSpool(const std::string& server) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // One attempt per call: the uploader does its own backoff across files.
-  auto client = habitat::PredictionClient::Connect(server, MakeClientOptions(1));
-  if (!client.ok()) {
-    std::fprintf(stderr, "habitat-agent: %s\n", std::string(client.status().message()).c_str());
-    return kExitUsage;
-  }
+  habitat::agent::ClientFactory connect = [server] {
+    return habitat::PredictionClient::Connect(server, MakeClientOptions(1));
+  };
   habitat::agent::SpoolOptions options;
   options.spool_dir = absl::GetFlag(FLAGS_spool_dir);
   options.server_label = server;
@@ -126,13 +128,14 @@ int RunSpool(const std::string& server) {
   options.backoff.initial = absl::Milliseconds(absl::GetFlag(FLAGS_initial_backoff_ms));
   options.backoff.max = absl::Seconds(absl::GetFlag(FLAGS_max_backoff_s));
   options.settle_time = absl::Seconds(std::max(0, absl::GetFlag(FLAGS_settle_s)));
+  options.max_upload_bytes = static_cast<size_t>(MakeClientOptions(1).max_message_bytes);
   const PredictChoice predict = ParsePredictDevices(absl::GetFlag(FLAGS_predict_devices));
   options.predict = predict.enabled;
   options.predict_devices = predict.devices;
-  auto uploader = habitat::agent::SpoolUploader::Create(std::move(options), client->get());
+  auto uploader = habitat::agent::SpoolUploader::Create(std::move(options), std::move(connect));
   if (!uploader.ok()) {
     std::fprintf(stderr, "habitat-agent: %s\n", std::string(uploader.status().message()).c_str());
-    return absl::IsFailedPrecondition(uploader.status()) ? kExitFailure : kExitUsage;
+    return absl::IsInvalidArgument(uploader.status()) ? kExitUsage : kExitFailure;
   }
   std::thread waiter([&signals, u = uploader->get()] {
     int received = 0;

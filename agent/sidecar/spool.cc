@@ -33,7 +33,7 @@ void LogToStderr(const std::string& line) {
 }
 
 std::string Seconds(absl::Duration d) {
-  return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d));
+  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(1)));
 }
 
 // Temporary files of an interrupted receipt write (spool_files.cc names
@@ -54,8 +54,8 @@ void RemoveStaleTemporaries(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SpoolUploader>> SpoolUploader::Create(SpoolOptions options,
-                                                                      PredictionClient* client) {
-  if (client == nullptr) return absl::InvalidArgumentError("SpoolUploader needs a client");
+                                                                      ClientFactory connect) {
+  if (!connect) return absl::InvalidArgumentError("SpoolUploader needs a client factory");
   if (options.spool_dir.empty()) return absl::InvalidArgumentError("--spool_dir is empty");
   if (options.poll_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("poll interval must be positive");
@@ -93,13 +93,23 @@ absl::StatusOr<std::unique_ptr<SpoolUploader>> SpoolUploader::Create(SpoolOption
         absl::StrCat("another habitat-agent is shipping spool '", dir, "' (", lock_path,
                      " is locked)"));
   }
+  auto client = connect();
+  if (!client.ok()) {
+    ::close(lock_fd);
+    return client.status();
+  }
   RemoveStaleTemporaries(dir);
   if (!options.log) options.log = LogToStderr;
-  return std::unique_ptr<SpoolUploader>(new SpoolUploader(std::move(options), client, lock_fd));
+  return std::unique_ptr<SpoolUploader>(new SpoolUploader(
+      std::move(options), std::move(connect), std::move(*client), lock_fd));
 }
 
-SpoolUploader::SpoolUploader(SpoolOptions options, PredictionClient* client, int lock_fd)
-    : options_(std::move(options)), client_(client), lock_fd_(lock_fd) {}
+SpoolUploader::SpoolUploader(SpoolOptions options, ClientFactory connect,
+                             std::unique_ptr<PredictionClient> client, int lock_fd)
+    : options_(std::move(options)),
+      connect_(std::move(connect)),
+      client_(std::move(client)),
+      lock_fd_(lock_fd) {}
 
 SpoolUploader::~SpoolUploader() { ::close(lock_fd_); }
 
@@ -182,6 +192,7 @@ absl::Status SpoolUploader::ProcessOnce() {
 
 void SpoolUploader::ServerDown(const absl::Status& error, int waiting) {
   ++server_failures_;
+  client_.reset();
   UpdateStats([](SpoolStats& s) { ++s.transient_failures; });
   const absl::Duration delay = BackoffDelay(options_.backoff, server_failures_, random_);
   server_next_attempt_ = absl::Now() + delay;
@@ -206,12 +217,12 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
   if (!trace.ok()) {
     const absl::Time settled = entry.modified + options_.settle_time;
     if (absl::Now() < settled) {
-      // Perhaps a writer still copying straight into the spool.
+      // Perhaps a writer still copying straight into the spool: looked at
+      // again on the next pass (its mtime moves while it is written).
       const std::string note = absl::StrCat(name, " does not parse yet; waiting until it has ",
                                             "not changed for ", Seconds(options_.settle_time));
       if (state.last_logged != note) Log(note);
       state.last_logged = note;
-      state.next_attempt = settled;
       return Outcome::kRetryLater;
     }
     return Reject(name, state, std::string(trace.status().message()));
@@ -221,9 +232,19 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
     return Reject(name, state, absl::StrCat("'", path, "': ", local_id.status().message()));
   }
   if (RecoverFromReceipt(name, *file, *local_id)) return Outcome::kDone;
+  if (const size_t size = trace->ByteSizeLong(); size > options_.max_upload_bytes) {
+    return Reject(name, state,
+                  absl::StrCat("'", path, "' is ", size, " bytes as a message; the largest "
+                               "upload is ", options_.max_upload_bytes, " bytes"));
+  }
 
   habitat::v1::UploadTraceRequest request;
   *request.mutable_trace() = std::move(*trace);
+  if (client_ == nullptr) {
+    auto client = connect_();
+    if (!client.ok()) return RetryFile(name, state, client.status());
+    client_ = std::move(*client);
+  }
   auto ack = client_->UploadTrace(request);
   if (!ack.ok() && ClassifyUploadError(ack.status()) == ErrorClass::kServerDown) {
     server_error = ack.status();

@@ -66,6 +66,9 @@ ErrorClass ClassifyUploadError(const absl::Status& status);
 absl::StatusOr<habitat::v1::Trace> ParseSpoolTrace(const std::string& path,
                                                    const std::string& bytes);
 
+// Makes a client (a fresh gRPC channel) to the server.
+using ClientFactory = std::function<absl::StatusOr<std::unique_ptr<PredictionClient>>()>;
+
 struct SpoolOptions {
   std::string spool_dir;
   // Shown in receipts and logs.
@@ -77,6 +80,10 @@ struct SpoolOptions {
   // modified for this long: a writer that copies straight into the spool
   // instead of renaming is given time to finish.
   absl::Duration settle_time = absl::Seconds(10);
+  // Largest serialised trace that can be sent (the client's
+  // max_message_bytes); larger ones could never be uploaded and are
+  // rejected instead of retried forever.
+  size_t max_upload_bytes = 64 << 20;
   // After each upload, ask for predictions and write NAME.prediction.json.
   bool predict = false;
   // Device ids to predict for; empty: every device the server lists.
@@ -101,14 +108,18 @@ struct SpoolStats {
 class SpoolUploader {
  public:
   // Takes an exclusive lock on the spool (FAILED_PRECONDITION if another
-  // uploader holds it). `client` is not owned and must outlive the uploader.
+  // uploader holds it). `connect` is called once here (its error is
+  // returned) and again after each outage: a fresh channel connects at
+  // once, where the old one would wait out gRPC's own reconnect backoff
+  // (1 s growing to 120 s), which would override the sidecar's.
   static absl::StatusOr<std::unique_ptr<SpoolUploader>> Create(SpoolOptions options,
-                                                                PredictionClient* client);
+                                                                ClientFactory connect);
   ~SpoolUploader();
 
   // One pass: every file that is due, oldest first, until the server turns
   // out to be down or Stop() is called. An error only when the spool itself
-  // cannot be listed.
+  // cannot be listed. ProcessOnce and Run are for one thread; Stop, stats
+  // and pending may be called from any.
   absl::Status ProcessOnce();
   // Passes until Stop(); an upload in progress is finished first.
   void Run();
@@ -128,7 +139,8 @@ class SpoolUploader {
   };
   enum class Outcome { kDone, kRetryLater, kServerDown };
 
-  SpoolUploader(SpoolOptions options, PredictionClient* client, int lock_fd);
+  SpoolUploader(SpoolOptions options, ClientFactory connect,
+                std::unique_ptr<PredictionClient> client, int lock_fd);
 
   Outcome ProcessFile(const SpoolEntry& entry, FileState& state, absl::Status& server_error);
   Outcome Reject(const std::string& name, FileState& state, const std::string& reason);
@@ -151,7 +163,9 @@ class SpoolUploader {
   }
 
   const SpoolOptions options_;
-  PredictionClient* const client_;
+  const ClientFactory connect_;
+  // Null after an outage until the next attempt reconnects.
+  std::unique_ptr<PredictionClient> client_;
   const int lock_fd_;
   absl::BitGen random_;
 
