@@ -326,7 +326,10 @@ void Assembler::FillTraceLevel(Trace* out) {
     }
   }
   out->iteration_gpu_busy_ns = UnionLength(std::move(spans));
-  out->iteration_wall_ns = opt_.window_end_ns - opt_.window_start_ns;
+  const int64_t tracked_wall = opt_.window_end_ns - opt_.window_start_ns;
+  out->iteration_wall_ns = opt_.iteration_wall_override_ns > 0
+                               ? opt_.iteration_wall_override_ns
+                               : tracked_wall;
   for (const ApiRecord& api : act_.api_calls) {
     if (!InWindow(api.start_ns)) continue;
     if (Contains(api.name, "Synchronize") || StartsWith(api.name, "cudaMemcpy") ||
@@ -344,6 +347,7 @@ void Assembler::FillTraceLevel(Trace* out) {
   for (const auto& [fwd, list] : backwards_of_) linked += list.size();
   auto& meta = out->metadata;
   meta["agent.op_events"] = std::to_string(ops_.size());
+  meta["agent.tracked_wall_ns"] = std::to_string(tracked_wall);
   meta["agent.kernels"] = std::to_string(kernels);
   meta["agent.memory_activities"] = std::to_string(memory);
   meta["agent.gpu_time_ns"] = std::to_string(total);
@@ -362,6 +366,10 @@ void Assembler::FillTraceLevel(Trace* out) {
 }
 
 Status Assembler::Run(Trace* out) {
+  if (opt_.iteration_wall_override_ns < 0) {
+    return InvalidArgumentError("iteration_wall_override_ns must be >= 0, got " +
+                                std::to_string(opt_.iteration_wall_override_ns));
+  }
   if (opt_.window_end_ns <= opt_.window_start_ns) {
     return InvalidArgumentError(
         "tracking window is empty: window_end_ns " +

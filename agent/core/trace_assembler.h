@@ -21,7 +21,7 @@
 //    with an empty forward and their work in `backward`.
 //  - Pass.time_ns is the sum of its kernel and memory durations;
 //    iteration_gpu_busy_ns is the union of all the window's activity
-//    intervals; iteration_wall_ns the window's length.
+//    intervals; iteration_wall_ns the window's length unless overridden.
 //  - Times in the trace are relative to the window start; GPU starts
 //    before it (clock skew) are clamped to 0 and counted.
 //  - Host events are the window's API calls that make the host wait:
@@ -49,6 +49,10 @@ struct AssemblyOptions {
   // The tracked region, on the records' clock.
   int64_t window_start_ns = 0;
   int64_t window_end_ns = 0;
+  // When > 0, iteration_wall_ns: the iteration timed without tracking
+  // (recording slows the host, so the window overstates the wall time).
+  // The window's length is kept in metadata "agent.tracked_wall_ns".
+  int64_t iteration_wall_override_ns = 0;
 };
 
 // INVALID_ARGUMENT (naming the op event or record) for inconsistent input;

@@ -201,6 +201,20 @@ TEST_F(IterationTest, BusyTimeIsTheUnionAndWallIsTheWindow) {
   EXPECT_EQ(passes + 100, 4700);  // + the unattributed kernel
 }
 
+TEST_F(IterationTest, WallTimeCanBeOverriddenByAnUntrackedTiming) {
+  EXPECT_EQ(trace_.metadata.at("agent.tracked_wall_ns"), "10000");
+  AssemblyOptions o = Window(W, W + 10000);
+  o.iteration_wall_override_ns = 7500;
+  Trace t;
+  ASSERT_TRUE(AssembleTrace(ops_, records_, o, &t).ok());
+  EXPECT_EQ(t.iteration_wall_ns, 7500);
+  EXPECT_EQ(t.metadata.at("agent.tracked_wall_ns"), "10000");
+  o.iteration_wall_override_ns = -1;
+  const Status st = AssembleTrace(ops_, records_, o, &t);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("iteration_wall_override_ns"), std::string::npos);
+}
+
 TEST_F(IterationTest, SynchronisationsAreHostEvents) {
   ASSERT_EQ(trace_.host_events.size(), 1u);
   EXPECT_EQ(trace_.host_events[0].name, "cudaDeviceSynchronize");

@@ -40,6 +40,7 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
   o.model_name = Get<std::string>(info, "model_name", "");
   o.batch_size = Get<uint32_t>(info, "batch_size", 0);
   o.precision = static_cast<Precision>(Get<int32_t>(info, "precision", 0));
+  o.iteration_wall_override_ns = Get<int64_t>(info, "iteration_wall_ns", 0);
   if (info.contains("origin")) {
     const py::dict d = info["origin"].cast<py::dict>();
     o.origin.name = Get<std::string>(d, "name", "");

@@ -4,13 +4,14 @@
     tracker = habitat.OperationTracker(model_name="resnet50", batch_size=64)
     with tracker.track():
         train_step()                 # forward, backward, optimizer step
-    trace = tracker.get_tracked_trace()
+    trace = tracker.get_tracked_trace(
+        iteration_wall_ns=habitat.time_iteration(train_step))  # optional
     trace.save("resnet50.trace")     # a habitat.v1.Trace protobuf file
 
 Then predict with the CLI: `habitat predict resnet50.trace`.
 """
 
-from habitat.tracker import OperationTracker, Trace, TrackingError
+from habitat.tracker import OperationTracker, Trace, TrackingError, time_iteration
 
-__all__ = ["OperationTracker", "Trace", "TrackingError"]
+__all__ = ["OperationTracker", "Trace", "TrackingError", "time_iteration"]
 __version__ = "0.1.0"
