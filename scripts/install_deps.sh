@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev libssl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev prometheus
+  libgtest-dev libgmock-dev libbenchmark-dev prometheus openssl
 )
 
 missing=()
