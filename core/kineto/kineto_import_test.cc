@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct Fixture {
   std::string name;  // "resnet50_b16_fp32"
   std::string path;
 };
+
+// Keeps ctest's test names readable (gtest prints parameters' bytes otherwise).
+void PrintTo(const Fixture& fixture, std::ostream* os) {
+  *os << fixture.gpu << "/" << fixture.name;
+}
 
 std::vector<Fixture> ListFixtures() {
   std::vector<Fixture> out;
