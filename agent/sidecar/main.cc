@@ -7,7 +7,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,7 +21,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "agent/sidecar/spool.h"
-#include "common/file_io.h"
 
 ABSL_FLAG(std::string, spool_dir, "", "Directory the tracker writes NAME.trace files into");
 ABSL_FLAG(std::string, server, "", "Prediction server address, host:port");
@@ -64,12 +66,15 @@ habitat::ClientOptions MakeClientOptions(int attempts) {
 }
 
 int Ship(const std::string& path, const std::string& server) {
-  auto bytes = habitat::ReadFile(path);
-  if (!bytes.ok()) {
-    std::fprintf(stderr, "habitat-agent ship: %s\n", std::string(bytes.status().message()).c_str());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "habitat-agent ship: cannot open '%s': %s\n", path.c_str(),
+                 std::strerror(errno));
     return kExitFailure;
   }
-  auto trace = habitat::agent::ParseSpoolTrace(path, *bytes);
+  const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  auto trace = habitat::agent::ParseSpoolTrace(
+      path, bytes, static_cast<size_t>(MakeClientOptions(3).max_message_bytes));
   if (!trace.ok()) {
     std::fprintf(stderr, "habitat-agent ship: %s\n", std::string(trace.status().message()).c_str());
     return kExitFailure;

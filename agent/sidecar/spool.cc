@@ -208,12 +208,18 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
                                                   absl::Status& server_error) {
   const std::string& name = entry.name;
   const std::string path = absl::StrCat(options_.spool_dir, "/", name);
+  // Not even read: gzip never shrinks a trace this much below its content.
+  if (static_cast<size_t>(entry.size) > options_.max_upload_bytes + (1 << 20)) {
+    return Reject(name, state,
+                  absl::StrCat("'", path, "' is ", entry.size, " bytes, more than the largest ",
+                               "upload (", options_.max_upload_bytes, " bytes)"));
+  }
   auto file = ReadSpoolFile(path);
   if (!file.ok()) {
     if (absl::IsNotFound(file.status())) return Outcome::kDone;
     return RetryFile(name, state, file.status());
   }
-  auto trace = ParseSpoolTrace(path, file->bytes);
+  auto trace = ParseSpoolTrace(path, file->bytes, options_.max_upload_bytes);
   if (!trace.ok()) {
     const absl::Time settled = entry.modified + options_.settle_time;
     if (absl::Now() < settled) {

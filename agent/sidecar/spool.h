@@ -60,11 +60,15 @@ enum class ErrorClass {
 };
 ErrorClass ClassifyUploadError(const absl::Status& status);
 
+inline constexpr size_t kDefaultMaxUploadBytes = 64 << 20;
+
 // Parses the bytes of a spool file (gzip inflated transparently) as a
 // habitat.v1.Trace. INVALID_ARGUMENT naming `path` and saying what the file
-// looks like instead (empty, JSON, truncated or foreign bytes).
+// looks like instead (empty, JSON, truncated or foreign bytes, or content
+// over `max_bytes`: inflation stops there).
 absl::StatusOr<habitat::v1::Trace> ParseSpoolTrace(const std::string& path,
-                                                   const std::string& bytes);
+                                                   const std::string& bytes,
+                                                   size_t max_bytes = kDefaultMaxUploadBytes);
 
 // Makes a client (a fresh gRPC channel) to the server.
 using ClientFactory = std::function<absl::StatusOr<std::unique_ptr<PredictionClient>>()>;
@@ -83,7 +87,7 @@ struct SpoolOptions {
   // Largest serialised trace that can be sent (the client's
   // max_message_bytes); larger ones could never be uploaded and are
   // rejected instead of retried forever.
-  size_t max_upload_bytes = 64 << 20;
+  size_t max_upload_bytes = kDefaultMaxUploadBytes;
   // After each upload, ask for predictions and write NAME.prediction.json.
   bool predict = false;
   // Device ids to predict for; empty: every device the server lists.

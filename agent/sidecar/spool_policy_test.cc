@@ -103,5 +103,19 @@ TEST_F(ParseSpoolTraceTest, BadFilesSayWhatTheyAre) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ParseSpoolTraceTest, ContentOverTheLimitIsRefusedWithoutInflatingItAll) {
+  // 64 MiB of zeros gzip to ~64 KiB: inflation must stop at the limit.
+  auto bomb = Gzip(std::string(64 << 20, '\0'));
+  ASSERT_TRUE(bomb.ok());
+  ASSERT_LT(bomb->size(), 1u << 20);
+  const auto inflated = ParseSpoolTrace("bomb.trace", *bomb, 1 << 20);
+  EXPECT_EQ(inflated.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(inflated.status().message(), HasSubstr("inflates to more than 1048576 bytes"));
+  const auto raw = ParseSpoolTrace("raw.trace", bytes_, bytes_.size() - 1);
+  EXPECT_THAT(raw.status().message(), HasSubstr("more than the largest upload"));
+  // At the limit exactly, it parses.
+  EXPECT_TRUE(ParseSpoolTrace("ok.trace", bytes_, bytes_.size()).ok());
+}
+
 }  // namespace
 }  // namespace habitat::agent

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -278,6 +279,16 @@ TEST_F(SpoolTest, ATraceLargerThanAnUploadCanBeIsRejectedNotRetried) {
   EXPECT_THAT(FilesWithSuffix(spool_ + "/rejected", ".trace"), ElementsAre("big.trace"));
   EXPECT_THAT(Slurp(spool_ + "/rejected/big.trace.reason"), HasSubstr("largest upload"));
   EXPECT_THAT(FilesWithSuffix(store_, ".trace"), IsEmpty());
+
+  // A (sparse) 200 MiB file is refused by its size, before it is read.
+  uploader.reset();
+  uploader = MakeUploader(Options());
+  ASSERT_NE(uploader, nullptr);
+  WriteSpoolBytes(spool_, "huge.trace", "x");
+  ASSERT_EQ(::truncate((spool_ + "/huge.trace").c_str(), 200 << 20), 0);
+  ASSERT_TRUE(uploader->ProcessOnce().ok());
+  EXPECT_THAT(Slurp(spool_ + "/rejected/huge.trace.reason"),
+              HasSubstr("is 209715200 bytes, more than the largest upload (67108864 bytes)"));
 }
 
 TEST_F(SpoolTest, AFreshFileThatDoesNotParseIsGivenTimeToSettle) {
