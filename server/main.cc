@@ -1,11 +1,16 @@
 // habitat-server: the prediction service.
+#include <pthread.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
-#include <pthread.h>
+#include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/prediction_server.h"
 
@@ -15,35 +20,106 @@
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address (host:port)");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
-          "Prometheus /metrics listen address; empty disables it");
+          "Prometheus /metrics listen address (plain HTTP); empty disables it");
+ABSL_FLAG(std::string, health_address, "",
+          "Plaintext listen address serving only grpc.health.v1 (for probes that cannot "
+          "speak TLS); empty disables it");
 ABSL_FLAG(std::string, data_dir, HABITAT_DEFAULT_DATA_DIR,
           "Directory with devices.textproto and catalogs/");
 ABSL_FLAG(std::string, trace_dir, "",
           "Directory where uploaded traces are stored; empty keeps them in memory");
 ABSL_FLAG(int, cache_entries, 4096, "Memoised (trace, device) predictions kept");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS on --address");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates; when set, clients must present a certificate they signed");
+ABSL_FLAG(std::string, token_file, "",
+          "File of `tenant token` lines; when set, calls need `authorization: Bearer "
+          "<token>`. Reloaded on SIGHUP");
 ABSL_FLAG(int, max_message_mb, 64, "Largest request accepted, in MiB");
+ABSL_FLAG(int, max_concurrent_rpcs, 64,
+          "RPCs handled at once; more get RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(double, max_request_seconds, 60,
+          "Cap on one request's handling time, on top of the client's deadline (0: none)");
+ABSL_FLAG(int64_t, max_trace_operations, habitat::TraceLimits().max_operations,
+          "Most operations in one trace");
+ABSL_FLAG(int64_t, max_trace_kernels_per_pass, habitat::TraceLimits().max_kernels_per_pass,
+          "Most kernels in one forward or backward pass");
+ABSL_FLAG(int64_t, max_trace_kernels, habitat::TraceLimits().max_total_kernels,
+          "Most kernels in one trace");
+ABSL_FLAG(int64_t, max_trace_name_bytes, habitat::TraceLimits().max_name_bytes,
+          "Longest name (operation, kernel, argument) in a trace, in bytes");
 ABSL_FLAG(int, shutdown_grace_seconds, 10,
           "On SIGTERM, how long in-flight RPCs may take before they are cancelled");
+
+namespace {
+
+absl::StatusOr<habitat::TraceLimits> TraceLimitsFromFlags() {
+  habitat::TraceLimits limits;
+  limits.max_operations = absl::GetFlag(FLAGS_max_trace_operations);
+  limits.max_kernels_per_pass = absl::GetFlag(FLAGS_max_trace_kernels_per_pass);
+  limits.max_total_kernels = absl::GetFlag(FLAGS_max_trace_kernels);
+  limits.max_name_bytes = absl::GetFlag(FLAGS_max_trace_name_bytes);
+  const std::pair<const char*, int64_t> checks[] = {
+      {"max_trace_operations", limits.max_operations},
+      {"max_trace_kernels_per_pass", limits.max_kernels_per_pass},
+      {"max_trace_kernels", limits.max_total_kernels},
+      {"max_trace_name_bytes", limits.max_name_bytes}};
+  for (const auto& [flag, value] : checks) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be >= 1 (got ", value, ")"));
+    }
+  }
+  return limits;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Predicts DNN training iteration time on other GPUs.");
   absl::ParseCommandLine(argc, argv);
 
-  // Block the shutdown signals in every thread; the main thread waits for
-  // them below and drains the server.
+  // Block the handled signals in every thread; the main thread waits for
+  // them below: SIGHUP reloads the token file, the others drain and stop.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   habitat::ServerOptions options;
   options.address = absl::GetFlag(FLAGS_address);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.health_address = absl::GetFlag(FLAGS_health_address);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.token_file = absl::GetFlag(FLAGS_token_file);
   options.backend.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.backend.trace_dir = absl::GetFlag(FLAGS_trace_dir);
   options.backend.cache_entries = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_cache_entries)));
-  options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
+  const int message_mb = absl::GetFlag(FLAGS_max_message_mb);
+  if (message_mb < 1 || message_mb > 2047) {
+    std::fprintf(stderr, "habitat-server: cannot start: --max_message_mb must be 1..2047\n");
+    return 1;
+  }
+  options.max_receive_message_bytes = message_mb << 20;
+  options.max_concurrent_rpcs = absl::GetFlag(FLAGS_max_concurrent_rpcs);
+  const double request_seconds = absl::GetFlag(FLAGS_max_request_seconds);
+  if (!(request_seconds >= 0)) {  // also NaN
+    std::fprintf(stderr, "habitat-server: cannot start: --max_request_seconds must be >= 0\n");
+    return 1;
+  }
+  options.max_request_time = absl::Seconds(request_seconds);
+  auto limits = TraceLimitsFromFlags();
+  if (!limits.ok()) {
+    std::fprintf(stderr, "habitat-server: cannot start: %s\n",
+                 std::string(limits.status().message()).c_str());
+    return 1;
+  }
+  options.backend.trace_limits = *limits;
 
   auto server = habitat::PredictionServer::Start(options);
   if (!server.ok()) {
@@ -51,11 +127,26 @@ int main(int argc, char** argv) {
                  std::string(server.status().message()).c_str());
     return 1;
   }
-  std::fprintf(stderr, "habitat-server: serving on port %d (metrics on port %d)\n",
-               (*server)->port(), (*server)->metrics_port());
+  std::fprintf(stderr,
+               "habitat-server: serving on port %d (%s, %s; metrics on port %d; "
+               "health-only port %d)\n",
+               (*server)->port(), options.tls.enabled() ? "TLS" : "plaintext",
+               options.token_file.empty() ? "no authentication" : "bearer tokens",
+               (*server)->metrics_port(), (*server)->health_port());
 
   int received = 0;
-  sigwait(&signals, &received);
+  while (true) {
+    sigwait(&signals, &received);
+    if (received != SIGHUP) break;
+    auto tokens = (*server)->ReloadTokens();
+    if (tokens.ok()) {
+      std::fprintf(stderr, "habitat-server: SIGHUP: reloaded %zu tokens from %s\n", *tokens,
+                   options.token_file.c_str());
+    } else {
+      std::fprintf(stderr, "habitat-server: SIGHUP: tokens not reloaded, the old ones stay: %s\n",
+                   std::string(tokens.status().message()).c_str());
+    }
+  }
   std::fprintf(stderr, "habitat-server: signal %d, draining in-flight RPCs\n", received);
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
   (*server)->Wait();

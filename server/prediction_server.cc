@@ -6,15 +6,49 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "server/prediction_service.h"
 #include "server/server_metrics.h"
+#include "server/token_auth.h"
 
 namespace habitat {
+namespace {
+
+constexpr char kReflectionPlugin[] = "proto_server_reflection";
+
+// Reflection per server instead of the process-wide plugin, so the health
+// port can go without it: with `enabled` false any reflection plugin is
+// removed, with true exactly one is present.
+class ReflectionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool enabled) : enabled_(enabled) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    bool present = false;
+    for (auto it = plugins->begin(); it != plugins->end();) {
+      if ((*it)->name() == kReflectionPlugin && (!enabled_ || present)) {
+        it = plugins->erase(it);
+        continue;
+      }
+      present = present || (*it)->name() == kReflectionPlugin;
+      ++it;
+    }
+    if (enabled_ && !present) {
+      plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+    }
+  }
+
+ private:
+  bool enabled_;
+};
+
+}  // namespace
 
 class PredictionServer::Impl {
  public:
@@ -22,11 +56,25 @@ class PredictionServer::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<Authenticator> authenticator;
   std::unique_ptr<PredictionServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
+  // Answers every method but health on the health port with UNIMPLEMENTED.
+  // gRPC adds the default health service only at start, and a builder with
+  // no callback service refuses to build ("no frequently polled queue").
+  // Declared before the server that uses it, so it is destroyed after.
+  grpc::CallbackGenericService health_port_fallback;
+  // Health only, plaintext; null without health_address.
+  std::unique_ptr<grpc::Server> health_server;
   int port = 0;
   int metrics_port = 0;
+  int health_port = 0;
   bool shut_down = false;
+
+  void SetServing(bool serving) {
+    server->GetHealthCheckService()->SetServingStatus(serving);
+    if (health_server != nullptr) health_server->GetHealthCheckService()->SetServingStatus(serving);
+  }
 };
 
 PredictionServer::PredictionServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -37,11 +85,29 @@ PredictionServer::~PredictionServer() {
 
 absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     const ServerOptions& options) {
+  if (options.max_receive_message_bytes <= 0) {
+    return absl::InvalidArgumentError("--max_message_mb must be >= 1");
+  }
+  if (options.max_concurrent_rpcs < 0) {
+    return absl::InvalidArgumentError("--max_concurrent_rpcs must be >= 0 (0: no limit)");
+  }
+  if (options.max_request_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max_request_seconds must be >= 0 (0: no limit)");
+  }
+  // Files first: a typo in a flag should not wait for the data to load.
+  HABITAT_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                           MakeServerCredentials(options.tls));
   auto impl = std::make_unique<Impl>();
+  if (options.token_file.empty()) {
+    impl->authenticator = std::make_unique<Authenticator>();
+  } else {
+    HABITAT_ASSIGN_OR_RETURN(impl->authenticator,
+                             Authenticator::FromTokenFile(options.token_file));
+  }
   HABITAT_ASSIGN_OR_RETURN(impl->backend, PredictionBackend::Create(options.backend));
   impl->metrics = std::make_unique<ServerMetrics>(*impl->registry);
   impl->metrics->SetDevicesLoaded(static_cast<double>(impl->backend->devices().devices().size()));
-  impl->metrics->SetStoredTraces(static_cast<double>(impl->backend->store().size()));
+  impl->metrics->SetStoredTraces(static_cast<double>(impl->backend->stored_traces()));
   if (!options.metrics_address.empty()) {
     try {
       impl->exposer = std::make_unique<prometheus::Exposer>(options.metrics_address);
@@ -53,35 +119,75 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     auto ports = impl->exposer->GetListeningPorts();
     impl->metrics_port = ports.empty() ? 0 : ports.front();
   }
-  impl->service = std::make_unique<PredictionServiceImpl>(impl->backend.get(), impl->metrics.get());
+  ServiceLimits limits;
+  limits.max_concurrent_rpcs = options.max_concurrent_rpcs;
+  limits.max_request_time = options.max_request_time;
+  impl->service = std::make_unique<PredictionServiceImpl>(
+      impl->backend.get(), impl->metrics.get(), impl->authenticator.get(), limits);
 
+  // The health service is not behind the token check (only
+  // PredictionService handlers authenticate), so probes need no token.
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (!options.health_address.empty()) {
+    grpc::ServerBuilder health_builder;
+    health_builder.SetOption(std::make_unique<ReflectionOption>(false));
+    health_builder.RegisterCallbackGenericService(&impl->health_port_fallback);
+    health_builder.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(),
+                                    &impl->health_port);
+    impl->health_server = health_builder.BuildAndStart();
+    if (impl->health_server == nullptr || impl->health_port == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on --health_address '",
+                                                 options.health_address,
+                                                 "' (in use or not an address?)"));
+    }
+    impl->health_server->GetHealthCheckService()->SetServingStatus(false);
+  }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &impl->port);
+  builder.SetOption(std::make_unique<ReflectionOption>(true));
+  builder.AddListeningPort(options.address, credentials, &impl->port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(impl->service.get());
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
+    if (impl->health_server != nullptr) {
+      impl->health_server->Shutdown(std::chrono::system_clock::now());
+    }
     return absl::UnavailableError(
         absl::StrCat("cannot listen on '", options.address, "' (in use or not an address?)"));
   }
-  impl->server->GetHealthCheckService()->SetServingStatus(true);
+  impl->SetServing(true);
   return std::unique_ptr<PredictionServer>(new PredictionServer(std::move(impl)));
 }
 
 int PredictionServer::port() const { return impl_->port; }
 int PredictionServer::metrics_port() const { return impl_->metrics_port; }
+int PredictionServer::health_port() const { return impl_->health_port; }
+
+absl::StatusOr<size_t> PredictionServer::ReloadTokens() {
+  if (!impl_->authenticator->enabled()) {
+    return absl::FailedPreconditionError("authentication is off (no --token_file)");
+  }
+  auto loaded = impl_->authenticator->Reload();
+  impl_->metrics->RecordTokenReload(loaded.ok());
+  return loaded;
+}
 
 void PredictionServer::Shutdown(absl::Duration grace) {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
-  impl_->server->GetHealthCheckService()->SetServingStatus(false);
+  impl_->SetServing(false);
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           absl::ToChronoMilliseconds(grace));
+  // After the main server: probes see NOT_SERVING while it drains.
+  if (impl_->health_server != nullptr) {
+    impl_->health_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
 }
 
-void PredictionServer::Wait() { impl_->server->Wait(); }
+void PredictionServer::Wait() {
+  impl_->server->Wait();
+  if (impl_->health_server != nullptr) impl_->health_server->Wait();
+}
 
 }  // namespace habitat

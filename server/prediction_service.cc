@@ -1,13 +1,28 @@
 #include "server/prediction_service.h"
 
+#include <chrono>
 #include <exception>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/grpc_status.h"
+#include "common/status_macros.h"
 
 namespace habitat {
 namespace {
+
+// Error messages may quote request fields (ids, device names); a hostile
+// request must not turn them into megabyte-sized trailers, which clients
+// reject as oversized metadata.
+constexpr size_t kMaxStatusMessageBytes = 1024;
+
+std::string BoundedMessage(absl::string_view message) {
+  if (message.size() <= kMaxStatusMessageBytes) return std::string(message);
+  size_t cut = kMaxStatusMessageBytes;
+  // Do not split a UTF-8 sequence: back up over continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(message.substr(0, cut), "... (", message.size() - cut,
+                      " more bytes)");
+}
 
 // The backend reports errors as statuses; this is the last line of defence
 // so that nothing a request does can take the server down.
@@ -22,27 +37,113 @@ absl::Status Guarded(Fn&& fn) {
   }
 }
 
+template <typename Message>
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, Message* message) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; Deserialize consumes its input
+  if (!grpc::SerializationTraits<Message>::Deserialize(&copy, message).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a valid ", Message::descriptor()->full_name(),
+        " (truncated, not protobuf, or a string field that is not UTF-8)"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Message>
+absl::Status SerializeResponse(const Message& message, grpc::ByteBuffer* bytes) {
+  bool own_buffer = false;
+  grpc::Status status = grpc::SerializationTraits<Message>::Serialize(message, bytes, &own_buffer);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot serialise the response: ",
+                                            status.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Time ClientDeadline(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
 }  // namespace
+
+class PredictionServiceImpl::Slot {
+ public:
+  Slot(std::atomic<int>* in_flight, int limit, ServerMetrics* metrics)
+      : in_flight_(in_flight), metrics_(metrics) {
+    const int now = in_flight_->fetch_add(1, std::memory_order_relaxed) + 1;
+    admitted_ = limit <= 0 || now <= limit;
+    metrics_->AddInFlight(1);
+  }
+  ~Slot() {
+    in_flight_->fetch_sub(1, std::memory_order_relaxed);
+    metrics_->AddInFlight(-1);
+  }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+  bool admitted() const { return admitted_; }
+
+ private:
+  std::atomic<int>* in_flight_;
+  ServerMetrics* metrics_;
+  bool admitted_ = false;
+};
+
+absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(
+    grpc::CallbackServerContext* context, absl::Time started, const Slot& slot) {
+  if (!slot.admitted()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: ", limits_.max_concurrent_rpcs,
+        " concurrent RPCs (limit --max_concurrent_rpcs); retry with backoff"));
+  }
+  RequestContext request_context;
+  if (authenticator_ != nullptr) {
+    auto tenant = authenticator_->Authenticate(context->client_metadata());
+    if (!tenant.ok()) return tenant.status();
+    request_context.tenant = std::move(*tenant);
+  }
+  request_context.deadline = ClientDeadline(*context);
+  request_context.deadline_source = "the client's deadline";
+  if (limits_.max_request_time > absl::ZeroDuration() &&
+      started + limits_.max_request_time < request_context.deadline) {
+    request_context.deadline = started + limits_.max_request_time;
+    request_context.deadline_source =
+        absl::StrCat("the server's per-request limit of ",
+                     absl::FormatDuration(limits_.max_request_time),
+                     " (--max_request_seconds)");
+  }
+  return request_context;
+}
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::Finish(grpc::CallbackServerContext* context,
                                                         Rpc rpc, absl::Time started,
                                                         const absl::Status& status) {
   metrics_->RecordRequest(rpc, status.code(), absl::ToDoubleSeconds(absl::Now() - started));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  if (status.ok()) {
+    reactor->Finish(grpc::Status::OK);
+  } else {
+    reactor->Finish(grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                                 BoundedMessage(status.message())));
+  }
   return reactor;
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(
-    grpc::CallbackServerContext* context, const v1::PredictRequest* request,
-    v1::PredictResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   const absl::Time started = absl::Now();
+  Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
+  auto admitted = Admit(context, started, slot);
+  if (!admitted.ok()) return Finish(context, Rpc::kPredict, started, admitted.status());
   PredictionStats stats;
   absl::Status status = Guarded([&]() -> absl::Status {
-    auto result = backend_->Predict(*request, &stats);
-    if (!result.ok()) return result.status();
-    *response = std::move(*result);
-    return absl::OkStatus();
+    v1::PredictRequest parsed;
+    HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+    HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse result,
+                             backend_->Predict(parsed, *admitted, &stats));
+    return SerializeResponse(result, response);
   });
   metrics_->RecordCache(stats.cache_hits, stats.cache_misses);
   for (int method = 0; method < 5; ++method) {
@@ -52,16 +153,24 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::UploadTrace(
-    grpc::CallbackServerContext* context, const v1::UploadTraceRequest* request,
-    v1::UploadTraceResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   const absl::Time started = absl::Now();
+  Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
+  auto admitted = Admit(context, started, slot);
+  if (!admitted.ok()) return Finish(context, Rpc::kUploadTrace, started, admitted.status());
+  bool created = false;
   absl::Status status = Guarded([&]() -> absl::Status {
-    auto result = backend_->UploadTrace(*request);
-    if (!result.ok()) return result.status();
-    *response = std::move(*result);
-    return absl::OkStatus();
+    v1::UploadTraceRequest parsed;
+    HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+    HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse result,
+                             backend_->UploadTrace(parsed, *admitted));
+    created = result.created();
+    return SerializeResponse(result, response);
   });
-  metrics_->SetStoredTraces(static_cast<double>(backend_->store().size()));
+  if (created) {
+    metrics_->SetStoredTraces(static_cast<double>(backend_->stored_traces()));
+  }
   return Finish(context, Rpc::kUploadTrace, started, status);
 }
 
@@ -69,6 +178,9 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::ListDevices(
     grpc::CallbackServerContext* context, const v1::ListDevicesRequest* request,
     v1::ListDevicesResponse* response) {
   const absl::Time started = absl::Now();
+  Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
+  auto admitted = Admit(context, started, slot);
+  if (!admitted.ok()) return Finish(context, Rpc::kListDevices, started, admitted.status());
   *response = backend_->ListDevices(*request);
   return Finish(context, Rpc::kListDevices, started, absl::OkStatus());
 }
@@ -77,6 +189,9 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::ListCatalogs(
     grpc::CallbackServerContext* context, const v1::ListCatalogsRequest* request,
     v1::ListCatalogsResponse* response) {
   const absl::Time started = absl::Now();
+  Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
+  auto admitted = Admit(context, started, slot);
+  if (!admitted.ok()) return Finish(context, Rpc::kListCatalogs, started, admitted.status());
   *response = backend_->ListCatalogs();
   return Finish(context, Rpc::kListCatalogs, started, absl::OkStatus());
 }

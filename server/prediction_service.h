@@ -1,26 +1,53 @@
 // The gRPC frontend of PredictionBackend: one small handler per RPC on the
-// callback API. It records metrics and converts statuses; all logic is in
-// the backend.
+// callback API. Each call is admitted (concurrency limit, bearer token,
+// deadline cap) before the backend sees it; the handlers record metrics and
+// convert statuses; all prediction logic is in the backend.
+//
+// Predict and UploadTrace take raw bytes and parse them here: gRPC 1.51's
+// callback server answers an unparsable request with UNIMPLEMENTED and no
+// message, which sends callers looking for a missing method. Parsing here
+// gives INVALID_ARGUMENT saying the bytes are not a valid request.
 #pragma once
 
+#include <atomic>
+
+#include "absl/time/time.h"
 #include "core/backend/prediction_backend.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
 #include "server/server_metrics.h"
+#include "server/token_auth.h"
 
 namespace habitat {
 
-class PredictionServiceImpl final : public habitat::v1::PredictionService::CallbackService {
- public:
-  // Both must outlive the service.
-  PredictionServiceImpl(PredictionBackend* backend, ServerMetrics* metrics)
-      : backend_(backend), metrics_(metrics) {}
+struct ServiceLimits {
+  // RPCs being handled at once; more get RESOURCE_EXHAUSTED. 0: no limit.
+  int max_concurrent_rpcs = 0;
+  // Cap on one request's handling time, on top of the client's deadline.
+  // Zero: only the client's deadline applies.
+  absl::Duration max_request_time = absl::ZeroDuration();
+};
 
+using PredictionServiceBase = habitat::v1::PredictionService::WithRawCallbackMethod_Predict<
+    habitat::v1::PredictionService::WithRawCallbackMethod_UploadTrace<
+        habitat::v1::PredictionService::WithCallbackMethod_ListDevices<
+            habitat::v1::PredictionService::WithCallbackMethod_ListCatalogs<
+                habitat::v1::PredictionService::Service>>>>;
+
+class PredictionServiceImpl final : public PredictionServiceBase {
+ public:
+  // All must outlive the service.
+  PredictionServiceImpl(PredictionBackend* backend, ServerMetrics* metrics,
+                        const Authenticator* authenticator, ServiceLimits limits)
+      : backend_(backend), metrics_(metrics), authenticator_(authenticator), limits_(limits) {}
+
+  // Bytes of a PredictRequest in, of a PredictResponse out.
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
-                                    const habitat::v1::PredictRequest* request,
-                                    habitat::v1::PredictResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  // Bytes of an UploadTraceRequest in, of an UploadTraceResponse out.
   grpc::ServerUnaryReactor* UploadTrace(grpc::CallbackServerContext* context,
-                                        const habitat::v1::UploadTraceRequest* request,
-                                        habitat::v1::UploadTraceResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
                                         const habitat::v1::ListDevicesRequest* request,
                                         habitat::v1::ListDevicesResponse* response) override;
@@ -29,11 +56,20 @@ class PredictionServiceImpl final : public habitat::v1::PredictionService::Callb
                                          habitat::v1::ListCatalogsResponse* response) override;
 
  private:
+  // Holds one of the max_concurrent_rpcs slots while a handler runs.
+  class Slot;
+
+  // The request context of an admitted call, or the status to refuse it with.
+  absl::StatusOr<RequestContext> Admit(grpc::CallbackServerContext* context, absl::Time started,
+                                       const Slot& slot);
   grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, Rpc rpc,
                                    absl::Time started, const absl::Status& status);
 
   PredictionBackend* backend_;
   ServerMetrics* metrics_;
+  const Authenticator* authenticator_;
+  const ServiceLimits limits_;
+  std::atomic<int> in_flight_{0};
 };
 
 }  // namespace habitat

@@ -70,6 +70,17 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                          .Help("GPUs in the loaded spec database")
                          .Register(registry)
                          .Add({});
+  in_flight_ = &prometheus::BuildGauge()
+                    .Name("habitat_rpcs_in_flight")
+                    .Help("RPCs being handled now")
+                    .Register(registry)
+                    .Add({});
+  auto& reloads = prometheus::BuildCounter()
+                      .Name("habitat_token_reloads_total")
+                      .Help("Reloads of the token file (SIGHUP) by result")
+                      .Register(registry);
+  token_reloads_ok_ = &reloads.Add({{"result", "ok"}});
+  token_reloads_failed_ = &reloads.Add({{"result", "error"}});
 }
 
 void ServerMetrics::RecordRequest(Rpc rpc, absl::StatusCode code, double seconds) {
@@ -90,5 +101,9 @@ void ServerMetrics::RecordCache(int hits, int misses) {
 
 void ServerMetrics::SetStoredTraces(double count) { stored_traces_->Set(count); }
 void ServerMetrics::SetDevicesLoaded(double count) { devices_loaded_->Set(count); }
+void ServerMetrics::AddInFlight(double delta) { in_flight_->Increment(delta); }
+void ServerMetrics::RecordTokenReload(bool ok) {
+  (ok ? token_reloads_ok_ : token_reloads_failed_)->Increment();
+}
 
 }  // namespace habitat

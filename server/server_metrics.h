@@ -30,6 +30,10 @@ class ServerMetrics {
   void RecordCache(int hits, int misses);
   void SetStoredTraces(double count);
   void SetDevicesLoaded(double count);
+  // RPCs being handled now (admitted or about to be refused).
+  void AddInFlight(double delta);
+  // One reload of the token file (SIGHUP), successful or not.
+  void RecordTokenReload(bool ok);
 
  private:
   static constexpr int kCodes = 17;
@@ -41,6 +45,9 @@ class ServerMetrics {
   prometheus::Counter* cache_misses_;
   prometheus::Gauge* stored_traces_;
   prometheus::Gauge* devices_loaded_;
+  prometheus::Gauge* in_flight_;
+  prometheus::Counter* token_reloads_ok_;
+  prometheus::Counter* token_reloads_failed_;
 };
 
 }  // namespace habitat

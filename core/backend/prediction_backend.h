@@ -6,11 +6,15 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_engine.h"
 #include "core/pricing/price_catalog.h"
 #include "core/store/trace_store.h"
+#include "core/trace/trace_validation.h"
 #include "habitat/v1/prediction_service.pb.h"
 
 namespace habitat {
@@ -18,10 +22,31 @@ namespace habitat {
 struct BackendOptions {
   // Holds devices.textproto and catalogs/*.textproto.
   std::string data_dir;
-  // Empty: traces are kept in memory only.
+  // Empty: traces are kept in memory only. The anonymous tenant's traces
+  // live in this directory, a named tenant's in <trace_dir>/tenants/<name>.
   std::string trace_dir;
   size_t cache_entries = 4096;
+  // Applied to every uploaded or inline trace.
+  TraceLimits trace_limits;
 };
+
+// Who is asking and until when. The server fills it from the authenticated
+// token and the call's deadline; the CLI uses the default.
+struct RequestContext {
+  // "" is the anonymous tenant (authentication off). Each tenant sees only
+  // the traces it uploaded.
+  std::string tenant;
+  // Work stops with DEADLINE_EXCEEDED once this passes (checked between
+  // stages: a started prediction is not interrupted).
+  absl::Time deadline = absl::InfiniteFuture();
+  // Says where the deadline came from, for the error message, e.g. "the
+  // client's deadline".
+  std::string deadline_source = "the request deadline";
+};
+
+// True for names usable as a tenant: 1-64 of [A-Za-z0-9._-], not starting
+// with '.' (they become directory names in the trace store).
+bool IsValidTenantName(const std::string& name);
 
 class PredictionBackend {
  public:
@@ -31,24 +56,45 @@ class PredictionBackend {
       const BackendOptions& options);
 
   absl::StatusOr<habitat::v1::PredictResponse> Predict(
-      const habitat::v1::PredictRequest& request, PredictionStats* stats = nullptr);
+      const habitat::v1::PredictRequest& request, const RequestContext& context,
+      PredictionStats* stats = nullptr);
   absl::StatusOr<habitat::v1::UploadTraceResponse> UploadTrace(
-      const habitat::v1::UploadTraceRequest& request);
+      const habitat::v1::UploadTraceRequest& request, const RequestContext& context);
+  // The anonymous tenant without a deadline.
+  absl::StatusOr<habitat::v1::PredictResponse> Predict(
+      const habitat::v1::PredictRequest& request, PredictionStats* stats = nullptr) {
+    return Predict(request, RequestContext(), stats);
+  }
+  absl::StatusOr<habitat::v1::UploadTraceResponse> UploadTrace(
+      const habitat::v1::UploadTraceRequest& request) {
+    return UploadTrace(request, RequestContext());
+  }
   habitat::v1::ListDevicesResponse ListDevices(
       const habitat::v1::ListDevicesRequest& request) const;
   habitat::v1::ListCatalogsResponse ListCatalogs() const;
 
   const DeviceDatabase& devices() const { return devices_; }
-  TraceStore& store() { return *store_; }
+  // The anonymous tenant's store.
+  TraceStore& store() { return *anonymous_store_; }
+  // Traces stored, over all tenants.
+  size_t stored_traces();
   const PredictionCache& cache() const { return *cache_; }
 
  private:
-  PredictionBackend(DeviceDatabase devices, CatalogSet catalogs,
-                    std::unique_ptr<TraceStore> store, size_t cache_entries);
+  PredictionBackend(const BackendOptions& options, DeviceDatabase devices, CatalogSet catalogs,
+                    std::unique_ptr<TraceStore> anonymous_store);
 
+  // The tenant's store, opened on first use.
+  absl::StatusOr<TraceStore*> StoreFor(const std::string& tenant);
+
+  const std::string trace_dir_;
+  const TraceLimits limits_;
   DeviceDatabase devices_;
   CatalogSet catalogs_;
-  std::unique_ptr<TraceStore> store_;
+  std::unique_ptr<TraceStore> anonymous_store_;
+  absl::Mutex stores_mutex_;
+  absl::flat_hash_map<std::string, std::unique_ptr<TraceStore>> tenant_stores_
+      ABSL_GUARDED_BY(stores_mutex_);
   std::shared_ptr<PredictionCache> cache_;
   PredictionEngine engine_;
 };

@@ -1,8 +1,12 @@
 #include "core/backend/prediction_backend.h"
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <functional>
 
+#include "absl/time/clock.h"
+#include "common/file_io.h"
 #include "core/predict/test_fixtures.h"
 #include "gtest/gtest.h"
 
@@ -133,6 +137,123 @@ TEST_F(BackendTest, BadRequestsGetActionableErrors) {
   v1::UploadTraceRequest empty_upload;
   EXPECT_EQ(backend_->UploadTrace(empty_upload).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(BackendTest, TenantsSeeOnlyTheirOwnTraces) {
+  v1::UploadTraceRequest upload;
+  *upload.mutable_trace() = trace_;
+  RequestContext alpha, beta, anonymous;
+  alpha.tenant = "alpha";
+  beta.tenant = "beta";
+  auto stored = backend_->UploadTrace(upload, alpha);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(stored->created());
+
+  v1::PredictRequest by_id;
+  by_id.set_trace_id(stored->trace_id());
+  by_id.add_devices("H200");
+  EXPECT_TRUE(backend_->Predict(by_id, alpha).ok());
+  const std::string unknown_id = "sha256:" + std::string(64, 'c');
+  v1::PredictRequest unknown = by_id;
+  unknown.set_trace_id(unknown_id);
+  for (const RequestContext* other : {&beta, &anonymous}) {
+    auto foreign = backend_->Predict(by_id, *other);
+    auto never = backend_->Predict(unknown, *other);
+    EXPECT_EQ(foreign.status().code(), absl::StatusCode::kNotFound);
+    // Word for word what an id nobody uploaded gets.
+    std::string expected(never.status().message());
+    expected.replace(expected.find(unknown_id), unknown_id.size(), stored->trace_id());
+    EXPECT_EQ(foreign.status().message(), expected);
+  }
+  // The same content is a new trace in another namespace, under the same id.
+  auto beta_stored = backend_->UploadTrace(upload, beta);
+  ASSERT_TRUE(beta_stored.ok());
+  EXPECT_TRUE(beta_stored->created());
+  EXPECT_EQ(beta_stored->trace_id(), stored->trace_id());
+  EXPECT_EQ(backend_->stored_traces(), 2u);
+
+  RequestContext bad;
+  bad.tenant = "../escape";
+  EXPECT_EQ(backend_->UploadTrace(upload, bad).status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(BackendDirectoryTest, TenantTracesPersistInTheirOwnDirectories) {
+  std::string dir = ::testing::TempDir() + "/backend_tenants_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  BackendOptions options;
+  options.data_dir = HABITAT_DATA_DIR;
+  options.trace_dir = dir;
+  auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  v1::UploadTraceRequest upload;
+  *upload.mutable_trace() = *trace;
+  RequestContext alpha;
+  alpha.tenant = "alpha";
+  std::string id;
+  {
+    auto backend = PredictionBackend::Create(options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto stored = (*backend)->UploadTrace(upload, alpha);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    id = stored->trace_id();
+  }
+  EXPECT_TRUE(ReadFile(dir + "/tenants/alpha/" + id.substr(7) + ".trace").ok());
+  auto restarted = PredictionBackend::Create(options);
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_GE((*restarted)->stored_traces(), 1u);
+  v1::PredictRequest by_id;
+  by_id.set_trace_id(id);
+  by_id.add_devices("H200");
+  EXPECT_TRUE((*restarted)->Predict(by_id, alpha).ok());
+  EXPECT_EQ((*restarted)->Predict(by_id).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(BackendLimitsTest, ConfiguredTraceLimitsApplyToUploadsAndInlineTraces) {
+  BackendOptions options;
+  options.data_dir = HABITAT_DATA_DIR;
+  options.trace_limits.max_operations = 10;
+  auto backend = PredictionBackend::Create(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_GT(trace->operations_size(), 10);
+  v1::UploadTraceRequest upload;
+  *upload.mutable_trace() = *trace;
+  auto stored = (*backend)->UploadTrace(upload);
+  EXPECT_EQ(stored.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stored.status().message().find("the limit (max_operations) is 10"), std::string::npos)
+      << stored.status();
+  v1::PredictRequest request;
+  *request.mutable_trace() = *trace;
+  auto predicted = (*backend)->Predict(request);
+  EXPECT_EQ(predicted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(predicted.status().message().find("(max_operations) is 10"), std::string::npos);
+}
+
+TEST_F(BackendTest, PassedDeadlineStopsWorkAndStoresNothing) {
+  RequestContext late;
+  late.deadline = absl::Now() - absl::Seconds(1);
+  late.deadline_source = "the test's deadline";
+  v1::UploadTraceRequest upload;
+  *upload.mutable_trace() = trace_;
+  auto stored = backend_->UploadTrace(upload, late);
+  EXPECT_EQ(stored.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(stored.status().message().find("past the test's deadline"), std::string::npos);
+  EXPECT_EQ(backend_->stored_traces(), 0u);
+  v1::PredictRequest request;
+  *request.mutable_trace() = trace_;
+  EXPECT_EQ(backend_->Predict(request, late).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(TenantNameTest, OnlyPathSafeNames) {
+  EXPECT_TRUE(IsValidTenantName("team-a.prod_1"));
+  EXPECT_FALSE(IsValidTenantName(""));
+  EXPECT_FALSE(IsValidTenantName("."));
+  EXPECT_FALSE(IsValidTenantName(".."));
+  EXPECT_FALSE(IsValidTenantName("a/b"));
+  EXPECT_FALSE(IsValidTenantName("a b"));
+  EXPECT_FALSE(IsValidTenantName(std::string(65, 'a')));
 }
 
 TEST_F(BackendTest, ListsDevicesAndCatalogs) {
