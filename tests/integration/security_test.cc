@@ -330,8 +330,14 @@ TEST_F(SecurityTest, TokensAuthenticateAndTenantsAreIsolated) {
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(anonymous.PredictById("sha256:" + std::string(64, '0')).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  // Probes need no token.
+  // Probes need no token, and neither does reflection (it only describes
+  // the public API): ServerReflectionRequest{list_services: ""}.
   EXPECT_EQ(testing::HealthCheckOn(channel), 1);
+  auto reflection = testing::RawUnaryCall(
+      channel, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      std::string("\x3a\x00", 2));
+  ASSERT_TRUE(reflection.status.ok()) << reflection.status.error_message();
+  EXPECT_THAT(reflection.response, HasSubstr("habitat.v1.PredictionService"));
   EXPECT_TRUE(alpha.ListDevices().ok());
 
   v1::UploadTraceResponse first, again;
