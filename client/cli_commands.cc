@@ -66,7 +66,9 @@ constexpr char kPredictUsage[] =
     "  --model NAME           model name (JSON traces; default: the file name)\n"
     "  --batch-size N         samples per iteration (needed for JSON traces)\n"
     "  --precision P          fp32, tf32, fp16, bf16, amp_fp16 or amp_bf16 (JSON traces)\n"
-    "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n";
+    "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n"
+    "  --wall-ns N            iteration wall time measured without the profiler, in ns\n"
+    "                         (JSON traces; calibrates the host model)\n";
 
 constexpr char kDevicesUsage[] =
     "usage: habitat devices [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n"
@@ -122,7 +124,8 @@ const std::vector<OptionSpec> kRemoteOptions = {
 const std::vector<OptionSpec> kServiceOptions =
     Concat({kRemoteOptions, {{"data-dir", true}, {"format", true}, {"help", false}}});
 const std::vector<OptionSpec> kTraceOptions = {
-    {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true}};
+    {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true},
+    {"wall-ns", true}};
 
 
 // Reads the remote options. Token and TLS options need --server: they would
@@ -432,7 +435,7 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
 
 int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
   absl::StatusOr<CliArgs> args =
-      CliArgs::Parse(words, Concat({{{"help", false}, {"wall-ns", true}}, kTraceOptions}));
+      CliArgs::Parse(words, Concat({{{"help", false}}, kTraceOptions}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kImportUsage;
