@@ -195,6 +195,33 @@ TEST_F(SpoolTest, UploadsDeletesAndLeavesDurableReceipts) {
   EXPECT_THAT(Slurp(spool_ + "/again.trace.done"), HasSubstr("created=false"));
 }
 
+TEST_F(SpoolTest, ShipsTheTrackersOwnCaptureAsWritten) {
+  // Written by the agent's tracker on an H100 (tests/testdata/agent/h100),
+  // with its own wire-format writer, and copied into the spool unchanged.
+  auto server = StartServer(port_, store_);
+  ASSERT_NE(server, nullptr);
+  auto uploader = MakeUploader(Options());
+  ASSERT_NE(uploader, nullptr);
+  for (const char* name : {"resnet50_b16_fp32", "smallcnn_b8_fp32"}) {
+    const std::string bytes =
+        Slurp(absl::StrCat(HABITAT_TESTDATA_DIR, "/agent/h100/", name, ".trace.gz"));
+    ASSERT_FALSE(bytes.empty()) << name;
+    WriteSpoolBytes(spool_, absl::StrCat(name, ".trace"), bytes);
+  }
+  ASSERT_TRUE(uploader->ProcessOnce().ok());
+  EXPECT_THAT(FilesWithSuffix(spool_, ".trace"), IsEmpty()) << log_.All();
+  EXPECT_EQ(uploader->stats().uploaded, 2);
+  EXPECT_EQ(FilesWithSuffix(store_, ".trace").size(), 2u);
+  auto inflated = Gunzip(Slurp(absl::StrCat(HABITAT_TESTDATA_DIR,
+                                            "/agent/h100/resnet50_b16_fp32.trace.gz")));
+  ASSERT_TRUE(inflated.ok());
+  v1::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(*inflated));
+  auto receipt = ParseReceipt(Slurp(spool_ + "/resnet50_b16_fp32.trace.done"));
+  ASSERT_TRUE(receipt.ok());
+  EXPECT_EQ(receipt->trace_id, IdOf(trace));
+}
+
 TEST_F(SpoolTest, BadFilesAreMovedAsideWithAReasonAndTheRestUploads) {
   auto server = StartServer(port_, store_);
   ASSERT_NE(server, nullptr);
