@@ -1,41 +1,22 @@
 #include "core/backend/prediction_backend.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "core/store/trace_store_factory.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
 
 namespace habitat {
 namespace {
 
-constexpr char kTenantsSubdir[] = "/tenants";
-
 absl::Status CheckDeadline(const RequestContext& context, const char* stage) {
   if (absl::Now() <= context.deadline) return absl::OkStatus();
   return absl::DeadlineExceededError(
       absl::StrCat("stopped ", stage, ": past ", context.deadline_source));
-}
-
-// Tenant names found under <trace_dir>/tenants, so that traces stored
-// before a restart count in stored_traces() from the start.
-std::vector<std::string> ExistingTenants(const std::string& trace_dir) {
-  std::vector<std::string> tenants;
-  if (DIR* dir = ::opendir((trace_dir + kTenantsSubdir).c_str())) {
-    while (dirent* entry = ::readdir(dir)) {
-      if (IsValidTenantName(entry->d_name)) tenants.emplace_back(entry->d_name);
-    }
-    ::closedir(dir);
-  }
-  return tenants;
 }
 
 }  // namespace
@@ -57,64 +38,44 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
                            DeviceDatabase::LoadFromFile(options.data_dir + "/devices.textproto"));
   HABITAT_ASSIGN_OR_RETURN(CatalogSet catalogs,
                            CatalogSet::LoadFromDirectory(options.data_dir + "/catalogs", devices));
-  std::unique_ptr<TraceStore> store;
-  if (options.trace_dir.empty()) {
-    store = std::make_unique<InMemoryTraceStore>();
-  } else {
-    HABITAT_ASSIGN_OR_RETURN(store, DirectoryTraceStore::Open(options.trace_dir));
+  if (!options.store.empty() && !options.trace_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "both a trace store ('", options.store, "') and a trace directory ('", options.trace_dir,
+        "') are given; name one"));
   }
+  if (options.trace_retention_days < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace retention must be >= 0 days (got ", options.trace_retention_days, ")"));
+  }
+  std::string spec = options.store;
+  if (spec.empty()) spec = options.trace_dir.empty() ? "memory" : "dir:" + options.trace_dir;
+  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store, OpenTraceStore(spec));
   std::unique_ptr<PredictionBackend> backend(new PredictionBackend(
       options, std::move(devices), std::move(catalogs), std::move(store)));
-  if (!options.trace_dir.empty()) {
-    for (const std::string& tenant : ExistingTenants(options.trace_dir)) {
-      HABITAT_RETURN_IF_ERROR(backend->StoreFor(tenant).status());
-    }
+  if (options.trace_retention_days > 0) {
+    RetentionOptions retention;
+    retention.days = options.trace_retention_days;
+    HABITAT_ASSIGN_OR_RETURN(backend->retention_,
+                             TraceRetention::Start(backend->store_.get(), retention));
   }
+  backend->stored_traces();  // the first count, for the metric
   return backend;
 }
 
 PredictionBackend::PredictionBackend(const BackendOptions& options, DeviceDatabase devices,
                                      CatalogSet catalogs,
-                                     std::unique_ptr<TraceStore> anonymous_store)
-    : trace_dir_(options.trace_dir),
-      limits_(options.trace_limits),
+                                     std::unique_ptr<TraceStore> store)
+    : limits_(options.trace_limits),
       devices_(std::move(devices)),
       catalogs_(std::move(catalogs)),
-      anonymous_store_(std::move(anonymous_store)),
+      store_(std::move(store)),
       cache_(std::make_shared<PredictionCache>(options.cache_entries)),
       engine_(&devices_, cache_) {}
 
-absl::StatusOr<TraceStore*> PredictionBackend::StoreFor(const std::string& tenant) {
-  if (tenant.empty()) return anonymous_store_.get();
-  // Tenant names come from the server's token file, never from a request,
-  // but they become paths: check anyway.
-  if (!IsValidTenantName(tenant)) {
-    return absl::InternalError("the authenticated tenant name is not usable");
-  }
-  absl::MutexLock lock(&stores_mutex_);
-  auto it = tenant_stores_.find(tenant);
-  if (it != tenant_stores_.end()) return it->second.get();
-  std::unique_ptr<TraceStore> store;
-  if (trace_dir_.empty()) {
-    store = std::make_unique<InMemoryTraceStore>();
-  } else {
-    const std::string parent = trace_dir_ + kTenantsSubdir;
-    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot create '", parent, "': ", std::strerror(errno)));
-    }
-    HABITAT_ASSIGN_OR_RETURN(store, DirectoryTraceStore::Open(parent + "/" + tenant));
-  }
-  TraceStore* result = store.get();
-  tenant_stores_.emplace(tenant, std::move(store));
-  return result;
-}
-
 size_t PredictionBackend::stored_traces() {
-  size_t total = anonymous_store_->size();
-  absl::MutexLock lock(&stores_mutex_);
-  for (auto& [tenant, store] : tenant_stores_) total += store->size();
-  return total;
+  auto count = store_->Count();
+  if (count.ok()) last_count_ = *count;
+  return last_count_;
 }
 
 absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
@@ -133,10 +94,9 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
         return absl::InvalidArgumentError(absl::StrCat(
             "trace_id '", request.trace_id(), "' is not of the form sha256:<64 hex digits>"));
       }
-      // Another tenant's trace is simply not in this tenant's store, so
-      // the answer is the same NOT_FOUND as for an id nobody uploaded.
-      HABITAT_ASSIGN_OR_RETURN(TraceStore * store, StoreFor(context.tenant));
-      HABITAT_ASSIGN_OR_RETURN(trace, store->Get(request.trace_id()));
+      // Another tenant's trace is not in this tenant's namespace, so the
+      // answer is the same NOT_FOUND as for an id nobody uploaded.
+      HABITAT_ASSIGN_OR_RETURN(trace, store_->Get(context.tenant, request.trace_id()));
       trace_id = request.trace_id();
       break;
     }
@@ -178,10 +138,9 @@ absl::StatusOr<v1::UploadTraceResponse> PredictionBackend::UploadTrace(
   HABITAT_RETURN_IF_ERROR(ValidateTrace(request.trace(), limits_));
   // Reject traces we could never predict from before storing them.
   HABITAT_RETURN_IF_ERROR(engine_.ResolveOrigin(request.trace()).status());
-  HABITAT_ASSIGN_OR_RETURN(TraceStore * store, StoreFor(context.tenant));
   // Checked before the write only: once stored, the id is acknowledged.
   HABITAT_RETURN_IF_ERROR(CheckDeadline(context, "before storing the trace"));
-  HABITAT_ASSIGN_OR_RETURN(StoredTrace stored, store->Put(request.trace()));
+  HABITAT_ASSIGN_OR_RETURN(StoredTrace stored, store_->Put(context.tenant, request.trace()));
   v1::UploadTraceResponse response;
   response.set_trace_id(stored.id);
   response.set_created(stored.created);

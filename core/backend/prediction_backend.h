@@ -3,16 +3,16 @@
 // the same requests the same way.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_engine.h"
 #include "core/pricing/price_catalog.h"
+#include "core/store/trace_retention.h"
 #include "core/store/trace_store.h"
 #include "core/trace/trace_validation.h"
 #include "habitat/v1/prediction_service.pb.h"
@@ -22,9 +22,17 @@ namespace habitat {
 struct BackendOptions {
   // Holds devices.textproto and catalogs/*.textproto.
   std::string data_dir;
-  // Empty: traces are kept in memory only. The anonymous tenant's traces
-  // live in this directory, a named tenant's in <trace_dir>/tenants/<name>.
+  // Where uploaded traces are kept: "memory", "sqlite:PATH",
+  // "postgres:CONNINFO" or "dir:PATH" (core/store/trace_store_factory.h).
+  // Empty: `trace_dir` decides.
+  std::string store;
+  // The older way to name a directory store (same as store = "dir:PATH"):
+  // the anonymous tenant's traces live in this directory, a named tenant's
+  // in <trace_dir>/tenants/<name>. Both empty: memory.
   std::string trace_dir;
+  // Traces older than this many days are deleted at start-up and every
+  // hour; 0 keeps them forever.
+  int trace_retention_days = 0;
   size_t cache_entries = 4096;
   // Applied to every uploaded or inline trace.
   TraceLimits trace_limits;
@@ -45,7 +53,7 @@ struct RequestContext {
 };
 
 // True for names usable as a tenant: 1-64 of [A-Za-z0-9._-], not starting
-// with '.' (they become directory names in the trace store).
+// with '.' (they become directory names in a directory trace store).
 bool IsValidTenantName(const std::string& name);
 
 class PredictionBackend {
@@ -74,27 +82,24 @@ class PredictionBackend {
   habitat::v1::ListCatalogsResponse ListCatalogs() const;
 
   const DeviceDatabase& devices() const { return devices_; }
-  // The anonymous tenant's store.
-  TraceStore& store() { return *anonymous_store_; }
-  // Traces stored, over all tenants.
+  // The trace store, all tenants.
+  TraceStore& store() { return *store_; }
+  // Traces stored, over all tenants (the last count read while the store
+  // does not answer).
   size_t stored_traces();
   const PredictionCache& cache() const { return *cache_; }
 
  private:
   PredictionBackend(const BackendOptions& options, DeviceDatabase devices, CatalogSet catalogs,
-                    std::unique_ptr<TraceStore> anonymous_store);
+                    std::unique_ptr<TraceStore> store);
 
-  // The tenant's store, opened on first use.
-  absl::StatusOr<TraceStore*> StoreFor(const std::string& tenant);
-
-  const std::string trace_dir_;
   const TraceLimits limits_;
   DeviceDatabase devices_;
   CatalogSet catalogs_;
-  std::unique_ptr<TraceStore> anonymous_store_;
-  absl::Mutex stores_mutex_;
-  absl::flat_hash_map<std::string, std::unique_ptr<TraceStore>> tenant_stores_
-      ABSL_GUARDED_BY(stores_mutex_);
+  std::unique_ptr<TraceStore> store_;
+  // Declared after store_: destroyed (its thread stopped) first.
+  std::unique_ptr<TraceRetention> retention_;
+  std::atomic<size_t> last_count_{0};
   std::shared_ptr<PredictionCache> cache_;
   PredictionEngine engine_;
 };

@@ -1,11 +1,15 @@
 #include "core/store/trace_store.h"
 
-#include <sys/stat.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
@@ -13,96 +17,212 @@
 #include "core/trace/trace_id.h"
 
 namespace habitat {
+namespace {
 
-absl::StatusOr<StoredTrace> InMemoryTraceStore::Put(const v1::Trace& trace) {
-  HABITAT_ASSIGN_OR_RETURN(std::string id, ComputeTraceId(trace));
-  absl::MutexLock lock(&mutex_);
-  auto [it, inserted] = traces_.try_emplace(id, nullptr);
-  if (inserted) it->second = std::make_shared<const v1::Trace>(trace);
-  return StoredTrace{id, inserted};
-}
+constexpr char kTenantsSubdir[] = "/tenants";
 
-absl::StatusOr<std::shared_ptr<const v1::Trace>> InMemoryTraceStore::Get(
-    const std::string& id) {
-  absl::MutexLock lock(&mutex_);
-  auto it = traces_.find(id);
-  if (it == traces_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "trace_id '", id, "' is not stored on this server; upload it with UploadTrace"));
+// Tenant names become directory names and cache keys: the same rule as the
+// server's token file (1-64 of [A-Za-z0-9._-], no leading '.'), or "".
+bool IsStorableTenant(const std::string& tenant) {
+  if (tenant.empty()) return true;
+  if (tenant.size() > 64 || tenant[0] == '.') return false;
+  for (const char c : tenant) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
+        c != '-') {
+      return false;
+    }
   }
-  return it->second;
+  return true;
 }
 
-size_t InMemoryTraceStore::size() {
-  absl::MutexLock lock(&mutex_);
-  return traces_.size();
-}
-
-absl::StatusOr<std::unique_ptr<DirectoryTraceStore>> DirectoryTraceStore::Open(
-    const std::string& dir) {
+absl::Status MakeDirectory(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::UnavailableError(
         absl::StrCat("cannot create trace directory '", dir, "': ", std::strerror(errno)));
   }
+  return absl::OkStatus();
+}
+
+// Names of the entries in `dir` ending in `suffix`; empty if it is missing.
+std::vector<std::string> Entries(const std::string& dir, absl::string_view suffix) {
+  std::vector<std::string> names;
+  if (DIR* handle = ::opendir(dir.c_str())) {
+    while (dirent* entry = ::readdir(handle)) {
+      if (absl::EndsWith(entry->d_name, suffix)) names.emplace_back(entry->d_name);
+    }
+    ::closedir(handle);
+  }
+  return names;
+}
+
+}  // namespace
+
+absl::Status TraceNotFoundError(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat(
+      "trace_id '", id, "' is not stored on this server; upload it with UploadTrace"));
+}
+
+absl::Status CheckTenantName(const std::string& tenant) {
+  if (IsStorableTenant(tenant)) return absl::OkStatus();
+  return absl::InternalError("the tenant name is not usable in the trace store");
+}
+
+absl::Status CheckTraceId(const std::string& id) {
+  if (IsWellFormedTraceId(id)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("trace_id '", id, "' is not of the form sha256:<64 hex digits>"));
+}
+
+absl::StatusOr<StoredTrace> InMemoryTraceStore::Put(const std::string& tenant,
+                                                    const v1::Trace& trace) {
+  HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));
+  HABITAT_ASSIGN_OR_RETURN(std::string id, ComputeTraceId(trace));
+  const absl::Time now = clock_();
+  absl::MutexLock lock(&mutex_);
+  auto [it, inserted] = traces_.try_emplace(TraceCache::Key(tenant, id));
+  if (inserted) it->second = Entry{std::make_shared<const v1::Trace>(trace), now};
+  return StoredTrace{id, inserted};
+}
+
+absl::StatusOr<std::shared_ptr<const v1::Trace>> InMemoryTraceStore::Get(
+    const std::string& tenant, const std::string& id) {
+  HABITAT_RETURN_IF_ERROR(CheckTraceId(id));
+  HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));
+  absl::MutexLock lock(&mutex_);
+  auto it = traces_.find(TraceCache::Key(tenant, id));
+  if (it == traces_.end()) return TraceNotFoundError(id);
+  return it->second.trace;
+}
+
+absl::StatusOr<size_t> InMemoryTraceStore::Count() {
+  absl::MutexLock lock(&mutex_);
+  return traces_.size();
+}
+
+absl::StatusOr<size_t> InMemoryTraceStore::DeleteOlderThan(absl::Time cutoff) {
+  absl::MutexLock lock(&mutex_);
+  size_t deleted = 0;
+  for (auto it = traces_.begin(); it != traces_.end();) {
+    if (it->second.created < cutoff) {
+      traces_.erase(it++);
+      ++deleted;
+    } else {
+      ++it;
+    }
+  }
+  return deleted;
+}
+
+absl::StatusOr<std::unique_ptr<DirectoryTraceStore>> DirectoryTraceStore::Open(
+    const std::string& dir, TraceStoreOptions options) {
+  if (dir.empty()) return absl::InvalidArgumentError("the trace directory path is empty");
+  HABITAT_RETURN_IF_ERROR(MakeDirectory(dir));
   struct stat info;
   if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("'", dir, "' is not a directory"));
   }
-  return std::unique_ptr<DirectoryTraceStore>(new DirectoryTraceStore(dir));
+  return std::unique_ptr<DirectoryTraceStore>(new DirectoryTraceStore(dir, std::move(options)));
 }
 
-std::string DirectoryTraceStore::PathFor(const std::string& id) const {
-  // "sha256:<hex>" -> "<hex>.trace"; ids are checked well-formed first.
-  return absl::StrCat(dir_, "/", id.substr(id.find(':') + 1), ".trace");
+absl::StatusOr<std::string> DirectoryTraceStore::TenantDir(const std::string& tenant) const {
+  HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));
+  if (tenant.empty()) return dir_;
+  return absl::StrCat(dir_, kTenantsSubdir, "/", tenant);
 }
 
-absl::StatusOr<StoredTrace> DirectoryTraceStore::Put(const v1::Trace& trace) {
+std::vector<std::string> DirectoryTraceStore::AllDirs() const {
+  std::vector<std::string> dirs = {dir_};
+  for (const std::string& name : Entries(dir_ + kTenantsSubdir, "")) {
+    if (name != "." && name != ".." && IsStorableTenant(name)) {
+      dirs.push_back(absl::StrCat(dir_, kTenantsSubdir, "/", name));
+    }
+  }
+  return dirs;
+}
+
+namespace {
+// "sha256:<hex>" -> "<dir>/<hex>.trace"; ids are checked well-formed first.
+std::string PathFor(const std::string& dir, const std::string& id) {
+  return absl::StrCat(dir, "/", id.substr(id.find(':') + 1), ".trace");
+}
+}  // namespace
+
+absl::StatusOr<StoredTrace> DirectoryTraceStore::Put(const std::string& tenant,
+                                                     const v1::Trace& trace) {
+  HABITAT_ASSIGN_OR_RETURN(const std::string dir, TenantDir(tenant));
   HABITAT_ASSIGN_OR_RETURN(std::string id, ComputeTraceId(trace));
   absl::MutexLock lock(&mutex_);
-  const std::string path = PathFor(id);
-  struct stat info;
-  const bool existed = ::stat(path.c_str(), &info) == 0;
-  if (!existed) {
-    std::string bytes;
-    if (!trace.SerializeToString(&bytes)) {
-      return absl::InvalidArgumentError("trace cannot be serialised");
-    }
-    HABITAT_RETURN_IF_ERROR(WriteFileAtomically(path, bytes));
+  if (!tenant.empty()) {
+    HABITAT_RETURN_IF_ERROR(MakeDirectory(dir_ + kTenantsSubdir));
+    HABITAT_RETURN_IF_ERROR(MakeDirectory(dir));
   }
-  return StoredTrace{id, !existed};
+  const std::string path = PathFor(dir, id);
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) return StoredTrace{id, false};
+  std::string bytes;
+  if (!trace.SerializeToString(&bytes)) {
+    return absl::InvalidArgumentError("trace cannot be serialised");
+  }
+  HABITAT_RETURN_IF_ERROR(WriteFileAtomically(path, bytes));
+  // The mtime is the creation time retention reads; stamp it from the
+  // clock so that it is the same time source as the other stores'.
+  const timespec stamp = absl::ToTimespec(clock_());
+  const timespec times[2] = {stamp, stamp};
+  if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot set the time of '", path, "': ", std::strerror(errno)));
+  }
+  return StoredTrace{id, true};
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> DirectoryTraceStore::Get(
-    const std::string& id) {
-  if (!IsWellFormedTraceId(id)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace_id '", id, "' is not of the form sha256:<64 hex digits>"));
+    const std::string& tenant, const std::string& id) {
+  HABITAT_RETURN_IF_ERROR(CheckTraceId(id));
+  HABITAT_ASSIGN_OR_RETURN(const std::string dir, TenantDir(tenant));
+  const std::string path = PathFor(dir, id);
+  const std::string key = TraceCache::Key(tenant, id);
+  if (auto cached = cache_.Find(key)) {
+    // Retention may have deleted the file since it was cached.
+    struct stat info;
+    if (::stat(path.c_str(), &info) == 0) return cached;
+    return TraceNotFoundError(id);
   }
-  auto cached = cache_.Get(id);
-  if (cached.ok()) return cached;
-  auto bytes = ReadFile(PathFor(id));
+  auto bytes = ReadFile(path);
   if (!bytes.ok()) {
-    if (bytes.status().code() == absl::StatusCode::kNotFound) return cached.status();
+    if (bytes.status().code() == absl::StatusCode::kNotFound) return TraceNotFoundError(id);
     return bytes.status();
   }
-  v1::Trace trace;
-  if (!trace.ParseFromString(*bytes)) {
-    return absl::DataLossError(absl::StrCat("stored trace ", id, " is corrupt"));
+  auto trace = std::make_shared<v1::Trace>();
+  if (!trace->ParseFromString(*bytes)) {
+    return absl::DataLossError(absl::StrCat("stored trace ", id, " ('", path, "') is corrupt"));
   }
-  HABITAT_RETURN_IF_ERROR(cache_.Put(trace).status());
-  return cache_.Get(id);
+  cache_.Insert(key, trace, bytes->size());
+  return std::shared_ptr<const v1::Trace>(std::move(trace));
 }
 
-size_t DirectoryTraceStore::size() {
-  absl::MutexLock lock(&mutex_);
+absl::StatusOr<size_t> DirectoryTraceStore::Count() {
   size_t count = 0;
-  if (DIR* dir = ::opendir(dir_.c_str())) {
-    while (dirent* entry = ::readdir(dir)) {
-      if (absl::EndsWith(entry->d_name, ".trace")) ++count;
-    }
-    ::closedir(dir);
-  }
+  for (const std::string& dir : AllDirs()) count += Entries(dir, ".trace").size();
   return count;
+}
+
+absl::StatusOr<size_t> DirectoryTraceStore::DeleteOlderThan(absl::Time cutoff) {
+  absl::MutexLock lock(&mutex_);
+  size_t deleted = 0;
+  for (const std::string& dir : AllDirs()) {
+    for (const std::string& name : Entries(dir, ".trace")) {
+      const std::string path = absl::StrCat(dir, "/", name);
+      struct stat info;
+      if (::stat(path.c_str(), &info) != 0) continue;  // deleted meanwhile
+      if (absl::TimeFromTimespec(info.st_mtim) >= cutoff) continue;
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        return absl::UnavailableError(absl::StrCat("retention: cannot delete '", path,
+                                                   "': ", std::strerror(errno)));
+      }
+      ++deleted;
+    }
+  }
+  return deleted;
 }
 
 }  // namespace habitat

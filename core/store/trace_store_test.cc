@@ -1,81 +1,90 @@
+// The conformance suite on the memory, directory and SQLite stores, and what
+// is particular to the directory store.
 #include "core/store/trace_store.h"
 
-#include <unistd.h>
+#include <sys/stat.h>
 
-#include <cstdlib>
-
-#include "core/predict/test_fixtures.h"
-#include "google/protobuf/util/message_differencer.h"
+#include "common/file_io.h"
+#include "core/store/sqlite_trace_store.h"
+#include "core/store/trace_store_conformance.h"
 #include "gtest/gtest.h"
 
-namespace habitat {
+namespace habitat::testing {
 namespace {
 
-v1::Trace RealTrace() {
-  auto trace = testing::LoadKinetoFixture("h100", "dcgan_b64_fp32", 64);
-  EXPECT_TRUE(trace.ok()) << trace.status();
-  return trace.ok() ? *trace : v1::Trace();
-}
-
-std::string TempDir() {
-  char pattern[] = "/tmp/habitat_store_XXXXXX";
-  return mkdtemp(pattern);
-}
-
-TEST(TraceStoreTest, InMemoryIsContentAddressed) {
-  InMemoryTraceStore store;
-  const v1::Trace trace = RealTrace();
-  auto first = store.Put(trace);
-  auto second = store.Put(trace);
-  ASSERT_TRUE(first.ok() && second.ok());
-  EXPECT_TRUE(first->created);
-  EXPECT_FALSE(second->created);
-  EXPECT_EQ(first->id, second->id);
-  auto got = store.Get(first->id);
-  ASSERT_TRUE(got.ok());
-  // Map fields serialise in no fixed order: compare as messages.
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(**got, trace));
-  EXPECT_EQ(store.Get("sha256:" + std::string(64, '0')).status().code(),
-            absl::StatusCode::kNotFound);
-}
-
-TEST(TraceStoreTest, DirectoryStoreSurvivesReopen) {
-  const std::string dir = TempDir();
-  const v1::Trace trace = RealTrace();
-  std::string id;
-  {
-    auto store = DirectoryTraceStore::Open(dir);
-    ASSERT_TRUE(store.ok()) << store.status();
-    auto put = (*store)->Put(trace);
-    ASSERT_TRUE(put.ok()) << put.status();
-    EXPECT_TRUE(put->created);
-    id = put->id;
+class MemoryUnderTest : public StoreUnderTest {
+ public:
+  absl::StatusOr<std::unique_ptr<TraceStore>> Open(TraceStoreOptions options) override {
+    return std::make_unique<InMemoryTraceStore>(std::move(options));
   }
-  auto reopened = DirectoryTraceStore::Open(dir);
-  ASSERT_TRUE(reopened.ok());
-  EXPECT_EQ((*reopened)->size(), 1u);
-  auto again = (*reopened)->Put(trace);
-  ASSERT_TRUE(again.ok());
-  EXPECT_FALSE(again->created);
-  auto got = (*reopened)->Get(id);
-  ASSERT_TRUE(got.ok()) << got.status();
-  // Map fields serialise in no fixed order: compare as messages.
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(**got, trace));
-  EXPECT_EQ((*reopened)->Get("../../etc/passwd").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
+  bool persistent() const override { return false; }
+};
+
+class DirectoryUnderTest : public StoreUnderTest {
+ public:
+  absl::StatusOr<std::unique_ptr<TraceStore>> Open(TraceStoreOptions options) override {
+    auto store = DirectoryTraceStore::Open(dir_.path() + "/traces", std::move(options));
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<TraceStore>(std::move(*store));
+  }
+  bool persistent() const override { return true; }
+
+ private:
+  ScratchDir dir_;
+};
+
+class SqliteUnderTest : public StoreUnderTest {
+ public:
+  absl::StatusOr<std::unique_ptr<TraceStore>> Open(TraceStoreOptions options) override {
+    auto store = SqliteTraceStore::Open(dir_.path() + "/state/traces.db", std::move(options));
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<TraceStore>(std::move(*store));
+  }
+  bool persistent() const override { return true; }
+
+ private:
+  ScratchDir dir_;
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Stores, TraceStoreConformanceTest,
+    ::testing::Values(StoreKind{"Memory", [] { return std::make_unique<MemoryUnderTest>(); }},
+                      StoreKind{"Directory",
+                                [] { return std::make_unique<DirectoryUnderTest>(); }},
+                      StoreKind{"Sqlite", [] { return std::make_unique<SqliteUnderTest>(); }}),
+    [](const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; });
+
+TEST(DirectoryTraceStoreTest, KeepsTenantsInTheirOwnDirectories) {
+  ScratchDir dir;
+  auto store = DirectoryTraceStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto stored = (*store)->Put("alpha", RealTraces(1)[0]);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  const std::string hex = stored->id.substr(7);
+  struct stat info;
+  EXPECT_EQ(::stat((dir.path() + "/tenants/alpha/" + hex + ".trace").c_str(), &info), 0);
+  EXPECT_NE(::stat((dir.path() + "/" + hex + ".trace").c_str(), &info), 0);
 }
 
-TEST(TraceStoreTest, DirectoryStoreReportsCorruptFiles) {
-  const std::string dir = TempDir();
-  auto store = DirectoryTraceStore::Open(dir);
+TEST(DirectoryTraceStoreTest, ReportsCorruptFiles) {
+  ScratchDir dir;
+  auto store = DirectoryTraceStore::Open(dir.path());
   ASSERT_TRUE(store.ok());
   const std::string id = "sha256:" + std::string(64, 'a');
-  ASSERT_TRUE(WriteFileAtomically(dir + "/" + std::string(64, 'a') + ".trace",
-                                  "\xff\xff\xff garbage").ok());
-  EXPECT_EQ((*store)->Get(id).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(system(("rm -rf " + dir).c_str()), 0);
+  ASSERT_TRUE(
+      WriteFileAtomically(dir.path() + "/" + std::string(64, 'a') + ".trace", "\xff\xff\xff garbage")
+          .ok());
+  EXPECT_EQ((*store)->Get("", id).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(DirectoryTraceStoreTest, RefusesAPathThatIsAFile) {
+  ScratchDir dir;
+  const std::string file = dir.path() + "/file";
+  ASSERT_TRUE(WriteFileAtomically(file, "x").ok());
+  auto store = DirectoryTraceStore::Open(file);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(file), std::string::npos) << store.status();
 }
 
 }  // namespace
-}  // namespace habitat
+}  // namespace habitat::testing
