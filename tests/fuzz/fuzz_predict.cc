@@ -1,0 +1,77 @@
+// Fuzz target: untrusted bytes as a serialized habitat.v1.PredictRequest,
+// answered by the service logic (PredictionBackend: validation, pricing and
+// the prediction engine) over the bundled GPU database and price catalogs,
+// exactly as the server answers a Predict. The ResNet-50 and small-CNN agent
+// fixtures are uploaded once, so requests by trace id reach the engine too.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "common/file_io.h"
+#include "core/backend/prediction_backend.h"
+#include "habitat/v1/prediction_service.pb.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+[[noreturn]] void SetupFailed(const std::string& what, const absl::Status& status) {
+  std::fprintf(stderr, "fuzz_predict setup: %s: %s\n", what.c_str(),
+               std::string(status.message()).c_str());
+  std::abort();
+}
+
+habitat::PredictionBackend* Backend() {
+  static habitat::PredictionBackend* backend = [] {
+    habitat::BackendOptions options;
+    options.data_dir = HABITAT_DATA_DIR;
+    // No memo cache: every input is predicted afresh, so a crash does not
+    // depend on which inputs ran before it.
+    options.cache_entries = 0;
+    auto created = habitat::PredictionBackend::Create(options);
+    if (!created.ok()) SetupFailed("PredictionBackend::Create", created.status());
+    for (const char* name : {"resnet50_b16_fp32", "smallcnn_b8_fp32"}) {
+      const std::string path =
+          std::string(HABITAT_TESTDATA_DIR) + "/agent/h100/" + name + ".trace.gz";
+      auto bytes = habitat::ReadFile(path);
+      if (!bytes.ok()) SetupFailed(path, bytes.status());
+      habitat::v1::UploadTraceRequest upload;
+      if (!upload.mutable_trace()->ParseFromString(*bytes)) {
+        SetupFailed(path, absl::DataLossError("not a habitat.v1.Trace"));
+      }
+      auto uploaded = (*created)->UploadTrace(upload);
+      if (!uploaded.ok()) SetupFailed(path, uploaded.status());
+    }
+    return created->release();
+  }();
+  return backend;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  habitat::fuzz::SilenceProtobufLogs();
+  habitat::PredictionBackend* backend = Backend();
+  habitat::v1::PredictRequest request;
+  if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
+  const absl::StatusOr<habitat::v1::PredictResponse> response = backend->Predict(request);
+  if (!response.ok()) {
+    const absl::StatusCode code = response.status().code();
+    HABITAT_FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
+                       code == absl::StatusCode::kNotFound);
+    HABITAT_FUZZ_CHECK(!response.status().message().empty());
+    return 0;
+  }
+  // A prediction is a time: never negative, and ranks are 1..n.
+  const int n = response->predictions_size();
+  for (const auto& p : response->predictions()) {
+    HABITAT_FUZZ_CHECK(p.iteration_ns() >= 0);
+    HABITAT_FUZZ_CHECK(p.wall_ns() >= 0);
+    HABITAT_FUZZ_CHECK(p.rank_by_time() >= 1 && p.rank_by_time() <= static_cast<uint32_t>(n));
+  }
+  std::string bytes;
+  HABITAT_FUZZ_CHECK(response->SerializeToString(&bytes));
+  return 0;
+}

@@ -1,0 +1,269 @@
+// Writes the fuzz seed corpus from the real fixtures in tests/testdata:
+//   fuzz_make_seeds OUT_DIR   ->  OUT_DIR/{trace,kineto,predict}/seed_*
+// Seeds are shrunk copies (a few operations, a short window of events) so
+// the fuzzer mutates small inputs that still reach deep into the code.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "google/protobuf/text_format.h"
+#include "absl/strings/match.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
+#include "core/kineto/kineto_import.h"
+#include "core/trace/trace_id.h"
+#include "habitat/v1/prediction_service.pb.h"
+#include "habitat/v1/trace.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace habitat {
+namespace {
+
+using nlohmann::json;
+
+const std::string kTestdata = HABITAT_TESTDATA_DIR;
+const std::string kData = HABITAT_DATA_DIR;
+
+absl::StatusOr<v1::Trace> LoadAgentTrace(const std::string& name) {
+  HABITAT_ASSIGN_OR_RETURN(std::string bytes,
+                           ReadFile(kTestdata + "/agent/h100/" + name + ".trace.gz"));
+  v1::Trace trace;
+  if (!trace.ParseFromString(bytes)) return absl::DataLossError(name + " is not a Trace");
+  return trace;
+}
+
+// Keeps operations [first, first + count), at most `kernels` kernels per
+// pass, and a few trace-level entries.
+v1::Trace Shrink(const v1::Trace& trace, int first, int count, int kernels) {
+  v1::Trace out = trace;
+  out.clear_operations();
+  for (int i = first; i < std::min(first + count, trace.operations_size()); ++i) {
+    v1::Operation* op = out.add_operations();
+    *op = trace.operations(i);
+    for (v1::Pass* pass : {op->mutable_forward(), op->mutable_backward()}) {
+      if (pass->kernels_size() > kernels) {
+        pass->mutable_kernels()->DeleteSubrange(kernels, pass->kernels_size() - kernels);
+      }
+    }
+    if (!trace.operations(i).has_backward()) op->clear_backward();
+  }
+  if (out.unattributed_kernels_size() > 2) {
+    out.mutable_unattributed_kernels()->DeleteSubrange(2, out.unattributed_kernels_size() - 2);
+  }
+  if (out.host_events_size() > 3) {
+    out.mutable_host_events()->DeleteSubrange(3, out.host_events_size() - 3);
+  }
+  return out;
+}
+
+// First operation index with a backward pass of its own (an autograd node
+// the importer could not link), or the middle.
+int FirstBackwardOp(const v1::Trace& trace) {
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    if (trace.operations(i).has_backward() &&
+        trace.operations(i).backward().kernels_size() > 0) {
+      return i;
+    }
+  }
+  return trace.operations_size() / 2;
+}
+
+bool IsHostCategory(const std::string& cat) {
+  return cat == "cpu_op" || cat == "user_annotation" || cat == "cuda_runtime" ||
+         cat == "cuda_driver";
+}
+
+// A Kineto document with the fixture's header, its last ProfilerStep
+// annotation and `count` host events starting at the first one for which
+// `start_at` holds, plus the GPU activities those events launched.
+json Excerpt(const json& doc, int count, bool (*start_at)(const json&)) {
+  json out = doc;
+  out["traceEvents"] = json::array();
+  const json& events = doc.at("traceEvents");
+  // The step holding the most host events (the fixtures keep the events of
+  // one step, and the annotations of all).
+  const json* step = nullptr;
+  size_t step_events = 0;
+  for (const json& e : events) {
+    if (e.value("cat", "") != "user_annotation" ||
+        !absl::StartsWith(e.value("name", ""), "ProfilerStep#")) {
+      continue;
+    }
+    const double start = e.at("ts").get<double>();
+    const double end = start + e.at("dur").get<double>();
+    const size_t inside = std::count_if(events.begin(), events.end(), [&](const json& h) {
+      return h.value("cat", "") == "cpu_op" && h.at("ts").get<double>() >= start &&
+             h.at("ts").get<double>() <= end;
+    });
+    if (step == nullptr || inside > step_events) {
+      step = &e;
+      step_events = inside;
+    }
+  }
+  if (step == nullptr) return out;
+  const double step_start = step->at("ts").get<double>();
+  const double step_end = step_start + step->at("dur").get<double>();
+  std::vector<const json*> host;
+  for (const json& e : events) {
+    if (e.value("ph", "") != "X" || !IsHostCategory(e.value("cat", "")) || &e == step) continue;
+    const double ts = e.at("ts").get<double>();
+    if (ts >= step_start && ts <= step_end) host.push_back(&e);
+  }
+  std::stable_sort(host.begin(), host.end(), [](const json* a, const json* b) {
+    return a->at("ts").get<double>() < b->at("ts").get<double>();
+  });
+  size_t first = 0;
+  while (first < host.size() && !start_at(*host[first])) ++first;
+  out["traceEvents"].push_back(*step);
+  std::vector<int64_t> correlations;
+  for (size_t i = first; i < std::min(host.size(), first + count); ++i) {
+    out["traceEvents"].push_back(*host[i]);
+    const json& args = host[i]->value("args", json::object());
+    if (args.contains("correlation")) correlations.push_back(args["correlation"].get<int64_t>());
+  }
+  std::sort(correlations.begin(), correlations.end());
+  for (const json& e : events) {
+    const std::string cat = e.value("cat", "");
+    if (e.value("ph", "") != "X" ||
+        (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset")) {
+      continue;
+    }
+    const json& args = e.value("args", json::object());
+    if (args.contains("correlation") &&
+        std::binary_search(correlations.begin(), correlations.end(),
+                           args["correlation"].get<int64_t>())) {
+      out["traceEvents"].push_back(e);
+    }
+  }
+  return out;
+}
+
+bool AnyEvent(const json&) { return true; }
+bool BackwardNode(const json& e) {
+  return absl::StartsWith(e.value("name", ""), "autograd::engine::evaluate_function: ");
+}
+
+absl::Status Write(const std::string& path, const std::string& bytes) {
+  HABITAT_RETURN_IF_ERROR(WriteFileAtomically(path, bytes));
+  std::printf("%s (%zu bytes)\n", path.c_str(), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status WriteTrace(const std::string& path, const v1::Trace& trace) {
+  return Write(path, trace.SerializeAsString());
+}
+
+absl::Status Run(const std::string& out) {
+  HABITAT_ASSIGN_OR_RETURN(v1::Trace smallcnn, LoadAgentTrace("smallcnn_b8_fp32"));
+  HABITAT_ASSIGN_OR_RETURN(v1::Trace resnet, LoadAgentTrace("resnet50_b16_fp32"));
+
+  // trace/: agent traces and imported Kineto traces, shrunk.
+  HABITAT_RETURN_IF_ERROR(WriteTrace(out + "/trace/seed_agent_smallcnn", smallcnn));
+  HABITAT_RETURN_IF_ERROR(
+      WriteTrace(out + "/trace/seed_agent_resnet50_head", Shrink(resnet, 0, 6, 3)));
+  // Agent traces link backward passes to their forward operations.
+  HABITAT_RETURN_IF_ERROR(WriteTrace(out + "/trace/seed_agent_resnet50_middle",
+                                     Shrink(resnet, resnet.operations_size() / 2, 6, 3)));
+
+  std::vector<v1::Trace> imported;
+  struct Fixture {
+    const char* gpu;
+    const char* name;
+    uint32_t batch;
+    v1::Precision precision;
+  };
+  const Fixture fixtures[] = {
+      {"h100", "dcgan_b64_fp32", 64, v1::PRECISION_FP32},
+      {"h200", "gnmt_b32_fp32", 32, v1::PRECISION_FP32},
+      {"h100", "transformer_b32_bf16", 32, v1::PRECISION_BF16},
+      {"h200", "inception_v3_b16_fp32", 16, v1::PRECISION_FP32},
+  };
+  for (const Fixture& f : fixtures) {
+    const std::string stem = std::string(f.gpu) + "_" + f.name;
+    HABITAT_ASSIGN_OR_RETURN(
+        std::string text, ReadFile(kTestdata + "/kineto/" + f.gpu + "/" + f.name + ".json.gz"));
+    KinetoImportOptions options;
+    options.model_name = f.name;
+    options.batch_size = f.batch;
+    options.precision = f.precision;
+    HABITAT_ASSIGN_OR_RETURN(v1::Trace trace, ImportKinetoTrace(text, options));
+    HABITAT_RETURN_IF_ERROR(
+        WriteTrace(out + "/trace/seed_kineto_" + stem, Shrink(trace, 0, 5, 2)));
+    imported.push_back(Shrink(trace, FirstBackwardOp(trace), 4, 2));
+
+    // kineto/: a forward and a backward excerpt of the document.
+    const json doc = json::parse(text);
+    const std::pair<const char*, bool (*)(const json&)> excerpts[] = {
+        {"forward", AnyEvent}, {"backward", BackwardNode}};
+    for (const auto& [label, start_at] : excerpts) {
+      const std::string excerpt = Excerpt(doc, 30, start_at).dump();
+      absl::StatusOr<v1::Trace> check = ImportKinetoTrace(excerpt, options);
+      if (!check.ok()) {
+        std::printf("note: %s %s excerpt does not import: %s\n", stem.c_str(), label,
+                    std::string(check.status().message()).c_str());
+      }
+      HABITAT_RETURN_IF_ERROR(
+          Write(out + "/kineto/seed_" + stem + "_" + label + ".json", excerpt));
+    }
+  }
+
+  // predict/: requests by id of the traces the fuzz target uploads, and
+  // inline traces.
+  HABITAT_ASSIGN_OR_RETURN(std::string resnet_id, ComputeTraceId(resnet));
+  HABITAT_ASSIGN_OR_RETURN(std::string smallcnn_id, ComputeTraceId(smallcnn));
+  v1::PredictRequest request;
+  request.set_trace_id(resnet_id);
+  request.set_catalog("aws");
+  HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_id_resnet50_aws", request.SerializeAsString()));
+
+  request.Clear();
+  request.set_trace_id(smallcnn_id);
+  for (const char* device : {"H100-SXM", "A100-SXM-40GB", "T4", "H200"}) request.add_devices(device);
+  request.set_catalog("gcp");
+  request.set_price_kind(v1::PRICE_KIND_SPOT);
+  request.set_include_breakdown(true);
+  HABITAT_RETURN_IF_ERROR(
+      Write(out + "/predict/seed_id_smallcnn_breakdown", request.SerializeAsString()));
+
+  request.Clear();
+  *request.mutable_trace() = smallcnn;
+  // Inline catalog: the first prices of the bundled GCP catalog.
+  HABITAT_ASSIGN_OR_RETURN(std::string gcp_text, ReadFile(kData + "/catalogs/gcp.textproto"));
+  v1::PriceCatalog* catalog = request.mutable_inline_catalog();
+  if (!google::protobuf::TextFormat::ParseFromString(gcp_text, catalog)) {
+    return absl::InvalidArgumentError("data/catalogs/gcp.textproto does not parse");
+  }
+  catalog->clear_source();
+  catalog->mutable_prices()->DeleteSubrange(2, catalog->prices_size() - 2);
+  for (const auto& p : catalog->prices()) request.add_devices(p.device_id());
+  HABITAT_RETURN_IF_ERROR(
+      Write(out + "/predict/seed_inline_smallcnn_catalog", request.SerializeAsString()));
+
+  for (size_t i = 0; i < imported.size(); ++i) {
+    request.Clear();
+    *request.mutable_trace() = imported[i];
+    request.set_include_breakdown(i % 2 == 0);
+    if (i % 2 == 1) request.set_catalog("lambda");
+    HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_inline_kineto_" + std::to_string(i),
+                                  request.SerializeAsString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace habitat
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR (writes OUT_DIR/{trace,kineto,predict})\n", argv[0]);
+    return 2;
+  }
+  const absl::Status status = habitat::Run(argv[1]);
+  if (!status.ok()) {
+    std::fprintf(stderr, "fuzz_make_seeds: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
