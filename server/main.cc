@@ -11,7 +11,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "core/store/trace_store_factory.h"
 #include "server/prediction_server.h"
 
 #ifndef HABITAT_DEFAULT_DATA_DIR
@@ -26,8 +28,17 @@ ABSL_FLAG(std::string, health_address, "",
           "speak TLS); empty disables it");
 ABSL_FLAG(std::string, data_dir, HABITAT_DEFAULT_DATA_DIR,
           "Directory with devices.textproto and catalogs/");
+ABSL_FLAG(std::string, store, "",
+          "Where uploaded traces are stored: sqlite:PATH, postgres:CONNINFO or a "
+          "postgresql:// URI (for replicas sharing one store), dir:PATH, or memory. "
+          "Default: sqlite:$STATE_DIRECTORY/traces.db, else "
+          "$XDG_STATE_HOME/habitat/traces.db, else ~/.local/state/habitat/traces.db");
 ABSL_FLAG(std::string, trace_dir, "",
-          "Directory where uploaded traces are stored; empty keeps them in memory");
+          "Older spelling of --store=dir:PATH; given empty (--trace_dir=), keeps traces "
+          "in memory");
+ABSL_FLAG(int, trace_retention_days, 0,
+          "Delete traces stored more than this many days ago, at start-up and hourly "
+          "(0: keep forever)");
 ABSL_FLAG(int, cache_entries, 4096, "Memoised (trace, device) predictions kept");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS on --address");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
@@ -74,6 +85,40 @@ absl::StatusOr<habitat::TraceLimits> TraceLimitsFromFlags() {
   return limits;
 }
 
+// Whether --name or --name=... is on the command line (this absl version
+// keeps CommandLineFlag::IsSpecifiedOnCommandLine private). absl accepts
+// one or two dashes; "--" ends the flags. Flags from --flagfile are not seen.
+bool FlagOnCommandLine(int argc, char** argv, absl::string_view name) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
+    if (absl::ConsumePrefix(&arg, name) && (arg.empty() || arg[0] == '=')) return true;
+  }
+  return false;
+}
+
+// The store spec from --store, or from --trace_dir when only that is
+// given (kept so that existing deployments start unchanged).
+absl::StatusOr<std::string> StoreFromFlags(bool dir_given) {
+  const std::string store = absl::GetFlag(FLAGS_store);
+  if (!store.empty() && dir_given) {
+    return absl::InvalidArgumentError(
+        "--store and --trace_dir both name the trace store; pass one "
+        "(--trace_dir=PATH is --store=dir:PATH)");
+  }
+  if (!store.empty()) {
+    auto parsed = habitat::ParseStoreSpec(store);
+    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--store: ", parsed.status().message()));
+    return store;
+  }
+  if (dir_given) {
+    const std::string dir = absl::GetFlag(FLAGS_trace_dir);
+    return dir.empty() ? std::string("memory") : "dir:" + dir;
+  }
+  return "sqlite:" + habitat::DefaultSqlitePath();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,7 +143,24 @@ int main(int argc, char** argv) {
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.token_file = absl::GetFlag(FLAGS_token_file);
   options.backend.data_dir = absl::GetFlag(FLAGS_data_dir);
-  options.backend.trace_dir = absl::GetFlag(FLAGS_trace_dir);
+  auto store = StoreFromFlags(FlagOnCommandLine(argc, argv, "trace_dir"));
+  if (!store.ok()) {
+    std::fprintf(stderr, "habitat-server: cannot start: %s\n",
+                 std::string(store.status().message()).c_str());
+    return 1;
+  }
+  options.backend.store = *store;
+  options.backend.trace_retention_days = absl::GetFlag(FLAGS_trace_retention_days);
+  if (options.backend.trace_retention_days < 0) {
+    std::fprintf(stderr, "habitat-server: cannot start: --trace_retention_days must be >= 0\n");
+    return 1;
+  }
+  std::fprintf(stderr, "habitat-server: trace store %s (%s)\n",
+               habitat::DescribeStoreSpec(*store).c_str(),
+               options.backend.trace_retention_days == 0
+                   ? "kept forever"
+                   : absl::StrCat("retention ", options.backend.trace_retention_days, " days")
+                         .c_str());
   options.backend.cache_entries = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_cache_entries)));
   const int message_mb = absl::GetFlag(FLAGS_max_message_mb);
   if (message_mb < 1 || message_mb > 2047) {

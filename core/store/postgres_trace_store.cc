@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,13 +38,27 @@ CREATE INDEX IF NOT EXISTS habitat_traces_created_at ON habitat_traces (created_
 COMMIT;
 )sql";
 
+// libpq's messages end in a newline and may span lines ("...\n\tIs the
+// server running ...?"): one line, for logs and statuses.
 std::string Trimmed(const char* message) {
-  return std::string(absl::StripAsciiWhitespace(message != nullptr ? message : ""));
+  std::string text(absl::StripAsciiWhitespace(message != nullptr ? message : ""));
+  std::string line;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\n') {
+      line += text[i];
+      continue;
+    }
+    while (i + 1 < text.size() && absl::ascii_isspace(static_cast<unsigned char>(text[i + 1]))) {
+      ++i;
+    }
+    line += "; ";
+  }
+  return line;
 }
 
-// Host, port, database and user of a connection string, for messages; the
-// password is never part of it.
-absl::StatusOr<std::string> DescribeTarget(const std::string& conninfo) {
+}  // namespace
+
+absl::StatusOr<std::string> PostgresTraceStore::DescribeTarget(const std::string& conninfo) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
   if (options == nullptr) {
@@ -64,6 +79,8 @@ absl::StatusOr<std::string> DescribeTarget(const std::string& conninfo) {
   PQconninfoFree(options);
   return parts.empty() ? std::string("(libpq defaults)") : absl::StrJoin(parts, " ");
 }
+
+namespace {
 
 // SQLSTATE classes as absl codes: UNAVAILABLE for what may pass.
 absl::StatusCode CodeFor(const char* sqlstate) {

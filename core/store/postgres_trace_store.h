@@ -38,6 +38,9 @@ class PostgresTraceStore : public TraceStore {
   absl::StatusOr<size_t> DeleteOlderThan(absl::Time cutoff) override;
   // "postgres:host=... port=... dbname=... user=...", without a password.
   std::string Describe() const override { return "postgres:" + target_; }
+  // The host, port, database and user a connection string names (never
+  // its password); INVALID_ARGUMENT if it does not parse.
+  static absl::StatusOr<std::string> DescribeTarget(const std::string& conninfo);
 
   // Connections opened at most; calls beyond wait for a free one.
   static constexpr int kMaxConnections = 8;

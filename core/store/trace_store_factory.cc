@@ -38,6 +38,13 @@ absl::StatusOr<StoreSpec> ParseStoreSpec(const std::string& spec) {
   return absl::InvalidArgumentError(absl::StrCat("store '", spec, "' is not known; ", kForms));
 }
 
+std::string DescribeStoreSpec(const std::string& spec) {
+  auto parsed = ParseStoreSpec(spec);
+  if (!parsed.ok() || parsed->kind != StoreSpec::Kind::kPostgres) return spec;
+  auto target = PostgresTraceStore::DescribeTarget(parsed->location);
+  return absl::StrCat("postgres:", target.ok() ? *target : "(unparsable connection string)");
+}
+
 absl::StatusOr<std::unique_ptr<TraceStore>> OpenTraceStore(const std::string& spec,
                                                            TraceStoreOptions options) {
   auto parsed = ParseStoreSpec(spec);

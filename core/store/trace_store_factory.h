@@ -26,6 +26,10 @@ struct StoreSpec {
 // INVALID_ARGUMENT, listing the accepted forms, for anything else.
 absl::StatusOr<StoreSpec> ParseStoreSpec(const std::string& spec);
 
+// The spec as a log line may show it: a PostgreSQL connection string is
+// reduced to host, port, database and user (no password).
+std::string DescribeStoreSpec(const std::string& spec);
+
 absl::StatusOr<std::unique_ptr<TraceStore>> OpenTraceStore(const std::string& spec,
                                                            TraceStoreOptions options = {});
 

@@ -41,6 +41,15 @@ TEST(TraceStoreFactoryTest, RejectsUnknownAndEmptySpecs) {
   }
 }
 
+TEST(TraceStoreFactoryTest, DescriptionsNeverShowAPassword) {
+  EXPECT_EQ(DescribeStoreSpec("sqlite:/var/lib/habitat/traces.db"),
+            "sqlite:/var/lib/habitat/traces.db");
+  EXPECT_EQ(DescribeStoreSpec("postgres:host=db port=5433 dbname=habitat user=h password=pw1"),
+            "postgres:host=db port=5433 dbname=habitat user=h");
+  EXPECT_EQ(DescribeStoreSpec("postgresql://h:pw2@db:5433/habitat"),
+            "postgres:host=db port=5433 dbname=habitat user=h");
+}
+
 TEST(TraceStoreFactoryTest, OpensTheNamedStore) {
   ScratchDir dir;
   auto sqlite = OpenTraceStore("sqlite:" + dir.path() + "/a/b/traces.db");
