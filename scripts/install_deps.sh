@@ -8,6 +8,7 @@ PACKAGES=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev prometheus openssl
+  libsqlite3-dev libpq-dev postgresql
 )
 
 missing=()

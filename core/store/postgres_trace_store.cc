@@ -169,6 +169,15 @@ absl::StatusOr<std::unique_ptr<PostgresTraceStore>> PostgresTraceStore::Open(
   std::unique_ptr<PostgresTraceStore> store(
       new PostgresTraceStore(conninfo, std::move(target), std::move(options)));
   HABITAT_ASSIGN_OR_RETURN(Lease lease, store->Borrow("connect"));
+  // CREATE ... IF NOT EXISTS needs the CREATE privilege even when the table
+  // is there: look first, so that a role with only SELECT, INSERT and DELETE
+  // on an existing table can run the server.
+  HABITAT_ASSIGN_OR_RETURN(
+      Result exists, store->Run(lease, "look for the table",
+                                "SELECT to_regclass('habitat_traces') IS NOT NULL", {}));
+  if (exists.rows() == 1 && std::strcmp(PQgetvalue(exists.get(), 0, 0), "t") == 0) {
+    return store;
+  }
   Result created(PQexec(lease.conn(), kCreateSchema));
   if (PQresultStatus(created.get()) != PGRES_COMMAND_OK) {
     const std::string detail = Trimmed(PQerrorMessage(lease.conn()));

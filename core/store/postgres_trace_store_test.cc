@@ -3,6 +3,8 @@
 // restart under a live store, and connection errors.
 #include "core/store/postgres_trace_store.h"
 
+#include <libpq-fe.h>
+
 #include <atomic>
 #include <thread>
 
@@ -181,6 +183,39 @@ TEST(PostgresTraceStoreTest, ConnectionErrorsNameTheServerButNeverThePassword) {
   ASSERT_FALSE(unparsable.ok());
   EXPECT_EQ(unparsable.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PostgresTraceStore::Open("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// What docs/operations.md promises: a role with only SELECT, INSERT and
+// DELETE on a table an owner created can run the server; without the table
+// and without CREATE it cannot, and says why.
+TEST(PostgresTraceStoreTest, RunsWithALeastPrivilegeRoleOnceTheTableExists) {
+  REQUIRE_POSTGRES();
+  auto conninfo = NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+  auto run_as_owner = [&](const std::string& sql) {
+    PGconn* conn = PQconnectdb(conninfo->c_str());
+    PGresult* result = PQexec(conn, sql.c_str());
+    EXPECT_EQ(PQresultStatus(result), PGRES_COMMAND_OK) << PQerrorMessage(conn);
+    PQclear(result);
+    PQfinish(conn);
+  };
+  run_as_owner("CREATE ROLE store_app LOGIN");
+  const std::string as_app = *conninfo + " user=store_app";
+  auto refused = PostgresTraceStore::Open(as_app);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              AllOf(HasSubstr("create the schema"), HasSubstr("permission denied")));
+
+  ASSERT_TRUE(PostgresTraceStore::Open(*conninfo).ok());  // the owner creates it
+  run_as_owner("GRANT SELECT, INSERT, DELETE ON habitat_traces TO store_app");
+  auto store = PostgresTraceStore::Open(as_app);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto stored = (*store)->Put("alpha", RealTraces(1)[0]);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE((*store)->Get("alpha", stored->id).ok());
+  EXPECT_EQ((*store)->Count().value_or(0), 1u);
+  EXPECT_EQ((*store)->DeleteOlderThan(absl::Now() + absl::Hours(1)).value_or(0), 1u);
 }
 
 TEST(PostgresTraceStoreTest, FactoryOpensConnectionStringsAndUris) {
