@@ -109,7 +109,9 @@ absl::StatusOr<std::string> StoreFromFlags(bool dir_given) {
   }
   if (!store.empty()) {
     auto parsed = habitat::ParseStoreSpec(store);
-    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--store: ", parsed.status().message()));
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--store: ", parsed.status().message()));
+    }
     return store;
   }
   if (dir_given) {

@@ -56,7 +56,6 @@ int WaitFor(pid_t pid, absl::Duration timeout) {
   return -1;
 }
 
-
 // fork + exec of `args` with stdout and stderr appended to `log_path`, in
 // `cwd`, as uid/gid when `switch_user`. Everything the child touches is
 // prepared before fork (only async-signal-safe calls after it).
@@ -102,9 +101,9 @@ absl::StatusOr<std::string> PostgresTestServer::FindBinaries() {
     for (size_t i = 0; i < found.gl_pathc; ++i) {
       const std::string initdb = found.gl_pathv[i];
       const std::string dir = initdb.substr(0, initdb.size() - std::strlen("/initdb"));
-      const std::string version = dir.substr(std::strlen("/usr/lib/postgresql/"),
-                                             dir.size() - std::strlen("/usr/lib/postgresql/") -
-                                                 std::strlen("/bin"));
+      const std::string version =
+          dir.substr(std::strlen("/usr/lib/postgresql/"),
+                     dir.size() - std::strlen("/usr/lib/postgresql/") - std::strlen("/bin"));
       int number = 0;
       if (absl::SimpleAtoi(version, &number) && number > best_version &&
           ::access((dir + "/postgres").c_str(), X_OK) == 0) {
@@ -162,8 +161,8 @@ absl::StatusOr<std::unique_ptr<PostgresTestServer>> PostgresTestServer::Start() 
   const std::vector<std::string> initdb = {
       server->bin_ + "/initdb", "-D", server->data_dir_, "-U", "habitat", "--auth=trust",
       "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C"};
-  const pid_t pid = Spawn(initdb, server->dir_ + "/initdb.log", server->dir_,
-                          server->switch_user_, server->uid_, server->gid_, SIGKILL);
+  const pid_t pid = Spawn(initdb, server->dir_ + "/initdb.log", server->dir_, server->switch_user_,
+                          server->uid_, server->gid_, SIGKILL);
   if (pid < 0) return absl::UnavailableError("fork failed");
   const int status = WaitFor(pid, absl::Seconds(120));
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {

@@ -64,8 +64,8 @@ absl::StatusOr<std::string> PostgresTraceStore::DescribeTarget(const std::string
   if (options == nullptr) {
     std::string detail = Trimmed(error != nullptr ? error : "out of memory");
     PQfreemem(error);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the PostgreSQL trace store's connection string does not parse: ", detail));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the PostgreSQL trace store's connection string does not parse: ", detail));
   }
   std::vector<std::string> parts;
   for (const char* key : {"host", "hostaddr", "port", "dbname", "user"}) {
@@ -172,9 +172,9 @@ absl::StatusOr<std::unique_ptr<PostgresTraceStore>> PostgresTraceStore::Open(
   // CREATE ... IF NOT EXISTS needs the CREATE privilege even when the table
   // is there: look first, so that a role with only SELECT, INSERT and DELETE
   // on an existing table can run the server.
-  HABITAT_ASSIGN_OR_RETURN(
-      Result exists, store->Run(lease, "look for the table",
-                                "SELECT to_regclass('habitat_traces') IS NOT NULL", {}));
+  HABITAT_ASSIGN_OR_RETURN(Result exists,
+                           store->Run(lease, "look for the table",
+                                      "SELECT to_regclass('habitat_traces') IS NOT NULL", {}));
   if (exists.rows() == 1 && std::strcmp(PQgetvalue(exists.get(), 0, 0), "t") == 0) {
     return store;
   }
@@ -183,10 +183,9 @@ absl::StatusOr<std::unique_ptr<PostgresTraceStore>> PostgresTraceStore::Open(
     const std::string detail = Trimmed(PQerrorMessage(lease.conn()));
     // The multi-statement string may leave a failed transaction open.
     PQclear(PQexec(lease.conn(), "ROLLBACK"));
-    return absl::Status(
-        CodeFor(PQresultErrorField(created.get(), PG_DIAG_SQLSTATE)),
-        absl::StrCat("PostgreSQL trace store (", store->target_, "): create the schema failed: ",
-                     detail));
+    return absl::Status(CodeFor(PQresultErrorField(created.get(), PG_DIAG_SQLSTATE)),
+                        absl::StrCat("PostgreSQL trace store (", store->target_,
+                                     "): create the schema failed: ", detail));
   }
   return store;
 }
@@ -258,9 +257,9 @@ absl::StatusOr<PostgresTraceStore::Result> PostgresTraceStore::Run(
     }
     const char* sqlstate =
         result.get() != nullptr ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
-    return absl::Status(CodeFor(sqlstate), absl::StrCat("PostgreSQL trace store (", target_,
-                                                        "): ", operation, " failed: ",
-                                                        Trimmed(PQerrorMessage(lease.conn()))));
+    return absl::Status(CodeFor(sqlstate),
+                        absl::StrCat("PostgreSQL trace store (", target_, "): ", operation,
+                                     " failed: ", Trimmed(PQerrorMessage(lease.conn()))));
   }
 }
 
@@ -270,20 +269,19 @@ absl::StatusOr<StoredTrace> PostgresTraceStore::Put(const std::string& tenant,
   HABITAT_ASSIGN_OR_RETURN(EncodedTrace encoded, EncodeTrace(trace));
   HABITAT_ASSIGN_OR_RETURN(Lease lease, Borrow("store a trace"));
   HABITAT_ASSIGN_OR_RETURN(
-      Result inserted,
-      Run(lease, "store a trace",
-          "INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
-          "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, id) DO NOTHING",
-          {tenant, encoded.id, absl::StrCat(encoded.size_bytes),
-           absl::StrCat(absl::ToUnixNanos(options_.clock())), encoded.blob},
-          {false, false, false, false, true}));
+      Result inserted, Run(lease, "store a trace",
+                           "INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
+                           "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, id) DO NOTHING",
+                           {tenant, encoded.id, absl::StrCat(encoded.size_bytes),
+                            absl::StrCat(absl::ToUnixNanos(options_.clock())), encoded.blob},
+                           {false, false, false, false, true}));
   const bool created = inserted.changed() > 0;
   if (created) count_.Add(1);
   return StoredTrace{std::move(encoded.id), created};
 }
 
-absl::StatusOr<std::shared_ptr<const v1::Trace>> PostgresTraceStore::Get(
-    const std::string& tenant, const std::string& id) {
+absl::StatusOr<std::shared_ptr<const v1::Trace>> PostgresTraceStore::Get(const std::string& tenant,
+                                                                         const std::string& id) {
   HABITAT_RETURN_IF_ERROR(CheckTraceId(id));
   HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));
   const std::string key = TraceCache::Key(tenant, id);
@@ -291,9 +289,9 @@ absl::StatusOr<std::shared_ptr<const v1::Trace>> PostgresTraceStore::Get(
   if (auto cached = cache_.Find(key)) {
     // Retention, possibly on another replica, may have deleted it since.
     HABITAT_ASSIGN_OR_RETURN(
-        Result exists, Run(lease, "look a trace up",
-                           "SELECT 1 FROM habitat_traces WHERE tenant = $1 AND id = $2",
-                           {tenant, id}));
+        Result exists,
+        Run(lease, "look a trace up", "SELECT 1 FROM habitat_traces WHERE tenant = $1 AND id = $2",
+            {tenant, id}));
     if (exists.rows() == 0) return TraceNotFoundError(id);
     return cached;
   }
@@ -319,8 +317,8 @@ absl::StatusOr<std::shared_ptr<const v1::Trace>> PostgresTraceStore::Get(
 absl::StatusOr<size_t> PostgresTraceStore::Count() {
   return count_.Get([this]() -> absl::StatusOr<int64_t> {
     HABITAT_ASSIGN_OR_RETURN(Lease lease, Borrow("count traces"));
-    HABITAT_ASSIGN_OR_RETURN(
-        Result count, Run(lease, "count traces", "SELECT COUNT(*) FROM habitat_traces", {}));
+    HABITAT_ASSIGN_OR_RETURN(Result count,
+                             Run(lease, "count traces", "SELECT COUNT(*) FROM habitat_traces", {}));
     int64_t n = 0;
     if (count.rows() != 1 || !absl::SimpleAtoi(PQgetvalue(count.get(), 0, 0), &n)) {
       return Error("count traces", "unexpected answer to SELECT COUNT(*)");
@@ -331,10 +329,9 @@ absl::StatusOr<size_t> PostgresTraceStore::Count() {
 
 absl::StatusOr<size_t> PostgresTraceStore::DeleteOlderThan(absl::Time cutoff) {
   HABITAT_ASSIGN_OR_RETURN(Lease lease, Borrow("delete old traces"));
-  HABITAT_ASSIGN_OR_RETURN(Result deleted,
-                           Run(lease, "delete old traces",
-                               "DELETE FROM habitat_traces WHERE created_at < $1",
-                               {absl::StrCat(absl::ToUnixNanos(cutoff))}));
+  HABITAT_ASSIGN_OR_RETURN(Result deleted, Run(lease, "delete old traces",
+                                               "DELETE FROM habitat_traces WHERE created_at < $1",
+                                               {absl::StrCat(absl::ToUnixNanos(cutoff))}));
   const int64_t n = deleted.changed();
   count_.Add(-n);
   if (n > 0) cache_.Clear();

@@ -26,8 +26,8 @@ class PostgresTraceStore : public TraceStore {
   // user=habitat") or URI ("postgresql://habitat@db/habitat"); passwords
   // are best left to ~/.pgpass or PGPASSWORD. Connects (10 s timeout unless
   // the string sets connect_timeout) and creates the table if missing.
-  static absl::StatusOr<std::unique_ptr<PostgresTraceStore>> Open(
-      const std::string& conninfo, TraceStoreOptions options = {});
+  static absl::StatusOr<std::unique_ptr<PostgresTraceStore>> Open(const std::string& conninfo,
+                                                                  TraceStoreOptions options = {});
   ~PostgresTraceStore() override;
 
   absl::StatusOr<StoredTrace> Put(const std::string& tenant,

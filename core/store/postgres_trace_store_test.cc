@@ -41,9 +41,9 @@ PostgresTestServer* Server() {
   return server.get();
 }
 
-#define REQUIRE_POSTGRES()                                                              \
-  if (Server() == nullptr) {                                                            \
-    GTEST_SKIP() << PostgresTestServer::FindBinaries().status().message();             \
+#define REQUIRE_POSTGRES()                                                 \
+  if (Server() == nullptr) {                                               \
+    GTEST_SKIP() << PostgresTestServer::FindBinaries().status().message(); \
   }
 
 class PostgresUnderTest : public StoreUnderTest {
@@ -76,9 +76,7 @@ INSTANTIATE_TEST_SUITE_P(Stores, TraceStoreConformanceTest,
                            return info.param.name;
                          });
 
-absl::StatusOr<std::string> NewDatabase() {
-  return Server()->CreateDatabase();
-}
+absl::StatusOr<std::string> NewDatabase() { return Server()->CreateDatabase(); }
 
 // Two server replicas on one database: uploads racing through both store
 // each trace once, each replica reads the other's, tenants stay apart, and
@@ -230,9 +228,9 @@ TEST(PostgresTraceStoreTest, FactoryOpensConnectionStringsAndUris) {
 
   // The same database by URI (socket directory as the host parameter).
   const std::string dbname = conninfo->substr(conninfo->rfind('=') + 1);
-  auto by_uri = OpenTraceStore(absl::StrCat("postgresql:///", dbname, "?host=",
-                                            Server()->socket_dir(), "&port=", Server()->port(),
-                                            "&user=habitat"));
+  auto by_uri =
+      OpenTraceStore(absl::StrCat("postgresql:///", dbname, "?host=", Server()->socket_dir(),
+                                  "&port=", Server()->port(), "&user=habitat"));
   ASSERT_TRUE(by_uri.ok()) << by_uri.status();
   EXPECT_TRUE((*by_uri)->Get("", stored->id).ok());
 }

@@ -212,9 +212,9 @@ absl::StatusOr<std::unique_ptr<SqliteTraceStore>> SqliteTraceStore::Open(
 absl::StatusOr<sqlite3*> SqliteTraceStore::Connect() {
   sqlite3* db = nullptr;
   // NOMUTEX: the pool hands each connection to one thread at a time.
-  int rc = sqlite3_open_v2(path_.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path_.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   absl::Status status;
   if (rc != SQLITE_OK) {
     status = SqliteError(path_, "open the database file", db, rc);
@@ -227,10 +227,9 @@ absl::StatusOr<sqlite3*> SqliteTraceStore::Connect() {
     if (!mode.ok()) {
       status = mode.status();
     } else if (*mode != "wal") {
-      status = absl::FailedPreconditionError(
-          absl::StrCat("SQLite trace store '", path_,
-                       "': the file system does not support WAL mode (journal mode '", *mode,
-                       "')"));
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "SQLite trace store '", path_,
+          "': the file system does not support WAL mode (journal mode '", *mode, "')"));
     } else {
       // FULL: a commit (an acknowledged upload) survives power loss too,
       // not only a crash of this process.
@@ -278,9 +277,9 @@ absl::StatusOr<StoredTrace> SqliteTraceStore::Put(const std::string& tenant,
   HABITAT_ASSIGN_OR_RETURN(EncodedTrace encoded, EncodeTrace(trace));
   HABITAT_ASSIGN_OR_RETURN(Lease lease, Borrow());
   Statement insert(lease.db(), path_, "store a trace");
-  HABITAT_RETURN_IF_ERROR(insert.Prepare(
-      "INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
-      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, id) DO NOTHING"));
+  HABITAT_RETURN_IF_ERROR(
+      insert.Prepare("INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, id) DO NOTHING"));
   insert.BindText(1, tenant);
   insert.BindText(2, encoded.id);
   insert.BindInt64(3, encoded.size_bytes);
@@ -311,8 +310,8 @@ absl::StatusOr<std::shared_ptr<const v1::Trace>> SqliteTraceStore::Get(const std
     return cached;
   }
   Statement select(lease.db(), path_, "read a trace");
-  HABITAT_RETURN_IF_ERROR(select.Prepare(
-      "SELECT size_bytes, data FROM habitat_traces WHERE tenant = ?1 AND id = ?2"));
+  HABITAT_RETURN_IF_ERROR(
+      select.Prepare("SELECT size_bytes, data FROM habitat_traces WHERE tenant = ?1 AND id = ?2"));
   select.BindText(1, tenant);
   select.BindText(2, id);
   HABITAT_ASSIGN_OR_RETURN(bool found, select.Step());

@@ -54,11 +54,11 @@ TEST(SqliteTraceStoreTest, WritesTheDocumentedSchemaInWalMode) {
 
   EXPECT_THAT(RawQuery(path, "PRAGMA journal_mode"), ::testing::ElementsAre("wal"));
   EXPECT_THAT(RawQuery(path, "PRAGMA user_version"), ::testing::ElementsAre("1"));
-  EXPECT_THAT(RawQuery(path, "SELECT tenant || ' ' || id || ' ' || size_bytes || ' ' || "
-                             "created_at FROM habitat_traces"),
-              ::testing::ElementsAre(absl::StrCat("alpha ", stored->id, " ",
-                                                  trace.ByteSizeLong(), " ",
-                                                  absl::ToUnixNanos(clock.Now()))));
+  EXPECT_THAT(RawQuery(path,
+                       "SELECT tenant || ' ' || id || ' ' || size_bytes || ' ' || "
+                       "created_at FROM habitat_traces"),
+              ::testing::ElementsAre(absl::StrCat("alpha ", stored->id, " ", trace.ByteSizeLong(),
+                                                  " ", absl::ToUnixNanos(clock.Now()))));
   // The blob is the gzip of the serialised trace, and smaller than it.
   EXPECT_THAT(RawQuery(path, "SELECT hex(substr(data, 1, 2)) FROM habitat_traces"),
               ::testing::ElementsAre("1F8B"));

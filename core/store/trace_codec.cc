@@ -20,16 +20,16 @@ absl::StatusOr<EncodedTrace> EncodeTrace(const v1::Trace& trace) {
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> DecodeTrace(absl::string_view blob,
-                                                              int64_t size_bytes,
-                                                              const std::string& where) {
+                                                             int64_t size_bytes,
+                                                             const std::string& where) {
   auto bytes = Gunzip(blob);
   if (!bytes.ok()) {
     return absl::DataLossError(
         absl::StrCat(where, " is corrupt: its data does not inflate: ", bytes.status().message()));
   }
   if (static_cast<int64_t>(bytes->size()) != size_bytes) {
-    return absl::DataLossError(absl::StrCat(where, " is corrupt: ", bytes->size(),
-                                            " bytes where ", size_bytes, " were stored"));
+    return absl::DataLossError(absl::StrCat(where, " is corrupt: ", bytes->size(), " bytes where ",
+                                            size_bytes, " were stored"));
   }
   auto trace = std::make_shared<v1::Trace>();
   if (!trace->ParseFromString(*bytes)) {

@@ -13,16 +13,17 @@
 namespace habitat {
 
 struct EncodedTrace {
-  std::string id;           // ComputeTraceId
-  std::string blob;         // gzip of the serialised trace
-  int64_t size_bytes = 0;   // serialised (uncompressed) size
+  std::string id;          // ComputeTraceId
+  std::string blob;        // gzip of the serialised trace
+  int64_t size_bytes = 0;  // serialised (uncompressed) size
 };
 
 absl::StatusOr<EncodedTrace> EncodeTrace(const habitat::v1::Trace& trace);
 
 // DATA_LOSS naming `where` (store and id) when the blob does not inflate,
 // has the wrong size or does not parse.
-absl::StatusOr<std::shared_ptr<const habitat::v1::Trace>> DecodeTrace(
-    absl::string_view blob, int64_t size_bytes, const std::string& where);
+absl::StatusOr<std::shared_ptr<const habitat::v1::Trace>> DecodeTrace(absl::string_view blob,
+                                                                      int64_t size_bytes,
+                                                                      const std::string& where);
 
 }  // namespace habitat

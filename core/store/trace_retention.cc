@@ -20,8 +20,8 @@ absl::StatusOr<std::unique_ptr<TraceRetention>> TraceRetention::Start(TraceStore
   std::unique_ptr<TraceRetention> retention(new TraceRetention(store, std::move(options)));
   auto first = retention->SweepOnce();
   if (!first.ok()) {
-    return absl::Status(first.status().code(), absl::StrCat("trace retention at start-up: ",
-                                                            first.status().message()));
+    return absl::Status(first.status().code(),
+                        absl::StrCat("trace retention at start-up: ", first.status().message()));
   }
   retention->thread_ = std::thread([r = retention.get()] { r->Loop(); });
   return retention;

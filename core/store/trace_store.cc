@@ -27,8 +27,7 @@ bool IsStorableTenant(const std::string& tenant) {
   if (tenant.empty()) return true;
   if (tenant.size() > 64 || tenant[0] == '.') return false;
   for (const char c : tenant) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
-        c != '-') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
       return false;
     }
   }
@@ -58,8 +57,8 @@ std::vector<std::string> Entries(const std::string& dir, absl::string_view suffi
 }  // namespace
 
 absl::Status TraceNotFoundError(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat(
-      "trace_id '", id, "' is not stored on this server; upload it with UploadTrace"));
+  return absl::NotFoundError(
+      absl::StrCat("trace_id '", id, "' is not stored on this server; upload it with UploadTrace"));
 }
 
 absl::Status CheckTenantName(const std::string& tenant) {
@@ -84,8 +83,8 @@ absl::StatusOr<StoredTrace> InMemoryTraceStore::Put(const std::string& tenant,
   return StoredTrace{id, inserted};
 }
 
-absl::StatusOr<std::shared_ptr<const v1::Trace>> InMemoryTraceStore::Get(
-    const std::string& tenant, const std::string& id) {
+absl::StatusOr<std::shared_ptr<const v1::Trace>> InMemoryTraceStore::Get(const std::string& tenant,
+                                                                         const std::string& id) {
   HABITAT_RETURN_IF_ERROR(CheckTraceId(id));
   HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));
   absl::MutexLock lock(&mutex_);
@@ -175,8 +174,8 @@ absl::StatusOr<StoredTrace> DirectoryTraceStore::Put(const std::string& tenant,
   return StoredTrace{id, true};
 }
 
-absl::StatusOr<std::shared_ptr<const v1::Trace>> DirectoryTraceStore::Get(
-    const std::string& tenant, const std::string& id) {
+absl::StatusOr<std::shared_ptr<const v1::Trace>> DirectoryTraceStore::Get(const std::string& tenant,
+                                                                          const std::string& id) {
   HABITAT_RETURN_IF_ERROR(CheckTraceId(id));
   HABITAT_ASSIGN_OR_RETURN(const std::string dir, TenantDir(tenant));
   const std::string path = PathFor(dir, id);
@@ -216,8 +215,8 @@ absl::StatusOr<size_t> DirectoryTraceStore::DeleteOlderThan(absl::Time cutoff) {
       if (::stat(path.c_str(), &info) != 0) continue;  // deleted meanwhile
       if (absl::TimeFromTimespec(info.st_mtim) >= cutoff) continue;
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-        return absl::UnavailableError(absl::StrCat("retention: cannot delete '", path,
-                                                   "': ", std::strerror(errno)));
+        return absl::UnavailableError(
+            absl::StrCat("retention: cannot delete '", path, "': ", std::strerror(errno)));
       }
       ++deleted;
     }

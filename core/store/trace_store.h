@@ -60,8 +60,8 @@ class TraceStore {
                                           const habitat::v1::Trace& trace) = 0;
   // CheckTraceId's error for malformed ids, TraceNotFoundError for ids the
   // tenant has not stored.
-  virtual absl::StatusOr<std::shared_ptr<const habitat::v1::Trace>> Get(
-      const std::string& tenant, const std::string& id) = 0;
+  virtual absl::StatusOr<std::shared_ptr<const habitat::v1::Trace>> Get(const std::string& tenant,
+                                                                        const std::string& id) = 0;
   // Traces stored, over all tenants.
   virtual absl::StatusOr<size_t> Count() = 0;
   // Deletes every trace (of every tenant) stored before `cutoff`; returns
@@ -101,8 +101,8 @@ class InMemoryTraceStore : public TraceStore {
 class DirectoryTraceStore : public TraceStore {
  public:
   // Creates the directory if needed.
-  static absl::StatusOr<std::unique_ptr<DirectoryTraceStore>> Open(
-      const std::string& dir, TraceStoreOptions options = {});
+  static absl::StatusOr<std::unique_ptr<DirectoryTraceStore>> Open(const std::string& dir,
+                                                                   TraceStoreOptions options = {});
 
   absl::StatusOr<StoredTrace> Put(const std::string& tenant,
                                   const habitat::v1::Trace& trace) override;

@@ -12,8 +12,8 @@ namespace habitat::testing {
 std::vector<v1::Trace> RealTraces(int count) {
   static const std::vector<v1::Trace>* base = [] {
     auto* traces = new std::vector<v1::Trace>;
-    for (const auto& [name, batch] : {std::pair<const char*, uint32_t>{"dcgan_b64_fp32", 64},
-                                      {"resnet50_b16_fp32", 16}}) {
+    for (const auto& [name, batch] :
+         {std::pair<const char*, uint32_t>{"dcgan_b64_fp32", 64}, {"resnet50_b16_fp32", 16}}) {
       auto trace = LoadKinetoFixture("h100", name, batch);
       EXPECT_TRUE(trace.ok()) << trace.status();
       if (trace.ok()) traces->push_back(*std::move(trace));
@@ -147,8 +147,7 @@ TEST_P(TraceStoreConformanceTest, RetentionDeletesOnlyTracesOlderThanTheCutoff) 
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 2u);
   EXPECT_EQ((*store)->Get("alpha", old_alpha->id).status(), TraceNotFoundError(old_alpha->id));
-  EXPECT_EQ((*store)->Get("", old_anonymous->id).status(),
-            TraceNotFoundError(old_anonymous->id));
+  EXPECT_EQ((*store)->Get("", old_anonymous->id).status(), TraceNotFoundError(old_anonymous->id));
   EXPECT_TRUE((*store)->Get("alpha", young->id).ok());
   EXPECT_EQ((*store)->Count().value_or(99), 1u);
   // Uploaded again, it is a new trace with a new creation time.

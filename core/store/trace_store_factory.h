@@ -36,9 +36,7 @@ absl::StatusOr<std::unique_ptr<TraceStore>> OpenTraceStore(const std::string& sp
 // The SQLite file used when no store is named: $STATE_DIRECTORY/traces.db
 // (systemd's StateDirectory=), else $XDG_STATE_HOME/habitat/traces.db, else
 // $HOME/.local/state/habitat/traces.db, else /var/lib/habitat/traces.db.
-std::string DefaultSqlitePath(
-    const std::function<const char*(const char*)>& getenv = [](const char* name) {
-      return std::getenv(name);
-    });
+std::string DefaultSqlitePath(const std::function<const char*(const char*)>& getenv =
+                                  [](const char* name) { return std::getenv(name); });
 
 }  // namespace habitat

@@ -32,8 +32,8 @@ TEST(TraceStoreFactoryTest, ParsesEachForm) {
 }
 
 TEST(TraceStoreFactoryTest, RejectsUnknownAndEmptySpecs) {
-  for (const std::string bad : {"", "sqlite:", "dir:", "postgres:", "mysql:x", "/tmp/x.db",
-                                "Memory"}) {
+  for (const std::string bad :
+       {"", "sqlite:", "dir:", "postgres:", "mysql:x", "/tmp/x.db", "Memory"}) {
     auto spec = ParseStoreSpec(bad);
     ASSERT_FALSE(spec.ok()) << bad;
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);

@@ -49,8 +49,7 @@ class SqliteUnderTest : public StoreUnderTest {
 INSTANTIATE_TEST_SUITE_P(
     Stores, TraceStoreConformanceTest,
     ::testing::Values(StoreKind{"Memory", [] { return std::make_unique<MemoryUnderTest>(); }},
-                      StoreKind{"Directory",
-                                [] { return std::make_unique<DirectoryUnderTest>(); }},
+                      StoreKind{"Directory", [] { return std::make_unique<DirectoryUnderTest>(); }},
                       StoreKind{"Sqlite", [] { return std::make_unique<SqliteUnderTest>(); }}),
     [](const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; });
 
@@ -71,9 +70,9 @@ TEST(DirectoryTraceStoreTest, ReportsCorruptFiles) {
   auto store = DirectoryTraceStore::Open(dir.path());
   ASSERT_TRUE(store.ok());
   const std::string id = "sha256:" + std::string(64, 'a');
-  ASSERT_TRUE(
-      WriteFileAtomically(dir.path() + "/" + std::string(64, 'a') + ".trace", "\xff\xff\xff garbage")
-          .ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/" + std::string(64, 'a') + ".trace",
+                                  "\xff\xff\xff garbage")
+                  .ok());
   EXPECT_EQ((*store)->Get("", id).status().code(), absl::StatusCode::kDataLoss);
 }
 

@@ -250,9 +250,9 @@ TEST_F(TraceStoreBinaryTest, RetentionDeletesExpiredTracesAtStartUp) {
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  const std::string age = absl::StrCat(
-      "UPDATE habitat_traces SET created_at = created_at - ",
-      absl::ToInt64Nanoseconds(absl::Hours(72)), " WHERE id = '", old_id, "'");
+  const std::string age =
+      absl::StrCat("UPDATE habitat_traces SET created_at = created_at - ",
+                   absl::ToInt64Nanoseconds(absl::Hours(72)), " WHERE id = '", old_id, "'");
   EXPECT_EQ(sqlite3_exec(db, age.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   EXPECT_EQ(sqlite3_changes(db), 1);
   sqlite3_close(db);
@@ -294,9 +294,9 @@ TEST_F(TraceStoreBinaryTest, BadStoreFlagsStopTheServerWithExitCode1) {
   ASSERT_NE(file, nullptr);
   std::fclose(file);
   for (const auto& [flags, message] : cases) {
-    std::vector<std::string> args = {HABITAT_SERVER_BINARY, "--address=127.0.0.1:0",
-                                     "--metrics_address=",
-                                     absl::StrCat("--data_dir=", HABITAT_DATA_DIR)};
+    std::vector<std::string> args = {
+        HABITAT_SERVER_BINARY, "--address=127.0.0.1:0",
+        "--metrics_address=", absl::StrCat("--data_dir=", HABITAT_DATA_DIR)};
     args.insert(args.end(), flags.begin(), flags.end());
     ChildProcess server(args, tmp_.Sub("bad.out"), tmp_.Sub("bad.err"));
     const int status = server.Wait(absl::Seconds(30));
