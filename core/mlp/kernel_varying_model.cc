@@ -27,19 +27,17 @@
 namespace habitat {
 namespace mlp {
 
-struct KernelVaryingModel::Impl {
-  // forward() does not change the module; the JIT's graph executor locks
-  // its own state, so concurrent calls are safe.
-  mutable torch::jit::Module module;
+namespace {
+
+using nlohmann::json;
+
+// What manifest.json tells the server beyond the checks.
+struct Manifest {
   std::vector<std::string> trained_gpus;
   std::array<std::vector<Precision>, kFamilyCount> trained_precisions;
   Nanoseconds min_origin_ns = 0;
   std::string model_sha256;
 };
-
-namespace {
-
-using nlohmann::json;
 
 absl::StatusOr<std::string> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -79,7 +77,7 @@ absl::StatusOr<std::vector<std::string>> StringList(const json& doc,
 
 // Checks the manifest against features.h and fills `impl` (not the module).
 absl::Status ParseManifest(const std::string& path, const std::string& text,
-                           KernelVaryingModel::Impl* impl) {
+                           Manifest* impl) {
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return ManifestError(path, "not a JSON object");
@@ -180,6 +178,13 @@ absl::StatusOr<std::vector<double>> Forward(torch::jit::Module& module,
 
 }  // namespace
 
+struct KernelVaryingModel::Impl {
+  // forward() does not change the module; the JIT's graph executor locks
+  // its own state, so concurrent calls are safe.
+  mutable torch::jit::Module module;
+  Manifest manifest;
+};
+
 KernelVaryingModel::KernelVaryingModel(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 
@@ -193,15 +198,15 @@ absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
   auto impl = std::make_unique<Impl>();
   const std::string manifest_path = model_dir + "/manifest.json";
   HABITAT_ASSIGN_OR_RETURN(std::string manifest_text, ReadBytes(manifest_path));
-  HABITAT_RETURN_IF_ERROR(ParseManifest(manifest_path, manifest_text, impl.get()));
+  HABITAT_RETURN_IF_ERROR(ParseManifest(manifest_path, manifest_text, &impl->manifest));
 
   const std::string model_path = model_dir + "/model.pt";
   HABITAT_ASSIGN_OR_RETURN(std::string model_bytes, ReadBytes(model_path));
   const std::string sha = Sha256Hex(model_bytes);
-  if (sha != impl->model_sha256) {
+  if (sha != impl->manifest.model_sha256) {
     return absl::InvalidArgumentError(
         absl::StrCat(model_path, ": sha256 ", sha, " differs from model_sha256 ",
-                     impl->model_sha256, " in ", manifest_path,
+                     impl->manifest.model_sha256, " in ", manifest_path,
                      " (model and manifest are from different training runs)"));
   }
   try {
@@ -245,16 +250,20 @@ absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Ratios(
 }
 
 const std::vector<std::string>& KernelVaryingModel::trained_gpus() const {
-  return impl_->trained_gpus;
+  return impl_->manifest.trained_gpus;
 }
 
 const std::vector<Precision>& KernelVaryingModel::trained_precisions(Family family) const {
-  return impl_->trained_precisions[static_cast<size_t>(family)];
+  return impl_->manifest.trained_precisions[static_cast<size_t>(family)];
 }
 
-Nanoseconds KernelVaryingModel::min_origin_ns() const { return impl_->min_origin_ns; }
+Nanoseconds KernelVaryingModel::min_origin_ns() const {
+  return impl_->manifest.min_origin_ns;
+}
 
-const std::string& KernelVaryingModel::model_sha256() const { return impl_->model_sha256; }
+const std::string& KernelVaryingModel::model_sha256() const {
+  return impl_->manifest.model_sha256;
+}
 
 }  // namespace mlp
 }  // namespace habitat
