@@ -12,15 +12,12 @@ namespace {
 using habitat::v1::DeviceSpec;
 
 bool IsCudnnFamily(Family family) {
-  return family == Family::kConv2d || family == Family::kConvTranspose2d ||
-         family == Family::kLstm;
+  return family == Family::kConv2d || family == Family::kConvTranspose2d || family == Family::kLstm;
 }
 
 // math.ceil(rows / TILE) * math.ceil(cols / TILE); exact in double for any
 // realistic size (< 2^53).
-double Tiles(double rows, double cols) {
-  return std::ceil(rows / kTile) * std::ceil(cols / kTile);
-}
+double Tiles(double rows, double cols) { return std::ceil(rows / kTile) * std::ceil(cols / kTile); }
 
 double Log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 
@@ -35,17 +32,16 @@ int64_t ConvOut(int64_t size, int64_t kernel, int64_t stride, int64_t padding) {
   return std::max<int64_t>(1, FloorDiv(size + 2 * padding - kernel, stride) + 1);
 }
 
-absl::Status CheckDevice(const DeviceSpec& d, Family family,
-                         Precision precision) {
+absl::Status CheckDevice(const DeviceSpec& d, Family family, Precision precision) {
   auto bad = [&](absl::string_view field, double value) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GPU \"", d.id(), "\": ", field, " must be positive for the kernel-"
-        "varying features, got ", value));
+    return absl::InvalidArgumentError(absl::StrCat("GPU \"", d.id(), "\": ", field,
+                                                   " must be positive for the kernel-"
+                                                   "varying features, got ",
+                                                   value));
   };
   const double peak = PeakTflops(d, family, precision);
   if (!(peak > 0)) {
-    return bad(absl::StrCat("the peak TFLOP/s of ", PrecisionName(precision),
-                            " (peak_*_tflops)"),
+    return bad(absl::StrCat("the peak TFLOP/s of ", PrecisionName(precision), " (peak_*_tflops)"),
                peak);
   }
   if (!(d.memory_bandwidth_gbps() > 0)) {
@@ -57,8 +53,7 @@ absl::Status CheckDevice(const DeviceSpec& d, Family family,
   return absl::OkStatus();
 }
 
-void AppendDevice(const DeviceSpec& d, Family family, Precision precision,
-                  std::vector<double>* x) {
+void AppendDevice(const DeviceSpec& d, Family family, Precision precision, std::vector<double>* x) {
   x->push_back(std::log2(PeakTflops(d, family, precision)));
   x->push_back(std::log2(d.memory_bandwidth_gbps()));
   x->push_back(std::log2(static_cast<double>(d.sm_count())));
@@ -68,8 +63,8 @@ void AppendDevice(const DeviceSpec& d, Family family, Precision precision,
                static_cast<double>(d.compute_capability_minor()) / 10.0);
 }
 
-double RooflineNs(const DeviceSpec& d, Family family, Precision precision,
-                  double flop, double bytes) {
+double RooflineNs(const DeviceSpec& d, Family family, Precision precision, double flop,
+                  double bytes) {
   const double compute = flop / (PeakTflops(d, family, precision) * 1e3);
   const double memory = bytes / d.memory_bandwidth_gbps();
   return std::max({compute, memory, 1.0});
@@ -94,9 +89,8 @@ const std::vector<std::string>& FeatureNames() {
       }
     }
     out->insert(out->end(), {"log2_roofline_origin_ns", "log2_roofline_target_ns",
-                             "log2_roofline_ratio", "log2_waves_origin",
-                             "log2_waves_target", "wave_quant_origin",
-                             "wave_quant_target", "log2_origin_ns"});
+                             "log2_roofline_ratio", "log2_waves_origin", "log2_waves_target",
+                             "wave_quant_origin", "wave_quant_target", "log2_origin_ns"});
     return out;
   }();
   return *names;
@@ -104,9 +98,8 @@ const std::vector<std::string>& FeatureNames() {
 
 double PeakTflops(const DeviceSpec& device, Family family, Precision precision) {
   if (precision == Precision::kBf16) {
-    const double peak = device.peak_bf16_tensor_tflops() != 0
-                            ? device.peak_bf16_tensor_tflops()
-                            : device.peak_fp16_tensor_tflops();
+    const double peak = device.peak_bf16_tensor_tflops() != 0 ? device.peak_bf16_tensor_tflops()
+                                                              : device.peak_fp16_tensor_tflops();
     return peak != 0 ? peak : device.peak_fp32_tflops();
   }
   if (IsCudnnFamily(family) && device.peak_tf32_tflops() > 0) {
@@ -115,13 +108,12 @@ double PeakTflops(const DeviceSpec& device, Family family, Precision precision) 
   return device.peak_fp32_tflops();
 }
 
-absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c,
-                                 Precision precision, bool backward) {
+absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, Precision precision,
+                                 bool backward) {
   for (size_t i = 0; i < kConfigColumnCount; ++i) {
     if (c[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(DescribeConfig(family, c), ": column ", ConfigColumnName(i),
-                       " is negative"));
+      return absl::InvalidArgumentError(absl::StrCat(DescribeConfig(family, c), ": column ",
+                                                     ConfigColumnName(i), " is negative"));
     }
   }
   const bool conv = family == Family::kConv2d || family == Family::kConvTranspose2d;
@@ -190,14 +182,13 @@ absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c,
   return Work{flop, words * elem, std::max(1.0, tiles)};
 }
 
-absl::Status AppendFeatures(Family family, const OpConfig& config,
-                            Precision precision, bool backward,
-                            const DeviceSpec& origin, const DeviceSpec& target,
+absl::Status AppendFeatures(Family family, const OpConfig& config, Precision precision,
+                            bool backward, const DeviceSpec& origin, const DeviceSpec& target,
                             double origin_ns, std::vector<float>* out) {
   if (!std::isfinite(origin_ns)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("origin time of ", DescribeConfig(family, config),
-                     " is not a finite number of nanoseconds"));
+    return absl::InvalidArgumentError(absl::StrCat("origin time of ",
+                                                   DescribeConfig(family, config),
+                                                   " is not a finite number of nanoseconds"));
   }
   auto work = ComputeWork(family, config, precision, backward);
   if (!work.ok()) return work.status();
@@ -236,13 +227,14 @@ absl::Status AppendFeatures(Family family, const OpConfig& config,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<float>> ComputeFeatures(
-    Family family, const OpConfig& config, Precision precision, bool backward,
-    const DeviceSpec& origin, const DeviceSpec& target, double origin_ns) {
+absl::StatusOr<std::vector<float>> ComputeFeatures(Family family, const OpConfig& config,
+                                                   Precision precision, bool backward,
+                                                   const DeviceSpec& origin,
+                                                   const DeviceSpec& target, double origin_ns) {
   std::vector<float> out;
   out.reserve(kFeatureCount);
-  auto status = AppendFeatures(family, config, precision, backward, origin,
-                               target, origin_ns, &out);
+  auto status =
+      AppendFeatures(family, config, precision, backward, origin, target, origin_ns, &out);
   if (!status.ok()) return status;
   return out;
 }

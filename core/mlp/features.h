@@ -30,8 +30,7 @@ const std::vector<std::string>& FeatureNames();
 // cores (fp16's where the GPU has no bf16 ones, else fp32); fp32 convolutions
 // and LSTMs run on TF32 tensor cores where there are some (cuDNN's default),
 // other fp32 math does not (PyTorch's matmul default).
-double PeakTflops(const habitat::v1::DeviceSpec& device, Family family,
-                  Precision precision);
+double PeakTflops(const habitat::v1::DeviceSpec& device, Family family, Precision precision);
 
 // The minimum work of one pass, as work() in features.py.
 struct Work {
@@ -40,25 +39,25 @@ struct Work {
   double tiles = 0;  // output tiles of kTile x kTile, at least 1
 };
 // INVALID_ARGUMENT for a negative column or a convolution with stride 0.
-absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& config,
-                                 Precision precision, bool backward);
+absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& config, Precision precision,
+                                 bool backward);
 
 // The kFeatureCount features of one pass moved from `origin` to `target`,
 // appended to `*out` (so callers build one flat batch). INVALID_ARGUMENT,
 // naming the GPU and field, when a device lacks a spec the features take the
 // logarithm of, or when the configuration or origin_ns is invalid; `*out` is
 // then unchanged.
-absl::Status AppendFeatures(Family family, const OpConfig& config,
-                            Precision precision, bool backward,
-                            const habitat::v1::DeviceSpec& origin,
-                            const habitat::v1::DeviceSpec& target,
-                            double origin_ns, std::vector<float>* out);
+absl::Status AppendFeatures(Family family, const OpConfig& config, Precision precision,
+                            bool backward, const habitat::v1::DeviceSpec& origin,
+                            const habitat::v1::DeviceSpec& target, double origin_ns,
+                            std::vector<float>* out);
 
 // Convenience: one row.
-absl::StatusOr<std::vector<float>> ComputeFeatures(
-    Family family, const OpConfig& config, Precision precision, bool backward,
-    const habitat::v1::DeviceSpec& origin,
-    const habitat::v1::DeviceSpec& target, double origin_ns);
+absl::StatusOr<std::vector<float>> ComputeFeatures(Family family, const OpConfig& config,
+                                                   Precision precision, bool backward,
+                                                   const habitat::v1::DeviceSpec& origin,
+                                                   const habitat::v1::DeviceSpec& target,
+                                                   double origin_ns);
 
 }  // namespace mlp
 }  // namespace habitat

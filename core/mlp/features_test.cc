@@ -71,8 +71,8 @@ TEST(ComputeWorkTest, LinearByHand) {
 }
 
 TEST(ComputeWorkTest, ResNet50FirstConvByHand) {
-  const OpConfig c = Config({{kB, 16}, {kCIn, 3}, {kCOut, 64}, {kKernel, 7},
-                             {kStride, 2}, {kPadding, 3}, {kSize, 224}});
+  const OpConfig c = Config(
+      {{kB, 16}, {kCIn, 3}, {kCOut, 64}, {kKernel, 7}, {kStride, 2}, {kPadding, 3}, {kSize, 224}});
   auto w = ComputeWork(Family::kConv2d, c, Precision::kFp32, false);
   ASSERT_TRUE(w.ok()) << w.status();
   // Output 112x112 ((224 + 6 - 7) // 2 + 1).
@@ -84,16 +84,16 @@ TEST(ComputeWorkTest, ResNet50FirstConvByHand) {
 TEST(ComputeWorkTest, ConvOutputFloorsLikePython) {
   // (3 + 0 - 7) // 2 + 1 = -1 in Python (C++ division would give 0); both
   // clamp to 1, so the flop count has one output pixel.
-  const OpConfig c = Config({{kB, 1}, {kCIn, 8}, {kCOut, 8}, {kKernel, 7},
-                             {kStride, 2}, {kSize, 3}});
+  const OpConfig c =
+      Config({{kB, 1}, {kCIn, 8}, {kCOut, 8}, {kKernel, 7}, {kStride, 2}, {kSize, 3}});
   auto w = ComputeWork(Family::kConv2d, c, Precision::kFp32, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 2.0 * 8 * 8 * 49);
 }
 
 TEST(ComputeWorkTest, DcganFirstTransposedConvByHand) {
-  const OpConfig c = Config({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4},
-                             {kStride, 1}, {kSize, 1}});
+  const OpConfig c =
+      Config({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1}, {kSize, 1}});
   auto w = ComputeWork(Family::kConvTranspose2d, c, Precision::kFp32, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 2.0 * 64 * 100 * 512 * 16);
@@ -103,8 +103,8 @@ TEST(ComputeWorkTest, DcganFirstTransposedConvByHand) {
 }
 
 TEST(ComputeWorkTest, GnmtLstmByHand) {
-  const OpConfig c = Config({{kB, 32}, {kSeq, 50}, {kK, 1024}, {kN, 1024},
-                             {kLayers, 1}, {kBias, 1}});
+  const OpConfig c =
+      Config({{kB, 32}, {kSeq, 50}, {kK, 1024}, {kN, 1024}, {kLayers, 1}, {kBias, 1}});
   auto w = ComputeWork(Family::kLstm, c, Precision::kFp32, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 50.0 * 8 * 32 * 1024 * 2048);
@@ -119,8 +119,7 @@ TEST(ComputeWorkTest, GnmtLstmByHand) {
 }
 
 TEST(ComputeWorkTest, TransformerCausalAttentionByHand) {
-  const OpConfig c = Config({{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64},
-                             {kCausal, 1}});
+  const OpConfig c = Config({{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64}, {kCausal, 1}});
   auto w = ComputeWork(Family::kSdpa, c, Precision::kBf16, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 4.0 * 32 * 8 * 50 * 50 * 64 / 2);
@@ -129,13 +128,13 @@ TEST(ComputeWorkTest, TransformerCausalAttentionByHand) {
 }
 
 TEST(ComputeWorkTest, RejectsNegativeColumnsAndZeroStride) {
-  auto negative = ComputeWork(Family::kLinear, Config({{kM, -1}, {kN, 8}, {kK, 8}}),
-                              Precision::kFp32, false);
+  auto negative =
+      ComputeWork(Family::kLinear, Config({{kM, -1}, {kN, 8}, {kK, 8}}), Precision::kFp32, false);
   EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(negative.status().message(), HasSubstr("column m is negative"));
-  auto zero_stride = ComputeWork(
-      Family::kConv2d, Config({{kB, 1}, {kCIn, 3}, {kCOut, 8}, {kKernel, 3}, {kSize, 8}}),
-      Precision::kFp32, false);
+  auto zero_stride = ComputeWork(Family::kConv2d,
+                                 Config({{kB, 1}, {kCIn, 3}, {kCOut, 8}, {kKernel, 3}, {kSize, 8}}),
+                                 Precision::kFp32, false);
   EXPECT_THAT(zero_stride.status().message(), HasSubstr("stride must be at least 1"));
 }
 
@@ -186,8 +185,8 @@ TEST(FeaturesTest, RejectsBadDevicesAndTimes) {
   habitat::v1::DeviceSpec broken = Gpu("H100-SXM");
   broken.set_memory_bandwidth_gbps(0);
   std::vector<float> out;
-  auto s = AppendFeatures(Family::kLinear, c, Precision::kFp32, false, Gpu("H200"), broken,
-                          1e5, &out);
+  auto s =
+      AppendFeatures(Family::kLinear, c, Precision::kFp32, false, Gpu("H200"), broken, 1e5, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("\"H100-SXM\": memory_bandwidth_gbps"));
   EXPECT_TRUE(out.empty());

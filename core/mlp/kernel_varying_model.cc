@@ -1,9 +1,8 @@
 #include "core/mlp/kernel_varying_model.h"
 
-#include <openssl/sha.h>
-
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <openssl/sha.h>
 #include <torch/script.h>
 
 #include <array>
@@ -58,8 +57,7 @@ absl::Status ManifestError(const std::string& path, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", problem));
 }
 
-absl::StatusOr<std::vector<std::string>> StringList(const json& doc,
-                                                    const std::string& path,
+absl::StatusOr<std::vector<std::string>> StringList(const json& doc, const std::string& path,
                                                     const char* field) {
   auto it = doc.find(field);
   if (it == doc.end() || !it->is_array()) {
@@ -76,8 +74,7 @@ absl::StatusOr<std::vector<std::string>> StringList(const json& doc,
 }
 
 // Checks the manifest against features.h and fills `impl` (not the module).
-absl::Status ParseManifest(const std::string& path, const std::string& text,
-                           Manifest* impl) {
+absl::Status ParseManifest(const std::string& path, const std::string& text, Manifest* impl) {
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return ManifestError(path, "not a JSON object");
@@ -86,21 +83,17 @@ absl::Status ParseManifest(const std::string& path, const std::string& text,
   if (version == doc.end() || !version->is_number_integer() ||
       version->get<int64_t>() != kFeatureVersion) {
     return ManifestError(
-        path, absl::StrCat("feature_version is ",
-                           version == doc.end() ? "missing" : version->dump(),
-                           ", this build computes version ", kFeatureVersion,
-                           " (core/mlp/features.h)"));
+        path,
+        absl::StrCat("feature_version is ", version == doc.end() ? "missing" : version->dump(),
+                     ", this build computes version ", kFeatureVersion, " (core/mlp/features.h)"));
   }
-  HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                           StringList(doc, path, "feature_names"));
+  HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> names, StringList(doc, path, "feature_names"));
   if (names != FeatureNames()) {
-    return ManifestError(
-        path, absl::StrCat("feature_names [", absl::StrJoin(names, ", "),
-                           "] differ from core/mlp/features.h's [",
-                           absl::StrJoin(FeatureNames(), ", "), "]"));
+    return ManifestError(path, absl::StrCat("feature_names [", absl::StrJoin(names, ", "),
+                                            "] differ from core/mlp/features.h's [",
+                                            absl::StrJoin(FeatureNames(), ", "), "]"));
   }
-  HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> families,
-                           StringList(doc, path, "families"));
+  HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> families, StringList(doc, path, "families"));
   std::vector<std::string> ours;
   for (Family f : kAllFamilies) ours.emplace_back(FamilyName(f));
   if (families != ours) {
@@ -124,8 +117,8 @@ absl::Status ParseManifest(const std::string& path, const std::string& text,
       return ManifestError(path, absl::StrCat("trained_precisions: ", family.status().message()));
     }
     if (!list.is_array()) {
-      return ManifestError(path, absl::StrCat("trained_precisions.", family_name,
-                                              " must be an array"));
+      return ManifestError(path,
+                           absl::StrCat("trained_precisions.", family_name, " must be an array"));
     }
     auto& out = impl->trained_precisions[static_cast<size_t>(*family)];
     for (const json& p : list) {
@@ -146,20 +139,19 @@ absl::Status ParseManifest(const std::string& path, const std::string& text,
 }
 
 // Runs the module on `rows` rows; any LibTorch failure becomes a status.
-absl::StatusOr<std::vector<double>> Forward(torch::jit::Module& module,
-                                            const float* data, size_t rows) {
+absl::StatusOr<std::vector<double>> Forward(torch::jit::Module& module, const float* data,
+                                            size_t rows) {
   try {
     c10::InferenceMode guard;
     // from_blob does not copy; the module only reads its input.
     at::Tensor input = torch::from_blob(
-        const_cast<float*>(data),
-        {static_cast<int64_t>(rows), static_cast<int64_t>(kFeatureCount)},
+        const_cast<float*>(data), {static_cast<int64_t>(rows), static_cast<int64_t>(kFeatureCount)},
         torch::kFloat32);
     at::Tensor out = module.forward({input}).toTensor();
     if (out.dim() != 1 || out.size(0) != static_cast<int64_t>(rows)) {
-      return absl::InternalError(absl::StrCat(
-          "kernel-varying model returned shape ", c10::str(out.sizes()), " for ", rows,
-          " rows, expected [", rows, "]"));
+      return absl::InternalError(absl::StrCat("kernel-varying model returned shape ",
+                                              c10::str(out.sizes()), " for ", rows,
+                                              " rows, expected [", rows, "]"));
     }
     out = out.to(torch::kFloat64).contiguous();
     const double* values = out.data_ptr<double>();
@@ -185,8 +177,7 @@ struct KernelVaryingModel::Impl {
   Manifest manifest;
 };
 
-KernelVaryingModel::KernelVaryingModel(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
+KernelVaryingModel::KernelVaryingModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 KernelVaryingModel::~KernelVaryingModel() = default;
 
@@ -204,10 +195,9 @@ absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
   HABITAT_ASSIGN_OR_RETURN(std::string model_bytes, ReadBytes(model_path));
   const std::string sha = Sha256Hex(model_bytes);
   if (sha != impl->manifest.model_sha256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(model_path, ": sha256 ", sha, " differs from model_sha256 ",
-                     impl->manifest.model_sha256, " in ", manifest_path,
-                     " (model and manifest are from different training runs)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        model_path, ": sha256 ", sha, " differs from model_sha256 ", impl->manifest.model_sha256,
+        " in ", manifest_path, " (model and manifest are from different training runs)"));
   }
   try {
     std::istringstream stream(model_bytes);
@@ -223,9 +213,9 @@ absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
   for (size_t rows : {size_t{2}, size_t{1}}) {
     auto out = Forward(impl->module, probe.data(), rows);
     if (!out.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          model_path, ": does not map [N, ", kFeatureCount, "] features to [N]: ",
-          out.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(model_path, ": does not map [N, ", kFeatureCount,
+                       "] features to [N]: ", out.status().message()));
     }
   }
   return std::unique_ptr<KernelVaryingModel>(new KernelVaryingModel(std::move(impl)));
@@ -234,15 +224,15 @@ absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
 absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Ratios(
     const std::vector<float>& rows_flat, size_t rows) const {
   if (rows_flat.size() / kFeatureCount != rows || rows_flat.size() % kFeatureCount != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel-varying model input has ", rows_flat.size(), " values, expected ",
-                     rows, " rows of ", kFeatureCount));
+    return absl::InvalidArgumentError(absl::StrCat("kernel-varying model input has ",
+                                                   rows_flat.size(), " values, expected ", rows,
+                                                   " rows of ", kFeatureCount));
   }
   for (size_t i = 0; i < rows_flat.size(); ++i) {
     if (!std::isfinite(rows_flat[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "kernel-varying model input row ", i / kFeatureCount, " feature ",
-          FeatureNames()[i % kFeatureCount], " is ", rows_flat[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel-varying model input row ", i / kFeatureCount, " feature ",
+                       FeatureNames()[i % kFeatureCount], " is ", rows_flat[i]));
     }
   }
   if (rows == 0) return std::vector<double>();
@@ -257,13 +247,9 @@ const std::vector<Precision>& KernelVaryingModel::trained_precisions(Family fami
   return impl_->manifest.trained_precisions[static_cast<size_t>(family)];
 }
 
-Nanoseconds KernelVaryingModel::min_origin_ns() const {
-  return impl_->manifest.min_origin_ns;
-}
+Nanoseconds KernelVaryingModel::min_origin_ns() const { return impl_->manifest.min_origin_ns; }
 
-const std::string& KernelVaryingModel::model_sha256() const {
-  return impl_->manifest.model_sha256;
-}
+const std::string& KernelVaryingModel::model_sha256() const { return impl_->manifest.model_sha256; }
 
 }  // namespace mlp
 }  // namespace habitat

@@ -26,8 +26,7 @@ class KernelVaryingModel {
   // forward pass to check the model's input and output shapes. Errors name
   // the file. Sets LibTorch's intra-op threads to 1 (process-wide, once):
   // the server runs requests in parallel, not one request's small batch.
-  static absl::StatusOr<std::unique_ptr<KernelVaryingModel>> Load(
-      const std::string& model_dir);
+  static absl::StatusOr<std::unique_ptr<KernelVaryingModel>> Load(const std::string& model_dir);
 
   ~KernelVaryingModel();
   KernelVaryingModel(const KernelVaryingModel&) = delete;
@@ -37,8 +36,8 @@ class KernelVaryingModel {
   // row-major. Returns one log2(target/origin) per row. Thread-safe; never
   // throws: INVALID_ARGUMENT for a wrong size or a non-finite feature,
   // INTERNAL for a LibTorch failure or a non-finite output.
-  absl::StatusOr<std::vector<double>> PredictLog2Ratios(
-      const std::vector<float>& rows_flat, size_t rows) const;
+  absl::StatusOr<std::vector<double>> PredictLog2Ratios(const std::vector<float>& rows_flat,
+                                                        size_t rows) const;
 
   // GPU ids (data/devices.textproto) the training pairs came from.
   const std::vector<std::string>& trained_gpus() const;

@@ -78,8 +78,8 @@ std::vector<Row> ParityRows() {
     r.features = e.at("features").get<std::vector<double>>();
     r.predicted_ratio = e.at("predicted_ratio").get<double>();
     r.label = absl::StrCat("row ", i, " ", DescribeConfig(r.family, r.config), " ",
-                           PrecisionName(r.precision), r.backward ? " bwd " : " fwd ",
-                           r.origin, "->", r.target);
+                           PrecisionName(r.precision), r.backward ? " bwd " : " fwd ", r.origin,
+                           "->", r.target);
     rows.push_back(std::move(r));
   }
   return rows;
@@ -138,8 +138,8 @@ TEST(ParityTest, FeaturesMatchTheTrainingSide) {
     for (size_t j = 0; j < kFeatureCount; ++j) {
       const double ours = flat[i * kFeatureCount + j], theirs = rows[i].features[j];
       EXPECT_LE(std::fabs(ours - theirs), 1e-5 * std::fabs(theirs))
-          << rows[i].label << " feature " << FeatureNames()[j] << ": C++ " << ours
-          << ", Python " << theirs;
+          << rows[i].label << " feature " << FeatureNames()[j] << ": C++ " << ours << ", Python "
+          << theirs;
       exact += ours == theirs;
     }
   }
@@ -244,9 +244,8 @@ class DamagedModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) /
-           absl::StrCat("kernel_varying_", ::testing::UnitTest::GetInstance()
-                                                ->current_test_info()
-                                                ->name());
+           absl::StrCat("kernel_varying_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     for (const char* name : {"manifest.json", "model.pt"}) {

@@ -11,14 +11,12 @@ constexpr std::array<absl::string_view, kFamilyCount> kFamilyNames = {
     "linear", "bmm", "conv2d", "conv_transpose2d", "lstm", "sdpa"};
 
 constexpr std::array<absl::string_view, kConfigColumnCount> kColumnNames = {
-    "b",    "m",   "n",   "k",     "c_in",  "c_out",    "kernel", "stride",
+    "b",       "m",    "n",     "k",   "c_in",     "c_out",  "kernel", "stride",
     "padding", "size", "heads", "seq", "head_dim", "layers", "causal", "bias"};
 
 }  // namespace
 
-absl::string_view FamilyName(Family family) {
-  return kFamilyNames[static_cast<size_t>(family)];
-}
+absl::string_view FamilyName(Family family) { return kFamilyNames[static_cast<size_t>(family)]; }
 
 absl::StatusOr<Family> ParseFamily(absl::string_view name) {
   for (Family family : kAllFamilies) {
@@ -38,8 +36,7 @@ absl::StatusOr<size_t> ParseConfigColumn(absl::string_view name) {
   for (size_t i = 0; i < kConfigColumnCount; ++i) {
     if (kColumnNames[i] == name) return i;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown configuration column \"", name, "\""));
+  return absl::InvalidArgumentError(absl::StrCat("unknown configuration column \"", name, "\""));
 }
 
 absl::string_view PrecisionName(Precision precision) {

@@ -17,7 +17,7 @@ namespace mlp {
 enum class Family { kLinear, kBmm, kConv2d, kConvTranspose2d, kLstm, kSdpa };
 inline constexpr size_t kFamilyCount = 6;
 inline constexpr std::array<Family, kFamilyCount> kAllFamilies = {
-    Family::kLinear, Family::kBmm,  Family::kConv2d,
+    Family::kLinear,          Family::kBmm,  Family::kConv2d,
     Family::kConvTranspose2d, Family::kLstm, Family::kSdpa};
 
 // Same order as CONFIG_COLUMNS in features.py. Columns a family does not use

@@ -22,8 +22,6 @@ using habitat::v1::TensorArgument;
 using Result = absl::StatusOr<std::optional<OpSignature>>;
 using Pair = std::array<int64_t, 2>;
 
-constexpr int64_t kPadSame = -1;  // conv2d(padding="same")
-
 std::string ShapeText(const TensorArgument& t) {
   return absl::StrCat("[", absl::StrJoin(t.shape(), ", "), "]");
 }
@@ -37,8 +35,7 @@ bool HasZeroDim(const TensorArgument& t) {
 
 bool IsFloatLike(const std::string& dtype) {
   // "" is a TensorList element, whose dtype Kineto does not record.
-  return dtype.empty() || dtype == "float" || dtype == "c10::BFloat16" ||
-         dtype == "c10::Half";
+  return dtype.empty() || dtype == "float" || dtype == "c10::BFloat16" || dtype == "c10::Half";
 }
 
 // Typed access to the recorded arguments, with errors naming the op and the
@@ -50,8 +47,8 @@ class Args {
   }
 
   absl::Status Error(absl::string_view name, absl::string_view problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "operation \"", op_.name(), "\" argument \"", name, "\": ", problem));
+    return absl::InvalidArgumentError(
+        absl::StrCat("operation \"", op_.name(), "\" argument \"", name, "\": ", problem));
   }
 
   const Argument* Find(absl::string_view name) const {
@@ -72,16 +69,14 @@ class Args {
     if (!a->has_tensor()) return Error(name, "is not a tensor");
     for (int64_t d : a->tensor().shape()) {
       if (d < 0) {
-        return Error(name, absl::StrCat("negative size in shape ",
-                                        ShapeText(a->tensor())));
+        return Error(name, absl::StrCat("negative size in shape ", ShapeText(a->tensor())));
       }
     }
     return &a->tensor();
   }
 
   // nullptr when not recorded or None.
-  absl::StatusOr<const TensorArgument*> OptionalTensor(
-      absl::string_view name) const {
+  absl::StatusOr<const TensorArgument*> OptionalTensor(absl::string_view name) const {
     if (!Present(name)) return nullptr;
     return Tensor(name);
   }
@@ -91,8 +86,8 @@ class Args {
     if (!Present(name)) return fallback;
     const Argument* a = Find(name);
     if (a->has_integer()) return a->integer();
-    if (a->has_scalar() && std::isfinite(a->scalar()) &&
-        a->scalar() == std::trunc(a->scalar()) && std::fabs(a->scalar()) < 9e15) {
+    if (a->has_scalar() && std::isfinite(a->scalar()) && a->scalar() == std::trunc(a->scalar()) &&
+        std::fabs(a->scalar()) < 9e15) {
       return static_cast<int64_t>(a->scalar());
     }
     return Error(name, "is not an integer");
@@ -112,15 +107,10 @@ class Args {
   }
 
   // A 2-D size argument: a list of two, or one value (or a list of one) that
-  // ATen expands to both dimensions. kPadSame for the text "same", 0 for
-  // "valid" (conv2d's string padding).
+  // ATen expands to both dimensions.
   absl::StatusOr<Pair> IntPair(absl::string_view name, int64_t fallback) const {
     if (!Present(name)) return Pair{fallback, fallback};
     const Argument* a = Find(name);
-    if (a->has_text()) {
-      if (a->text() == "same") return Pair{kPadSame, kPadSame};
-      if (a->text() == "valid") return Pair{0, 0};
-    }
     if (a->has_integers()) {
       const auto& v = a->integers().values();
       if (v.size() == 1) return Pair{v[0], v[0]};
@@ -164,13 +154,12 @@ int64_t Product(const TensorArgument& t, int begin, int end) {
 }
 
 // [M, K] x [K, N] (mm, addmm).
-Result Matrices(const Args& args, const char* a_name, const char* b_name,
-                bool bias) {
+Result Matrices(const Args& args, const char* a_name, const char* b_name, bool bias) {
   HABITAT_ASSIGN_OR_RETURN(const TensorArgument* a, args.Tensor(a_name));
   HABITAT_ASSIGN_OR_RETURN(const TensorArgument* b, args.Tensor(b_name));
   if (a->shape_size() != 2 || b->shape_size() != 2 || a->shape(1) != b->shape(0)) {
-    return args.Error(b_name, absl::StrCat("shapes ", ShapeText(*a), " and ",
-                                           ShapeText(*b), " do not multiply"));
+    return args.Error(
+        b_name, absl::StrCat("shapes ", ShapeText(*a), " and ", ShapeText(*b), " do not multiply"));
   }
   if (HasZeroDim(*a) || HasZeroDim(*b)) return std::nullopt;
   OpSignature s = Make(Family::kLinear);
@@ -182,14 +171,12 @@ Result Matrices(const Args& args, const char* a_name, const char* b_name,
 }
 
 // [B, M, K] x [B, K, N] (bmm, baddbmm).
-Result Batched(const Args& args, const char* a_name, const char* b_name,
-               bool bias) {
+Result Batched(const Args& args, const char* a_name, const char* b_name, bool bias) {
   HABITAT_ASSIGN_OR_RETURN(const TensorArgument* a, args.Tensor(a_name));
   HABITAT_ASSIGN_OR_RETURN(const TensorArgument* b, args.Tensor(b_name));
-  if (a->shape_size() != 3 || b->shape_size() != 3 ||
-      a->shape(0) != b->shape(0) || a->shape(2) != b->shape(1)) {
-    return args.Error(b_name, absl::StrCat("shapes ", ShapeText(*a), " and ",
-                                           ShapeText(*b),
+  if (a->shape_size() != 3 || b->shape_size() != 3 || a->shape(0) != b->shape(0) ||
+      a->shape(2) != b->shape(1)) {
+    return args.Error(b_name, absl::StrCat("shapes ", ShapeText(*a), " and ", ShapeText(*b),
                                            " do not batch-multiply"));
   }
   if (HasZeroDim(*a) || HasZeroDim(*b)) return std::nullopt;
@@ -208,10 +195,9 @@ Result Linear(const Args& args) {
   HABITAT_ASSIGN_OR_RETURN(const TensorArgument* w, args.Tensor("1"));
   HABITAT_ASSIGN_OR_RETURN(const TensorArgument* bias, args.OptionalTensor("2"));
   if (w->shape_size() == 1) return std::nullopt;  // a vector product
-  if (x->shape_size() < 1 || w->shape_size() != 2 ||
-      x->shape(x->shape_size() - 1) != w->shape(1)) {
-    return args.Error("1", absl::StrCat("weight ", ShapeText(*w),
-                                        " does not fit input ", ShapeText(*x)));
+  if (x->shape_size() < 1 || w->shape_size() != 2 || x->shape(x->shape_size() - 1) != w->shape(1)) {
+    return args.Error(
+        "1", absl::StrCat("weight ", ShapeText(*w), " does not fit input ", ShapeText(*x)));
   }
   if (HasZeroDim(*x) || HasZeroDim(*w)) return std::nullopt;
   OpSignature s = Make(Family::kLinear);
@@ -234,8 +220,8 @@ Result Matmul(const Args& args) {
   }
   if (ra == 1 || rb == 1) return std::nullopt;
   if (a->shape(ra - 1) != b->shape(rb - 2)) {
-    return args.Error("1", absl::StrCat("shapes ", ShapeText(*a), " and ",
-                                        ShapeText(*b), " do not multiply"));
+    return args.Error(
+        "1", absl::StrCat("shapes ", ShapeText(*a), " and ", ShapeText(*b), " do not multiply"));
   }
   if (HasZeroDim(*a) || HasZeroDim(*b)) return std::nullopt;
   if (rb == 2) {
@@ -277,16 +263,23 @@ Result Conv(const Args& args, const ConvArgs& c) {
     return args.Error("1", absl::StrCat("weight ", ShapeText(*w), " is not 4-D"));
   }
   if (x->shape_size() != 4 && x->shape_size() != 3) {
-    return args.Error("0", absl::StrCat("input ", ShapeText(*x),
-                                        " is neither 3-D nor 4-D"));
+    return args.Error("0", absl::StrCat("input ", ShapeText(*x), " is neither 3-D nor 4-D"));
   }
   const bool batched = x->shape_size() == 4;
   const int64_t b = batched ? x->shape(0) : 1;
   const int off = batched ? 1 : 0;
-  const int64_t channels = x->shape(off), h = x->shape(off + 1),
-                width = x->shape(off + 2);
+  const int64_t channels = x->shape(off), h = x->shape(off + 1), width = x->shape(off + 2);
   HABITAT_ASSIGN_OR_RETURN(Pair stride, args.IntPair(c.stride, 1));
-  HABITAT_ASSIGN_OR_RETURN(Pair padding, args.IntPair(c.padding, 0));
+  // conv2d's string padding: "valid" is 0, "same" keeps the size.
+  const Argument* padding_arg = args.Find(c.padding);
+  const bool same =
+      padding_arg != nullptr && padding_arg->has_text() && padding_arg->text() == "same";
+  const bool valid =
+      padding_arg != nullptr && padding_arg->has_text() && padding_arg->text() == "valid";
+  Pair padding = {0, 0};
+  if (!same && !valid) {
+    HABITAT_ASSIGN_OR_RETURN(padding, args.IntPair(c.padding, 0));
+  }
   HABITAT_ASSIGN_OR_RETURN(Pair dilation, args.IntPair(c.dilation, 1));
   HABITAT_ASSIGN_OR_RETURN(int64_t groups, args.Int(c.groups, 1));
   Pair output_padding = {0, 0};
@@ -300,7 +293,7 @@ Result Conv(const Args& args, const ConvArgs& c) {
   if (dilation[0] < 1 || dilation[1] < 1) {
     return args.Error(c.dilation, "dilation must be at least 1");
   }
-  if (padding[0] == kPadSame) {
+  if (same) {
     if (stride[0] != 1 || stride[1] != 1) {
       return args.Error(c.padding, "padding \"same\" needs stride 1");
     }
@@ -308,21 +301,19 @@ Result Conv(const Args& args, const ConvArgs& c) {
     if (w->shape(2) != w->shape(3) || w->shape(2) % 2 == 0) return std::nullopt;
     padding = {(w->shape(2) - 1) / 2, (w->shape(2) - 1) / 2};
   }
-  if (padding[0] < 0 || padding[1] < 0 || output_padding[0] < 0 ||
-      output_padding[1] < 0) {
+  if (padding[0] < 0 || padding[1] < 0 || output_padding[0] < 0 || output_padding[1] < 0) {
     return args.Error(c.padding, "negative padding");
   }
   // The weight is [C_out, C_in / groups, k, k], transposed [C_in, C_out / groups, k, k].
   const int64_t c_in = c.transposed ? w->shape(0) : w->shape(1) * groups;
   if (c_in != channels) {
-    return args.Error("1", absl::StrCat("weight ", ShapeText(*w), " with groups ",
-                                        groups, " does not fit input ",
-                                        ShapeText(*x)));
+    return args.Error("1", absl::StrCat("weight ", ShapeText(*w), " with groups ", groups,
+                                        " does not fit input ", ShapeText(*x)));
   }
   if (HasZeroDim(*x) || HasZeroDim(*w)) return std::nullopt;
   if (groups != 1 || dilation != Pair{1, 1} || output_padding != Pair{0, 0} ||
-      stride[0] != stride[1] || padding[0] != padding[1] ||
-      w->shape(2) != w->shape(3) || h != width) {
+      stride[0] != stride[1] || padding[0] != padding[1] || w->shape(2) != w->shape(3) ||
+      h != width) {
     return std::nullopt;
   }
   OpSignature s = Make(c.transposed ? Family::kConvTranspose2d : Family::kConv2d);
@@ -362,8 +353,7 @@ Result Lstm(const Args& args) {
   HABITAT_ASSIGN_OR_RETURN(bool batch_first, args.Bool("8", false));
   if (layers < 1) return args.Error("4", "num_layers must be at least 1");
   if (x->shape_size() != 3 && x->shape_size() != 2) {
-    return args.Error("0", absl::StrCat("input ", ShapeText(*x),
-                                        " is neither 2-D nor 3-D"));
+    return args.Error("0", absl::StrCat("input ", ShapeText(*x), " is neither 2-D nor 3-D"));
   }
   const bool batched = x->shape_size() == 3;
   const int64_t seq = batched && batch_first ? x->shape(1) : x->shape(0);
@@ -380,14 +370,13 @@ Result Lstm(const Args& args) {
       return std::nullopt;  // proj_size > 0: a projection per layer
     }
     if (params->size() != expected) {
-      return args.Error("2", absl::StrCat(params->size(), " parameter tensors, expected ",
-                                          expected, " for ", layers, " layer(s)"));
+      return args.Error("2", absl::StrCat(params->size(), " parameter tensors, expected ", expected,
+                                          " for ", layers, " layer(s)"));
     }
     const TensorArgument& w_ih = *(*params)[0];
-    if (w_ih.shape_size() != 2 || w_ih.shape(0) % 4 != 0 ||
-        w_ih.shape(1) != input_size) {
-      return args.Error("2.0", absl::StrCat("weight ", ShapeText(w_ih),
-                                            " does not fit input ", ShapeText(*x)));
+    if (w_ih.shape_size() != 2 || w_ih.shape(0) % 4 != 0 || w_ih.shape(1) != input_size) {
+      return args.Error(
+          "2.0", absl::StrCat("weight ", ShapeText(w_ih), " does not fit input ", ShapeText(*x)));
     }
     hidden = w_ih.shape(0) / 4;
   } else if (hx.has_value()) {
@@ -425,8 +414,7 @@ Result Sdpa(const Args& args) {
   if (q->shape_size() < 2 || k->shape_size() != q->shape_size() ||
       v->shape_size() != q->shape_size()) {
     return args.Error("1", absl::StrCat("query ", ShapeText(*q), ", key ", ShapeText(*k),
-                                        " and value ", ShapeText(*v),
-                                        " do not fit together"));
+                                        " and value ", ShapeText(*v), " do not fit together"));
   }
   if (q->shape_size() != 4 || mask != nullptr) return std::nullopt;
   for (int i = 0; i < 4; ++i) {
@@ -483,8 +471,7 @@ absl::StatusOr<std::optional<OpSignature>> ExtractOpSignature(
     if (!a.has_tensor()) continue;
     // fp64 and integer tensors run kernels the predictor never saw.
     if (!IsFloatLike(a.tensor().dtype())) return std::nullopt;
-    half = half || a.tensor().dtype() == "c10::BFloat16" ||
-           a.tensor().dtype() == "c10::Half";
+    half = half || a.tensor().dtype() == "c10::BFloat16" || a.tensor().dtype() == "c10::Half";
   }
   const Args args(op);
   HABITAT_ASSIGN_OR_RETURN(std::optional<OpSignature> signature, Dispatch(op, args));

@@ -113,17 +113,20 @@ TEST(OpSignatureFixtureTest, ResNet50FirstConvAndClassifier) {
   EXPECT_EQ(convs.size(), 53u);
   ASSERT_FALSE(convs.empty());
   EXPECT_EQ(convs[0].op->name(), "aten::conv2d");
-  EXPECT_EQ(convs[0].signature.config,
-            Config({{kB, 16}, {kCIn, 3}, {kCOut, 64}, {kKernel, 7}, {kStride, 2},
-                    {kPadding, 3}, {kSize, 224}}))
+  EXPECT_EQ(convs[0].signature.config, Config({{kB, 16},
+                                               {kCIn, 3},
+                                               {kCOut, 64},
+                                               {kKernel, 7},
+                                               {kStride, 2},
+                                               {kPadding, 3},
+                                               {kSize, 224}}))
       << Describe(convs[0].signature);
   EXPECT_EQ(convs[0].signature.precision, Precision::kFp32);
   EXPECT_EQ(convs[0].signature.direction_factor, 1);
   const auto linear = OfFamily(all, Family::kLinear);
   ASSERT_EQ(linear.size(), 1u);
   EXPECT_EQ(linear[0].op->name(), "aten::linear");
-  EXPECT_EQ(linear[0].signature.config,
-            Config({{kM, 16}, {kN, 1000}, {kK, 2048}, {kBias, 1}}));
+  EXPECT_EQ(linear[0].signature.config, Config({{kM, 16}, {kN, 1000}, {kK, 2048}, {kBias, 1}}));
 }
 
 TEST(OpSignatureFixtureTest, AutocastConvWithFloatInputIsBf16) {
@@ -215,11 +218,14 @@ TEST(OpSignatureFixtureTest, DcganTransposedConvs) {
   const auto deconv = OfFamily(all, Family::kConvTranspose2d);
   ASSERT_EQ(deconv.size(), 5u);
   EXPECT_EQ(deconv[0].signature.config,
-            Config({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1},
-                    {kSize, 1}}));
-  EXPECT_EQ(deconv[1].signature.config,
-            Config({{kB, 64}, {kCIn, 512}, {kCOut, 256}, {kKernel, 4}, {kStride, 2},
-                    {kPadding, 1}, {kSize, 4}}));
+            Config({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1}, {kSize, 1}}));
+  EXPECT_EQ(deconv[1].signature.config, Config({{kB, 64},
+                                                {kCIn, 512},
+                                                {kCOut, 256},
+                                                {kKernel, 4},
+                                                {kStride, 2},
+                                                {kPadding, 1},
+                                                {kSize, 4}}));
   EXPECT_EQ(OfFamily(all, Family::kConv2d).size(), 15u);  // 5 per D pass, 3 passes
 }
 
@@ -296,8 +302,7 @@ void ExpectUncovered(const absl::StatusOr<std::optional<OpSignature>>& s) {
   EXPECT_FALSE(s->has_value()) << Describe(**s);
 }
 
-void ExpectError(const absl::StatusOr<std::optional<OpSignature>>& s,
-                 const std::string& fragment) {
+void ExpectError(const absl::StatusOr<std::optional<OpSignature>>& s, const std::string& fragment) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr(fragment));
@@ -310,17 +315,22 @@ TEST(OpSignatureRulesTest, ConvVariantsOutsideTraining) {
   ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 1).Extract());
   ExpectUncovered(Conv2d({8, 32, 28, 14}, {32, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).Extract());
   // The same conv in fp64 runs other kernels.
-  ASSERT_TRUE(Covered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1)
-                          .Extract())
+  ASSERT_TRUE(Covered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).Extract())
                   .config[kB] == 8);
-  ExpectUncovered(OpBuilder("aten::conv2d").Tensor({8, 32, 28, 28}, "double")
-                      .Tensor({32, 32, 3, 3}, "double").Extract());
+  ExpectUncovered(OpBuilder("aten::conv2d")
+                      .Tensor({8, 32, 28, 28}, "double")
+                      .Tensor({32, 32, 3, 3}, "double")
+                      .Extract());
   // One value for both dimensions, as F.conv2d(stride=2) records it; an
   // unbatched [C, H, W] input is a batch of one.
-  const OpSignature s =
-      Covered(Conv2d({32, 28, 28}, {64, 32, 3, 3}, {2}, {1}, {1}, 1).Extract());
-  EXPECT_EQ(s.config, Config({{kB, 1}, {kCIn, 32}, {kCOut, 64}, {kKernel, 3}, {kStride, 2},
-                              {kPadding, 1}, {kSize, 28}}));
+  const OpSignature s = Covered(Conv2d({32, 28, 28}, {64, 32, 3, 3}, {2}, {1}, {1}, 1).Extract());
+  EXPECT_EQ(s.config, Config({{kB, 1},
+                              {kCIn, 32},
+                              {kCOut, 64},
+                              {kKernel, 3},
+                              {kStride, 2},
+                              {kPadding, 1},
+                              {kSize, 28}}));
 }
 
 TEST(OpSignatureRulesTest, ConvStringPaddingAndConvolutionOp) {
@@ -337,24 +347,56 @@ TEST(OpSignatureRulesTest, ConvStringPaddingAndConvolutionOp) {
   // aten::convolution(input, weight, bias, stride, padding, dilation,
   // transposed, output_padding, groups), as the fixtures record it.
   OpBuilder conv("aten::convolution");
-  conv.Tensor({16, 3, 224, 224}).Tensor({64, 3, 7, 7}).Tensor({64}).Ints({2, 2}).Ints({3, 3})
-      .Ints({1, 1}).Bool(false).Ints({0, 0}).Scalar(1);
-  EXPECT_EQ(Covered(conv.Extract()).config,
-            Config({{kB, 16}, {kCIn, 3}, {kCOut, 64}, {kKernel, 7}, {kStride, 2},
-                    {kPadding, 3}, {kSize, 224}, {kBias, 1}}));
+  conv.Tensor({16, 3, 224, 224})
+      .Tensor({64, 3, 7, 7})
+      .Tensor({64})
+      .Ints({2, 2})
+      .Ints({3, 3})
+      .Ints({1, 1})
+      .Bool(false)
+      .Ints({0, 0})
+      .Scalar(1);
+  EXPECT_EQ(Covered(conv.Extract()).config, Config({{kB, 16},
+                                                    {kCIn, 3},
+                                                    {kCOut, 64},
+                                                    {kKernel, 7},
+                                                    {kStride, 2},
+                                                    {kPadding, 3},
+                                                    {kSize, 224},
+                                                    {kBias, 1}}));
   OpBuilder transposed("aten::convolution");
-  transposed.Tensor({4, 64, 8, 8}).Tensor({64, 32, 4, 4}).None().Ints({2, 2}).Ints({1, 1})
-      .Ints({1, 1}).Bool(true).Ints({0, 0}).Scalar(1);
+  transposed.Tensor({4, 64, 8, 8})
+      .Tensor({64, 32, 4, 4})
+      .None()
+      .Ints({2, 2})
+      .Ints({1, 1})
+      .Ints({1, 1})
+      .Bool(true)
+      .Ints({0, 0})
+      .Scalar(1);
   const OpSignature t = Covered(transposed.Extract());
   EXPECT_EQ(t.family, Family::kConvTranspose2d);
   EXPECT_EQ(t.config[kCOut], 32);
   OpBuilder conv1d("aten::convolution");
-  conv1d.Tensor({4, 64, 100}).Tensor({64, 64, 3}).None().Ints({1}).Ints({1}).Ints({1})
-      .Bool(false).Ints({0}).Scalar(1);
+  conv1d.Tensor({4, 64, 100})
+      .Tensor({64, 64, 3})
+      .None()
+      .Ints({1})
+      .Ints({1})
+      .Ints({1})
+      .Bool(false)
+      .Ints({0})
+      .Scalar(1);
   ExpectUncovered(conv1d.Extract());
   OpBuilder output_padding("aten::conv_transpose2d");
-  output_padding.Tensor({4, 64, 8, 8}).Tensor({64, 32, 3, 3}).None().Ints({2, 2})
-      .Ints({1, 1}).Ints({1, 1}).Scalar(1).Ints({1, 1});
+  output_padding.Tensor({4, 64, 8, 8})
+      .Tensor({64, 32, 3, 3})
+      .None()
+      .Ints({2, 2})
+      .Ints({1, 1})
+      .Ints({1, 1})
+      .Scalar(1)
+      .Ints({1, 1});
   ExpectUncovered(output_padding.Extract());
 }
 
@@ -367,6 +409,16 @@ TEST(OpSignatureRulesTest, DamagedConvArgumentsAreErrors) {
               "stride must be at least 1");
   ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {1, 1, 1}, {1, 1}, {1, 1}, 1).Extract(),
               "has 3 values");
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {1, 1}, {-1, -1}, {1, 1}, 1).Extract(),
+              "negative padding");
+  ExpectError(OpBuilder("aten::conv2d")
+                  .Tensor({8, 32, 28, 28})
+                  .Tensor({64, 32, 3, 3})
+                  .None()
+                  .Ints({1, 1})
+                  .Text("full")
+                  .Extract(),
+              "argument \"4\": is not an integer");
   ExpectError(OpBuilder("aten::conv2d").Tensor({8, 32, 28, 28}).Extract(),
               "argument \"1\": missing");
   ExpectError(OpBuilder("aten::conv2d").Tensor({8, 32, 28, 28}).Scalar(3).Extract(),
@@ -416,10 +468,10 @@ TEST(OpSignatureRulesTest, MatrixProducts) {
   ExpectError(OpBuilder("aten::bmm").Tensor({32, 50, 64}).Tensor({16, 64, 50}).Extract(),
               "do not batch-multiply");
   // Integer and fp64 products run other kernels.
-  ExpectUncovered(OpBuilder("aten::mm").Tensor({64, 64}, "double").Tensor({64, 64}, "double")
-                      .Extract());
-  ExpectUncovered(OpBuilder("aten::mm").Tensor({64, 64}, "long int")
-                      .Tensor({64, 64}, "long int").Extract());
+  ExpectUncovered(
+      OpBuilder("aten::mm").Tensor({64, 64}, "double").Tensor({64, 64}, "double").Extract());
+  ExpectUncovered(
+      OpBuilder("aten::mm").Tensor({64, 64}, "long int").Tensor({64, 64}, "long int").Extract());
   ExpectUncovered(OpBuilder("aten::mm").Tensor({0, 64}).Tensor({64, 64}).Extract());
 }
 
@@ -429,31 +481,54 @@ TEST(OpSignatureRulesTest, Lstm) {
   lstm.Tensor({20, 8, 256}, "c10::Half")
       .List({{2, 8, 512}, {2, 8, 512}})
       .List({{2048, 256}, {2048, 512}, {2048}, {2048}, {2048, 512}, {2048, 512}, {2048}, {2048}})
-      .Bool(true).Scalar(2).Scalar(0).Bool(true).Bool(false).Bool(false);
+      .Bool(true)
+      .Scalar(2)
+      .Scalar(0)
+      .Bool(true)
+      .Bool(false)
+      .Bool(false);
   const OpSignature s = Covered(lstm.Extract());
-  EXPECT_EQ(s.config, Config({{kB, 8}, {kSeq, 20}, {kK, 256}, {kN, 512}, {kLayers, 2},
-                              {kBias, 1}}));
+  EXPECT_EQ(s.config,
+            Config({{kB, 8}, {kSeq, 20}, {kK, 256}, {kN, 512}, {kLayers, 2}, {kBias, 1}}));
   EXPECT_EQ(s.precision, Precision::kBf16);
   EXPECT_EQ(s.direction_factor, 1);
   // proj_size > 0: a fifth weight per layer.
   OpBuilder proj("aten::lstm");
-  proj.Tensor({20, 8, 256}).List({{1, 8, 128}, {1, 8, 512}})
+  proj.Tensor({20, 8, 256})
+      .List({{1, 8, 128}, {1, 8, 512}})
       .List({{2048, 256}, {2048, 128}, {2048}, {2048}, {128, 512}})
-      .Bool(true).Scalar(1).Scalar(0).Bool(true).Bool(false).Bool(false);
+      .Bool(true)
+      .Scalar(1)
+      .Scalar(0)
+      .Bool(true)
+      .Bool(false)
+      .Bool(false);
   ExpectUncovered(proj.Extract());
   // Packed sequences: argument 1 is the batch-size tensor.
   OpBuilder packed("aten::lstm");
   packed.Tensor({100, 256}).Tensor({20}, "long int").List({{1, 8, 512}, {1, 8, 512}});
   ExpectUncovered(packed.Extract());
   OpBuilder wrong("aten::lstm");
-  wrong.Tensor({20, 8, 256}).List({{1, 8, 512}, {1, 8, 512}})
+  wrong.Tensor({20, 8, 256})
+      .List({{1, 8, 512}, {1, 8, 512}})
       .List({{2048, 128}, {2048, 512}, {2048}, {2048}})
-      .Bool(true).Scalar(1).Scalar(0).Bool(true).Bool(false).Bool(false);
+      .Bool(true)
+      .Scalar(1)
+      .Scalar(0)
+      .Bool(true)
+      .Bool(false)
+      .Bool(false);
   ExpectError(wrong.Extract(), "does not fit input [20, 8, 256]");
   OpBuilder missing("aten::lstm");
-  missing.Tensor({20, 8, 256}).List({{1, 8, 512}, {1, 8, 512}})
+  missing.Tensor({20, 8, 256})
+      .List({{1, 8, 512}, {1, 8, 512}})
       .List({{2048, 256}, {2048, 512}})
-      .Bool(true).Scalar(2).Scalar(0).Bool(true).Bool(false).Bool(false);
+      .Bool(true)
+      .Scalar(2)
+      .Scalar(0)
+      .Bool(true)
+      .Bool(false)
+      .Bool(false);
   ExpectError(missing.Extract(), "2 parameter tensors, expected 8");
 }
 
@@ -470,8 +545,7 @@ TEST(OpSignatureRulesTest, Attention) {
     return b;
   };
   const OpSignature s = Covered(sdpa({2, 16, 1024, 128}, {2, 16, 1024, 128}, false).Extract());
-  EXPECT_EQ(s.config, Config({{kB, 2}, {kHeads, 16}, {kSeq, 1024}, {kHeadDim, 128},
-                              {kCausal, 1}}));
+  EXPECT_EQ(s.config, Config({{kB, 2}, {kHeads, 16}, {kSeq, 1024}, {kHeadDim, 128}, {kCausal, 1}}));
   ExpectUncovered(sdpa({2, 16, 1024, 128}, {2, 16, 77, 128}, false).Extract());
   ExpectUncovered(sdpa({2, 16, 1024, 128}, {2, 4, 1024, 128}, false).Extract());
   ExpectUncovered(sdpa({2, 16, 64, 128}, {2, 16, 64, 128}, true).Extract());
