@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <utility>
 
@@ -27,6 +28,21 @@ using habitat::v1::Operation;
 using habitat::v1::OperationPrediction;
 using habitat::v1::Pass;
 using habitat::v1::PredictionMethod;
+
+// Predicted times saturate instead of overflowing: a valid but extreme
+// trace (a long pass whose recorded kernels sum to a few ns) scales by a
+// huge ratio, and llround beyond int64 gives an unspecified, negative value.
+Nanoseconds SaturatingRound(double ns) {
+  constexpr double kMax = static_cast<double>(std::numeric_limits<Nanoseconds>::max());
+  if (!(ns < kMax)) return std::numeric_limits<Nanoseconds>::max();  // also NaN
+  return ns > 0 ? static_cast<Nanoseconds>(std::llround(ns)) : 0;
+}
+
+Nanoseconds SaturatingAdd(Nanoseconds a, Nanoseconds b) {
+  Nanoseconds sum;
+  if (__builtin_add_overflow(a, b, &sum)) return std::numeric_limits<Nanoseconds>::max();
+  return sum;
+}
 
 // Result of scaling one forward or backward pass.
 struct ScaledPass {
@@ -75,9 +91,9 @@ ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpe
     predicted += ScaleMemory(memory, origin, target);
   }
   if (measured > 0 && pass.time_ns() > 0) {
-    result.predicted_ns = static_cast<Nanoseconds>(std::llround(
-        static_cast<double>(pass.time_ns()) * static_cast<double>(predicted) /
-        static_cast<double>(measured)));
+    result.predicted_ns = SaturatingRound(static_cast<double>(pass.time_ns()) *
+                                          static_cast<double>(predicted) /
+                                          static_cast<double>(measured));
   } else if (measured > 0) {
     result.predicted_ns = predicted;
   } else {
@@ -148,15 +164,16 @@ void AddToTotals(const OperationPrediction& op, DevicePrediction* prediction) {
   for (auto& total : *prediction->mutable_method_totals()) {
     if (total.method() == op.method()) {
       total.set_operations(total.operations() + 1);
-      total.set_predicted_ns(total.predicted_ns() + op.predicted_forward_ns() +
-                             op.predicted_backward_ns());
+      total.set_predicted_ns(SaturatingAdd(
+          total.predicted_ns(),
+          SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns())));
       return;
     }
   }
   auto* total = prediction->add_method_totals();
   total->set_method(op.method());
   total->set_operations(1);
-  total->set_predicted_ns(op.predicted_forward_ns() + op.predicted_backward_ns());
+  total->set_predicted_ns(SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns()));
 }
 
 double Ratio(Nanoseconds predicted, Nanoseconds origin) {
@@ -206,8 +223,9 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     OperationPrediction op =
         PredictOperation(trace.operations(i), static_cast<uint32_t>(i), origin, target, is_origin);
     const Nanoseconds origin_ns = op.origin_forward_ns() + op.origin_backward_ns();
-    origin_total += origin_ns;
-    total += op.predicted_forward_ns() + op.predicted_backward_ns();
+    origin_total = SaturatingAdd(origin_total, origin_ns);
+    total = SaturatingAdd(
+        total, SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns()));
     if (op.method() == v1::PREDICTION_METHOD_UNSCALED && origin_ns > 0) {
       ++unscaled_ops;
       unscaled_origin += origin_ns;
@@ -228,8 +246,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     for (const auto& kernel : trace.unattributed_kernels()) {
       op.set_origin_forward_ns(op.origin_forward_ns() + kernel.duration_ns());
     }
-    origin_total += op.origin_forward_ns();
-    total += op.predicted_forward_ns();
+    origin_total = SaturatingAdd(origin_total, op.origin_forward_ns());
+    total = SaturatingAdd(total, op.predicted_forward_ns());
     unattributed_scale = Ratio(op.predicted_forward_ns(), op.origin_forward_ns());
     AddToTotals(op, &prediction);
     *prediction.add_operations() = std::move(op);

@@ -64,6 +64,21 @@ absl::Status CheckDuration(const std::string& field, int64_t ns,
   return absl::OkStatus();
 }
 
+// Times inside the iteration are offsets from its start, so their size
+// obeys the same bound as durations (the host replay adds them to scaled
+// durations, which must not overflow). GPU starts are never before the
+// start; CPU times may be (a launch just before the measured region).
+absl::Status CheckOffset(const std::string& field, int64_t ns, const TraceLimits& limits,
+                         bool may_be_negative) {
+  const int64_t low = may_be_negative ? -limits.max_duration_ns : 0;
+  if (ns < low) return Invalid(field, absl::StrCat("must be >= ", low, " (got ", ns, ")"));
+  if (ns > limits.max_duration_ns) {
+    return Invalid(field, absl::StrCat("is ", ns, " ns after the iteration start, above the "
+                                       "limit of ", limits.max_duration_ns, " ns"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckKernel(const std::string& field, const Kernel& kernel,
                          const TraceLimits& limits) {
   HABITAT_RETURN_IF_ERROR(
@@ -98,13 +113,15 @@ absl::Status CheckKernel(const std::string& field, const Kernel& kernel,
                                 " bytes exceeds any GPU's limit"));
   }
   HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".duration_ns", kernel.duration_ns(), limits));
-  if (kernel.start_ns() < 0) return Invalid(field + ".start_ns", "must be >= 0");
-  return absl::OkStatus();
+  HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".start_ns", kernel.start_ns(), limits, false));
+  return CheckOffset(field + ".launch_ns", kernel.launch_ns(), limits, true);
 }
 
 absl::Status CheckMemory(const std::string& field, const MemoryActivity& memory,
                          const TraceLimits& limits) {
-  return CheckDuration(field + ".duration_ns", memory.duration_ns(), limits);
+  HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".duration_ns", memory.duration_ns(), limits));
+  HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".start_ns", memory.start_ns(), limits, false));
+  return CheckOffset(field + ".launch_ns", memory.launch_ns(), limits, true);
 }
 
 absl::Status CheckPass(const std::string& field, const Pass& pass,
@@ -166,6 +183,37 @@ absl::Status CheckArguments(const std::string& field, const Operation& op,
   return absl::OkStatus();
 }
 
+// The GPU time of all kernels and memory activities together is bounded
+// like one duration: the predictor sums scaled times, and with each bounded
+// only on its own, millions of them could overflow int64 nanoseconds.
+absl::Status CheckTotalGpuTime(const Trace& trace, const TraceLimits& limits) {
+  int64_t total = 0;  // never above 2 * max_duration_ns: checked after each add
+  auto add = [&](int64_t ns) {
+    total += ns;
+    return total <= limits.max_duration_ns;
+  };
+  auto add_pass = [&](const Pass& pass) {
+    for (const Kernel& k : pass.kernels()) {
+      if (!add(k.duration_ns())) return false;
+    }
+    for (const MemoryActivity& m : pass.memory()) {
+      if (!add(m.duration_ns())) return false;
+    }
+    return true;
+  };
+  bool within = true;
+  for (const Operation& op : trace.operations()) {
+    within = within && add_pass(op.forward()) && add_pass(op.backward());
+  }
+  for (const Kernel& k : trace.unattributed_kernels()) within = within && add(k.duration_ns());
+  if (!within) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the kernels and memory activities of the trace add up to more than ",
+        limits.max_duration_ns, " ns of GPU time (max_duration_ns) for one iteration"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
@@ -205,6 +253,9 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     const std::string field = absl::StrCat("operations[", i, "]");
     HABITAT_RETURN_IF_ERROR(CheckName(field + ".name", op.name(), limits, true));
     HABITAT_RETURN_IF_ERROR(CheckArguments(field, op, limits));
+    HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".cpu_start_ns", op.cpu_start_ns(), limits, true));
+    HABITAT_RETURN_IF_ERROR(
+        CheckDuration(field + ".cpu_duration_ns", op.cpu_duration_ns(), limits));
     HABITAT_RETURN_IF_ERROR(CheckPass(field + ".forward", op.forward(), limits, &total_kernels));
     if (op.has_backward()) {
       HABITAT_RETURN_IF_ERROR(
@@ -220,7 +271,15 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat("unattributed_kernels[", i, "]"),
                                         trace.unattributed_kernels(i), limits));
   }
-  return absl::OkStatus();
+  for (int i = 0; i < trace.host_events_size(); ++i) {
+    const std::string field = absl::StrCat("host_events[", i, "]");
+    HABITAT_RETURN_IF_ERROR(
+        CheckOffset(field + ".cpu_start_ns", trace.host_events(i).cpu_start_ns(), limits,
+                    true));
+    HABITAT_RETURN_IF_ERROR(
+        CheckDuration(field + ".cpu_duration_ns", trace.host_events(i).cpu_duration_ns(), limits));
+  }
+  return CheckTotalGpuTime(trace, limits);
 }
 
 }  // namespace habitat

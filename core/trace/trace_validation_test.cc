@@ -1,6 +1,9 @@
 // Validation tests on a real captured trace, mutated one field at a time.
 #include "core/trace/trace_validation.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "gtest/gtest.h"
 
 namespace habitat {
@@ -13,6 +16,76 @@ TEST(TraceValidationTest, EmptyTraceNamesTheMissingField) {
   absl::Status status = ValidateTrace(trace);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("origin"), absl::string_view::npos) << status;
+}
+
+// A minimal valid trace: one operation with one kernel.
+v1::Trace OneKernelTrace() {
+  v1::Trace trace;
+  trace.mutable_origin()->set_device_id("H100-SXM");
+  trace.set_batch_size(1);
+  v1::Operation* op = trace.add_operations();
+  op->set_name("aten::add");
+  op->mutable_forward()->set_time_ns(1000);
+  v1::Kernel* kernel = op->mutable_forward()->add_kernels();
+  kernel->set_name("k");
+  for (v1::Dim3* d : {kernel->mutable_grid(), kernel->mutable_block()}) {
+    d->set_x(1);
+    d->set_y(1);
+    d->set_z(1);
+  }
+  kernel->set_duration_ns(1000);
+  return trace;
+}
+
+void ExpectInvalid(const v1::Trace& trace, absl::string_view field) {
+  const absl::Status status = ValidateTrace(trace);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(field), absl::string_view::npos) << status;
+}
+
+TEST(TraceValidationTest, MinimalTraceIsValid) {
+  EXPECT_TRUE(ValidateTrace(OneKernelTrace()).ok()) << ValidateTrace(OneKernelTrace());
+}
+
+// Found while fuzzing (docs/fuzzing.md): a start near INT64_MAX passed
+// validation and overflowed int64 in the host replay (start + duration).
+TEST(TraceValidationTest, TimeOffsetsAreBounded) {
+  const int64_t far = TraceLimits().max_duration_ns + 1;
+  v1::Trace trace = OneKernelTrace();
+  trace.mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_start_ns(
+      std::numeric_limits<int64_t>::max() - 10);
+  ExpectInvalid(trace, "operations[0].forward.kernels[0].start_ns");
+
+  trace = OneKernelTrace();
+  trace.mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_launch_ns(-far);
+  ExpectInvalid(trace, "operations[0].forward.kernels[0].launch_ns");
+  // A launch shortly before the measured region is fine.
+  trace.mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_launch_ns(-5);
+  EXPECT_TRUE(ValidateTrace(trace).ok());
+
+  trace = OneKernelTrace();
+  v1::MemoryActivity* memory = trace.mutable_operations(0)->mutable_forward()->add_memory();
+  memory->set_start_ns(-1);
+  ExpectInvalid(trace, "operations[0].forward.memory[0].start_ns");
+
+  trace = OneKernelTrace();
+  trace.mutable_operations(0)->set_cpu_start_ns(far);
+  ExpectInvalid(trace, "operations[0].cpu_start_ns");
+
+  trace = OneKernelTrace();
+  trace.add_host_events()->set_cpu_duration_ns(far);
+  ExpectInvalid(trace, "host_events[0].cpu_duration_ns");
+}
+
+// Each duration within its bound, but their sum is not: the predictor's
+// sums of scaled times could overflow.
+TEST(TraceValidationTest, TotalGpuTimeIsBounded) {
+  const int64_t limit = TraceLimits().max_duration_ns;
+  v1::Trace trace = OneKernelTrace();
+  trace.mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_duration_ns(limit);
+  EXPECT_TRUE(ValidateTrace(trace).ok());
+  *trace.add_unattributed_kernels() = trace.operations(0).forward().kernels(0);
+  ExpectInvalid(trace, "GPU time");
 }
 
 }  // namespace
