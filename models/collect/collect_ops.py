@@ -6,10 +6,10 @@
 Samples operator configurations with a fixed seed (so every GPU measures the
 same list, in the same order), and for each configuration and precision
 (fp32, bf16) measures the forward and the backward time with CUDA events:
-R launches back to back between two events, median over groups, after
-warm-up. Back-to-back launches make the number the GPU time of the op (what a
-profiled trace records as the sum of its kernels) rather than one launch's
-host latency. Writes DIR/<gpu_tag>.csv.gz and DIR/<gpu_tag>.meta.json.
+R CUDA-graph replays back to back between two events, median over groups,
+after warm-up. Graph replays make the number the GPU time of the op (what a
+profiled trace records as the sum of its kernels) rather than the launch rate
+of this machine's host, which differs between the machines we compare. Writes DIR/<gpu_tag>.csv.gz and DIR/<gpu_tag>.meta.json.
 
 Configuration ranges follow the paper (Yu et al., ATC'21, §4.3.1) widened to
 shapes of today's CNNs and transformers.
@@ -193,27 +193,56 @@ def calibrate(fn):
     return max(1, min(200, int(TARGET_GROUP_S / one)))
 
 
-def measure(op, c, precision):
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")
-    fwd, needs_grad = build(op, c, dtype)
+def capture(fn):
+    """A CUDA graph of fn (warmed up on a side stream, as capture requires)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
 
+
+def measure(op, c, precision):
+    """Forward and backward GPU time of one configuration.
+
+    Both are timed as CUDA-graph replays, so the number is what the kernels
+    take (a profiled trace's pass time), not how fast this host launches
+    them: graph A runs the forward, graph B forward + backward, and the
+    backward is B - A. Falls back to eager launches when capture fails."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    fwd, needs_grad = build(op, c, dtype)
+    out = fwd()
+    grad = torch.randn_like(out if precision == "fp32" else out.float()).to(out.dtype)
+    del out
+
+    # cache_enabled=False: casts happen on every call, as in a training step.
     def forward():
-        with autocast:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16",
+                            cache_enabled=False):
             return fwd()
 
-    # Grad mode stays on: some ops (cuDNN RNN) run other kernels in inference.
-    reps = calibrate(forward)
-    fwd_ns = time_groups(forward, reps)
-    out = forward()
-    grad = torch.randn_like(out)
+    def forward_backward():
+        out = forward()
+        torch.autograd.grad(out, needs_grad, grad.to(out.dtype))
 
-    def backward():
-        torch.autograd.grad(out, needs_grad, grad, retain_graph=True)
-
-    reps = calibrate(backward)
-    bwd_ns = time_groups(backward, reps)
-    return fwd_ns, bwd_ns
+    try:
+        graphs = (capture(forward), capture(forward_backward))
+        runs = (graphs[0].replay, graphs[1].replay)
+        graphed = 1
+    except RuntimeError:
+        torch.cuda.synchronize()
+        runs = (forward, forward_backward)
+        graphed = 0
+    times = []
+    for run in runs:
+        reps = calibrate(run)
+        times.append(time_groups(run, reps))
+    return times[0], max(times[1] - times[0], 0.0), graphed
 
 
 def gpu_tag():
@@ -262,7 +291,7 @@ def main():
                 if time.monotonic() >= deadline:
                     break
                 try:
-                    fwd_ns, bwd_ns = measure(op, c, precision)
+                    fwd_ns, bwd_ns, graphed = measure(op, c, precision)
                 except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
                     failures += 1
                     if failures <= 20:
@@ -270,7 +299,7 @@ def main():
                     torch.cuda.empty_cache()
                     continue
                 rows.append([op, index, precision] + [c[k] for k in CONFIG_COLUMNS] +
-                            [int(round(fwd_ns)), int(round(bwd_ns))])
+                            [int(round(fwd_ns)), int(round(bwd_ns)), graphed])
         index += 1
         if index % 100 == 0:
             print(f"{time.monotonic() - deadline + args.budget_s:.0f}s index {index} rows {len(rows)}",
@@ -278,7 +307,7 @@ def main():
             torch.cuda.empty_cache()
     with gzip.open(path, "wt", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["op", "config_index", "precision", *CONFIG_COLUMNS, "forward_ns", "backward_ns"])
+        w.writerow(["op", "config_index", "precision", *CONFIG_COLUMNS, "forward_ns", "backward_ns", "graphed"])
         w.writerows(rows)
     props = torch.cuda.get_device_properties(0)
     meta = {
@@ -290,9 +319,11 @@ def main():
         "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
         "seed": args.seed, "configs_per_op_measured": index, "rows": len(rows),
         "failures": failures, "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "method": f"median of {GROUPS} groups of back-to-back launches (~{TARGET_GROUP_S*1e3:.0f} ms "
-                  "each) between CUDA events, after warm-up; backward = torch.autograd.grad "
-                  "of the op output w.r.t. its inputs and parameters",
+        "method": f"median of {GROUPS} groups of back-to-back CUDA-graph replays (~"
+                  f"{TARGET_GROUP_S*1e3:.0f} ms each) between CUDA events, after warm-up; "
+                  "forward = graph of the op; backward = graph of op + torch.autograd.grad of "
+                  "its output w.r.t. inputs and parameters, minus the forward; graphed=0 rows "
+                  "fell back to eager launches (capture failed)",
     }
     (out_dir / f"{tag}.meta.json").write_text(json.dumps(meta, indent=1))
     print(json.dumps(meta))
