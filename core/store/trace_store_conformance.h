@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct StoreKind {
   std::string name;  // test name suffix
   std::function<std::unique_ptr<StoreUnderTest>()> make;
 };
+// So that ctest lists the store's name, not the object's bytes.
+inline void PrintTo(const StoreKind& kind, std::ostream* os) { *os << kind.name; }
 
 // `count` distinct real traces: the H100 DCGAN and ResNet-50 captures
 // (tests/testdata/kineto/h100), copy k carrying metadata["store_test_copy"]
