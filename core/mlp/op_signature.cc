@@ -147,10 +147,15 @@ OpSignature Make(Family family) {
   return s;
 }
 
-int64_t Product(const TensorArgument& t, int begin, int end) {
+// Product of dims [begin, end); false past 2^53 (no real tensor is that
+// large, and the features are doubles).
+bool Product(const TensorArgument& t, int begin, int end, int64_t* out) {
   int64_t p = 1;
-  for (int i = begin; i < end; ++i) p *= t.shape(i);
-  return p;
+  for (int i = begin; i < end; ++i) {
+    if (__builtin_mul_overflow(p, t.shape(i), &p) || p > (int64_t{1} << 53)) return false;
+  }
+  *out = p;
+  return true;
 }
 
 // [M, K] x [K, N] (mm, addmm).
@@ -201,7 +206,9 @@ Result Linear(const Args& args) {
   }
   if (HasZeroDim(*x) || HasZeroDim(*w)) return std::nullopt;
   OpSignature s = Make(Family::kLinear);
-  s.config[kM] = Product(*x, 0, x->shape_size() - 1);
+  if (!Product(*x, 0, x->shape_size() - 1, &s.config[kM])) {
+    return args.Error("0", absl::StrCat("input ", ShapeText(*x), " is implausibly large"));
+  }
   s.config[kK] = w->shape(1);
   s.config[kN] = w->shape(0);
   s.config[kBias] = bias != nullptr ? 1 : 0;
@@ -226,7 +233,9 @@ Result Matmul(const Args& args) {
   if (HasZeroDim(*a) || HasZeroDim(*b)) return std::nullopt;
   if (rb == 2) {
     OpSignature s = Make(Family::kLinear);
-    s.config[kM] = Product(*a, 0, ra - 1);
+    if (!Product(*a, 0, ra - 1, &s.config[kM])) {
+      return args.Error("0", absl::StrCat(ShapeText(*a), " is implausibly large"));
+    }
     s.config[kK] = a->shape(ra - 1);
     s.config[kN] = b->shape(1);
     return s;
@@ -236,7 +245,9 @@ Result Matmul(const Args& args) {
     if (a->shape(i) != b->shape(i)) return std::nullopt;  // broadcast
   }
   OpSignature s = Make(Family::kBmm);
-  s.config[kB] = Product(*a, 0, ra - 2);
+  if (!Product(*a, 0, ra - 2, &s.config[kB])) {
+    return args.Error("0", absl::StrCat(ShapeText(*a), " is implausibly large"));
+  }
   s.config[kM] = a->shape(ra - 2);
   s.config[kK] = a->shape(ra - 1);
   s.config[kN] = b->shape(rb - 1);
@@ -305,8 +316,10 @@ Result Conv(const Args& args, const ConvArgs& c) {
     return args.Error(c.padding, "negative padding");
   }
   // The weight is [C_out, C_in / groups, k, k], transposed [C_in, C_out / groups, k, k].
-  const int64_t c_in = c.transposed ? w->shape(0) : w->shape(1) * groups;
-  if (c_in != channels) {
+  // (Division, not multiplication: a damaged groups value must not overflow.)
+  const bool fits = c.transposed ? w->shape(0) == channels
+                                 : channels % groups == 0 && w->shape(1) == channels / groups;
+  if (!fits) {
     return args.Error("1", absl::StrCat("weight ", ShapeText(*w), " with groups ", groups,
                                         " does not fit input ", ShapeText(*x)));
   }

@@ -405,6 +405,8 @@ TEST(OpSignatureRulesTest, DamagedConvArgumentsAreErrors) {
               "does not fit input [8, 32, 28, 28]");
   ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3}, {1, 1}, {1, 1}, {1, 1}, 1).Extract(),
               "is not 4-D");
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4e15).Extract(),
+              "with groups 4000000000000000 does not fit");
   ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {0, 0}, {1, 1}, {1, 1}, 1).Extract(),
               "stride must be at least 1");
   ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {1, 1, 1}, {1, 1}, {1, 1}, 1).Extract(),
@@ -437,6 +439,11 @@ TEST(OpSignatureRulesTest, MatrixProducts) {
             Config({{kM, 1}, {kN, 10}, {kK, 512}, {kBias, 1}}));
   ExpectError(OpBuilder("aten::linear").Tensor({16, 512}).Tensor({10, 256}).Extract(),
               "does not fit input [16, 512]");
+  ExpectError(OpBuilder("aten::linear")
+                  .Tensor({int64_t{1} << 40, int64_t{1} << 40, 512})
+                  .Tensor({10, 512})
+                  .Extract(),
+              "implausibly large");
 
   OpBuilder addmm("aten::addmm");
   addmm.Tensor({1000}).Tensor({16, 2048}).Tensor({2048, 1000}).Scalar(1).Scalar(1);
