@@ -56,6 +56,8 @@ constexpr char kPredictUsage[] =
     "  --server HOST:PORT     ask a habitat-server instead of predicting in-process\n"
     "                         (token and TLS options: see 'habitat --help')\n"
     "  --data-dir DIR         GPU and price data for in-process predictions\n"
+    "  --models-dir DIR       trained predictors for in-process predictions ('none':\n"
+    "                         kernel-varying ops carried over unscaled)\n"
     "  --devices A,B          target GPU ids (default: every GPU; see 'habitat devices')\n"
     "  --catalog NAME         price catalog (default: aws if it exists; 'none': no prices)\n"
     "  --catalog-file FILE    a habitat.v1.PriceCatalog in text format\n"
@@ -122,7 +124,8 @@ const std::vector<OptionSpec> kRemoteOptions = {
     {"tls-ca", true},  {"tls-cert", true},   {"tls-key", true},
     {"tls-server-name", true}};
 const std::vector<OptionSpec> kServiceOptions =
-    Concat({kRemoteOptions, {{"data-dir", true}, {"format", true}, {"help", false}}});
+    Concat({kRemoteOptions,
+            {{"data-dir", true}, {"models-dir", true}, {"format", true}, {"help", false}}});
 const std::vector<OptionSpec> kTraceOptions = {
     {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true},
     {"wall-ns", true}};
@@ -134,6 +137,8 @@ absl::StatusOr<CliServiceOptions> ServiceOptions(const CliArgs& args, const Cont
   CliServiceOptions options;
   options.server = args.Get("server");
   options.data_dir = args.Get("data-dir", ctx.env->default_data_dir);
+  options.models_dir = args.Get("models-dir", ctx.env->default_models_dir);
+  if (options.models_dir == "none") options.models_dir.clear();
   const bool tls_flag = args.Has("tls") || args.Has("tls-ca") || args.Has("tls-cert") ||
                         args.Has("tls-key") || args.Has("tls-server-name");
   if (options.server.empty() && (tls_flag || args.Has("token-file"))) {

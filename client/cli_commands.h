@@ -17,6 +17,8 @@ inline constexpr int kExitUsage = 2;
 struct CliEnvironment {
   // Used when --data-dir is not given.
   std::string default_data_dir;
+  // Empty: in-process predictions run without the kernel-varying predictor.
+  std::string default_models_dir;
   std::string version;
 };
 

@@ -66,12 +66,14 @@ absl::StatusOr<std::unique_ptr<CliService>> OpenCliService(const CliServiceOptio
   }
   BackendOptions backend_options;
   backend_options.data_dir = options.data_dir;
+  backend_options.models_dir = options.models_dir;
   absl::StatusOr<std::unique_ptr<PredictionBackend>> backend =
       PredictionBackend::Create(backend_options);
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
                         absl::StrCat("cannot load the GPU and price data from '",
-                                     options.data_dir, "' (set --data-dir): ",
+                                     options.data_dir, "' (set --data-dir) or the models from '",
+                                     options.models_dir, "' (set --models-dir): ",
                                      backend.status().message()));
   }
   return std::unique_ptr<CliService>(new EmbeddedService(std::move(*backend)));

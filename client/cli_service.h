@@ -32,6 +32,9 @@ struct CliServiceOptions {
   std::string server;
   // Embedded mode: the directory with devices.textproto and catalogs/.
   std::string data_dir;
+  // Embedded mode: the directory with kernel_varying/; empty runs without
+  // the kernel-varying predictor.
+  std::string models_dir;
   // Remote mode: deadline, token and TLS settings.
   ClientOptions client;
 };

@@ -35,6 +35,7 @@ def main():
     p.add_argument("--dir", default=str(ROOT / "models" / "kernel_varying"))
     p.add_argument("--devices", default=str(ROOT / "data" / "devices.textproto"))
     p.add_argument("--own_dir", default=str(ROOT / "models" / "data"))
+    p.add_argument("--neusight_dir", default=str(ROOT.parent / "shared" / "data" / "neusight"))
     args = p.parse_args()
     out = Path(args.dir)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -54,9 +55,17 @@ def main():
     scripted.save(str(out / "model.pt"))
     manifest["model_sha256"] = hashlib.sha256((out / "model.pt").read_bytes()).hexdigest()
     manifest["exported_with_torch"] = torch.__version__
+    # Which GPUs the training data covers per family and precision, so the
+    # server can say when a prediction extrapolates to an unseen GPU.
+    devices = feat.load_devices(args.devices)
+    coverage = {}
+    for _, family, _, precision, _, device, _ in data_lib.measurements(
+            args.neusight_dir, args.own_dir, devices):
+        coverage.setdefault(family, {}).setdefault(precision, set()).add(device)
+    manifest["coverage"] = {f: {p: sorted(g) for p, g in sorted(c.items())}
+                            for f, c in sorted(coverage.items())}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
-    devices = feat.load_devices(args.devices)
     pairs = data_lib.pairs(list(data_lib.load_own(args.own_dir)))
     rng = random.Random(7)
     chosen = rng.sample(pairs, PARITY_ROWS)

@@ -19,6 +19,9 @@
 #ifndef HABITAT_DEFAULT_DATA_DIR
 #define HABITAT_DEFAULT_DATA_DIR "data"
 #endif
+#ifndef HABITAT_DEFAULT_MODELS_DIR
+#define HABITAT_DEFAULT_MODELS_DIR "models"
+#endif
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address (host:port)");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
@@ -28,6 +31,10 @@ ABSL_FLAG(std::string, health_address, "",
           "speak TLS); empty disables it");
 ABSL_FLAG(std::string, data_dir, HABITAT_DEFAULT_DATA_DIR,
           "Directory with devices.textproto and catalogs/");
+ABSL_FLAG(std::string, models_dir, HABITAT_DEFAULT_MODELS_DIR,
+          "Directory with kernel_varying/ (the trained predictor for convolutions, matrix "
+          "multiplies, LSTMs and attention); a missing or damaged model stops start-up. "
+          "'none' runs without it (those ops are then carried over unscaled)");
 ABSL_FLAG(std::string, store, "",
           "Where uploaded traces are stored: sqlite:PATH, postgres:CONNINFO or a "
           "postgresql:// URI (for replicas sharing one store), dir:PATH, or memory. "
@@ -145,6 +152,9 @@ int main(int argc, char** argv) {
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.token_file = absl::GetFlag(FLAGS_token_file);
   options.backend.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (absl::GetFlag(FLAGS_models_dir) != "none") {
+    options.backend.models_dir = absl::GetFlag(FLAGS_models_dir);
+  }
   auto store = StoreFromFlags(FlagOnCommandLine(argc, argv, "trace_dir"));
   if (!store.ok()) {
     std::fprintf(stderr, "habitat-server: cannot start: %s\n",

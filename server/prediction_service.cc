@@ -146,7 +146,7 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(
     return SerializeResponse(result, response);
   });
   metrics_->RecordCache(stats.cache_hits, stats.cache_misses);
-  for (int method = 0; method < 5; ++method) {
+  for (int method = 0; method < v1::PredictionMethod_ARRAYSIZE; ++method) {
     metrics_->RecordPredictions(method, stats.operations_by_method[method]);
   }
   return Finish(context, Rpc::kPredict, started, status);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "habitat/v1/prediction_service.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -37,7 +38,7 @@ class ServerMetrics {
 
  private:
   static constexpr int kCodes = 17;
-  static constexpr int kMethods = 5;
+  static constexpr int kMethods = habitat::v1::PredictionMethod_ARRAYSIZE;
   std::array<std::array<prometheus::Counter*, kCodes>, static_cast<int>(Rpc::kCount)> requests_;
   std::array<prometheus::Histogram*, static_cast<int>(Rpc::kCount)> latency_;
   std::array<prometheus::Counter*, kMethods> predictions_;

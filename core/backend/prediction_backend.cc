@@ -50,8 +50,20 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
   std::string spec = options.store;
   if (spec.empty()) spec = options.trace_dir.empty() ? "memory" : "dir:" + options.trace_dir;
   HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store, OpenTraceStore(spec));
+  std::shared_ptr<const VaryingPredictor> varying;
+  if (!options.models_dir.empty()) {
+    const std::string model_dir = options.models_dir + "/kernel_varying";
+    auto loaded = VaryingPredictor::Load(model_dir, options.model_memo_entries);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(),
+                          absl::StrCat("loading the kernel-varying predictor from ", model_dir,
+                                       " (set --models_dir, or 'none' to run without it): ",
+                                       loaded.status().message()));
+    }
+    varying = std::move(*loaded);
+  }
   std::unique_ptr<PredictionBackend> backend(new PredictionBackend(
-      options, std::move(devices), std::move(catalogs), std::move(store)));
+      options, std::move(devices), std::move(catalogs), std::move(store), std::move(varying)));
   if (options.trace_retention_days > 0) {
     RetentionOptions retention;
     retention.days = options.trace_retention_days;
@@ -64,13 +76,15 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
 
 PredictionBackend::PredictionBackend(const BackendOptions& options, DeviceDatabase devices,
                                      CatalogSet catalogs,
-                                     std::unique_ptr<TraceStore> store)
+                                     std::unique_ptr<TraceStore> store,
+                                     std::shared_ptr<const VaryingPredictor> varying)
     : limits_(options.trace_limits),
       devices_(std::move(devices)),
       catalogs_(std::move(catalogs)),
       store_(std::move(store)),
       cache_(std::make_shared<PredictionCache>(options.cache_entries)),
-      engine_(&devices_, cache_) {}
+      varying_(std::move(varying)),
+      engine_(&devices_, cache_, varying_) {}
 
 size_t PredictionBackend::stored_traces() {
   auto count = store_->Count();

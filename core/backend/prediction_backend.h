@@ -34,6 +34,12 @@ struct BackendOptions {
   // hour; 0 keeps them forever.
   int trace_retention_days = 0;
   size_t cache_entries = 4096;
+  // Holds kernel_varying/ (model.pt, manifest.json: models/train.py and
+  // models/export.py). Empty: no kernel-varying predictor; those operations
+  // are then carried over unscaled, with a warning.
+  std::string models_dir;
+  // Bound on memoised model outputs (per op signature and GPU pair).
+  size_t model_memo_entries = 1 << 16;
   // Applied to every uploaded or inline trace.
   TraceLimits trace_limits;
 };
@@ -88,10 +94,13 @@ class PredictionBackend {
   // does not answer).
   size_t stored_traces();
   const PredictionCache& cache() const { return *cache_; }
+  // Null when the backend runs without the kernel-varying predictor.
+  const VaryingPredictor* varying_predictor() const { return varying_.get(); }
 
  private:
   PredictionBackend(const BackendOptions& options, DeviceDatabase devices, CatalogSet catalogs,
-                    std::unique_ptr<TraceStore> store);
+                    std::unique_ptr<TraceStore> store,
+                    std::shared_ptr<const VaryingPredictor> varying);
 
   const TraceLimits limits_;
   DeviceDatabase devices_;
@@ -101,6 +110,7 @@ class PredictionBackend {
   std::unique_ptr<TraceRetention> retention_;
   std::atomic<size_t> last_count_{0};
   std::shared_ptr<PredictionCache> cache_;
+  std::shared_ptr<const VaryingPredictor> varying_;
   PredictionEngine engine_;
 };
 

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/time_units.h"
 #include "core/predict/host_replay.h"
+#include "core/predict/varying_predictor.h"
 #include "core/scaling/wave_scaling.h"
 #include "core/trace/op_classification.h"
 #include "core/trace/trace_id.h"
@@ -107,9 +108,48 @@ std::string PassName(const Operation& op) {
   return op.backward().recorded_name();
 }
 
+// A kernel-varying op with a trained predictor: each pass the table covers
+// comes from the model; the others (no signature the model covers, or too
+// short to be anything but launch latency) are wave-scaled kernel by kernel.
+void PredictVaryingOperation(const Operation& op, uint32_t index, const DeviceSpec& origin,
+                             const DeviceSpec& target, const VaryingPassTable& table,
+                             OperationPrediction* out) {
+  int from_model = 0;
+  bool all_trained = true;
+  for (bool backward : {false, true}) {
+    if (backward && !op.has_backward()) continue;
+    Nanoseconds predicted;
+    auto it = table.find(VaryingPassKey(static_cast<int>(index), backward));
+    if (it != table.end()) {
+      ++from_model;
+      all_trained = all_trained && it->second.trained_on_target;
+      predicted = it->second.predicted_ns;
+    } else {
+      predicted = ScalePass(backward ? op.backward() : op.forward(), origin, target).predicted_ns;
+    }
+    if (backward) {
+      out->set_predicted_backward_ns(predicted);
+    } else {
+      out->set_predicted_forward_ns(predicted);
+    }
+  }
+  if (from_model > 0) {
+    out->set_method(v1::PREDICTION_METHOD_MLP);
+    out->set_predictor_trained_on_target(all_trained);
+    return;
+  }
+  out->set_method(v1::PREDICTION_METHOD_WAVE_SCALING);
+  if (out->origin_forward_ns() + out->origin_backward_ns() > 0) {
+    out->add_warnings(absl::StrCat(
+        out->name(), " has no configuration the kernel-varying predictor covers (or only "
+                     "launch-bound passes); its kernels were wave-scaled, which is less "
+                     "accurate across GPU architectures"));
+  }
+}
+
 OperationPrediction PredictOperation(const Operation& op, uint32_t index,
                                      const DeviceSpec& origin, const DeviceSpec& target,
-                                     bool is_origin) {
+                                     bool is_origin, const VaryingPassTable* varying_table) {
   OperationPrediction out;
   out.set_index(index);
   out.set_name(PassName(op));
@@ -125,6 +165,10 @@ OperationPrediction PredictOperation(const Operation& op, uint32_t index,
       ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
       (op.has_backward() &&
        ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
+  if (varying && varying_table != nullptr) {
+    PredictVaryingOperation(op, index, origin, target, *varying_table, &out);
+    return out;
+  }
   if (varying) {
     out.set_method(v1::PREDICTION_METHOD_UNSCALED);
     out.set_predicted_forward_ns(out.origin_forward_ns());
@@ -206,7 +250,8 @@ std::optional<double> HostScaleFor(const v1::Trace& trace) {
 absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
                                                  const DeviceSpec& origin,
                                                  const DeviceSpec& target,
-                                                 std::optional<double> host_scale) {
+                                                 std::optional<double> host_scale,
+                                                 const VaryingPassTable* varying) {
   DevicePrediction prediction;
   prediction.set_device_id(target.id());
   prediction.set_display_name(target.display_name());
@@ -219,9 +264,11 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   Nanoseconds origin_total = 0;
   Nanoseconds unscaled_origin = 0;
   int unscaled_ops = 0;
+  Nanoseconds extrapolated_origin = 0;
+  int extrapolated_ops = 0;
   for (int i = 0; i < trace.operations_size(); ++i) {
-    OperationPrediction op =
-        PredictOperation(trace.operations(i), static_cast<uint32_t>(i), origin, target, is_origin);
+    OperationPrediction op = PredictOperation(trace.operations(i), static_cast<uint32_t>(i),
+                                              origin, target, is_origin, varying);
     const Nanoseconds origin_ns = op.origin_forward_ns() + op.origin_backward_ns();
     origin_total = SaturatingAdd(origin_total, origin_ns);
     total = SaturatingAdd(
@@ -229,6 +276,10 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     if (op.method() == v1::PREDICTION_METHOD_UNSCALED && origin_ns > 0) {
       ++unscaled_ops;
       unscaled_origin += origin_ns;
+    }
+    if (op.method() == v1::PREDICTION_METHOD_MLP && !op.predictor_trained_on_target()) {
+      ++extrapolated_ops;
+      extrapolated_origin = SaturatingAdd(extrapolated_origin, origin_ns);
     }
     pass_scale.push_back(Ratio(op.predicted_forward_ns(), op.origin_forward_ns()));
     pass_scale.push_back(Ratio(op.predicted_backward_ns(), op.origin_backward_ns()));
@@ -242,7 +293,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     loose.set_name("(kernels not attributed to an operation)");
     *loose.mutable_forward()->mutable_kernels() = trace.unattributed_kernels();
     OperationPrediction op = PredictOperation(
-        loose, static_cast<uint32_t>(trace.operations_size()), origin, target, is_origin);
+        loose, static_cast<uint32_t>(trace.operations_size()), origin, target, is_origin,
+        /*varying_table=*/nullptr);
     for (const auto& kernel : trace.unattributed_kernels()) {
       op.set_origin_forward_ns(op.origin_forward_ns() + kernel.duration_ns());
     }
@@ -261,6 +313,13 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
         "%d operation(s), %.1f%% of the origin GPU time, were carried over unscaled "
         "(see the per-operation warnings with --breakdown)",
         unscaled_ops, 100.0 * static_cast<double>(unscaled_origin) / origin_total));
+  }
+  if (extrapolated_ops > 0 && origin_total > 0) {
+    prediction.add_warnings(absl::StrFormat(
+        "%d operation(s), %.1f%% of the origin GPU time, were predicted by the kernel-varying "
+        "model for a GPU (or precision) outside its training data, from the GPU's specs; "
+        "expect larger errors there",
+        extrapolated_ops, 100.0 * static_cast<double>(extrapolated_origin) / origin_total));
   }
   if (target.test_only()) {
     prediction.add_warnings(absl::StrCat(target.id(),
@@ -308,8 +367,9 @@ void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::Pric
 }
 
 PredictionEngine::PredictionEngine(const DeviceDatabase* devices,
-                                   std::shared_ptr<PredictionCache> cache)
-    : devices_(devices), cache_(std::move(cache)) {}
+                                   std::shared_ptr<PredictionCache> cache,
+                                   std::shared_ptr<const VaryingPredictor> varying)
+    : devices_(devices), cache_(std::move(cache)), varying_(std::move(varying)) {}
 
 absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(
     const v1::Trace& trace) const {
@@ -360,28 +420,43 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
 
   PredictionStats local_stats;
   if (stats == nullptr) stats = &local_stats;
+  std::vector<CachedPrediction> cached(targets.size());
+  std::vector<const DeviceSpec*> missed;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (cache_ != nullptr) cached[t] = cache_->Lookup(trace_id, targets[t]->id());
+    if (cached[t].full == nullptr) missed.push_back(targets[t]);
+  }
+  // Kernel-varying ops of every missed target in one batched model pass.
+  std::vector<VaryingPassTable> varying_tables;
+  if (varying_ != nullptr && !missed.empty()) {
+    HABITAT_ASSIGN_OR_RETURN(varying_tables, varying_->PredictTrace(trace, *origin, missed));
+  }
   std::vector<DevicePrediction> predictions;
   predictions.reserve(targets.size());
   // Per trace, not per device: computed at the first cache miss.
   std::optional<std::optional<double>> host_scale;
-  for (const DeviceSpec* target : targets) {
-    CachedPrediction cached;
-    if (cache_ != nullptr) cached = cache_->Lookup(trace_id, target->id());
-    if (cached.full != nullptr) {
+  size_t miss_index = 0;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    const DeviceSpec* target = targets[t];
+    CachedPrediction& entry = cached[t];
+    if (entry.full != nullptr) {
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
       if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
+      const VaryingPassTable* table =
+          varying_tables.empty() ? nullptr : &varying_tables[miss_index];
+      ++miss_index;
       HABITAT_ASSIGN_OR_RETURN(DevicePrediction fresh,
-                               PredictOnDevice(trace, *origin, *target, *host_scale));
+                               PredictOnDevice(trace, *origin, *target, *host_scale, table));
       for (const auto& op : fresh.operations()) ++stats->operations_by_method[op.method()];
       auto summary = std::make_shared<DevicePrediction>(fresh);
       summary->clear_operations();
-      cached.full = std::make_shared<const DevicePrediction>(std::move(fresh));
-      cached.summary = std::move(summary);
-      if (cache_ != nullptr) cache_->Insert(trace_id, target->id(), cached);
+      entry.full = std::make_shared<const DevicePrediction>(std::move(fresh));
+      entry.summary = std::move(summary);
+      if (cache_ != nullptr) cache_->Insert(trace_id, target->id(), entry);
     }
-    predictions.push_back(query.include_breakdown ? *cached.full : *cached.summary);
+    predictions.push_back(query.include_breakdown ? *entry.full : *entry.summary);
   }
   PriceAndRank(trace.batch_size(), query.catalog, query.price_kind, &predictions);
 

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_cache.h"
+#include "core/predict/varying_predictor.h"
 #include "core/pricing/price_catalog.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "habitat/v1/trace.pb.h"
@@ -34,14 +35,16 @@ struct PredictionStats {
   int cache_hits = 0;
   int cache_misses = 0;
   // Operation predictions made, by method (index = PredictionMethod value).
-  int64_t operations_by_method[5] = {0, 0, 0, 0, 0};
+  int64_t operations_by_method[habitat::v1::PredictionMethod_ARRAYSIZE] = {};
 };
 
 class PredictionEngine {
  public:
   // `devices` must outlive the engine. `cache` may be null (no memoisation).
-  PredictionEngine(const DeviceDatabase* devices,
-                   std::shared_ptr<PredictionCache> cache);
+  // `varying` may be null: kernel-varying ops are then carried over
+  // unscaled, with a warning.
+  PredictionEngine(const DeviceDatabase* devices, std::shared_ptr<PredictionCache> cache,
+                   std::shared_ptr<const VaryingPredictor> varying = nullptr);
 
   // Validates `trace`, resolves its origin GPU and predicts every requested
   // device. `trace_id` keys the memo cache (ComputeTraceId when empty).
@@ -58,15 +61,19 @@ class PredictionEngine {
  private:
   const DeviceDatabase* devices_;
   std::shared_ptr<PredictionCache> cache_;
+  std::shared_ptr<const VaryingPredictor> varying_;
 };
 
 // Predicts one target GPU with the full per-operation breakdown; no prices
 // or ranks. `host_scale` is the trace's HostScaleFor (computed when absent);
 // it depends only on the trace, so callers predicting many GPUs pass it in.
+// `varying`: the kernel-varying predictions for this target
+// (VaryingPredictor::PredictTrace); null carries those ops over unscaled.
 // Exposed for tests and the evaluation tools.
 absl::StatusOr<habitat::v1::DevicePrediction> PredictOnDevice(
     const habitat::v1::Trace& trace, const habitat::v1::DeviceSpec& origin,
-    const habitat::v1::DeviceSpec& target, std::optional<double> host_scale = std::nullopt);
+    const habitat::v1::DeviceSpec& target, std::optional<double> host_scale = std::nullopt,
+    const VaryingPassTable* varying = nullptr);
 
 // How fast the host ran relative to the profiled timeline (see
 // CalibrateHostScale); nullopt when the trace has no host timeline.

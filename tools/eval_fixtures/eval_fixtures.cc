@@ -12,20 +12,26 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "common/file_io.h"
 #include "core/devices/device_database.h"
 #include "core/kineto/kineto_import.h"
 #include "core/predict/prediction_engine.h"
+#include "core/predict/varying_predictor.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, testdata, "tests/testdata", "tests/testdata directory");
 ABSL_FLAG(std::string, devices, "data/devices.textproto", "GPU spec database");
+ABSL_FLAG(std::string, models_dir, "models",
+          "Directory with kernel_varying/ (the trained predictor); 'none' carries "
+          "kernel-varying operations over unscaled, as before the predictor existed");
 
 namespace habitat {
 namespace {
@@ -94,6 +100,16 @@ int Run() {
     std::fprintf(stderr, "%s\n", std::string(devices.status().message()).c_str());
     return 1;
   }
+  std::unique_ptr<VaryingPredictor> varying;
+  if (absl::GetFlag(FLAGS_models_dir) != "none") {
+    auto loaded =
+        VaryingPredictor::Load(absl::GetFlag(FLAGS_models_dir) + "/kernel_varying", 1 << 16);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
+      return 1;
+    }
+    varying = std::move(*loaded);
+  }
   const std::map<std::string, std::string> gpu_ids = {{"h100", "H100-SXM"}, {"h200", "H200"}};
   std::map<std::string, std::map<std::string, Case>> measured;
   for (const auto& [tag, id] : gpu_ids) {
@@ -124,6 +140,9 @@ int Run() {
         // The unprofiled median, as a user passes it (--wall-ns): the host
         // model calibrates the profiled host timeline against it.
         options.iteration_wall_ns = origin_case.wall_ns;
+        // The fixtures' names say how they ran: bf16 ones under autocast.
+        options.precision = absl::StrContains(name, "_bf16") ? v1::PRECISION_AMP_BF16
+                                                             : v1::PRECISION_FP32;
         auto trace = json.ok() ? ImportKinetoTrace(*json, options)
                                : absl::StatusOr<v1::Trace>(json.status());
         if (!trace.ok()) {
@@ -131,7 +150,12 @@ int Run() {
                       direction.c_str(), std::string(trace.status().message()).c_str());
           continue;
         }
-        auto prediction = PredictOnDevice(*trace, origin_spec, target_spec);
+        absl::StatusOr<std::vector<VaryingPassTable>> tables = std::vector<VaryingPassTable>(1);
+        if (varying != nullptr) tables = varying->PredictTrace(*trace, origin_spec, {&target_spec});
+        auto prediction = tables.ok() ? PredictOnDevice(*trace, origin_spec, target_spec,
+                                                        std::nullopt,
+                                                        varying != nullptr ? &(*tables)[0] : nullptr)
+                                      : absl::StatusOr<v1::DevicePrediction>(tables.status());
         if (!prediction.ok()) {
           std::printf("| %s | %s | | | | predict failed: %s | | | |\n", name.c_str(),
                       direction.c_str(), std::string(prediction.status().message()).c_str());

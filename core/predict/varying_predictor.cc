@@ -1,0 +1,201 @@
+#include "core/predict/varying_predictor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_io.h"
+#include "nlohmann/json.hpp"
+#include "common/status_macros.h"
+#include "core/mlp/features.h"
+#include "core/mlp/op_signature.h"
+#include "core/trace/op_classification.h"
+
+namespace habitat {
+namespace {
+
+struct PassRef {
+  int op_index;
+  Nanoseconds time_ns;
+};
+
+// The passes of one signature (family, configuration, precision, direction).
+struct Group {
+  mlp::OpSignature signature;
+  bool backward = false;
+  std::vector<PassRef> passes;
+  Nanoseconds feature_origin_ns = 0;
+};
+
+std::string GroupKey(const mlp::OpSignature& signature, bool backward) {
+  return absl::StrCat(mlp::FamilyName(signature.family), "|",
+                      absl::StrJoin(signature.config, ","), "|",
+                      mlp::PrecisionName(signature.precision), "|", backward ? "b" : "f", "|",
+                      signature.direction_factor);
+}
+
+Nanoseconds Median(std::vector<Nanoseconds> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+bool Contains(const std::vector<std::string>& ids, const std::string& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+std::string CoverageKey(mlp::Family family, mlp::Precision precision) {
+  return absl::StrCat(mlp::FamilyName(family), "|", mlp::PrecisionName(precision));
+}
+
+absl::StatusOr<TrainingCoverage> ReadCoverage(const std::string& manifest_path) {
+  HABITAT_ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
+  const auto manifest = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto it = manifest.is_object() ? manifest.find("coverage") : manifest.end();
+  if (it == manifest.end() || !it->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        manifest_path, ": no \"coverage\" object (written by models/export.py); re-export"));
+  }
+  TrainingCoverage coverage;
+  for (const auto& [family, by_precision] : it->items()) {
+    if (!by_precision.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(manifest_path, ": coverage.", family, " is not an object"));
+    }
+    for (const auto& [precision, gpus] : by_precision.items()) {
+      std::vector<std::string>& ids = coverage[absl::StrCat(family, "|", precision)];
+      for (const auto& gpu : gpus) {
+        if (!gpu.is_string()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              manifest_path, ": coverage.", family, ".", precision, " holds a non-string"));
+        }
+        ids.push_back(gpu.get<std::string>());
+      }
+    }
+  }
+  return coverage;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VaryingPredictor>> VaryingPredictor::Load(
+    const std::string& model_dir, size_t memo_entries) {
+  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<mlp::KernelVaryingModel> model,
+                           mlp::KernelVaryingModel::Load(model_dir));
+  HABITAT_ASSIGN_OR_RETURN(TrainingCoverage coverage,
+                           ReadCoverage(absl::StrCat(model_dir, "/manifest.json")));
+  return std::make_unique<VaryingPredictor>(std::move(model), std::move(coverage),
+                                            memo_entries);
+}
+
+VaryingPredictor::VaryingPredictor(std::shared_ptr<const mlp::KernelVaryingModel> model,
+                                   TrainingCoverage coverage, size_t memo_entries)
+    : model_(std::move(model)), coverage_(std::move(coverage)), memo_entries_(memo_entries) {}
+
+int64_t VaryingPredictor::memo_hits() const {
+  absl::MutexLock lock(&mu_);
+  return hits_;
+}
+
+int64_t VaryingPredictor::memo_misses() const {
+  absl::MutexLock lock(&mu_);
+  return misses_;
+}
+
+absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
+    const v1::Trace& trace, const v1::DeviceSpec& origin,
+    const std::vector<const v1::DeviceSpec*>& targets) const {
+  // 1. Group the covered passes by signature.
+  std::vector<Group> groups;
+  absl::flat_hash_map<std::string, size_t> group_index;
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    const v1::Operation& op = trace.operations(i);
+    if (ClassifyOperation(op.name()) != OpKind::kKernelVarying) continue;
+    auto signature = mlp::ExtractOpSignature(op, trace.precision());
+    // A damaged argument list is not the model's business: the engine
+    // wave-scales the op's kernels and says so.
+    if (!signature.ok() || !signature->has_value()) continue;
+    for (bool backward : {false, true}) {
+      if (backward && !op.has_backward()) continue;
+      const Nanoseconds time_ns = backward ? op.backward().time_ns() : op.forward().time_ns();
+      if (time_ns / (*signature)->direction_factor < model_->min_origin_ns()) continue;
+      std::string key = GroupKey(**signature, backward);
+      auto [it, inserted] = group_index.try_emplace(key, groups.size());
+      if (inserted) groups.push_back(Group{**signature, backward, {}, 0});
+      groups[it->second].passes.push_back(PassRef{i, time_ns});
+    }
+  }
+  std::vector<std::string> group_keys(groups.size());
+  for (const auto& [key, index] : group_index) group_keys[index] = key;
+  for (auto& group : groups) {
+    std::vector<Nanoseconds> times;
+    for (const auto& pass : group.passes) times.push_back(pass.time_ns);
+    group.feature_origin_ns = Median(std::move(times)) / group.signature.direction_factor;
+  }
+
+  // 2. Memo lookups; the rest go into one batch.
+  std::vector<std::vector<double>> log2_ratio(targets.size(),
+                                              std::vector<double>(groups.size(), 0.0));
+  std::vector<std::pair<size_t, size_t>> pending;  // (target, group)
+  std::vector<std::string> pending_keys;
+  std::vector<float> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t t = 0; t < targets.size(); ++t) {
+      if (targets[t]->id() == origin.id()) continue;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        std::string memo_key = absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|",
+                                            origin.id(), "|", targets[t]->id());
+        auto it = memo_.find(memo_key);
+        if (it != memo_.end()) {
+          ++hits_;
+          log2_ratio[t][g] = it->second;
+          continue;
+        }
+        ++misses_;
+        pending.emplace_back(t, g);
+        pending_keys.push_back(std::move(memo_key));
+      }
+    }
+  }
+  for (const auto& [t, g] : pending) {
+    const Group& group = groups[g];
+    HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
+        group.signature.family, group.signature.config, group.signature.precision,
+        group.backward, origin, *targets[t], static_cast<double>(group.feature_origin_ns),
+        &batch));
+  }
+  if (!pending.empty()) {
+    HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
+                             model_->PredictLog2Ratios(batch, pending.size()));
+    absl::MutexLock lock(&mu_);
+    if (memo_.size() + pending.size() > memo_entries_) memo_.clear();
+    for (size_t p = 0; p < pending.size(); ++p) {
+      log2_ratio[pending[p].first][pending[p].second] = out[p];
+      memo_.insert_or_assign(std::move(pending_keys[p]), out[p]);
+    }
+  }
+
+  // 3. Apply each group's ratio to its passes.
+  std::vector<VaryingPassTable> tables(targets.size());
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (targets[t]->id() == origin.id()) continue;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const Group& group = groups[g];
+      auto covered =
+          coverage_.find(CoverageKey(group.signature.family, group.signature.precision));
+      const bool trained =
+          covered != coverage_.end() && Contains(covered->second, targets[t]->id());
+      const double ratio = std::exp2(log2_ratio[t][g]);
+      for (const auto& pass : group.passes) {
+        const double predicted = static_cast<double>(pass.time_ns) * ratio;
+        tables[t][VaryingPassKey(pass.op_index, group.backward)] = VaryingPassPrediction{
+            static_cast<Nanoseconds>(std::llround(std::min(predicted, 9.0e18))), trained};
+      }
+    }
+  }
+  return tables;
+}
+
+}  // namespace habitat
