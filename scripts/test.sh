@@ -1,9 +1,30 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test that needs no GPU.
+# Installs what is missing, builds, and runs every test that needs no GPU;
+# then builds the same tests with AddressSanitizer + UBSan in a second build
+# directory and runs them again (HABITAT_SANITIZERS=0 skips that stage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
-cd "${HABITAT_BUILD_DIR:-build}"
-# GPU tests carry the label "gpu" and are skipped on machines without one.
+(
+  cd "${HABITAT_BUILD_DIR:-build}"
+  # GPU tests carry the label "gpu" and are skipped on machines without one.
+  ctest --output-on-failure -LE gpu -j 2
+)
+
+if [ "${HABITAT_SANITIZERS:-1}" = 0 ]; then
+  exit 0
+fi
+# Sanitizer stage. -O1 and line-table debug info keep the build and the
+# tests fast enough for CI (about 20 minutes on 2 cores); no benchmarks.
+SAN_DIR="${HABITAT_SANITIZE_BUILD_DIR:-build-asan}"
+if [ ! -f "$SAN_DIR/build.ninja" ]; then
+  cmake -S . -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DHABITAT_SANITIZE=ON -DHABITAT_BUILD_BENCHMARKS=OFF
+fi
+cmake --build "$SAN_DIR" -j "${HABITAT_JOBS:-2}"
+cd "$SAN_DIR"
+# Any report fails the test that triggered it; leaks are checked (LSan).
+export ASAN_OPTIONS="detect_leaks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 ctest --output-on-failure -LE gpu -j 2

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ ABSL_FLAG(std::string, server_binary, "",
           "habitat-server to start on a free loopback port (else use --address)");
 ABSL_FLAG(std::string, server_args, "",
           "Extra flags for --server_binary, separated by spaces");
+ABSL_FLAG(std::string, server_store, "sqlite",
+          "Trace store of --server_binary: sqlite (a database in a temporary directory, "
+          "removed afterwards), memory, or empty (the server's default)");
 ABSL_FLAG(std::string, address, "", "host:port of a running server");
 ABSL_FLAG(int, server_pid, 0, "PID of the running server at --address, for its memory");
 ABSL_FLAG(std::string, trace, HABITAT_DEFAULT_TRACE,
@@ -51,13 +55,28 @@ namespace {
 
 double Mib(int64_t kib) { return static_cast<double>(kib) / 1024.0; }
 
-int Run() {
+int Run(std::string* store_dir) {
   std::unique_ptr<ServerProcess> server;
   std::string address = absl::GetFlag(FLAGS_address);
   pid_t pid = absl::GetFlag(FLAGS_server_pid);
   if (!absl::GetFlag(FLAGS_server_binary).empty()) {
     std::vector<std::string> args =
         absl::StrSplit(absl::GetFlag(FLAGS_server_args), ' ', absl::SkipEmpty());
+    const std::string store = absl::GetFlag(FLAGS_server_store);
+    if (store == "sqlite") {
+      char pattern[] = "/tmp/habitat_load_test.XXXXXX";
+      if (mkdtemp(pattern) == nullptr) {
+        std::fprintf(stderr, "load_test: cannot create a temporary directory\n");
+        return 1;
+      }
+      *store_dir = pattern;
+      args.push_back(absl::StrCat("--store=sqlite:", *store_dir, "/traces.db"));
+    } else if (store == "memory") {
+      args.push_back("--store=memory");
+    } else if (!store.empty()) {
+      std::fprintf(stderr, "load_test: --server_store must be sqlite, memory or empty\n");
+      return 2;
+    }
     auto started = ServerProcess::Start(absl::GetFlag(FLAGS_server_binary), args,
                                         absl::Seconds(30));
     if (!started.ok()) {
@@ -126,6 +145,13 @@ int Run() {
 
   MemorySample after_warmup, highest;
   bool have_memory = false;
+  // CPU used by the server and by this client over the measured window.
+  double server_cpu_start = -1, server_cpu_end = -1, client_cpu_start = 0;
+  auto server_cpu = [&]() -> double {
+    if (pid <= 0) return -1;
+    auto cpu = ReadCpuSeconds(pid);
+    return cpu.ok() ? *cpu : -1;
+  };
   auto sample = [&](MemorySample* into) {
     if (pid <= 0) return;
     auto memory = ReadMemory(pid);
@@ -136,14 +162,24 @@ int Run() {
     have_memory = true;
   };
   const LoadResult result = RunLoad(
-      options, request, [&] { sample(&after_warmup); }, [&] { sample(nullptr); });
+      options, request,
+      [&] {
+        sample(&after_warmup);
+        server_cpu_start = server_cpu();
+        client_cpu_start = OwnCpuSeconds();
+      },
+      [&] { sample(nullptr); });
+  // The last calls finish just after the window; their CPU is counted too.
+  server_cpu_end = server_cpu();
+  const double client_cpu = OwnCpuSeconds() - client_cpu_start;
   MemorySample at_end;
   sample(&at_end);
 
   std::vector<std::string> errors;
   for (const auto& [code, n] : result.errors) errors.push_back(absl::StrCat(code, "=", n));
   std::printf("address            %s\n", address.c_str());
-  std::printf("channels x calls   %d x %d in flight\n", options.channels, options.concurrency);
+  std::printf("load               %d calls in flight over %d connections\n", options.concurrency,
+              options.channels);
   std::printf("answers            %d GPUs each, catalog '%s'\n", options.expected_predictions,
               request.catalog().c_str());
   std::printf("calls              %lld (warm-up included)\n",
@@ -157,6 +193,15 @@ int Run() {
               result.latencies_ns.empty() ? 0.0 : result.latencies_ns.back() / 1e6);
   std::printf("errors             %lld%s%s\n", static_cast<long long>(result.error_count()),
               errors.empty() ? "" : ": ", absl::StrJoin(errors, ", ").c_str());
+  if (result.measured > 0) {
+    std::printf("CPU per call (us)  client %.1f", client_cpu / result.measured * 1e6);
+    if (server_cpu_start >= 0 && server_cpu_end >= 0) {
+      std::printf(", server %.1f (%.2f cores busy)",
+                  (server_cpu_end - server_cpu_start) / result.measured * 1e6,
+                  (server_cpu_end - server_cpu_start) / result.seconds);
+    }
+    std::printf("\n");
+  }
   if (have_memory) {
     std::printf("server RSS (MiB)   after warm-up %.1f, end %.1f, highest sampled %.1f, "
                 "VmHWM %.1f\n",
@@ -199,5 +244,11 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Saturating Predict load on a habitat-server; see load_test.cc.");
   absl::ParseCommandLine(argc, argv);
-  return habitat::load_test::Run();
+  std::string store_dir;
+  const int exit_code = habitat::load_test::Run(&store_dir);
+  if (!store_dir.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(store_dir, ignored);
+  }
+  return exit_code;
 }

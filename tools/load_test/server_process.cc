@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,33 @@ absl::StatusOr<MemorySample> ReadMemory(pid_t pid) {
   }
   if (!found) return absl::NotFoundError(absl::StrCat("/proc/", pid, "/status has no VmRSS"));
   return sample;
+}
+
+absl::StatusOr<double> ReadCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!in || !std::getline(in, stat)) {
+    return absl::NotFoundError(absl::StrCat("no /proc/", pid, "/stat"));
+  }
+  // Fields after the parenthesised command name (which may hold spaces):
+  // state is field 3, utime 14 and stime 15 (proc(5)).
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return absl::InternalError("unexpected /proc/PID/stat");
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  int64_t utime = 0, stime = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14 && !absl::SimpleAtoi(field, &utime)) return absl::InternalError("utime");
+    if (index == 15 && !absl::SimpleAtoi(field, &stime)) return absl::InternalError("stime");
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double OwnCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(

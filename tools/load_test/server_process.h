@@ -27,6 +27,13 @@ struct MemorySample {
 // Reads /proc/<pid>/status; NOT_FOUND when the process is gone.
 absl::StatusOr<MemorySample> ReadMemory(pid_t pid);
 
+// User + system CPU time the process has used (/proc/<pid>/stat), in
+// seconds: with the machine shared, CPU per call is the number that does not
+// depend on what else runs.
+absl::StatusOr<double> ReadCpuSeconds(pid_t pid);
+// The same for this process (getrusage).
+double OwnCpuSeconds();
+
 class ServerProcess {
  public:
   // Runs `binary` with `--address=127.0.0.1:0 --metrics_address=` and
