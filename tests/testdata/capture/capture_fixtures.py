@@ -50,6 +50,9 @@ BATCHES = {
     "transformer": (32, 64),
     "gnmt": (32, 64),
     "dcgan": (64, 128),
+    # Issue 5's additions: a decoder-only LM and a vision transformer.
+    "gpt2": (8, 16),
+    "vit": (32, 64),
 }
 PRECISIONS = ("fp32", "bf16")
 
@@ -497,6 +500,37 @@ def build_step(model: str, batch: int, precision: str, device: str = "cuda"):
             opt_g.step()
         return step
 
+    if model == "gpt2":
+        # GPT-2 small (124M) from its config: random weights, no download.
+        from transformers import GPT2Config, GPT2LMHeadModel
+        config = GPT2Config(n_positions=1024)  # attention: torch SDPA (the default)
+        net = GPT2LMHeadModel(config).to(dev).train()
+        ids = torch.randint(0, config.vocab_size, (batch, 256), device=dev)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with amp():
+                loss = net(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+        return step
+
+    if model == "vit":
+        net = torchvision.models.vit_b_16(weights=None).to(dev).train()
+        x = torch.randn(batch, 3, 224, 224, device=dev)
+        y = torch.randint(0, 1000, (batch,), device=dev)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        crit = nn.CrossEntropyLoss()
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with amp():
+                loss = crit(net(x), y)
+            loss.backward()
+            opt.step()
+        return step
+
     raise ValueError(f"unknown model {model!r}")
 
 
@@ -729,7 +763,9 @@ def cmd_merge(args) -> int:
     cases = []
     missing = []
     env = None
-    for model, batch, precision in all_cases():
+    # Every model with batch sizes, so runs of a subset (--models) merge too;
+    # cases never run are listed as "not run".
+    for model, batch, precision in all_cases(tuple(BATCHES)):
         name = case_name(model, batch, precision)
         path = out_dir / "cases" / f"{name}.json"
         if not path.exists():
