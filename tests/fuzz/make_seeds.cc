@@ -4,10 +4,14 @@
 // the fuzzer mutates small inputs that still reach deep into the code.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "absl/strings/match.h"
 #include "common/file_io.h"
@@ -151,11 +155,29 @@ absl::Status Write(const std::string& path, const std::string& bytes) {
   return absl::OkStatus();
 }
 
+// Map fields (Trace.metadata) serialize in hash order unless asked not to;
+// deterministic bytes make the corpus reproducible.
+std::string Serialize(const google::protobuf::Message& message) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return bytes;
+}
+
 absl::Status WriteTrace(const std::string& path, const v1::Trace& trace) {
-  return Write(path, trace.SerializeAsString());
+  return Write(path, Serialize(trace));
 }
 
 absl::Status Run(const std::string& out) {
+  for (const char* dir : {"trace", "kineto", "predict"}) {
+    std::error_code error;
+    std::filesystem::create_directories(out + "/" + dir, error);
+    if (error) return absl::InternalError(out + "/" + dir + ": " + error.message());
+  }
   HABITAT_ASSIGN_OR_RETURN(v1::Trace smallcnn, LoadAgentTrace("smallcnn_b8_fp32"));
   HABITAT_ASSIGN_OR_RETURN(v1::Trace resnet, LoadAgentTrace("resnet50_b16_fp32"));
 
@@ -216,7 +238,7 @@ absl::Status Run(const std::string& out) {
   v1::PredictRequest request;
   request.set_trace_id(resnet_id);
   request.set_catalog("aws");
-  HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_id_resnet50_aws", request.SerializeAsString()));
+  HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_id_resnet50_aws", Serialize(request)));
 
   request.Clear();
   request.set_trace_id(smallcnn_id);
@@ -225,7 +247,7 @@ absl::Status Run(const std::string& out) {
   request.set_price_kind(v1::PRICE_KIND_SPOT);
   request.set_include_breakdown(true);
   HABITAT_RETURN_IF_ERROR(
-      Write(out + "/predict/seed_id_smallcnn_breakdown", request.SerializeAsString()));
+      Write(out + "/predict/seed_id_smallcnn_breakdown", Serialize(request)));
 
   request.Clear();
   *request.mutable_trace() = smallcnn;
@@ -239,7 +261,7 @@ absl::Status Run(const std::string& out) {
   catalog->mutable_prices()->DeleteSubrange(2, catalog->prices_size() - 2);
   for (const auto& p : catalog->prices()) request.add_devices(p.device_id());
   HABITAT_RETURN_IF_ERROR(
-      Write(out + "/predict/seed_inline_smallcnn_catalog", request.SerializeAsString()));
+      Write(out + "/predict/seed_inline_smallcnn_catalog", Serialize(request)));
 
   for (size_t i = 0; i < imported.size(); ++i) {
     request.Clear();
@@ -247,7 +269,7 @@ absl::Status Run(const std::string& out) {
     request.set_include_breakdown(i % 2 == 0);
     if (i % 2 == 1) request.set_catalog("lambda");
     HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_inline_kineto_" + std::to_string(i),
-                                  request.SerializeAsString()));
+                                  Serialize(request)));
   }
   return absl::OkStatus();
 }
