@@ -12,6 +12,7 @@ the spec database, with the features and outputs of this exact model, which
 the C++ parity test (core/mlp) must reproduce.
 """
 import argparse
+import gzip
 import hashlib
 import json
 import random
@@ -53,7 +54,27 @@ def main():
     model.eval()
     scripted = torch.jit.script(model)
     scripted.save(str(out / "model.pt"))
-    manifest["model_sha256"] = hashlib.sha256((out / "model.pt").read_bytes()).hexdigest()
+    manifest["torchscript_sha256"] = hashlib.sha256((out / "model.pt").read_bytes()).hexdigest()
+    # What the server evaluates: the same parameters as plain JSON (float32
+    # values written exactly), run by core/mlp's own forward pass. LibTorch
+    # 1.13 in the server process stops prometheus-cpp's HTTP server from
+    # starting (docs/kernel_varying_accuracy.md), so the server does not
+    # link it; the parity test holds the two to the same outputs.
+    layers = []
+    for i in range(0, len(model.mlp), 2):
+        linear = model.mlp[i]
+        layers.append({"weight": [[float(v) for v in row] for row in linear.weight.tolist()],
+                       "bias": [float(v) for v in linear.bias.tolist()]})
+    served = {"arch": arch, "context": model.context.tolist(),
+              "delta_origin": model.delta_origin.tolist(),
+              "delta_target": model.delta_target.tolist(),
+              "mean": model.mean.tolist(), "std": model.std.tolist(), "layers": layers}
+    # gzip with a fixed mtime: the same weights give the same bytes (and sha).
+    with open(out / "model.json.gz", "wb") as raw:
+        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+            f.write(json.dumps(served, separators=(",", ":")).encode())
+    manifest["model_file"] = "model.json.gz"
+    manifest["model_sha256"] = hashlib.sha256((out / "model.json.gz").read_bytes()).hexdigest()
     manifest["exported_with_torch"] = torch.__version__
     # Which GPUs the training data covers per family and precision, so the
     # server can say when a prediction extrapolates to an unseen GPU.
@@ -85,7 +106,7 @@ def main():
                   "log2_ratio": float(r), "predicted_ratio": float(2.0 ** r)}
                  for c, row, r in zip(chosen, x, log2_ratio)]
     (out / "parity_reference.json").write_text(json.dumps(reference, indent=1))
-    print(f"wrote {out / 'model.pt'} ({manifest['model_sha256'][:12]}) and "
+    print(f"wrote {out / 'model.json.gz'} ({manifest['model_sha256'][:12]}), model.pt and "
           f"{len(reference)} parity rows")
     return 0
 

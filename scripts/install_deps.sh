@@ -9,7 +9,6 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev prometheus openssl
   libsqlite3-dev libpq-dev postgresql
-  libtorch-dev python3-torch python3-numpy libopenblas0-pthread
 )
 
 missing=()

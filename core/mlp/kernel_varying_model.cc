@@ -1,9 +1,6 @@
 #include "core/mlp/kernel_varying_model.h"
 
-#include <ATen/Parallel.h>
-#include <c10/core/InferenceMode.h>
 #include <openssl/sha.h>
-#include <torch/script.h>
 
 #include <array>
 #include <cmath>
@@ -19,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/mlp/features.h"
 #include "nlohmann/json.hpp"
@@ -138,42 +136,147 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
   return absl::OkStatus();
 }
 
-// Runs the module on `rows` rows; any LibTorch failure becomes a status.
-absl::StatusOr<std::vector<double>> Forward(torch::jit::Module& module, const float* data,
-                                            size_t rows) {
-  try {
-    c10::InferenceMode guard;
-    // from_blob does not copy; the module only reads its input.
-    at::Tensor input = torch::from_blob(
-        const_cast<float*>(data), {static_cast<int64_t>(rows), static_cast<int64_t>(kFeatureCount)},
-        torch::kFloat32);
-    at::Tensor out = module.forward({input}).toTensor();
-    if (out.dim() != 1 || out.size(0) != static_cast<int64_t>(rows)) {
-      return absl::InternalError(absl::StrCat("kernel-varying model returned shape ",
-                                              c10::str(out.sizes()), " for ", rows,
-                                              " rows, expected [", rows, "]"));
+// The network of models/train.py's Predictor, evaluated without LibTorch
+// (LibTorch 1.13 in the server process stops prometheus-cpp's HTTP server
+// from starting): normalise the context features, dense layers with ReLU
+// between them, then either the single output ("free") or the weighted sum
+// of the target-minus-origin spec differences ("structured"). Accumulates in
+// double; the parity test holds it to the exported TorchScript's outputs.
+struct Network {
+  bool structured = true;
+  std::vector<size_t> context, delta_origin, delta_target;
+  std::vector<double> mean, std;
+  struct Layer {
+    size_t rows = 0, cols = 0;
+    std::vector<double> weight;  // rows x cols, row-major
+    std::vector<double> bias;
+  };
+  std::vector<Layer> layers;
+
+  double Forward(const float* x) const {
+    std::vector<double> h(context.size());
+    for (size_t j = 0; j < context.size(); ++j) h[j] = (x[context[j]] - mean[j]) / std[j];
+    std::vector<double> next;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Layer& layer = layers[l];
+      next.assign(layer.rows, 0.0);
+      for (size_t r = 0; r < layer.rows; ++r) {
+        const double* w = &layer.weight[r * layer.cols];
+        double sum = layer.bias[r];
+        for (size_t c = 0; c < layer.cols; ++c) sum += w[c] * h[c];
+        next[r] = (l + 1 < layers.size() && sum < 0.0) ? 0.0 : sum;
+      }
+      h.swap(next);
     }
-    out = out.to(torch::kFloat64).contiguous();
-    const double* values = out.data_ptr<double>();
-    std::vector<double> result(values, values + rows);
-    for (size_t i = 0; i < rows; ++i) {
-      if (!std::isfinite(result[i])) {
-        return absl::InternalError(
-            absl::StrCat("kernel-varying model returned ", result[i], " for row ", i));
+    if (!structured) return h[0];
+    double out = 0.0;
+    for (size_t k = 0; k < h.size(); ++k) {
+      out += h[k] * (static_cast<double>(x[delta_target[k]]) - x[delta_origin[k]]);
+    }
+    return out;
+  }
+};
+
+absl::StatusOr<std::vector<double>> Numbers(const json& doc, const char* key,
+                                            const std::string& path) {
+  auto it = doc.find(key);
+  if (it == doc.end() || !it->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": '", key, "' is not a list"));
+  }
+  std::vector<double> out;
+  for (const auto& v : *it) {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": '", key, "' holds a non-number"));
+    }
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<size_t>> Indices(const json& doc, const char* key,
+                                            const std::string& path) {
+  HABITAT_ASSIGN_OR_RETURN(std::vector<double> values, Numbers(doc, key, path));
+  std::vector<size_t> out;
+  for (double v : values) {
+    if (v < 0 || v >= static_cast<double>(kFeatureCount) || v != std::floor(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": '", key, "' holds ", v, ", not a feature index"));
+    }
+    out.push_back(static_cast<size_t>(v));
+  }
+  return out;
+}
+
+absl::StatusOr<Network> ParseNetwork(const std::string& path, const std::string& text) {
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
+  Network net;
+  const auto arch = doc.find("arch");
+  if (arch == doc.end() || !arch->is_string() ||
+      (*arch != "structured" && *arch != "free")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": 'arch' must be \"structured\" or \"free\""));
+  }
+  net.structured = *arch == "structured";
+  HABITAT_ASSIGN_OR_RETURN(net.context, Indices(doc, "context", path));
+  HABITAT_ASSIGN_OR_RETURN(net.delta_origin, Indices(doc, "delta_origin", path));
+  HABITAT_ASSIGN_OR_RETURN(net.delta_target, Indices(doc, "delta_target", path));
+  HABITAT_ASSIGN_OR_RETURN(net.mean, Numbers(doc, "mean", path));
+  HABITAT_ASSIGN_OR_RETURN(net.std, Numbers(doc, "std", path));
+  if (net.mean.size() != net.context.size() || net.std.size() != net.context.size() ||
+      net.delta_origin.size() != net.delta_target.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": context, mean, std (and the two delta lists) differ in length"));
+  }
+  for (double s : net.std) {
+    if (s == 0.0) return absl::InvalidArgumentError(absl::StrCat(path, ": a std of 0"));
+  }
+  const auto layers = doc.find("layers");
+  if (layers == doc.end() || !layers->is_array() || layers->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no 'layers'"));
+  }
+  size_t width = net.context.size();
+  for (size_t l = 0; l < layers->size(); ++l) {
+    const json& layer = (*layers)[l];
+    const std::string where = absl::StrCat(path, ": layers[", l, "]");
+    const auto weight = layer.is_object() ? layer.find("weight") : layer.end();
+    if (weight == layer.end() || !weight->is_array() || weight->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has no weight rows"));
+    }
+    Network::Layer parsed;
+    parsed.rows = weight->size();
+    parsed.cols = width;
+    for (const auto& row : *weight) {
+      if (!row.is_array() || row.size() != width) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " weight rows must have ", width, " columns"));
+      }
+      for (const auto& v : row) {
+        if (!v.is_number()) return absl::InvalidArgumentError(absl::StrCat(where, " non-number"));
+        parsed.weight.push_back(v.get<double>());
       }
     }
-    return result;
-  } catch (const std::exception& e) {  // c10::Error derives from it
-    return absl::InternalError(absl::StrCat("kernel-varying model failed: ", e.what()));
+    HABITAT_ASSIGN_OR_RETURN(parsed.bias, Numbers(layer, "bias", where));
+    if (parsed.bias.size() != parsed.rows) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " bias length != weight rows"));
+    }
+    width = parsed.rows;
+    net.layers.push_back(std::move(parsed));
   }
+  const size_t outputs = net.structured ? net.delta_origin.size() : 1;
+  if (width != outputs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": does not map [N, ", kFeatureCount, "] features to [N]: the last layer has ",
+        width, " outputs, the '", arch->get<std::string>(), "' model needs ", outputs));
+  }
+  return net;
 }
 
 }  // namespace
 
 struct KernelVaryingModel::Impl {
-  // forward() does not change the module; the JIT's graph executor locks
-  // its own state, so concurrent calls are safe.
-  mutable torch::jit::Module module;
+  // Read-only after Load: concurrent calls are safe.
+  Network network;
   Manifest manifest;
 };
 
@@ -183,15 +286,12 @@ KernelVaryingModel::~KernelVaryingModel() = default;
 
 absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
     const std::string& model_dir) {
-  static std::once_flag threads_once;
-  std::call_once(threads_once, [] { at::set_num_threads(1); });
-
   auto impl = std::make_unique<Impl>();
   const std::string manifest_path = model_dir + "/manifest.json";
   HABITAT_ASSIGN_OR_RETURN(std::string manifest_text, ReadBytes(manifest_path));
   HABITAT_RETURN_IF_ERROR(ParseManifest(manifest_path, manifest_text, &impl->manifest));
 
-  const std::string model_path = model_dir + "/model.pt";
+  const std::string model_path = model_dir + "/model.json.gz";
   HABITAT_ASSIGN_OR_RETURN(std::string model_bytes, ReadBytes(model_path));
   const std::string sha = Sha256Hex(model_bytes);
   if (sha != impl->manifest.model_sha256) {
@@ -199,25 +299,12 @@ absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
         model_path, ": sha256 ", sha, " differs from model_sha256 ", impl->manifest.model_sha256,
         " in ", manifest_path, " (model and manifest are from different training runs)"));
   }
-  try {
-    std::istringstream stream(model_bytes);
-    impl->module = torch::jit::load(stream, torch::kCPU);
-    impl->module.eval();
-  } catch (const std::exception& e) {
+  absl::StatusOr<std::string> text = Gunzip(model_bytes);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(model_path, ": not a loadable TorchScript model: ", e.what()));
+        absl::StrCat(model_path, ": not a gzip file: ", text.status().message()));
   }
-  // One pass now checks the input and output shapes, and leaves the JIT's
-  // first-run optimisation behind us.
-  const std::vector<float> probe(2 * kFeatureCount, 0.0f);
-  for (size_t rows : {size_t{2}, size_t{1}}) {
-    auto out = Forward(impl->module, probe.data(), rows);
-    if (!out.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(model_path, ": does not map [N, ", kFeatureCount,
-                       "] features to [N]: ", out.status().message()));
-    }
-  }
+  HABITAT_ASSIGN_OR_RETURN(impl->network, ParseNetwork(model_path, *text));
   return std::unique_ptr<KernelVaryingModel>(new KernelVaryingModel(std::move(impl)));
 }
 
@@ -235,8 +322,15 @@ absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Ratios(
                        FeatureNames()[i % kFeatureCount], " is ", rows_flat[i]));
     }
   }
-  if (rows == 0) return std::vector<double>();
-  return Forward(impl_->module, rows_flat.data(), rows);
+  std::vector<double> out(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    out[r] = impl_->network.Forward(&rows_flat[r * kFeatureCount]);
+    if (!std::isfinite(out[r])) {
+      return absl::InternalError(
+          absl::StrCat("kernel-varying model returned ", out[r], " for row ", r));
+    }
+  }
+  return out;
 }
 
 const std::vector<std::string>& KernelVaryingModel::trained_gpus() const {

@@ -2,10 +2,8 @@
 // models/kernel_varying/parity_reference.json (written by models/export.py
 // with Python's features() and the exported model), the C++ features and the
 // C++ forward pass must give the same numbers. Also the model's loading
-// errors and its use from many threads. (This test includes LibTorch to
-// write a TorchScript file of the wrong shape; the library's headers do not.)
+// errors and its use from many threads.
 #include <openssl/sha.h>
-#include <torch/script.h>
 
 #include <cmath>
 #include <filesystem>
@@ -230,8 +228,14 @@ TEST(KernelVaryingModelTest, BadInputIsAnError) {
   EXPECT_TRUE(empty->empty());
 }
 
+// The file's bytes as stored (ReadFile would inflate a .gz).
+std::string RawBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 std::string Sha256Of(const std::string& path) {
-  const std::string bytes = *ReadFile(path);
+  const std::string bytes = RawBytes(path);
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
   std::string hex;
@@ -248,7 +252,7 @@ class DamagedModelTest : public ::testing::Test {
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    for (const char* name : {"manifest.json", "model.pt"}) {
+    for (const char* name : {"manifest.json", "model.json.gz"}) {
       fs::copy_file(fs::path(kModelDir) / name, dir_ / name);
     }
     manifest_ = ReadJson((dir_ / "manifest.json").string());
@@ -268,9 +272,9 @@ class DamagedModelTest : public ::testing::Test {
 TEST_F(DamagedModelTest, IntactCopyLoads) { EXPECT_TRUE(Load().ok()) << Load(); }
 
 TEST_F(DamagedModelTest, MissingFilesAreNamed) {
-  fs::remove(dir_ / "model.pt");
+  fs::remove(dir_ / "model.json.gz");
   EXPECT_EQ(Load().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(Load().message(), HasSubstr("model.pt: cannot open"));
+  EXPECT_THAT(Load().message(), HasSubstr("model.json.gz: cannot open"));
   fs::remove(dir_ / "manifest.json");
   EXPECT_THAT(Load().message(), HasSubstr("manifest.json: cannot open"));
   EXPECT_EQ(KernelVaryingModel::Load((dir_ / "nowhere").string()).status().code(),
@@ -309,34 +313,37 @@ TEST_F(DamagedModelTest, UnknownFamilyOrPrecision) {
 }
 
 TEST_F(DamagedModelTest, ModelFromAnotherRun) {
-  std::string bytes = *ReadFile((dir_ / "model.pt").string());
-  bytes[bytes.size() / 2] ^= 0x55;
-  Write("model.pt", bytes);
-  EXPECT_THAT(Load().message(), HasSubstr("model.pt: sha256"));
+  std::string text = *ReadFile((dir_ / "model.json.gz").string());
+  text.replace(text.find("\"mean\":[") + 8, 1, "9");
+  Write("model.json.gz", *Gzip(text));
+  EXPECT_THAT(Load().message(), HasSubstr("model.json.gz: sha256"));
   EXPECT_THAT(Load().message(), HasSubstr("differs from model_sha256"));
 }
 
 TEST_F(DamagedModelTest, TruncatedModelWithMatchingHash) {
-  // Passes the hash check (the manifest is rewritten to match) and fails in
-  // torch::jit::load: a clear error, not an exception.
-  Write("model.pt", ReadFile((dir_ / "model.pt").string())->substr(0, 4096));
-  manifest_["model_sha256"] = Sha256Of((dir_ / "model.pt").string());
+  // Passes the hash check (the manifest is rewritten to match) and fails to
+  // inflate: a clear error naming the file.
+  Write("model.json.gz", RawBytes((dir_ / "model.json.gz").string()).substr(0, 4096));
+  manifest_["model_sha256"] = Sha256Of((dir_ / "model.json.gz").string());
   WriteManifest();
   const absl::Status status = Load();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("model.pt: not a loadable TorchScript model"));
+  EXPECT_THAT(status.message(), HasSubstr("model.json.gz: not a gzip file"));
 }
 
-TEST_F(DamagedModelTest, TorchScriptOfAnotherShape) {
-  // A loadable TorchScript module that returns its [N, 47] input unchanged.
-  torch::jit::Module identity("Identity");
-  identity.define("def forward(self, x):\n    return x\n");
-  identity.save((dir_ / "model.pt").string());
-  manifest_["model_sha256"] = Sha256Of((dir_ / "model.pt").string());
+TEST_F(DamagedModelTest, NetworkOfAnotherShape) {
+  // A well-formed network whose last layer has 3 outputs where the
+  // structured model needs one per spec difference (8).
+  const std::string text =
+      R"({"arch":"structured","context":[0,1],"delta_origin":[27,28,29,30,31,32,39,44],)"
+      R"("delta_target":[33,34,35,36,37,38,40,45],"mean":[0,0],"std":[1,1],)"
+      R"("layers":[{"weight":[[1,0],[0,1],[1,1]],"bias":[0,0,0]}]})";
+  Write("model.json.gz", *Gzip(text));
+  manifest_["model_sha256"] = Sha256Of((dir_ / "model.json.gz").string());
   WriteManifest();
   EXPECT_THAT(Load().message(),
-              HasSubstr("model.pt: does not map [N, 47] features to [N]: kernel-varying model "
-                        "returned shape [2, 47] for 2 rows"));
+              HasSubstr("model.json.gz: does not map [N, 47] features to [N]: the last layer "
+                        "has 3 outputs"));
 }
 
 }  // namespace
