@@ -18,7 +18,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$server_bin" --address=127.0.0.1:0 --metrics_address= --data_dir="$data_dir" 2>"$dir/server.log" &
+# A fresh in-memory store: the default (a SQLite file in the home directory)
+# would remember traces from earlier runs.
+"$server_bin" --address=127.0.0.1:0 --metrics_address= --data_dir="$data_dir" --store=memory \
+  2>"$dir/server.log" &
 server_pid=$!
 port=""
 for _ in $(seq 1 300); do
