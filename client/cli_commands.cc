@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli_args.h"
 #include "client/cli_output.h"
@@ -70,6 +71,8 @@ constexpr char kPredictUsage[] =
     "  --precision P          fp32, tf32, fp16, bf16, amp_fp16 or amp_bf16 (JSON traces)\n"
     "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n"
     "  --wall-ns N            iteration wall time measured without the profiler, in ns\n"
+    "  --host-speed X         the target machines' CPUs run the training loop X times as\n"
+    "                         fast as the origin's (default 1; changes wall time only)\n"
     "                         (JSON traces; calibrates the host model)\n";
 
 constexpr char kDevicesUsage[] =
@@ -239,7 +242,8 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   absl::StatusOr<CliArgs> args = CliArgs::Parse(
       words, Concat({kServiceOptions, kTraceOptions,
                      {{"devices", true}, {"catalog", true}, {"catalog-file", true},
-                      {"spot", false}, {"breakdown", false}, {"top", true}}}));
+                      {"spot", false}, {"breakdown", false}, {"top", true},
+                      {"host-speed", true}}}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kPredictUsage;
@@ -291,6 +295,15 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   for (const auto& device : *devices) request.add_devices(device);
   request.set_price_kind(args->Has("spot") ? v1::PRICE_KIND_SPOT : v1::PRICE_KIND_ON_DEMAND);
   request.set_include_breakdown(args->Has("breakdown"));
+  if (args->Has("host-speed")) {
+    double speed = 0;
+    if (!absl::SimpleAtod(args->Get("host-speed"), &speed) || !(speed > 0 && speed <= 100)) {
+      return ctx.Usage(absl::InvalidArgumentError(absl::StrCat(
+          "--host-speed must be a number in (0, 100] (the target host's speed relative to the "
+          "origin's), got '", args->Get("host-speed"), "'")));
+    }
+    request.set_target_host_speed(speed);
+  }
 
   if (args->Has("catalog-file")) {
     const std::string file = args->Get("catalog-file");

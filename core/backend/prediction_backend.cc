@@ -125,6 +125,7 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
   PredictionQuery query;
   query.devices.assign(request.devices().begin(), request.devices().end());
   query.include_breakdown = request.include_breakdown();
+  query.host_speed = request.target_host_speed() == 0.0 ? 1.0 : request.target_host_speed();
   query.trace_already_validated = true;
   if (!v1::PriceKind_IsValid(request.price_kind())) {
     return absl::InvalidArgumentError(

@@ -57,6 +57,35 @@ TEST_F(BackendTest, UploadThenPredictByIdMatchesInline) {
   EXPECT_EQ(a->predictions_size(), 2);
 }
 
+// The bf16 Transformer fixture is host-bound on the H100 (about 57 ms wall
+// for 9 ms of GPU time): a faster target host shortens its wall time, not its
+// GPU time; a prediction for one host speed is never served for another.
+TEST_F(BackendTest, TargetHostSpeedMovesOnlyTheWallTimeOfAHostBoundIteration) {
+  v1::PredictRequest request;
+  *request.mutable_trace() = trace_;
+  request.add_devices("H200");
+  auto same_host = backend_->Predict(request);
+  ASSERT_TRUE(same_host.ok()) << same_host.status();
+  request.set_target_host_speed(2.0);
+  auto faster_host = backend_->Predict(request);
+  ASSERT_TRUE(faster_host.ok()) << faster_host.status();
+  const auto& a = same_host->predictions(0);
+  const auto& b = faster_host->predictions(0);
+  ASSERT_GT(a.wall_ns(), 0);
+  EXPECT_TRUE(a.host_bound());
+  EXPECT_EQ(b.iteration_ns(), a.iteration_ns());
+  EXPECT_LT(b.wall_ns(), a.wall_ns() * 3 / 4);
+  EXPECT_GE(b.wall_ns(), a.wall_ns() / 2);
+
+  for (double bad : {-1.0, 101.0, std::nan("")}) {
+    request.set_target_host_speed(bad);
+    auto rejected = backend_->Predict(request);
+    ASSERT_FALSE(rejected.ok()) << bad;
+    EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(rejected.status().message().find("target_host_speed"), std::string::npos);
+  }
+}
+
 TEST_F(BackendTest, InlineCatalogPricesTheRequest) {
   v1::PredictRequest request;
   *request.mutable_trace() = trace_;

@@ -418,12 +418,20 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
     }
   }
 
+  if (!(query.host_speed > 0.0 && query.host_speed <= 100.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target_host_speed must be within (0, 100] (the target host's speed relative to the "
+        "origin's; 0 or unset means 1), got ", query.host_speed));
+  }
+  // Predictions for another host speed are other predictions.
+  const std::string cache_key =
+      query.host_speed == 1.0 ? trace_id : absl::StrCat(trace_id, "|host_speed=", query.host_speed);
   PredictionStats local_stats;
   if (stats == nullptr) stats = &local_stats;
   std::vector<CachedPrediction> cached(targets.size());
   std::vector<const DeviceSpec*> missed;
   for (size_t t = 0; t < targets.size(); ++t) {
-    if (cache_ != nullptr) cached[t] = cache_->Lookup(trace_id, targets[t]->id());
+    if (cache_ != nullptr) cached[t] = cache_->Lookup(cache_key, targets[t]->id());
     if (cached[t].full == nullptr) missed.push_back(targets[t]);
   }
   // Kernel-varying ops of every missed target in one batched model pass.
@@ -443,7 +451,11 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
-      if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
+      if (!host_scale.has_value()) {
+        host_scale = HostScaleFor(trace);
+        // A faster host takes proportionally less time for its share.
+        if (host_scale->has_value()) **host_scale /= query.host_speed;
+      }
       const VaryingPassTable* table =
           varying_tables.empty() ? nullptr : &varying_tables[miss_index];
       ++miss_index;
@@ -454,7 +466,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
       summary->clear_operations();
       entry.full = std::make_shared<const DevicePrediction>(std::move(fresh));
       entry.summary = std::move(summary);
-      if (cache_ != nullptr) cache_->Insert(trace_id, target->id(), entry);
+      if (cache_ != nullptr) cache_->Insert(cache_key, target->id(), entry);
     }
     predictions.push_back(query.include_breakdown ? *entry.full : *entry.summary);
   }

@@ -28,6 +28,8 @@ struct PredictionQuery {
   // True for traces that were validated when stored (UploadTrace), so a
   // repeated Predict by id does not re-check them.
   bool trace_already_validated = false;
+  // Target host speed relative to the origin's (PredictRequest field).
+  double host_speed = 1.0;
 };
 
 // Counts of what a Predict did, for metrics.

@@ -170,10 +170,12 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
                              model_->PredictLog2Ratios(batch, pending.size()));
     absl::MutexLock lock(&mu_);
+    // Bounded by dropping everything: signatures recur across requests in
+    // bursts (the same model re-uploaded), so recency tracking buys little.
     if (memo_.size() + pending.size() > memo_entries_) memo_.clear();
     for (size_t p = 0; p < pending.size(); ++p) {
       log2_ratio[pending[p].first][pending[p].second] = out[p];
-      memo_.insert_or_assign(std::move(pending_keys[p]), out[p]);
+      if (memo_entries_ > 0) memo_.insert_or_assign(std::move(pending_keys[p]), out[p]);
     }
   }
 

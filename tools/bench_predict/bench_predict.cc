@@ -30,10 +30,14 @@ const v1::Trace& Fixture() {
   return *trace;
 }
 
+// cache_entries 0: nothing memoised, neither whole predictions nor the
+// kernel-varying model's outputs.
 std::unique_ptr<PredictionBackend> MakeBackend(size_t cache_entries) {
   BackendOptions options;
   options.data_dir = HABITAT_DATA_DIR;
+  options.models_dir = HABITAT_MODELS_DIR;
   options.cache_entries = cache_entries;
+  options.model_memo_entries = cache_entries == 0 ? 0 : 1 << 16;
   auto backend = PredictionBackend::Create(options);
   if (!backend.ok()) std::abort();
   return std::move(*backend);
