@@ -140,40 +140,63 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
 // (LibTorch 1.13 in the server process stops prometheus-cpp's HTTP server
 // from starting): normalise the context features, dense layers with ReLU
 // between them, then either the single output ("free") or the weighted sum
-// of the target-minus-origin spec differences ("structured"). Accumulates in
-// double; the parity test holds it to the exported TorchScript's outputs.
+// of the target-minus-origin spec differences ("structured"). float32 like
+// the trained model; the parity test holds it to the exported TorchScript's
+// outputs.
+// acc[r] += w[c * rows + r] * h[c] over all c: one dense layer, transposed
+// weights. Cloned for AVX2+FMA (chosen at load time by the CPU it runs on):
+// the model's cost is almost all here, ~4x less with 8-wide FMA than SSE2.
+__attribute__((target_clones("avx2,fma", "default"))) void DenseLayer(
+    const float* weight_t, const float* h, size_t rows, size_t cols, float* acc) {
+  for (size_t c = 0; c < cols; ++c) {
+    const float v = h[c];
+    const float* w = weight_t + c * rows;
+    for (size_t r = 0; r < rows; ++r) acc[r] += w[r] * v;
+  }
+}
+
 struct Network {
   bool structured = true;
   std::vector<size_t> context, delta_origin, delta_target;
   std::vector<double> mean, std;
   struct Layer {
     size_t rows = 0, cols = 0;
-    std::vector<double> weight;  // rows x cols, row-major
-    std::vector<double> bias;
+    // Transposed (cols x rows): the inner loop then runs over independent
+    // outputs, which the compiler vectorises without reordering any sum.
+    std::vector<float> weight_t;
+    std::vector<float> bias;
   };
   std::vector<Layer> layers;
 
-  double Forward(const float* x) const {
-    std::vector<double> h(context.size());
-    for (size_t j = 0; j < context.size(); ++j) h[j] = (x[context[j]] - mean[j]) / std[j];
-    std::vector<double> next;
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const Layer& layer = layers[l];
-      next.assign(layer.rows, 0.0);
-      for (size_t r = 0; r < layer.rows; ++r) {
-        const double* w = &layer.weight[r * layer.cols];
-        double sum = layer.bias[r];
-        for (size_t c = 0; c < layer.cols; ++c) sum += w[c] * h[c];
-        next[r] = (l + 1 < layers.size() && sum < 0.0) ? 0.0 : sum;
+  // Evaluates `count` rows of kFeatureCount features into `out`.
+  void Forward(const float* x, size_t count, double* out) const {
+    std::vector<float> h, next;
+    for (size_t b = 0; b < count; ++b) {
+      const float* row = x + b * kFeatureCount;
+      h.resize(context.size());
+      for (size_t j = 0; j < context.size(); ++j) {
+        h[j] = static_cast<float>((row[context[j]] - mean[j]) / std[j]);
       }
-      h.swap(next);
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const Layer& layer = layers[l];
+        next.assign(layer.bias.begin(), layer.bias.end());
+        DenseLayer(layer.weight_t.data(), h.data(), layer.rows, layer.cols, next.data());
+        if (l + 1 < layers.size()) {
+          for (float& value : next) value = value < 0.0f ? 0.0f : value;
+        }
+        h.swap(next);
+      }
+      if (!structured) {
+        out[b] = h[0];
+        continue;
+      }
+      double sum = 0.0;
+      for (size_t k = 0; k < h.size(); ++k) {
+        sum += static_cast<double>(h[k]) *
+               (static_cast<double>(row[delta_target[k]]) - row[delta_origin[k]]);
+      }
+      out[b] = sum;
     }
-    if (!structured) return h[0];
-    double out = 0.0;
-    for (size_t k = 0; k < h.size(); ++k) {
-      out += h[k] * (static_cast<double>(x[delta_target[k]]) - x[delta_origin[k]]);
-    }
-    return out;
   }
 };
 
@@ -246,17 +269,22 @@ absl::StatusOr<Network> ParseNetwork(const std::string& path, const std::string&
     Network::Layer parsed;
     parsed.rows = weight->size();
     parsed.cols = width;
-    for (const auto& row : *weight) {
+    parsed.weight_t.assign(parsed.rows * parsed.cols, 0.0f);
+    for (size_t r = 0; r < parsed.rows; ++r) {
+      const json& row = (*weight)[r];
       if (!row.is_array() || row.size() != width) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, " weight rows must have ", width, " columns"));
       }
-      for (const auto& v : row) {
-        if (!v.is_number()) return absl::InvalidArgumentError(absl::StrCat(where, " non-number"));
-        parsed.weight.push_back(v.get<double>());
+      for (size_t c = 0; c < width; ++c) {
+        if (!row[c].is_number()) {
+          return absl::InvalidArgumentError(absl::StrCat(where, " non-number"));
+        }
+        parsed.weight_t[c * parsed.rows + r] = row[c].get<float>();
       }
     }
-    HABITAT_ASSIGN_OR_RETURN(parsed.bias, Numbers(layer, "bias", where));
+    HABITAT_ASSIGN_OR_RETURN(std::vector<double> bias, Numbers(layer, "bias", where));
+    parsed.bias.assign(bias.begin(), bias.end());
     if (parsed.bias.size() != parsed.rows) {
       return absl::InvalidArgumentError(absl::StrCat(where, " bias length != weight rows"));
     }
@@ -323,8 +351,8 @@ absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Ratios(
     }
   }
   std::vector<double> out(rows);
+  impl_->network.Forward(rows_flat.data(), rows, out.data());
   for (size_t r = 0; r < rows; ++r) {
-    out[r] = impl_->network.Forward(&rows_flat[r * kFeatureCount]);
     if (!std::isfinite(out[r])) {
       return absl::InternalError(
           absl::StrCat("kernel-varying model returned ", out[r], " for row ", r));
