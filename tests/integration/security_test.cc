@@ -444,7 +444,7 @@ TEST_F(SecurityTest, ServerBinaryWithTlsTokensAndSighupReload) {
   const std::string tokens = TokenFile(absl::StrCat("alpha ", kAlphaToken, "\n"));
   const std::string log = pki_->Path("server.log");
   const std::vector<std::string> args = {
-      HABITAT_SERVER_BINARY, "--address=127.0.0.1:0", "--metrics_address=",
+      HABITAT_SERVER_BINARY, "--address=127.0.0.1:0", "--metrics_address=", "--store=memory",
       "--health_address=127.0.0.1:0", absl::StrCat("--data_dir=", HABITAT_DATA_DIR),
       absl::StrCat("--tls_cert=", pki_->Path("server.pem")),
       absl::StrCat("--tls_key=", pki_->Path("server.key")),

@@ -89,7 +89,7 @@ class ServerProcess {
 
 TEST(ServerBinaryTest, ServesOnAnEphemeralPortAndDrainsOnSigterm) {
   ServerProcess server({HABITAT_SERVER_BINARY, "--address=127.0.0.1:0",
-                        "--metrics_address=127.0.0.1:0",
+                        "--metrics_address=127.0.0.1:0", "--store=memory",
                         absl::StrCat("--data_dir=", HABITAT_DATA_DIR),
                         "--shutdown_grace_seconds=5"});
   ASSERT_GT(server.pid(), 0);
