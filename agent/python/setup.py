@@ -57,7 +57,8 @@ def cuda_include():
 
 
 core = [str(AGENT / "core" / n) for n in
-        ("records.cc", "summary.cc", "trace_assembler.cc", "wire_format.cc")]
+        ("kernel_counters.cc", "records.cc", "summary.cc", "trace_assembler.cc",
+         "wire_format.cc")]
 torch_part = [str(AGENT / "torch" / n) for n in
               ("op_recorder.cc", "tracker.cc", "bindings.cc")]
 sources = core + torch_part
@@ -69,6 +70,7 @@ if cupti is not None:
     include, lib = cupti
     print(f"habitat setup: CUPTI headers {include}, library {lib}", file=sys.stderr)
     sources.append(str(AGENT / "cupti" / "cupti_source.cc"))
+    sources.append(str(AGENT / "cupti" / "counter_collector.cc"))
     include_dirs.append(str(include))
     extra = cuda_include()
     if extra is not None and extra != include:
@@ -81,6 +83,7 @@ if cupti is not None:
     else:
         versioned = sorted(glob.glob(str(lib / "libcupti.so.*")), key=len)[0]
         libraries.append(":" + os.path.basename(versioned))
+    libraries.append("dl")  # the counter collector finds libcuda's context calls
     macros.append(("HABITAT_AGENT_WITH_CUPTI", "1"))
     link_args.append(f"-Wl,-rpath,{lib}")
 else:

@@ -4,6 +4,10 @@
 #include <torch/extension.h>
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -14,6 +18,7 @@
 #include "agent/torch/host_only_source.h"
 #include "agent/torch/tracker.h"
 #ifdef HABITAT_AGENT_WITH_CUPTI
+#include "agent/cupti/counter_collector.h"
 #include "agent/cupti/cupti_source.h"
 #endif
 
@@ -60,6 +65,43 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
     o.frameworks.habitat = Get<std::string>(d, "habitat", "");
   }
   return o;
+}
+
+// A Python callable as the work of a counter pass. A Python exception is
+// kept and re-raised by the caller once the profiler is torn down.
+std::function<Status()> PythonWork(const py::function& fn,
+                                   std::exception_ptr* raised) {
+  return [fn, raised]() -> Status {
+    try {
+      fn();
+      return Status::Ok();
+    } catch (...) {
+      *raised = std::current_exception();
+      return InternalError("the counter step raised an exception");
+    }
+  };
+}
+
+py::dict KeyDict(const KernelKey& k) {
+  py::dict d;
+  d["name"] = k.name;
+  d["grid"] = py::make_tuple(k.grid.x, k.grid.y, k.grid.z);
+  d["block"] = py::make_tuple(k.block.x, k.block.y, k.block.z);
+  d["static_shared_memory_bytes"] = k.static_shared_memory_bytes;
+  d["dynamic_shared_memory_bytes"] = k.dynamic_shared_memory_bytes;
+  return d;
+}
+
+py::dict CountersDict(const KernelCounters& c) {
+  py::dict d;
+  d["dram_read_bytes"] = c.dram_read_bytes;
+  d["dram_write_bytes"] = c.dram_write_bytes;
+  d["flop_fp64"] = c.flop_fp64;
+  d["flop_fp32"] = c.flop_fp32;
+  d["flop_fp16"] = c.flop_fp16;
+  d["flop_bf16"] = c.flop_bf16;
+  d["flop_tensor"] = c.flop_tensor;
+  return d;
 }
 
 py::dict SummaryDict(const Trace& t) {
@@ -158,6 +200,73 @@ class PyTracker {
     return out;
   }
 
+  // One counter pass (see Tracker::CollectCounters). Profiling errors do
+  // not raise: the report's "status" and "message" say what is missing,
+  // since the trace is still good without counters. An exception from
+  // `step` is re-raised.
+  py::dict CollectCounters(const py::function& step, double fraction) {
+    py::dict d;
+#ifdef HABITAT_AGENT_WITH_CUPTI
+    if (!collector_) collector_ = std::make_unique<CuptiCounterCollector>();
+    std::exception_ptr raised;
+    CounterReport r;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status s = tracker_->CollectCounters(
+        collector_.get(), PythonWork(step, &raised), fraction, &r);
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - t0)
+                               .count();
+    if (raised) std::rethrow_exception(raised);
+    if (s.code() == StatusCode::kInvalidArgument) ThrowIfError(s);
+    d["status"] = StatusCodeName(s.code());
+    d["message"] = s.message();
+    d["seconds"] = seconds;
+    d["chip"] = collector_->chip_name();
+    d["missing_metrics"] = collector_->missing_metrics();
+    d["wanted_keys"] = r.wanted_keys;
+    d["cached_before"] = r.cached_before;
+    d["ran"] = r.ran;
+    d["replay_passes"] = r.replay_passes;
+    d["dropped_ranges"] = r.dropped_ranges;
+    d["ranges"] = r.join.ranges;
+    d["kernels"] = r.join.kernels;
+    d["matched"] = r.join.matched;
+    d["skipped_ranges"] = r.join.skipped_ranges;
+    d["skipped_kernels"] = r.join.skipped_kernels;
+    d["new_keys"] = r.join.new_keys;
+    d["wanted_missing"] = r.join.wanted_missing;
+    d["by_position"] = r.join.by_position;
+    d["measured_keys"] = tracker_->counters().size();
+#else
+    (void)step;
+    (void)fraction;
+    d["status"] = StatusCodeName(StatusCode::kUnavailable);
+    d["message"] = "this build of habitat._C has no CUPTI support";
+#endif
+    return d;
+  }
+
+  // The measured counters, one entry per kernel key, with the key's launches
+  // and summed duration in the last tracked region.
+  py::list KernelCounterList() const {
+    std::map<KernelKey, std::pair<int64_t, int64_t>> time;  // launches, ns
+    for (const KernelRecord& k : tracker_->activities().kernels) {
+      auto& t = time[KeyOf(k)];
+      ++t.first;
+      t.second += k.end_ns - k.start_ns;
+    }
+    py::list out;
+    for (const auto& [key, counters] : tracker_->counters()) {
+      py::dict d = KeyDict(key);
+      d["counters"] = CountersDict(counters);
+      auto it = time.find(key);
+      d["launches"] = it == time.end() ? 0 : it->second.first;
+      d["duration_ns"] = it == time.end() ? 0 : it->second.second;
+      out.append(d);
+    }
+    return out;
+  }
+
   py::dict ActivityCounts() const {
     const ActivityRecords& a = tracker_->activities();
     py::dict d;
@@ -192,7 +301,42 @@ class PyTracker {
 
  private:
   std::unique_ptr<Tracker> tracker_;
+#ifdef HABITAT_AGENT_WITH_CUPTI
+  std::unique_ptr<CuptiCounterCollector> collector_;
+#endif
 };
+
+#ifdef HABITAT_AGENT_WITH_CUPTI
+// Base counter metrics of the current device containing `part`, to check
+// metric names.
+std::vector<std::string> ProfilerBaseMetrics(const std::string& part) {
+  CuptiCounterCollector c;
+  std::vector<std::string> out;
+  ThrowIfError(c.ListBaseMetrics(part, &out));
+  return out;
+}
+
+// Raw metric values of every kernel `step` launches: (metric names,
+// [(kernel name, values)], replay passes, dropped ranges).
+py::tuple CollectMetrics(const py::function& step,
+                         const std::vector<std::string>& metrics,
+                         size_t max_kernels) {
+  CuptiCounterCollector::Options options;
+  options.metrics = metrics;
+  CuptiCounterCollector c(options);
+  std::exception_ptr raised;
+  CounterPass pass;
+  const Status s = c.Collect(PythonWork(step, &raised), max_kernels, &pass);
+  if (raised) std::rethrow_exception(raised);
+  ThrowIfError(s);
+  py::list ranges;
+  for (const RangeMetrics& r : pass.ranges) {
+    ranges.append(py::make_tuple(r.kernel_name, r.values));
+  }
+  return py::make_tuple(pass.metric_names, ranges, pass.replay_passes,
+                        pass.dropped_ranges);
+}
+#endif
 
 }  // namespace
 }  // namespace agent
@@ -206,6 +350,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #else
   m.attr("has_cupti") = false;
 #endif
+#ifdef HABITAT_AGENT_WITH_CUPTI
+  m.def("profiler_base_metrics", &habitat::agent::ProfilerBaseMetrics,
+        py::arg("part") = "");
+  m.def("collect_metrics", &habitat::agent::CollectMetrics, py::arg("step"),
+        py::arg("metrics"), py::arg("max_kernels") = 4096);
+#endif
   py::class_<PyTracker>(m, "Tracker")
       .def(py::init<const std::string&, bool>(), py::arg("source") = "cupti",
            py::arg("record_inputs") = true)
@@ -213,5 +363,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("stop", &PyTracker::Stop)
       .def("assemble", &PyTracker::Assemble, py::arg("info"))
       .def("ops", &PyTracker::Ops)
+      .def("collect_counters", &PyTracker::CollectCounters, py::arg("step"),
+           py::arg("fraction") = 0.995)
+      .def("kernel_counters", &PyTracker::KernelCounterList)
       .def("activity_counts", &PyTracker::ActivityCounts);
 }

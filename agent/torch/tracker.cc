@@ -50,7 +50,25 @@ Status Tracker::Assemble(AssemblyOptions options, Trace* out) const {
   if (!captured_) return FailedPreconditionError("nothing was tracked yet");
   options.window_start_ns = window_start_ns_;
   options.window_end_ns = window_end_ns_;
-  return AssembleTrace(ops_, activities_, options, out);
+  HABITAT_AGENT_RETURN_IF_ERROR(AssembleTrace(ops_, activities_, options, out));
+  if (!counters_.empty()) {
+    const size_t n = AttachCounters(counters_, out);
+    out->metadata["agent.kernels_with_counters"] = std::to_string(n);
+  }
+  return Status::Ok();
+}
+
+Status Tracker::CollectCounters(CounterSource* source,
+                                const std::function<Status()>& work,
+                                double fraction, CounterReport* report) {
+  if (running_) return FailedPreconditionError("tracker still running");
+  if (!captured_) {
+    return FailedPreconditionError(
+        "nothing was tracked yet: counters are collected for the kernels of "
+        "a tracked iteration");
+  }
+  return CollectKernelCounters(activities_.kernels, fraction, source, work,
+                               &counters_, report);
 }
 
 }  // namespace agent

@@ -4,10 +4,13 @@
 // region so that all of the region's GPU work is in the records.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "agent/core/counter_source.h"
+#include "agent/core/kernel_counters.h"
 #include "agent/core/kernel_source.h"
 #include "agent/core/records.h"
 #include "agent/core/status.h"
@@ -28,8 +31,18 @@ class Tracker {
   Status Stop(std::vector<std::string>* warnings);
 
   // Builds the trace of the last region; the window and everything else
-  // but the descriptive fields of `options` come from the capture.
+  // but the descriptive fields of `options` come from the capture. Kernels
+  // with measured counters get them.
   Status Assemble(AssemblyOptions options, Trace* out) const;
+
+  // After a region: runs `work` (one more iteration, which must launch the
+  // same kernels) under `source`, for the kernels that make up `fraction`
+  // of the region's kernel time and are not measured yet
+  // (CollectKernelCounters). Counters are kept across regions.
+  Status CollectCounters(CounterSource* source,
+                         const std::function<Status()>& work, double fraction,
+                         CounterReport* report);
+  const CounterCache& counters() const { return counters_; }
 
   const std::vector<OpEvent>& ops() const { return ops_; }
   const ActivityRecords& activities() const { return activities_; }
@@ -45,6 +58,7 @@ class Tracker {
   int64_t window_end_ns_ = 0;
   std::vector<OpEvent> ops_;
   ActivityRecords activities_;
+  CounterCache counters_;
 };
 
 }  // namespace agent

@@ -3,7 +3,9 @@
 The C++ extension habitat._C does the work: RecordFunction callbacks record
 every ATen op and autograd node, CUPTI records every kernel, memcpy and
 memset, and the two are joined by external correlation ids into a
-habitat.v1.Trace, serialised without a protobuf library.
+habitat.v1.Trace, serialised without a protobuf library. Optionally
+(collect_counters) one more step runs under the CUPTI range profiler for the
+kernels' DRAM bytes and FLOPs.
 """
 
 from __future__ import annotations
@@ -218,6 +220,71 @@ class OperationTracker:
         if self._trace is None or batch != self.batch_size or iteration_wall_ns:
             return self._assemble(batch, iteration_wall_ns)
         return self._trace
+
+    def collect_counters(self, step, fraction: float = 0.995) -> dict:
+        """Hardware counters (DRAM bytes, FLOPs) for the kernels that make up
+        `fraction` of the tracked iteration's kernel time: runs `step` once
+        more under the CUPTI range profiler, which replays every kernel once
+        per hardware pass (slow: seconds to minutes), and attaches the
+        counters to the matching kernels of the trace. Call it after
+        `track()`, with the same step (it must launch the same kernels).
+
+        Without profiling permission or support the trace stays as it is and
+        one warning says what is missing; the returned report (a dict) has
+        status != "OK" then. Kernels measured once are not measured again.
+        """
+        if not self._tracked:
+            raise TrackingError("nothing tracked yet: run the iteration inside "
+                                "`with tracker.track():` first")
+        if self._source != "cupti":
+            raise TrackingError("counters need source='cupti' on a CUDA GPU")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+
+        def work():
+            step()
+            torch.cuda.synchronize(self.device)
+
+        self._sync()
+        if self.verbose:
+            print(f"habitat: collecting hardware counters for "
+                  f"{self.model_name or 'the iteration'} (one more step, each "
+                  f"kernel replayed per hardware pass)...", file=sys.stderr,
+                  flush=True)
+        report = dict(self._impl.collect_counters(work, fraction))
+        if report["status"] != "OK":
+            message = (f"no hardware counters: {report['message']}")
+            if message not in self.warnings:
+                self.warnings.append(message)
+                print(f"habitat: warning: {message}", file=sys.stderr)
+            return report
+        if report.get("missing_metrics"):
+            print(f"habitat: warning: metrics unknown on {report['chip']}: "
+                  f"{', '.join(report['missing_metrics'])}", file=sys.stderr)
+        self._trace = self._assemble(self.batch_size)
+        if self.verbose:
+            if report["ran"]:
+                print(f"habitat: counters for {report['new_keys']} of "
+                      f"{report['wanted_keys']} kernel configurations "
+                      f"({100 * fraction:g}% of kernel time) in "
+                      f"{report['seconds']:.1f} s: {report['ranges']} launches "
+                      f"profiled, {report['replay_passes']} replay passes, "
+                      f"{report['matched']} joined to the tracked kernels",
+                      file=sys.stderr)
+            else:
+                print(f"habitat: counters for all {report['wanted_keys']} "
+                      f"kernel configurations were measured before",
+                      file=sys.stderr)
+        if report["wanted_missing"]:
+            print(f"habitat: warning: {report['wanted_missing']} kernel "
+                  f"configurations got no counters (the counter step launched "
+                  f"other kernels)", file=sys.stderr)
+        return report
+
+    def kernel_counters(self) -> list:
+        """The measured counters per kernel configuration (name, grid, block,
+        shared memory), with its launches and time in the tracked region."""
+        return self._impl.kernel_counters()
 
     def recorded_ops(self) -> list:
         """The raw op events of the last region (for inspection and tests)."""
