@@ -114,7 +114,9 @@ Status CountersFromMetrics(const std::vector<std::string>& names,
   double fp64 = 0, fp32 = 0, fp16 = 0, tensor = 0;
   KernelCounters c;
   for (size_t i = 0; i < names.size(); ++i) {
-    const std::string& n = names[i];
+    // The per-SM-subpartition spelling sums to the same total.
+    const std::string n =
+        StartsWith(names[i], "smsp__") ? "sm__" + names[i].substr(6) : names[i];
     const double v = std::isfinite(values[i]) && values[i] > 0 ? values[i] : 0;
     if (n == kDramReadMetric) {
       c.dram_read_bytes = ToCount(v);

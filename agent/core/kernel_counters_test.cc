@@ -71,6 +71,15 @@ TEST(CountersFromMetrics, FlopsAreAddPlusMulPlusTwiceFma) {
   EXPECT_EQ(c.flop_tensor, 2u * (1000u + 500u));
 }
 
+TEST(CountersFromMetrics, SubpartitionSpellingCountsTheSame) {
+  KernelCounters c;
+  ASSERT_TRUE(CountersFromMetrics(
+                  {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"}, {5},
+                  &c)
+                  .ok());
+  EXPECT_EQ(c.flop_fp32, 10u);
+}
+
 TEST(CountersFromMetrics, NoiseIsZeroAndMismatchIsAnError) {
   KernelCounters c;
   ASSERT_TRUE(CountersFromMetrics(

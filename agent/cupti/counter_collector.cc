@@ -394,6 +394,9 @@ Status CuptiCounterCollector::Collect(const std::function<Status()>& work,
   for (const std::string& m : wanted) {
     if (known.count(BaseName(m)) > 0) {
       out->metric_names.push_back(m);
+    } else if (m.rfind("sm__", 0) == 0 &&
+               known.count("smsp__" + BaseName(m).substr(4)) > 0) {
+      out->metric_names.push_back("smsp__" + m.substr(4));  // same total
     } else {
       missing_metrics_.push_back(m);
     }

@@ -72,6 +72,16 @@ if cupti is not None:
     sources.append(str(AGENT / "cupti" / "cupti_source.cc"))
     sources.append(str(AGENT / "cupti" / "counter_collector.cc"))
     include_dirs.append(str(include))
+    # The counter collector needs the range profiler headers (CUDA 12.6+);
+    # take them from another CUPTI copy of the candidates if this one lacks
+    # them (headers only: the library stays the one torch loads).
+    if not (include / "cupti_range_profiler.h").exists():
+        for other, _ in cupti_candidates():
+            if (other / "cupti_range_profiler.h").exists():
+                print(f"habitat setup: range profiler headers from {other}",
+                      file=sys.stderr)
+                include_dirs.append(str(other))
+                break
     extra = cuda_include()
     if extra is not None and extra != include:
         include_dirs.append(str(extra))

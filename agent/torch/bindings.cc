@@ -237,6 +237,13 @@ class PyTracker {
     d["wanted_missing"] = r.join.wanted_missing;
     d["by_position"] = r.join.by_position;
     d["measured_keys"] = tracker_->counters().size();
+    // Share of the region's kernel time whose kernels have counters.
+    int64_t all = 0, covered = 0;
+    for (const KernelRecord& k : tracker_->activities().kernels) {
+      all += k.end_ns - k.start_ns;
+      if (tracker_->counters().count(KeyOf(k)) > 0) covered += k.end_ns - k.start_ns;
+    }
+    d["covered_fraction"] = all > 0 ? static_cast<double>(covered) / all : 0.0;
 #else
     (void)step;
     (void)fraction;

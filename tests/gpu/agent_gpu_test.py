@@ -4,7 +4,11 @@ iteration with habitat.OperationTracker (RecordFunction + CUPTI) and checks
 that the traces hold kernels, ops and backward links and are consistent:
 every GPU activity is counted once (per-op sums + unattributed = total),
 the per-op sum is within a few percent of the measured GPU-busy time, no
-records were dropped, and every kernel was attributed.
+records were dropped, and every kernel was attributed. With counters
+(CUPTI range profiler, tracker.collect_counters): the small CNN's kernels
+making up 99.5% of its kernel time all get counters, the top kernel has DRAM
+traffic, and a square matmul's FLOPs (fp32 without TF32: FFMA counts; bf16:
+tensor-core counts) are within 1.2x of 2*M*N*K.
 
     python tests/gpu/agent_gpu_test.py --out DIR
 
@@ -65,7 +69,110 @@ def make_step(model, optimizer, x, target):
     return step
 
 
-def capture(name, step, batch, out_dir, warmup=5, repetitions=10):
+# Measured FLOPs of a matmul kernel vs 2*M*N*K.
+FLOP_TOLERANCE = 1.2
+
+
+def check_counters(tracker, step, results_case):
+    """Collects counters for the last tracked region and checks them."""
+    t0 = time.perf_counter()
+    report = tracker.collect_counters(step)
+    seconds = time.perf_counter() - t0
+    results_case["counter_report"] = report
+    results_case["counter_s"] = seconds
+    print(f"  counter report: {report}", flush=True)
+    check(report["status"] == "OK", f"counters collected: {report['status']} "
+          f"{report.get('message', '')}")
+    if report["status"] != "OK":
+        return
+    check(report["ran"] and report["wanted_missing"] == 0,
+          f"every wanted kernel configuration measured: {report['new_keys']} "
+          f"of {report['wanted_keys']} ({report['wanted_missing']} missing)")
+    joined = report["matched"] / max(1, min(report["ranges"], report["kernels"]))
+    check(joined >= 0.95 and not report["by_position"],
+          f"ranges joined to tracked kernels by name: {report['matched']} of "
+          f"{report['ranges']} ranges / {report['kernels']} kernels")
+    ks = tracker.kernel_counters()
+    kernels_ns = sum(k["duration_ns"] for k in ks)
+    results_case["kernel_counters"] = ks
+    check(report["covered_fraction"] >= 0.995 - 1e-9,
+          f"kernels with counters cover {100 * report['covered_fraction']:.2f}% "
+          f"of the kernel time (goal 99.5%)")
+    top = max(ks, key=lambda k: k["duration_ns"]) if ks else None
+    if top is not None:
+        c = top["counters"]
+        check(c["dram_read_bytes"] + c["dram_write_bytes"] > 0,
+              f"top kernel {top['name'][:80]} ({top['duration_ns']} ns): dram "
+              f"read {c['dram_read_bytes']} B, write {c['dram_write_bytes']} B")
+    meta = tracker.get_tracked_trace().summary["metadata"]
+    check(int(meta.get("agent.kernels_with_counters", "0")) > 0,
+          f"trace kernels with counters: {meta.get('agent.kernels_with_counters')}")
+    again = tracker.collect_counters(step)
+    check(again["status"] == "OK" and not again["ran"],
+          "a second collect_counters is served from the cache")
+    print(f"  counters: {len(ks)} kernel configurations, {kernels_ns} ns of kernel "
+          f"time, collected in {seconds:.2f} s", flush=True)
+
+
+def matmul_case(dtype, n, out_dir):
+    """One n x n x n matmul: its kernel's FLOPs against 2*n^3."""
+    name = f"matmul{n}_{str(dtype).split('.')[-1]}"
+    print(f"== {name}", flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 on the FMA pipes
+    dev = torch.device("cuda")
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+    c = torch.empty(n, n, device=dev, dtype=dtype)
+
+    def step():
+        torch.mm(a, b, out=c)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    tracker = habitat.OperationTracker(model_name=name, batch_size=n,
+                                       precision="fp32" if dtype == torch.float32
+                                       else "bf16")
+    with tracker.track():
+        step()
+    t0 = time.perf_counter()
+    report = tracker.collect_counters(step, fraction=1.0)
+    seconds = time.perf_counter() - t0
+    print(f"  counter report: {report}", flush=True)
+    case = {"name": name, "n": n, "counter_report": report, "counter_s": seconds}
+    check(report["status"] == "OK", f"counters collected: {report['status']} "
+          f"{report.get('message', '')}")
+    ks = tracker.kernel_counters()
+    case["kernel_counters"] = ks
+    if not ks:
+        check(False, "matmul kernel has counters")
+        return case
+    # All of the region's kernels (fraction=1.0), weighted by launches: the
+    # matmul's work even if cuBLAS splits it over several kernels.
+    field = "flop_fp32" if dtype == torch.float32 else "flop_tensor"
+    measured = sum(k["counters"][field] * k["launches"] for k in ks)
+    read = sum(k["counters"]["dram_read_bytes"] * k["launches"] for k in ks)
+    write = sum(k["counters"]["dram_write_bytes"] * k["launches"] for k in ks)
+    top = max(ks, key=lambda k: k["duration_ns"])
+    flops = 2 * n ** 3
+    ratio = measured / flops
+    case.update({"kernel": top["name"], "kernels": len(ks), "analytic_flops": flops,
+                 "measured_flops": measured, "ratio": ratio,
+                 "top_kernel_counters": top["counters"],
+                 "dram_read_bytes": read, "dram_write_bytes": write})
+    check(1 / FLOP_TOLERANCE <= ratio <= FLOP_TOLERANCE,
+          f"{len(ks)} kernel(s), top {top['name'][:80]}: {field} {measured:.4g} "
+          f"vs 2MNK {flops:.4g} (ratio {ratio:.3f}, limit {FLOP_TOLERANCE}x)")
+    operand_bytes = 2 * n * n * a.element_size()
+    check(read > 0 and write > 0,
+          f"dram read {read} B, write {write} B (operands {operand_bytes} B, "
+          f"result {n * n * a.element_size()} B)")
+    print(f"  {name}: counters in {seconds:.2f} s", flush=True)
+    tracker.get_tracked_trace().save(os.path.join(out_dir, f"{name}.trace.gz"))
+    return case
+
+
+def capture(name, step, batch, out_dir, warmup=5, repetitions=10, counters=False):
     print(f"== {name}", flush=True)
     for _ in range(warmup):
         step()
@@ -82,6 +189,9 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10):
         raise
     capture_s = time.perf_counter() - t0
     print(f"  activity records: {tracker.activity_counts()}", flush=True)
+    counter_case = {}
+    if counters:
+        check_counters(tracker, step, counter_case)
     t0 = time.perf_counter()
     trace = tracker.get_tracked_trace(iteration_wall_ns=plain_wall)
     assemble_s = time.perf_counter() - t0
@@ -128,7 +238,7 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10):
         "summary": {k: v for k, v in s.items() if k != "line"},
         "activity_counts": counts, "plain_wall_ns_median": plain_wall,
         "tracked_region_s": capture_s, "assemble_s": assemble_s,
-        "sum_vs_busy": gap, "warnings": tracker.warnings,
+        "sum_vs_busy": gap, "warnings": tracker.warnings, **counter_case,
     }
 
 
@@ -149,6 +259,9 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/habitat_agent_gpu"))
     parser.add_argument("--resnet-batch", type=int, default=16)
     parser.add_argument("--skip-resnet", action="store_true")
+    parser.add_argument("--skip-counters", action="store_true")
+    parser.add_argument("--resnet-counters", action="store_true",
+                        help="also collect counters for ResNet-50 (slow)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     check(_C.has_cupti, "extension built with CUPTI")
@@ -166,6 +279,12 @@ def main():
     opt = torch.optim.SGD(small.parameters(), lr=0.01, momentum=0.9)
     guarded(results, lambda: capture("smallcnn_b8_fp32",
                                      make_step(small, opt, x, y), 8, args.out))
+    if not args.skip_counters:
+        guarded(results, lambda: capture(
+            "smallcnn_b8_fp32_counters", make_step(small, opt, x, y), 8,
+            args.out, warmup=1, repetitions=3, counters=True))
+        for dtype in (torch.float32, torch.bfloat16):
+            guarded(results, lambda: matmul_case(dtype, 4096, args.out))
 
     if not args.skip_resnet:
         try:
@@ -179,7 +298,8 @@ def main():
             y = torch.randint(0, 1000, (b,), device=dev)
             opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
             step = make_step(model, opt, x, y)
-            guarded(results, lambda: capture(f"resnet50_b{b}_fp32", step, b, args.out))
+            guarded(results, lambda: capture(f"resnet50_b{b}_fp32", step, b, args.out,
+                                             counters=args.resnet_counters))
             # A second capture in the same process: callbacks and CUPTI restart.
             first = results["cases"][-1].get("summary", {})
             again = guarded(results, lambda: capture(
