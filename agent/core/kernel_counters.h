@@ -32,11 +32,13 @@
 namespace habitat {
 namespace agent {
 
-// The profiler metrics KernelCounters are computed from (Hopper names;
-// also valid on Volta..Blackwell). FLOPs per precision are
-// add + mul + 2 * fma thread instructions, as Nsight Compute's roofline
-// counts them. Tensor-core work comes from the sm__ops_path_tensor_*
-// metrics the device has (CounterMetricNames adds them).
+// The profiler metrics KernelCounters are computed from (Hopper names, as
+// Nsight Compute spells them; the collector drops names the device does
+// not list). FLOPs per precision are add + mul + 2 * fma thread
+// instructions, as Nsight Compute's roofline counts them. Tensor-core work
+// comes from the sm__ops_path_tensor_* metrics the device lists
+// (TensorCounterMetrics), at 2 FLOPs per op (an assumption the GPU test
+// checks, see kernel_counters.cc).
 extern const char* const kDramReadMetric;   // dram__bytes_read.sum
 extern const char* const kDramWriteMetric;  // dram__bytes_write.sum
 extern const char* const kTensorMetricPrefix;  // sm__ops_path_tensor_

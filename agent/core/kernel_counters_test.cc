@@ -98,13 +98,19 @@ TEST(CounterMetrics, ScalarAndTensorNames) {
   ASSERT_EQ(scalar.size(), 11u);
   EXPECT_EQ(scalar[0], "dram__bytes_read.sum");
   EXPECT_EQ(scalar[1], "dram__bytes_write.sum");
+  // Sparse variants and aggregates of kept leaves are left out.
   EXPECT_EQ(TensorCounterMetrics({"sm__ops_path_tensor_src_fp16_dst_fp32",
                                   "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_on",
                                   "sm__inst_executed_pipe_tensor",
+                                  "sm__ops_path_tensor_src_fp16",
+                                  "sm__ops_path_tensor_src_fp16_dst_fp16",
+                                  "sm__ops_path_tensor_src_fp64",
                                   "sm__ops_path_tensor_src_bf16_dst_fp32"}),
             (std::vector<std::string>{
                 "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
-                "sm__ops_path_tensor_src_fp16_dst_fp32.sum"}));
+                "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+                "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
+                "sm__ops_path_tensor_src_fp64.sum"}));
 }
 
 TEST(TopKernelKeys, TakesLongestKeysUpToTheFraction) {

@@ -276,9 +276,10 @@ class Session {
     if (!worked.ok()) return worked;
     HABITAT_AGENT_RETURN_IF_ERROR(stopped);
     if (!stop.isAllPassSubmitted) {
-      return InternalError(
-          "cuptiRangeProfilerStop: not all passes were submitted after one "
-          "run under kernel replay");
+      // Kernel replay runs every pass inside each launch, so this is not
+      // expected; decode what was collected rather than lose it.
+      Log("cuptiRangeProfilerStop: not all passes submitted after one run "
+          "under kernel replay; some metrics may be missing");
     }
     auto decode = HABITAT_PARAMS(CUpti_RangeProfiler_DecodeData_Params);
     decode.pRangeProfilerObject = profiler_;

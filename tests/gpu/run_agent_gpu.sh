@@ -14,4 +14,7 @@ echo "=== CPU recorder tests $(date -u +%T)"
 python3 -m unittest discover -s tests 2>&1 | tail -3
 echo "=== GPU test $(date -u +%T)"
 cd "$ROOT"
+echo "=== counter metric probe $(date -u +%T) (diagnostic: $OUT/counter_probe.log)"
+PYTHONUNBUFFERED=1 python3 tests/gpu/counter_probe.py --out "$OUT" \
+  >"$OUT/counter_probe.log" 2>&1 || tail -5 "$OUT/counter_probe.log"
 PYTHONUNBUFFERED=1 python3 tests/gpu/agent_gpu_test.py --out "$OUT"
