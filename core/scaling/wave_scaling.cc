@@ -263,11 +263,10 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
                            ResolveScalingConstants(origin, options.basis));
   HABITAT_ASSIGN_OR_RETURN(const ScalingConstants cd,
                            ResolveScalingConstants(target, options.basis));
-  HABITAT_ASSIGN_OR_RETURN(const double gamma, KernelGamma(kernel, target));
+  HABITAT_ASSIGN_OR_RETURN(double gamma, KernelGamma(kernel, target));
   HABITAT_ASSIGN_OR_RETURN(const Waves waves, CountWaves(kernel, origin, target));
 
   KernelPrediction p;
-  p.gamma = gamma;
   p.origin_waves = waves.origin;
   p.target_waves = waves.target;
   p.branch = ScalingBranch::kWorkScaled;
@@ -302,6 +301,19 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
       p.branch = ScalingBranch::kWorkFromCounters;
     }
   }
+
+  // With measured DRAM bytes, the memory-bound share of the work is the
+  // share that streaming those bytes at the origin's achieved bandwidth
+  // takes. A kernel that moves little data for its time (batch norm on small
+  // tensors, pooling, latency-bound kernels) is not sped up by a faster
+  // memory, whatever its FLOP intensity (see docs/kernel_alike_accuracy.md).
+  if (options.gamma_from_achieved_bandwidth && p.branch == ScalingBranch::kWorkScaled &&
+      kernel.has_counters() && DramBytes(kernel) > 0 && work_o > 0) {
+    const double streaming_ns =
+        static_cast<double>(DramBytes(kernel)) / co.streaming_bandwidth_gbps;
+    gamma = std::min(1.0, streaming_ns / work_o);
+  }
+  p.gamma = gamma;
 
   const double memory = co.streaming_bandwidth_gbps / cd.streaming_bandwidth_gbps;
   const double compute =

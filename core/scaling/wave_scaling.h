@@ -29,6 +29,10 @@ enum class TimeBasis {
 
 struct ScalingOptions {
   TimeBasis basis = TimeBasis::kKernelDuration;
+  // With DRAM bytes counted, take gamma from the achieved bandwidth (the
+  // share of the work that streaming the bytes takes) instead of Eq. 3's
+  // arithmetic intensity. Off only to compare the two.
+  bool gamma_from_achieved_bandwidth = true;
 };
 
 enum class ScalingBranch {

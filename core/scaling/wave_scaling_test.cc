@@ -259,6 +259,38 @@ TEST(ScaleKernelTest, ComputeShareIsWaveQuantized) {
   EXPECT_EQ(p->predicted_ns, 48937);
 }
 
+TEST(ScaleKernelTest, GammaFromAchievedBandwidth) {
+  // 640 blocks: one wave on both GPUs. work_o = 100000 ns; 40 MB at the
+  // origin's 800 GB/s take 50000 ns, so half of the work is memory-bound:
+  //   1 + 100000 * (800/1600)^0.5 * (1380/1410)^0.5 = 69955.4 -> 69955 ns.
+  auto k = MakeKernel(640, 100001);
+  k.mutable_counters()->set_dram_read_bytes(30000000);
+  k.mutable_counters()->set_dram_write_bytes(10000000);
+  auto o = testing::V100();
+  auto d = testing::A100();
+  o.set_kernel_fixed_latency_ns(1);
+  d.set_kernel_fixed_latency_ns(1);
+  o.set_streaming_bandwidth_gbps(800);
+  d.set_streaming_bandwidth_gbps(1600);
+  auto p = ScaleKernel(k, o, d);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->gamma, 0.5);
+  EXPECT_EQ(p->predicted_ns, 69955);
+  // Eq. 3 instead: bytes but no FLOPs -> gamma 1, all work at 800/1600.
+  ScalingOptions eq3;
+  eq3.gamma_from_achieved_bandwidth = false;
+  p = ScaleKernel(k, o, d, eq3);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->gamma, 1.0);
+  EXPECT_EQ(p->predicted_ns, 50001);
+  // More bytes than the time could stream (L2 hits counted, or a faster
+  // kernel than the fitted line): capped at fully memory-bound.
+  k.mutable_counters()->set_dram_read_bytes(300000000);
+  p = ScaleKernel(k, o, d);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->gamma, 1.0);
+}
+
 TEST(ScaleKernelTest, RejectsBadInput) {
   auto s = ScaleKernel(MakeKernel(0, 100), testing::V100(), testing::A100())
                .status();

@@ -18,6 +18,8 @@ const char* MethodName(Method m) {
       return "paper Eq. 2";
     case kOurs:
       return "ScaleKernel";
+    case kOursEq3Gamma:
+      return "ScaleKernel, Eq. 3 gamma";
     case kOursNoCounters:
       return "ScaleKernel, no counters";
     default:
@@ -61,6 +63,10 @@ absl::StatusOr<Report> Evaluate(
                                  ScaleKernel(with, origin, target, options));
         pred[kOurs] = static_cast<double>(ours.predicted_ns);
         report.branches[ScalingBranchName(ours.branch)]++;
+        ScalingOptions eq3 = options;
+        eq3.gamma_from_achieved_bandwidth = false;
+        HABITAT_ASSIGN_OR_RETURN(auto ours_eq3, ScaleKernel(with, origin, target, eq3));
+        pred[kOursEq3Gamma] = static_cast<double>(ours_eq3.predicted_ns);
         HABITAT_ASSIGN_OR_RETURN(auto ours_nc,
                                  ScaleKernel(without, origin, target, options));
         pred[kOursNoCounters] = static_cast<double>(ours_nc.predicted_ns);

@@ -19,6 +19,7 @@ enum Method {
   kBandwidthRatio = 0,  // T_o * D_o / D_d (datasheet bandwidth)
   kPaperEq2,            // PaperWaveScaling, gamma = 1 (no counters)
   kOurs,                // ScaleKernel, host-timed, analytic DRAM bytes
+  kOursEq3Gamma,        // the same, gamma from Eq. 3 instead of achieved bandwidth
   kOursNoCounters,      // ScaleKernel, host-timed, no counters
   kMethodCount,
 };
