@@ -105,7 +105,9 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
                              Authenticator::FromTokenFile(options.token_file));
   }
   HABITAT_ASSIGN_OR_RETURN(impl->backend, PredictionBackend::Create(options.backend));
-  impl->metrics = std::make_unique<ServerMetrics>(*impl->registry);
+  std::vector<std::string> device_ids;
+  for (const auto& device : impl->backend->devices().devices()) device_ids.push_back(device.id());
+  impl->metrics = std::make_unique<ServerMetrics>(*impl->registry, device_ids);
   impl->metrics->SetDevicesLoaded(static_cast<double>(impl->backend->devices().devices().size()));
   impl->metrics->SetStoredTraces(static_cast<double>(impl->backend->stored_traces()));
   if (!options.metrics_address.empty()) {

@@ -146,8 +146,8 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(
     return SerializeResponse(result, response);
   });
   metrics_->RecordCache(stats.cache_hits, stats.cache_misses);
-  for (int method = 0; method < v1::PredictionMethod_ARRAYSIZE; ++method) {
-    metrics_->RecordPredictions(method, stats.operations_by_method[method]);
+  for (const auto& device : stats.operations_by_device) {
+    metrics_->RecordPredictions(device.device_id, device.by_method);
   }
   return Finish(context, Rpc::kPredict, started, status);
 }

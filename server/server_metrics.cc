@@ -1,5 +1,7 @@
 #include "server/server_metrics.h"
 
+#include <optional>
+
 #include "absl/status/status.h"
 
 namespace habitat {
@@ -26,7 +28,8 @@ const char* MethodLabel(int method) {
 }
 }  // namespace
 
-ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
+ServerMetrics::ServerMetrics(prometheus::Registry& registry,
+                             const std::vector<std::string>& device_ids) {
   auto& requests = prometheus::BuildCounter()
                        .Name("habitat_requests_total")
                        .Help("Finished RPCs by method and gRPC status code")
@@ -47,12 +50,18 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
     }
     latency_[rpc] = &latency.Add({{"rpc", name}}, buckets);
   }
-  auto& predictions = prometheus::BuildCounter()
-                          .Name("habitat_predicted_operations_total")
-                          .Help("Operation predictions computed (not served from cache), by method")
-                          .Register(registry);
-  for (int method = 0; method < kMethods; ++method) {
-    predictions_[method] = &predictions.Add({{"method", MethodLabel(method)}});
+  predictions_family_ =
+      &prometheus::BuildCounter()
+           .Name("habitat_predicted_operations_total")
+           .Help("Operation predictions computed (not served from cache), by method and "
+                 "target device")
+           .Register(registry);
+  for (const std::string& device : device_ids) {
+    MethodCounters& counters = predictions_[device];
+    for (int method = 0; method < kMethods; ++method) {
+      counters[method] =
+          &predictions_family_->Add({{"method", MethodLabel(method)}, {"device", device}});
+    }
   }
   auto& cache = prometheus::BuildCounter()
                     .Name("habitat_prediction_cache_total")
@@ -89,9 +98,29 @@ void ServerMetrics::RecordRequest(Rpc rpc, absl::StatusCode code, double seconds
   latency_[static_cast<int>(rpc)]->Observe(seconds);
 }
 
-void ServerMetrics::RecordPredictions(int method, int64_t count) {
-  if (method < 0 || method >= kMethods || count <= 0) return;
-  predictions_[method]->Increment(static_cast<double>(count));
+ServerMetrics::MethodCounters ServerMetrics::PredictionCounters(absl::string_view device_id) {
+  auto known = predictions_.find(device_id);
+  if (known != predictions_.end()) return known->second;
+  absl::MutexLock lock(&extra_mutex_);
+  auto [it, inserted] = extra_predictions_.try_emplace(device_id);
+  if (inserted) {
+    for (int method = 0; method < kMethods; ++method) {
+      it->second[method] = &predictions_family_->Add(
+          {{"method", MethodLabel(method)}, {"device", std::string(device_id)}});
+    }
+  }
+  // By value: flat_hash_map moves its values when it grows.
+  return it->second;
+}
+
+void ServerMetrics::RecordPredictions(absl::string_view device_id,
+                                      const int64_t (&by_method)[kMethods]) {
+  std::optional<MethodCounters> counters;
+  for (int method = 0; method < kMethods; ++method) {
+    if (by_method[method] <= 0) continue;
+    if (!counters.has_value()) counters = PredictionCounters(device_id);
+    (*counters)[method]->Increment(static_cast<double>(by_method[method]));
+  }
 }
 
 void ServerMetrics::RecordCache(int hits, int misses) {

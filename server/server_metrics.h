@@ -6,8 +6,12 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -22,12 +26,17 @@ const char* RpcName(Rpc rpc);
 
 class ServerMetrics {
  public:
-  explicit ServerMetrics(prometheus::Registry& registry);
+  // `device_ids`: the GPUs predictions can target (the device database);
+  // their per-device children are created here, so counting one is a hash
+  // lookup with no allocation and no lock.
+  ServerMetrics(prometheus::Registry& registry, const std::vector<std::string>& device_ids);
 
   // Records one finished RPC with its status code and latency.
   void RecordRequest(Rpc rpc, absl::StatusCode code, double seconds);
-  // Operation predictions made (cache misses only), by method.
-  void RecordPredictions(int method, int64_t count);
+  // Operation predictions made (cache misses only) on one target device,
+  // by method (index = PredictionMethod value).
+  void RecordPredictions(absl::string_view device_id,
+                         const int64_t (&by_method)[habitat::v1::PredictionMethod_ARRAYSIZE]);
   void RecordCache(int hits, int misses);
   void SetStoredTraces(double count);
   void SetDevicesLoaded(double count);
@@ -41,7 +50,17 @@ class ServerMetrics {
   static constexpr int kMethods = habitat::v1::PredictionMethod_ARRAYSIZE;
   std::array<std::array<prometheus::Counter*, kCodes>, static_cast<int>(Rpc::kCount)> requests_;
   std::array<prometheus::Histogram*, static_cast<int>(Rpc::kCount)> latency_;
-  std::array<prometheus::Counter*, kMethods> predictions_;
+  using MethodCounters = std::array<prometheus::Counter*, kMethods>;
+  MethodCounters PredictionCounters(absl::string_view device_id);
+
+  prometheus::Family<prometheus::Counter>* predictions_family_;
+  // Filled in the constructor, read-only afterwards.
+  absl::flat_hash_map<std::string, MethodCounters> predictions_;
+  // A device not in the database (none today): its children are made on
+  // first use and kept here.
+  absl::Mutex extra_mutex_;
+  absl::flat_hash_map<std::string, MethodCounters> extra_predictions_
+      ABSL_GUARDED_BY(extra_mutex_);
   prometheus::Counter* cache_hits_;
   prometheus::Counter* cache_misses_;
   prometheus::Gauge* stored_traces_;

@@ -444,6 +444,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
   // Per trace, not per device: computed at the first cache miss.
   std::optional<std::optional<double>> host_scale;
   size_t miss_index = 0;
+  stats->operations_by_device.reserve(stats->operations_by_device.size() + missed.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     const DeviceSpec* target = targets[t];
     CachedPrediction& entry = cached[t];
@@ -461,7 +462,13 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
       ++miss_index;
       HABITAT_ASSIGN_OR_RETURN(DevicePrediction fresh,
                                PredictOnDevice(trace, *origin, *target, *host_scale, table));
-      for (const auto& op : fresh.operations()) ++stats->operations_by_method[op.method()];
+      PredictionStats::DeviceOperations& by_device =
+          stats->operations_by_device.emplace_back();
+      by_device.device_id = target->id();
+      for (const auto& op : fresh.operations()) {
+        ++stats->operations_by_method[op.method()];
+        ++by_device.by_method[op.method()];
+      }
       auto summary = std::make_shared<DevicePrediction>(fresh);
       summary->clear_operations();
       entry.full = std::make_shared<const DevicePrediction>(std::move(fresh));

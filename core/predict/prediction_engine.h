@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_cache.h"
 #include "core/predict/varying_predictor.h"
@@ -34,10 +35,19 @@ struct PredictionQuery {
 
 // Counts of what a Predict did, for metrics.
 struct PredictionStats {
+  struct DeviceOperations {
+    // Points into the engine's DeviceDatabase, which outlives the stats.
+    absl::string_view device_id;
+    // Index = PredictionMethod value.
+    int64_t by_method[habitat::v1::PredictionMethod_ARRAYSIZE] = {};
+  };
   int cache_hits = 0;
   int cache_misses = 0;
   // Operation predictions made, by method (index = PredictionMethod value).
   int64_t operations_by_method[habitat::v1::PredictionMethod_ARRAYSIZE] = {};
+  // The same per target device, one entry per device predicted afresh
+  // (cache hits add none, so warm calls allocate nothing here).
+  std::vector<DeviceOperations> operations_by_device;
 };
 
 class PredictionEngine {

@@ -135,6 +135,9 @@ hits="$(query 'habitat_prediction_cache_total{result="hit"}')"
 [[ "${hits##* }" != 0 ]] || fail "the second identical Predict was not a cache hit: $hits"
 computed="$(query 'sum(habitat_predicted_operations_total)')"
 [[ -n "$computed" && "$computed" != 0 ]] || fail "no operation predictions counted: '$computed'"
+# A Predict without a device list covers every GPU: each one's series counts.
+on_h200="$(query 'sum(habitat_predicted_operations_total{device="H200",method="wave_scaling"})')"
+[[ -n "$on_h200" && "${on_h200##* }" != 0 ]] || fail "no predictions counted for device H200: '$on_h200'"
 echo "requests, store, latency, cache and prediction counters read back"
 
 # --- Every dashboard query evaluates in this Prometheus.

@@ -6,6 +6,7 @@
 // starts its own server and checks metric *deltas*, never totals.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -435,6 +436,53 @@ TEST_F(ServerIntegrationTest, UploadRejectsInvalidTraces) {
   auto unknown = client_->UploadTrace(request);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(unknown.status().message(), HasSubstr("NOT-A-GPU"));
+}
+
+// habitat_predicted_operations_total counts each freshly predicted operation
+// once, under its method and its target device; answers from the cache add
+// nothing.
+TEST_F(ServerIntegrationTest, MetricsCountPredictionsByMethodAndDevice) {
+  const std::map<int, std::string> method_labels = {
+      {v1::PREDICTION_METHOD_WAVE_SCALING, "wave_scaling"},
+      {v1::PREDICTION_METHOD_MLP, "mlp"},
+      {v1::PREDICTION_METHOD_UNSCALED, "unscaled"},
+      {v1::PREDICTION_METHOD_MEASURED, "measured"}};
+  PredictRequest request = InlineRequest();
+  // The origin (measured), and two targets (scaled).
+  for (const char* device : {"H100-SXM", "H200", "V100-SXM2"}) request.add_devices(device);
+  request.set_include_breakdown(true);
+  auto before = testing::ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(before.ok()) << before.status();
+  auto response = client_->Predict(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->predictions_size(), 3);
+  std::map<std::string, double> expected;
+  for (const auto& prediction : response->predictions()) {
+    ASSERT_GT(prediction.operations_size(), 0) << prediction.device_id();
+    for (const auto& op : prediction.operations()) {
+      ASSERT_TRUE(method_labels.count(op.method())) << op.method();
+      expected[absl::StrCat("device=", prediction.device_id(),
+                            ",method=", method_labels.at(op.method()))] += 1;
+    }
+  }
+  EXPECT_GT(expected.count("device=H100-SXM,method=measured"), 0u);
+  EXPECT_GT(expected.count("device=H200,method=wave_scaling"), 0u);
+  // Served from the cache: not counted again.
+  ASSERT_TRUE(client_->Predict(request).ok());
+
+  auto after = testing::ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(after.ok()) << after.status();
+  const auto old_counts = testing::CounterValues(*before, "habitat_predicted_operations_total");
+  const auto new_counts = testing::CounterValues(*after, "habitat_predicted_operations_total");
+  std::map<std::string, double> delta;
+  for (const auto& [key, value] : new_counts) {
+    const double then = old_counts.count(key) ? old_counts.at(key) : 0;
+    if (value != then) delta[key] = value - then;
+  }
+  EXPECT_EQ(delta, expected) << *after;
+  // Every GPU in the database has its series from start-up, at zero until used.
+  EXPECT_EQ(new_counts.count("device=B200,method=wave_scaling"), 1u) << *after;
+  EXPECT_EQ(new_counts.at("device=B200,method=wave_scaling"), 0);
 }
 
 TEST_F(ServerIntegrationTest, HealthCheckServesAndMetricsCountRequests) {
