@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <exception>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -71,6 +73,36 @@ class PredictionServer::Impl {
   int health_port = 0;
   bool shut_down = false;
 
+  // Re-reads the store's trace count into habitat_stored_traces. On a
+  // thread of its own rather than at scrape time: a store that hangs (a
+  // PostgreSQL server gone) must not hang /metrics; the gauge then keeps
+  // the last count read.
+  absl::Mutex refresh_mutex;
+  bool stop_refresh ABSL_GUARDED_BY(refresh_mutex) = false;
+  std::thread refresher;
+
+  ~Impl() { StopRefresher(); }
+
+  void StartRefresher(absl::Duration interval) {
+    refresher = std::thread([this, interval] {
+      while (true) {
+        {
+          absl::MutexLock lock(&refresh_mutex);
+          refresh_mutex.AwaitWithTimeout(absl::Condition(&stop_refresh), interval);
+          if (stop_refresh) return;
+        }
+        metrics->SetStoredTraces(static_cast<double>(backend->stored_traces()));
+      }
+    });
+  }
+  void StopRefresher() {
+    {
+      absl::MutexLock lock(&refresh_mutex);
+      stop_refresh = true;
+    }
+    if (refresher.joinable()) refresher.join();
+  }
+
   void SetServing(bool serving) {
     server->GetHealthCheckService()->SetServingStatus(serving);
     if (health_server != nullptr) health_server->GetHealthCheckService()->SetServingStatus(serving);
@@ -94,6 +126,9 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   if (options.max_request_time < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_request_seconds must be >= 0 (0: no limit)");
   }
+  if (options.stored_traces_refresh <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the stored-traces refresh interval must be positive");
+  }
   // Files first: a typo in a flag should not wait for the data to load.
   HABITAT_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                            MakeServerCredentials(options.tls));
@@ -110,6 +145,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   impl->metrics = std::make_unique<ServerMetrics>(*impl->registry, device_ids);
   impl->metrics->SetDevicesLoaded(static_cast<double>(impl->backend->devices().devices().size()));
   impl->metrics->SetStoredTraces(static_cast<double>(impl->backend->stored_traces()));
+  impl->StartRefresher(options.stored_traces_refresh);
   if (!options.metrics_address.empty()) {
     try {
       impl->exposer = std::make_unique<prometheus::Exposer>(options.metrics_address);

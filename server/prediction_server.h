@@ -34,6 +34,10 @@ struct ServerOptions {
   int max_concurrent_rpcs = 0;
   // Cap on one request's handling time; zero: the client's deadline only.
   absl::Duration max_request_time = absl::ZeroDuration();
+  // How often habitat_stored_traces is re-read from the store, so that it
+  // follows retention sweeps and other replicas' uploads, not only this
+  // server's uploads. Must be positive.
+  absl::Duration stored_traces_refresh = absl::Seconds(5);
 };
 
 class PredictionServer {

@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
   if (options.trace_retention_days > 0) {
     RetentionOptions retention;
     retention.days = options.trace_retention_days;
+    retention.interval = options.trace_retention_interval;
     HABITAT_ASSIGN_OR_RETURN(backend->retention_,
                              TraceRetention::Start(backend->store_.get(), retention));
   }

@@ -33,6 +33,8 @@ struct BackendOptions {
   // Traces older than this many days are deleted at start-up and every
   // hour; 0 keeps them forever.
   int trace_retention_days = 0;
+  // How often retention sweeps after the start-up one (tests shorten it).
+  absl::Duration trace_retention_interval = absl::Hours(1);
   size_t cache_entries = 4096;
   // Holds kernel_varying/ (model.pt, manifest.json: models/train.py and
   // models/export.py). Empty: no kernel-varying predictor; those operations

@@ -4,7 +4,11 @@
 //
 // gtest_discover_tests runs every TEST in its own process, so each test
 // starts its own server and checks metric *deltas*, never totals.
+#include <sqlite3.h>
+#include <stdlib.h>
+
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -13,7 +17,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/prediction_client.h"
+#include "core/store/trace_store_factory.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -512,6 +518,71 @@ TEST_F(ServerIntegrationTest, HealthCheckServesAndMetricsCountRequests) {
   auto after_shutdown = testing::HealthCheck(address_, "");
   EXPECT_FALSE(after_shutdown.ok() && *after_shutdown == 1);
   server_.reset();
+}
+
+// habitat_stored_traces counts what the store holds from start-up on, and
+// follows a periodic retention sweep without waiting for an upload.
+TEST(StoredTracesMetricTest, CountsAnExistingStoreAndFollowsRetention) {
+  char dir_template[] = "/tmp/habitat_stored_traces_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string db_path = absl::StrCat(dir_template, "/traces.db");
+  const std::string spec = "sqlite:" + db_path;
+  auto trace = testing::LoadFixtureTrace(testing::kFixtureTrace);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::vector<std::string> ids;
+  {
+    // Stored before the server starts, by two tenants.
+    auto store = OpenTraceStore(spec);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 0; i < 3; ++i) {
+      v1::Trace copy = *trace;
+      (*copy.mutable_metadata())["copy"] = absl::StrCat(i);
+      auto stored = (*store)->Put(i == 0 ? "alpha" : "", copy);
+      ASSERT_TRUE(stored.ok()) << stored.status();
+      ids.push_back(stored->id);
+    }
+  }
+
+  ServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.metrics_address = "127.0.0.1:0";
+  options.backend.data_dir = HABITAT_DATA_DIR;
+  options.backend.store = spec;
+  options.backend.trace_retention_days = 2;
+  options.backend.trace_retention_interval = absl::Milliseconds(200);
+  options.stored_traces_refresh = absl::Milliseconds(100);
+  auto server = PredictionServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto gauge = [&]() -> double {
+    auto text = testing::ScrapeMetrics((*server)->metrics_port());
+    if (!text.ok()) return -1;
+    const size_t at = text->find("\nhabitat_stored_traces ");
+    return at == std::string::npos ? -1 : std::stod(text->substr(at + 23));
+  };
+  EXPECT_EQ(gauge(), 3);
+
+  // Age one trace past the retention period in the file, as time would;
+  // the next sweep deletes it and the gauge follows with no upload.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  const std::string age =
+      absl::StrCat("UPDATE habitat_traces SET created_at = created_at - ",
+                   absl::ToInt64Nanoseconds(absl::Hours(72)), " WHERE id = '", ids[1], "'");
+  EXPECT_EQ(sqlite3_exec(db, age.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  EXPECT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  double value = gauge();
+  for (int i = 0; i < 200 && value != 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    value = gauge();
+  }
+  EXPECT_EQ(value, 2);
+  (*server)->Shutdown(absl::Seconds(1));
+  (*server)->Wait();
+  server->reset();
+  std::filesystem::remove_all(dir_template);
 }
 
 }  // namespace
