@@ -16,7 +16,13 @@ server's flags and the Dockerfile: what a schema check cannot see.
   * the agent sidecar's flags are ABSL_FLAGs of agent/sidecar/main.cc, its
     --server names a Service port that exists, and it runs as the numeric
     USER of Dockerfile.agent;
-  * prometheus.yml's DNS name is the headless metrics Service.
+  * prometheus.yml's DNS name is the headless metrics Service;
+  * StatefulSets name a headless Service; $(VAR) references in args name an
+    env var of the container (the kubelet leaves unknown ones as text);
+    secretKeyRefs to a Secret in deploy/k8s name one of its keys.
+
+Manifests are deploy/k8s/*.yaml and the optional sets in its subdirectories
+(deploy/k8s/postgres/).
 
 usage: check_manifests.py REPO_ROOT
 """
@@ -30,7 +36,9 @@ import yaml  # PyYAML, in the test's virtual environment
 
 def load(root):
     docs = []
-    for path in sorted(glob.glob(os.path.join(root, "deploy/k8s/*.yaml"))):
+    paths = glob.glob(os.path.join(root, "deploy/k8s/*.yaml")) + \
+        glob.glob(os.path.join(root, "deploy/k8s/*/*.yaml"))
+    for path in sorted(paths):
         with open(path, encoding="utf-8") as f:
             for doc in yaml.safe_load_all(f):
                 if doc:
@@ -92,12 +100,31 @@ def main(argv):
         if not selects(doc["spec"]["selector"].get("matchLabels", {}), labels):
             errors.append(f"{where}: selector does not match the pod template's labels")
         pods.append((where, labels, template["spec"], template["metadata"].get("annotations", {})))
+    for path, doc in by_kind.get("StatefulSet", []):
+        where = f"{path}: StatefulSet {doc['metadata']['name']}"
+        template = doc["spec"]["template"]
+        labels = template["metadata"].get("labels", {})
+        if not selects(doc["spec"]["selector"].get("matchLabels", {}), labels):
+            errors.append(f"{where}: selector does not match the pod template's labels")
+        spec = dict(template["spec"])
+        # Claim templates are volumes of the pods too.
+        spec["volumes"] = spec.get("volumes", []) + [
+            {"name": t["metadata"]["name"], "claimTemplate": True}
+            for t in doc["spec"].get("volumeClaimTemplates", [])]
+        pods.append((where, labels, spec, template["metadata"].get("annotations", {})))
     for path, doc in by_kind.get("Pod", []):
         pods.append((f"{path}: Pod {doc['metadata']['name']}", doc["metadata"].get("labels", {}),
                      doc["spec"], doc["metadata"].get("annotations", {})))
 
     pvcs = {d["metadata"]["name"] for _, d in by_kind.get("PersistentVolumeClaim", [])}
     services = {d["metadata"]["name"]: d for _, d in by_kind.get("Service", [])}
+    secrets = {d["metadata"]["name"]: {**d.get("data", {}), **d.get("stringData", {})}
+               for _, d in by_kind.get("Secret", [])}
+    for path, doc in by_kind.get("StatefulSet", []):
+        svc = services.get(doc["spec"].get("serviceName"))
+        if not svc or svc["spec"].get("clusterIP") != "None":
+            errors.append(f"{path}: StatefulSet {doc['metadata']['name']}: serviceName is not a "
+                          "headless Service in deploy/k8s")
 
     def containers(spec):
         return spec.get("initContainers", []) + spec.get("containers", [])
@@ -113,6 +140,16 @@ def main(argv):
             if claim and claim not in pvcs:
                 errors.append(f"{where}: claim '{claim}' is not defined in deploy/k8s")
         for c in containers(spec):
+            env = {e["name"]: e for e in c.get("env", [])}
+            for arg in c.get("command", []) + c.get("args", []):
+                for ref in re.findall(r"(?<!\$)\$\((\w+)\)", arg):
+                    if ref not in env:
+                        errors.append(f"{where}: container {c['name']} uses $({ref}) but sets no such env var")
+            for var in env.values():
+                ref = var.get("valueFrom", {}).get("secretKeyRef")
+                secret = secrets.get(ref["name"]) if ref else None
+                if secret is not None and ref["key"] not in secret:
+                    errors.append(f"{where}: env {var['name']}: Secret {ref['name']} has no key {ref['key']}")
             for mount in c.get("volumeMounts", []):
                 if mount["name"] not in volumes:
                     errors.append(f"{where}: container {c['name']} mounts undeclared volume {mount['name']}")

@@ -9,7 +9,8 @@
 set -euo pipefail
 venv="$1"
 root="$2"
-manifests=("$root"/deploy/k8s/*.yaml)
+# The optional sets in subdirectories (deploy/k8s/postgres) too.
+manifests=("$root"/deploy/k8s/*.yaml "$root"/deploy/k8s/postgres/*.yaml)
 [[ ${#manifests[@]} -ge 1 && -f "${manifests[0]}" ]] || { echo "no manifests in $root/deploy/k8s" >&2; exit 1; }
 
 status=0
