@@ -1,8 +1,9 @@
 // Load test of habitat-server: uploads a trace once, then drives warm
 // Predict calls (by trace id, every GPU, with prices) at saturation on
 // loopback and reports calls/s, latency percentiles, errors and the
-// server's memory (docs/benchmarks.md, "Load test"). Exits non-zero on any
-// error or when --min_rps is not reached.
+// server's memory (docs/benchmarks.md, "Load test"). A server it starts
+// loads the kernel-varying predictor (--server_models_dir). Exits non-zero
+// on any error or when --min_rps is not reached.
 //
 //   habitat_load_test --server_binary=build/server/habitat-server --duration_s=60
 //   habitat_load_test --address=127.0.0.1:50051 --server_pid=1234
@@ -34,6 +35,10 @@ ABSL_FLAG(std::string, server_args, "",
 ABSL_FLAG(std::string, server_store, "sqlite",
           "Trace store of --server_binary: sqlite (a database in a temporary directory, "
           "removed afterwards), memory, or empty (the server's default)");
+ABSL_FLAG(std::string, server_models_dir, HABITAT_DEFAULT_MODELS_DIR,
+          "--models_dir of --server_binary (default: the source tree's models/, so the "
+          "kernel-varying predictor is loaded); 'none' runs the server without it, empty "
+          "leaves the server's default");
 ABSL_FLAG(std::string, address, "", "host:port of a running server");
 ABSL_FLAG(int, server_pid, 0, "PID of the running server at --address, for its memory");
 ABSL_FLAG(std::string, trace, HABITAT_DEFAULT_TRACE,
@@ -77,6 +82,8 @@ int Run(std::string* store_dir) {
       std::fprintf(stderr, "load_test: --server_store must be sqlite, memory or empty\n");
       return 2;
     }
+    const std::string models_dir = absl::GetFlag(FLAGS_server_models_dir);
+    if (!models_dir.empty()) args.push_back("--models_dir=" + models_dir);
     auto started = ServerProcess::Start(absl::GetFlag(FLAGS_server_binary), args,
                                         absl::Seconds(30));
     if (!started.ok()) {
@@ -130,9 +137,36 @@ int Run(std::string* store_dir) {
                  first.ok() ? "no predictions" : std::string(first.status().message()).c_str());
     return 1;
   }
-  std::fprintf(stderr, "load_test: trace %s (%d operations), %d GPUs per answer\n",
+  // Which methods the answer used: MLP operations show that the server runs
+  // with the kernel-varying predictor.
+  int64_t by_method[v1::PredictionMethod_ARRAYSIZE] = {};
+  for (const auto& prediction : first->predictions()) {
+    for (const auto& total : prediction.method_totals()) {
+      if (v1::PredictionMethod_IsValid(total.method())) {
+        by_method[total.method()] += total.operations();
+      }
+    }
+  }
+  std::vector<std::string> methods;
+  for (int m = 1; m < v1::PredictionMethod_ARRAYSIZE; ++m) {
+    if (by_method[m] > 0) {
+      methods.push_back(absl::StrCat(v1::PredictionMethod_Name(static_cast<v1::PredictionMethod>(m)),
+                                     "=", by_method[m]));
+    }
+  }
+  std::fprintf(stderr,
+               "load_test: trace %s (%d operations), %d GPUs per answer; operations by method "
+               "over all GPUs: %s\n",
                uploaded->trace_id().c_str(), trace->operations_size(),
-               first->predictions_size());
+               first->predictions_size(), absl::StrJoin(methods, ", ").c_str());
+  const std::string models_dir = absl::GetFlag(FLAGS_server_models_dir);
+  if (server != nullptr && !models_dir.empty() && models_dir != "none" &&
+      by_method[v1::PREDICTION_METHOD_MLP] == 0) {
+    std::fprintf(stderr, "load_test: the server has --models_dir=%s but predicted no "
+                         "operation with the kernel-varying predictor\n",
+                 models_dir.c_str());
+    return 1;
+  }
 
   LoadOptions options;
   options.address = address;
