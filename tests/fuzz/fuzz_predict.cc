@@ -3,6 +3,10 @@
 // the prediction engine) over the bundled GPU database and price catalogs,
 // exactly as the server answers a Predict. The ResNet-50 and small-CNN agent
 // fixtures are uploaded once, so requests by trace id reach the engine too.
+// With HABITAT_FUZZ_MODELS_DIR naming a models directory (the source tree's
+// models/), the backend also loads the kernel-varying predictor, so
+// convolutions, GEMMs, LSTMs and attention go through the MLP as in the
+// server; without it they are carried over unscaled.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +34,12 @@ habitat::PredictionBackend* Backend() {
     // No memo cache: every input is predicted afresh, so a crash does not
     // depend on which inputs ran before it.
     options.cache_entries = 0;
+    options.model_memo_entries = 0;
+    const char* models_dir = std::getenv("HABITAT_FUZZ_MODELS_DIR");
+    if (models_dir != nullptr && *models_dir != '\0') {
+      options.models_dir = models_dir;
+      std::fprintf(stderr, "fuzz_predict: kernel-varying predictor from %s\n", models_dir);
+    }
     auto created = habitat::PredictionBackend::Create(options);
     if (!created.ok()) SetupFailed("PredictionBackend::Create", created.status());
     for (const char* name : {"resnet50_b16_fp32", "smallcnn_b8_fp32"}) {
