@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -13,6 +14,7 @@
 #include "common/status_macros.h"
 #include "common/time_units.h"
 #include "core/predict/host_replay.h"
+#include "core/predict/op_traffic.h"
 #include "core/predict/varying_predictor.h"
 #include "core/scaling/wave_scaling.h"
 #include "core/trace/op_classification.h"
@@ -71,13 +73,33 @@ Nanoseconds ScaleMemory(const MemoryActivity& memory, const DeviceSpec& origin,
 // The measured pass time is scaled by the ratio of predicted to measured
 // device activity, so launch gaps inside an op (when the time comes from
 // CUDA events around a re-run) scale with it rather than vanish.
-ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpec& target) {
+// `estimated_bytes` (kernel-alike ops of traces without counters): the
+// pass's estimated DRAM bytes, shared among its kernels by duration, stand in
+// for counters so that ScaleKernel can tell memory-bound kernels from others.
+// `options` may fix gamma (see PredictOperation).
+ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpec& target,
+                     std::optional<uint64_t> estimated_bytes = std::nullopt,
+                     const ScalingOptions& options = {}) {
   ScaledPass result;
   Nanoseconds measured = 0;
   Nanoseconds predicted = 0;
+  double kernel_total_ns = 0;
+  for (const auto& kernel : pass.kernels()) {
+    kernel_total_ns += static_cast<double>(std::max<Nanoseconds>(kernel.duration_ns(), 0));
+  }
+  v1::Kernel with_estimate;
   for (const auto& kernel : pass.kernels()) {
     measured += kernel.duration_ns();
-    auto scaled = ScaleKernel(kernel, origin, target);
+    const v1::Kernel* input = &kernel;
+    if (estimated_bytes.has_value() && !kernel.has_counters() && kernel_total_ns > 0 &&
+        kernel.duration_ns() > 0) {
+      with_estimate = kernel;
+      with_estimate.mutable_counters()->set_dram_read_bytes(static_cast<uint64_t>(
+          static_cast<double>(*estimated_bytes) * static_cast<double>(kernel.duration_ns()) /
+          kernel_total_ns));
+      input = &with_estimate;
+    }
+    auto scaled = ScaleKernel(*input, origin, target, options);
     if (scaled.ok()) {
       predicted += scaled->predicted_ns;
     } else {
@@ -165,11 +187,17 @@ OperationPrediction PredictOperation(const Operation& op, uint32_t index,
       ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
       (op.has_backward() &&
        ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
-  if (varying && varying_table != nullptr) {
+  // Kernel-varying means "runs other kernels on another architecture". A GPU
+  // that differs only in memory runs the same GEMM/convolution kernels on the
+  // same SMs at the same clock: their work does not change (gamma 0), only
+  // the per-launch fixed part does. Measured on the H100 <-> H200 fixtures
+  // this beats the model trained across architectures (see docs/accuracy.md).
+  const bool same_kernels = varying && SameComputeUnits(origin, target);
+  if (varying && varying_table != nullptr && !same_kernels) {
     PredictVaryingOperation(op, index, origin, target, *varying_table, &out);
     return out;
   }
-  if (varying) {
+  if (varying && !same_kernels) {
     out.set_method(v1::PREDICTION_METHOD_UNSCALED);
     out.set_predicted_forward_ns(out.origin_forward_ns());
     out.set_predicted_backward_ns(out.origin_backward_ns());
@@ -178,9 +206,21 @@ OperationPrediction PredictOperation(const Operation& op, uint32_t index,
                     "trained predictor is available yet; origin time carried over unscaled"));
     return out;
   }
-  ScaledPass forward = ScalePass(op.forward(), origin, target);
+  ScaledPass forward;
   ScaledPass backward;
-  if (op.has_backward()) backward = ScalePass(op.backward(), origin, target);
+  if (same_kernels) {
+    ScalingOptions compute_bound;
+    compute_bound.gamma_override = 0.0;
+    forward = ScalePass(op.forward(), origin, target, std::nullopt, compute_bound);
+    if (op.has_backward()) {
+      backward = ScalePass(op.backward(), origin, target, std::nullopt, compute_bound);
+    }
+  } else {
+    forward = ScalePass(op.forward(), origin, target, EstimatePassDramBytes(op, false));
+    if (op.has_backward()) {
+      backward = ScalePass(op.backward(), origin, target, EstimatePassDramBytes(op, true));
+    }
+  }
   out.set_predicted_forward_ns(forward.predicted_ns);
   out.set_predicted_backward_ns(backward.predicted_ns);
   const bool has_kernels = op.forward().kernels_size() + op.forward().memory_size() +

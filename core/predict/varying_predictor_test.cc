@@ -44,14 +44,14 @@ class VaryingPredictorTest : public ::testing::Test {
 TEST_F(VaryingPredictorTest, ConvolutionsComeFromTheModelAndSayWhetherItKnowsTheGpu) {
   PredictionEngine engine(devices_.get(), nullptr, varying_);
   PredictionQuery query;
-  query.devices = {"H200", "T4", "L4"};
+  query.devices = {"V100-PCIE-32GB", "T4", "L4", "H200"};
   query.include_breakdown = true;
   auto response = engine.Predict(trace_, "", query);
   ASSERT_TRUE(response.ok()) << response.status();
-  // fp32 conv2d was measured on the H200 (ours) and the T4 (NeuSight), never
-  // on an L4.
-  for (const auto& [id, trained] :
-       std::vector<std::pair<std::string, bool>>{{"H200", true}, {"T4", true}, {"L4", false}}) {
+  // fp32 conv2d and linear were measured on the V100 and the T4 (NeuSight),
+  // never on an L4.
+  for (const auto& [id, trained] : std::vector<std::pair<std::string, bool>>{
+           {"V100-PCIE-32GB", true}, {"T4", true}, {"L4", false}}) {
     const auto& prediction = For(*response, id);
     int from_model = 0;
     for (const auto& op : prediction.operations()) {
@@ -72,6 +72,11 @@ TEST_F(VaryingPredictorTest, ConvolutionsComeFromTheModelAndSayWhetherItKnowsThe
       warned = warned || absl::StrContains(w, "outside its training data");
     }
     EXPECT_EQ(warned, !trained) << id;
+  }
+  // The H200 differs from the H100 only in memory: same kernels, so its
+  // convolutions are wave-scaled, not sent to the model.
+  for (const auto& op : For(*response, "H200").operations()) {
+    EXPECT_NE(op.method(), v1::PREDICTION_METHOD_MLP) << op.name();
   }
   // An older, slower GPU takes longer for the same convolutions.
   EXPECT_GT(For(*response, "T4").iteration_ns(), 3 * For(*response, "H200").iteration_ns());

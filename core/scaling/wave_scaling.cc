@@ -204,6 +204,21 @@ absl::StatusOr<int64_t> WaveSize(const Kernel& kernel,
   return int64_t{*blocks_per_sm} * device.sm_count();
 }
 
+bool SameComputeUnits(const DeviceSpec& a, const DeviceSpec& b) {
+  const auto close = [](double x, double y) {
+    return std::abs(x - y) <= 0.005 * std::max(std::abs(x), std::abs(y));
+  };
+  return !a.architecture().empty() && a.architecture() == b.architecture() &&
+         a.compute_capability_major() == b.compute_capability_major() &&
+         a.compute_capability_minor() == b.compute_capability_minor() &&
+         a.sm_count() > 0 && a.sm_count() == b.sm_count() &&
+         a.boost_clock_mhz() == b.boost_clock_mhz() &&
+         close(a.peak_fp32_tflops(), b.peak_fp32_tflops()) &&
+         close(a.peak_tf32_tflops(), b.peak_tf32_tflops()) &&
+         close(a.peak_fp16_tensor_tflops(), b.peak_fp16_tensor_tflops()) &&
+         close(a.peak_bf16_tensor_tflops(), b.peak_bf16_tensor_tflops());
+}
+
 absl::StatusOr<KernelPrediction> PaperWaveScaling(const Kernel& kernel,
                                                   const DeviceSpec& origin,
                                                   const DeviceSpec& target) {
@@ -312,6 +327,9 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
     const double streaming_ns =
         static_cast<double>(DramBytes(kernel)) / co.streaming_bandwidth_gbps;
     gamma = std::min(1.0, streaming_ns / work_o);
+  }
+  if (options.gamma_override.has_value()) {
+    gamma = std::clamp(*options.gamma_override, 0.0, 1.0);
   }
   p.gamma = gamma;
 

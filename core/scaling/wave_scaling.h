@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "habitat/v1/device.pb.h"
@@ -33,6 +34,9 @@ struct ScalingOptions {
   // share of the work that streaming the bytes takes) instead of Eq. 3's
   // arithmetic intensity. Off only to compare the two.
   bool gamma_from_achieved_bandwidth = true;
+  // The caller knows the memory-bound share better than the counters (e.g. 0
+  // for a GEMM run on GPUs of identical compute units); in [0, 1].
+  std::optional<double> gamma_override;
 };
 
 enum class ScalingBranch {
@@ -106,6 +110,13 @@ absl::StatusOr<double> KernelGamma(const habitat::v1::Kernel& kernel,
 absl::StatusOr<int64_t> GridBlocks(const habitat::v1::Kernel& kernel);
 absl::StatusOr<int64_t> WaveSize(const habitat::v1::Kernel& kernel,
                                  const habitat::v1::DeviceSpec& device);
+
+// True when two GPUs differ at most in memory (size, bandwidth, L2): same
+// architecture and compute capability, SM count, boost clock and peak FLOPS
+// (within 0.5 %), e.g. H100 SXM and H200, or A100 40GB and 80GB. cuBLAS and
+// cuDNN choose kernels by architecture and SM count, so such a pair runs the
+// same kernels, and even kernel-varying operations can be wave-scaled.
+bool SameComputeUnits(const habitat::v1::DeviceSpec& a, const habitat::v1::DeviceSpec& b);
 
 // Eq. 2, unchanged from the paper:
 //   T_d = ceil(B/W_d)/ceil(B/W_o) * (D_o W_d / (D_d W_o))^g * (C_o/C_d)^(1-g) * T_o
