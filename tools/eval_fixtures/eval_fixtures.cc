@@ -9,10 +9,12 @@
 // times / sum of measured op times): the per-op ratio carries the
 // prediction, and the measured busy time already accounts for overlap
 // between kernels, which a plain sum of op times would not.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,11 +73,47 @@ int64_t SumOfPasses(const v1::Trace& trace) {
   return total;
 }
 
+// Host CPU time the trace's operations took (profiled, so inflated, but by
+// the same profiler on both machines).
+int64_t SumOfOpCpuTime(const v1::Trace& trace) {
+  int64_t total = 0;
+  for (const auto& op : trace.operations()) total += op.cpu_duration_ns();
+  return total;
+}
+
+// "resnet50_b16_fp32" -> "resnet50".
+std::string ModelOf(const std::string& case_name) {
+  return case_name.substr(0, case_name.find("_b"));
+}
+
+// The target host's speed relative to the origin's, for `name`, estimated
+// from the OTHER models' cases only (median of origin / target host CPU time
+// of the same case): what a user would get by running other workloads (or a
+// CPU benchmark) on both hosts, without looking at the case predicted.
+std::optional<double> HostSpeedFromOtherModels(
+    const std::string& name, const std::map<std::string, int64_t>& origin_cpu,
+    const std::map<std::string, int64_t>& target_cpu) {
+  std::vector<double> ratios;
+  for (const auto& [other, origin_ns] : origin_cpu) {
+    if (ModelOf(other) == ModelOf(name)) continue;
+    auto it = target_cpu.find(other);
+    if (it == target_cpu.end() || it->second <= 0 || origin_ns <= 0) continue;
+    ratios.push_back(static_cast<double>(origin_ns) / static_cast<double>(it->second));
+  }
+  if (ratios.empty()) return std::nullopt;
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  return n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+}
+
 struct WallRow {
   std::string name, direction;
   int64_t origin_wall, target_wall, predicted_wall;
   double target_host_share;
   bool flagged_host_bound;
+  // With the target host's speed estimated from the other models' cases.
+  int64_t predicted_wall_host_speed = 0;
+  double host_speed = 1.0;
 };
 
 struct Errors {
@@ -114,6 +152,18 @@ int Run() {
   std::map<std::string, std::map<std::string, Case>> measured;
   for (const auto& [tag, id] : gpu_ids) {
     measured[tag] = LoadMeasurements(testdata + "/measurements/" + tag + ".json");
+  }
+  // Host CPU time of every fixture, per GPU tag, for the host-speed estimate.
+  std::map<std::string, std::map<std::string, int64_t>> cpu_time;
+  for (const auto& [tag, id] : gpu_ids) {
+    for (const auto& [name, c] : measured[tag]) {
+      auto json = ReadFile(testdata + "/kineto/" + tag + "/" + name + ".json.gz");
+      if (!json.ok()) continue;
+      KinetoImportOptions options;
+      options.batch_size = c.batch;
+      auto trace = ImportKinetoTrace(*json, options);
+      if (trace.ok()) cpu_time[tag][name] = SumOfOpCpuTime(*trace);
+    }
   }
   std::printf("| case | direction | measured origin busy ms | measured target busy ms | "
               "predicted ms | error %% | same-FLOPS error %% | bandwidth-ratio error %% | "
@@ -175,9 +225,22 @@ int Run() {
         }
         errors_by_direction[direction].Add(predicted, same_flops, bandwidth, target_busy);
         if (prediction->wall_ns() > 0) {
-          walls.push_back({name, direction, origin_case.wall_ns, target_it->second.wall_ns,
-                           prediction->wall_ns(), target_it->second.host_share,
-                           prediction->host_bound()});
+          WallRow row{name, direction, origin_case.wall_ns, target_it->second.wall_ns,
+                      prediction->wall_ns(), target_it->second.host_share,
+                      prediction->host_bound()};
+          const std::optional<double> speed =
+              HostSpeedFromOtherModels(name, cpu_time[origin_tag], cpu_time[target_tag]);
+          const std::optional<double> host_scale = HostScaleFor(*trace);
+          if (speed.has_value() && host_scale.has_value()) {
+            auto with_speed = PredictOnDevice(*trace, origin_spec, target_spec,
+                                              *host_scale / *speed,
+                                              varying != nullptr ? &(*tables)[0] : nullptr);
+            if (with_speed.ok() && with_speed->wall_ns() > 0) {
+              row.predicted_wall_host_speed = with_speed->wall_ns();
+              row.host_speed = *speed;
+            }
+          }
+          walls.push_back(row);
         }
         std::printf("| %s | %s | %.2f | %.2f | %.2f | %+.1f | %+.1f | %+.1f | %.0f |\n",
                     name.c_str(), direction.c_str(), origin_case.busy_ns / 1e6,
@@ -198,23 +261,34 @@ int Run() {
   }
   std::printf("\n### Wall time (host model)\n\n| case | direction | measured origin wall ms | "
               "measured target wall ms | target host share %% | predicted wall ms | error %% | "
-              "flagged host-bound |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+              "flagged host-bound | host speed (other models) | predicted wall ms with it | "
+              "error %% |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   std::map<std::string, std::vector<double>> gpu_bound_errors, host_bound_errors;
+  std::map<std::string, std::vector<double>> gpu_bound_speed_errors, host_bound_speed_errors;
   for (const auto& w : walls) {
     const double error = (static_cast<double>(w.predicted_wall) - w.target_wall) / w.target_wall;
-    (w.target_host_share < 0.15 ? gpu_bound_errors : host_bound_errors)[w.direction].push_back(
-        std::abs(error));
-    std::printf("| %s | %s | %.2f | %.2f | %.0f | %.2f | %+.1f | %s |\n", w.name.c_str(),
-                w.direction.c_str(), w.origin_wall / 1e6, w.target_wall / 1e6,
+    const bool gpu_bound = w.target_host_share < 0.15;
+    (gpu_bound ? gpu_bound_errors : host_bound_errors)[w.direction].push_back(std::abs(error));
+    const double speed_error =
+        w.predicted_wall_host_speed > 0
+            ? (static_cast<double>(w.predicted_wall_host_speed) - w.target_wall) / w.target_wall
+            : error;
+    (gpu_bound ? gpu_bound_speed_errors : host_bound_speed_errors)[w.direction].push_back(
+        std::abs(speed_error));
+    std::printf("| %s | %s | %.2f | %.2f | %.0f | %.2f | %+.1f | %s | %.2f | %.2f | %+.1f |\n",
+                w.name.c_str(), w.direction.c_str(), w.origin_wall / 1e6, w.target_wall / 1e6,
                 100.0 * w.target_host_share, w.predicted_wall / 1e6, 100.0 * error,
-                w.flagged_host_bound ? "yes" : "no");
+                w.flagged_host_bound ? "yes" : "no", w.host_speed,
+                w.predicted_wall_host_speed / 1e6, 100.0 * speed_error);
   }
-  std::printf("\n| direction | GPU-bound cases (host share < 15%%) | wall MAPE %% | "
-              "host-bound cases | wall MAPE %% |\n|---|---:|---:|---:|---:|\n");
+  std::printf("\n| direction | GPU-bound cases (host share < 15%%) | wall MAPE %% | with host "
+              "speed %% | host-bound cases | wall MAPE %% | with host speed %% |\n"
+              "|---|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& [direction, errors] : errors_by_direction) {
-    std::printf("| %s | %zu | %.1f | %zu | %.1f |\n", direction.c_str(),
+    std::printf("| %s | %zu | %.1f | %.1f | %zu | %.1f | %.1f |\n", direction.c_str(),
                 gpu_bound_errors[direction].size(), Mean(gpu_bound_errors[direction]),
-                host_bound_errors[direction].size(), Mean(host_bound_errors[direction]));
+                Mean(gpu_bound_speed_errors[direction]), host_bound_errors[direction].size(),
+                Mean(host_bound_errors[direction]), Mean(host_bound_speed_errors[direction]));
   }
   return 0;
 }
