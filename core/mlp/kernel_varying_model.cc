@@ -1,7 +1,5 @@
 #include "core/mlp/kernel_varying_model.h"
 
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -14,10 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "core/mlp/features.h"
 #include "nlohmann/json.hpp"
@@ -43,13 +41,6 @@ absl::StatusOr<std::string> ReadBytes(const std::string& path) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
   return bytes;
-}
-
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
 }
 
 absl::Status ManifestError(const std::string& path, absl::string_view problem) {

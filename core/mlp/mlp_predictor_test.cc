@@ -3,7 +3,6 @@
 // with Python's features() and the exported model), the C++ features and the
 // C++ forward pass must give the same numbers. Also the model's loading
 // errors and its use from many threads.
-#include <openssl/sha.h>
 
 #include <cmath>
 #include <filesystem>
@@ -15,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
+#include "common/sha256.h"
 #include "core/devices/device_database.h"
 #include "core/mlp/features.h"
 #include "core/mlp/kernel_varying_model.h"
@@ -234,14 +234,7 @@ std::string RawBytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::string Sha256Of(const std::string& path) {
-  const std::string bytes = RawBytes(path);
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  std::string hex;
-  for (unsigned char byte : digest) absl::StrAppend(&hex, absl::Hex(byte, absl::kZeroPad2));
-  return hex;
-}
+std::string Sha256Of(const std::string& path) { return Sha256Hex(RawBytes(path)); }
 
 // A copy of the model directory the test may damage.
 class DamagedModelTest : public ::testing::Test {

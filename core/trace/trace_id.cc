@@ -1,10 +1,8 @@
 #include "core/trace/trace_id.h"
 
-#include <openssl/sha.h>
-
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "common/sha256.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -25,16 +23,12 @@ absl::StatusOr<std::string> ComputeTraceId(const habitat::v1::Trace& trace) {
       return absl::InvalidArgumentError("trace cannot be serialised (too large?)");
     }
   }
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  return std::string(kPrefix) +
-         absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest),
-                                                  sizeof(digest)));
+  return std::string(kPrefix) + Sha256Hex(bytes);
 }
 
 bool IsWellFormedTraceId(const std::string& id) {
   const size_t prefix_len = sizeof(kPrefix) - 1;
-  if (id.size() != prefix_len + 2 * SHA256_DIGEST_LENGTH) return false;
+  if (id.size() != prefix_len + 64) return false;  // 64 hex digits
   if (!absl::StartsWith(id, kPrefix)) return false;
   for (size_t i = prefix_len; i < id.size(); ++i) {
     const char c = id[i];
