@@ -43,19 +43,33 @@ std::string CsvLine(const EvalRow& r) {
   };
   const bool p = r.has_prediction;
   const bool baselines = r.same_flops_busy_ns > 0;
-  std::vector<std::string> fields = {
-      Quote(r.case_name), Quote(r.model), absl::StrCat(r.batch), Quote(r.precision),
-      Quote(r.origin), Quote(r.target),
-      ns(true, r.origin_wall_ns), ns(true, r.origin_busy_ns), share(true, r.origin_host_share),
-      ns(r.has_target, r.target_wall_ns), ns(r.has_target, r.target_busy_ns),
-      share(r.has_target, r.target_host_share),
-      ns(r.trace_busy_ns > 0, r.trace_busy_ns), ns(r.origin_op_sum_ns > 0, r.origin_op_sum_ns),
-      ns(p, r.replayed_origin_wall_ns), ns(p, r.replayed_origin_busy_ns),
-      ns(p, r.predicted_wall_ns), ns(p, r.predicted_gpu_busy_ns), ns(p, r.predicted_op_sum_ns),
-      p ? (r.host_bound ? "1" : "0") : "", ns(p, r.predicted_busy_scaled_ns),
-      ns(baselines, r.same_flops_busy_ns), ns(baselines, r.same_flops_wall_ns),
-      ns(baselines, r.bandwidth_busy_ns), ns(baselines, r.bandwidth_wall_ns),
-      Quote(r.trace_id), Quote(r.error)};
+  std::vector<std::string> fields = {Quote(r.case_name),
+                                     Quote(r.model),
+                                     absl::StrCat(r.batch),
+                                     Quote(r.precision),
+                                     Quote(r.origin),
+                                     Quote(r.target),
+                                     ns(true, r.origin_wall_ns),
+                                     ns(true, r.origin_busy_ns),
+                                     share(true, r.origin_host_share),
+                                     ns(r.has_target, r.target_wall_ns),
+                                     ns(r.has_target, r.target_busy_ns),
+                                     share(r.has_target, r.target_host_share),
+                                     ns(r.trace_busy_ns > 0, r.trace_busy_ns),
+                                     ns(r.origin_op_sum_ns > 0, r.origin_op_sum_ns),
+                                     ns(p, r.replayed_origin_wall_ns),
+                                     ns(p, r.replayed_origin_busy_ns),
+                                     ns(p, r.predicted_wall_ns),
+                                     ns(p, r.predicted_gpu_busy_ns),
+                                     ns(p, r.predicted_op_sum_ns),
+                                     p ? (r.host_bound ? "1" : "0") : "",
+                                     ns(p, r.predicted_busy_scaled_ns),
+                                     ns(baselines, r.same_flops_busy_ns),
+                                     ns(baselines, r.same_flops_wall_ns),
+                                     ns(baselines, r.bandwidth_busy_ns),
+                                     ns(baselines, r.bandwidth_wall_ns),
+                                     Quote(r.trace_id),
+                                     Quote(r.error)};
   return absl::StrJoin(fields, ",");
 }
 

@@ -117,8 +117,8 @@ absl::Status Predict(PredictionClient& client, EvalRow& row) {
   request.set_target_host_speed(absl::GetFlag(FLAGS_target_host_speed));
   HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse response, client.Predict(request));
   if (response.origin_device_id() != row.origin) {
-    return absl::InternalError(absl::StrCat("server resolved the origin as \"",
-                                            response.origin_device_id(), "\""));
+    return absl::InternalError(
+        absl::StrCat("server resolved the origin as \"", response.origin_device_id(), "\""));
   }
   const v1::DevicePrediction* on_target = nullptr;
   const v1::DevicePrediction* on_origin = nullptr;
@@ -147,7 +147,8 @@ absl::Status Run() {
   const std::string testdata = absl::GetFlag(FLAGS_testdata);
   HABITAT_ASSIGN_OR_RETURN(std::vector<Gpu> gpus, LoadGpus(absl::GetFlag(FLAGS_gpus), testdata));
   std::set<std::string> wanted;
-  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_cases), ',', absl::SkipEmpty())) {
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_cases), ',', absl::SkipEmpty())) {
     bool known = false;
     for (const Gpu& gpu : gpus) known = known || gpu.cases.count(std::string(name)) > 0;
     if (!known) {
@@ -156,18 +157,17 @@ absl::Status Run() {
     wanted.insert(std::string(name));
   }
 
-  HABITAT_ASSIGN_OR_RETURN(
-      auto server,
-      load_test::ServerProcess::Start(
-          absl::GetFlag(FLAGS_server_binary),
-          {"--store=memory", "--data_dir=" + absl::GetFlag(FLAGS_data_dir),
-           "--models_dir=" + absl::GetFlag(FLAGS_models_dir)},
-          absl::Seconds(absl::GetFlag(FLAGS_server_start_timeout_s))));
+  HABITAT_ASSIGN_OR_RETURN(auto server,
+                           load_test::ServerProcess::Start(
+                               absl::GetFlag(FLAGS_server_binary),
+                               {"--store=memory", "--data_dir=" + absl::GetFlag(FLAGS_data_dir),
+                                "--models_dir=" + absl::GetFlag(FLAGS_models_dir)},
+                               absl::Seconds(absl::GetFlag(FLAGS_server_start_timeout_s))));
   ClientOptions client_options;
   client_options.deadline = absl::Seconds(120);
   HABITAT_ASSIGN_OR_RETURN(
-      auto client, PredictionClient::Connect(absl::StrCat("127.0.0.1:", server->port()),
-                                             client_options));
+      auto client,
+      PredictionClient::Connect(absl::StrCat("127.0.0.1:", server->port()), client_options));
   v1::ListDevicesRequest list;
   list.set_include_test_only(true);
   HABITAT_ASSIGN_OR_RETURN(v1::ListDevicesResponse devices, client->ListDevices(list));
@@ -203,8 +203,7 @@ absl::Status Run() {
         auto o = specs.find(origin.device_id), t = specs.find(target.device_id);
         if (o != specs.end() && t != specs.end()) {
           FillBaselines(o->second.peak_fp32_tflops(), t->second.peak_fp32_tflops(),
-                        o->second.memory_bandwidth_gbps(), t->second.memory_bandwidth_gbps(),
-                        row);
+                        o->second.memory_bandwidth_gbps(), t->second.memory_bandwidth_gbps(), row);
         }
         absl::Status status;
         auto id = Upload(testdata, origin, measured, *client, row);
@@ -215,8 +214,8 @@ absl::Status Run() {
           status = id.status();
         }
         if (!status.ok()) {
-          const std::string what = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
-                                                status.message());
+          const std::string what =
+              absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
           row.error = row.error.empty() ? what : absl::StrCat(row.error, "; ", what);
         }
         if (!row.error.empty()) {

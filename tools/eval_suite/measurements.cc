@@ -16,15 +16,13 @@ using nlohmann::json;
 
 absl::Status FieldError(const std::string& path, size_t index, const char* field,
                         const char* what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, ": cases[", index, "].", field, " ", what));
+  return absl::InvalidArgumentError(absl::StrCat(path, ": cases[", index, "].", field, " ", what));
 }
 
 // The field as T, or an error naming it (json's own exceptions would name
 // neither the file nor the case).
 template <typename T>
-absl::StatusOr<T> Get(const json& item, const std::string& path, size_t index,
-                      const char* field) {
+absl::StatusOr<T> Get(const json& item, const std::string& path, size_t index, const char* field) {
   auto it = item.find(field);
   if (it == item.end()) return FieldError(path, index, field, "is missing");
   if constexpr (std::is_same_v<T, std::string>) {

@@ -16,8 +16,8 @@ namespace habitat {
 namespace eval {
 
 struct MeasuredCase {
-  std::string name;       // "resnet50_b16_fp32": also the fixture's file name
-  std::string model;      // "resnet50"
+  std::string name;   // "resnet50_b16_fp32": also the fixture's file name
+  std::string model;  // "resnet50"
   uint32_t batch = 0;
   std::string precision;  // "fp32" or "bf16" (autocast)
   // Medians: wall time of unprofiled iterations, GPU-busy time (union of

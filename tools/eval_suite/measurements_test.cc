@@ -39,9 +39,9 @@ constexpr char kGood[] =
 absl::Status LoadWith(const std::string& field, const std::string& value) {
   std::string item = kGood;
   const size_t at = item.find("\"" + field + "\": ") + field.size() + 4;
-  item.replace(at, item.find(',', at) == std::string::npos ? std::string::npos
-                                                           : item.find(',', at) - at,
-               value);
+  item.replace(
+      at, item.find(',', at) == std::string::npos ? std::string::npos : item.find(',', at) - at,
+      value);
   return LoadText("{\"cases\": [{" + item + "}]}");
 }
 
