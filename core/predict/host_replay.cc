@@ -88,6 +88,38 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
     return a.launch != b.launch ? a.launch < b.launch : a.start < b.start;
   });
 
+  // Happens-before across streams: work that ended on the origin before an
+  // activity started (on another stream: cuDNN's multi-stream LSTMs, side
+  // streams) is taken to be what it waited for (events), so on the target it
+  // also starts after that work's replayed end. Without this, streams that
+  // were serialised by events replay concurrently and the GPU-busy time
+  // shrinks (GNMT: -28% replaying the origin itself). A Fenwick tree over the
+  // origin end times holds the maximum replayed end per prefix.
+  std::vector<Nanoseconds> origin_ends;
+  origin_ends.reserve(activities.size());
+  for (const auto& a : activities) origin_ends.push_back(a.end);
+  std::sort(origin_ends.begin(), origin_ends.end());
+  std::vector<Nanoseconds> ended_before(origin_ends.size() + 1, 0);
+  auto record_end = [&](Nanoseconds origin_end, Nanoseconds target_end) {
+    size_t i = static_cast<size_t>(
+                   std::lower_bound(origin_ends.begin(), origin_ends.end(), origin_end) -
+                   origin_ends.begin()) +
+               1;
+    for (; i < ended_before.size(); i += i & (~i + 1)) {
+      ended_before[i] = std::max(ended_before[i], target_end);
+    }
+  };
+  // Latest replayed end of the work that ended on the origin at or before
+  // `origin_start` (and was launched earlier: later launches are not known).
+  auto latest_end_before = [&](Nanoseconds origin_start) {
+    size_t i = static_cast<size_t>(
+        std::upper_bound(origin_ends.begin(), origin_ends.end(), origin_start) -
+        origin_ends.begin());
+    Nanoseconds latest = 0;
+    for (; i > 0; i -= i & (~i + 1)) latest = std::max(latest, ended_before[i]);
+    return latest;
+  };
+
   Nanoseconds cpu_shift = 0;  // target CPU time minus origin CPU time
   Nanoseconds origin_gpu_done = 0, target_gpu_done = 0;
   Nanoseconds cpu_end = 0;
@@ -99,8 +131,10 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
     for (; next < activities.size() && activities[next].launch <= cpu_time; ++next) {
       const Activity& a = activities[next];
       Nanoseconds& free = stream_free[a.stream];
-      const Nanoseconds start = std::max(a.launch + cpu_shift, free);
+      const Nanoseconds start =
+          std::max({a.launch + cpu_shift, free, latest_end_before(a.start)});
       free = start + a.duration;
+      record_end(a.end, free);
       spans.emplace_back(start, free);
       target_gpu_done = std::max(target_gpu_done, free);
       origin_gpu_done = std::max(origin_gpu_done, a.end);
