@@ -31,6 +31,8 @@ using nlohmann::json;
 struct Manifest {
   std::vector<std::string> trained_gpus;
   std::array<std::vector<Precision>, kFamilyCount> trained_precisions;
+  // GPU ids whose measurements trained each (family, precision).
+  std::array<std::array<std::vector<std::string>, 2>, kFamilyCount> coverage;
   Nanoseconds min_origin_ns = 0;
   std::string model_sha256;
 };
@@ -118,6 +120,34 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
                                                 precision.status().message()));
       }
       out.push_back(*precision);
+    }
+  }
+  auto coverage = doc.find("coverage");
+  if (coverage == doc.end() || !coverage->is_object()) {
+    return ManifestError(path, "no \"coverage\" object (written by models/export.py); re-export");
+  }
+  for (const auto& [family_name, by_precision] : coverage->items()) {
+    auto family = ParseFamily(family_name);
+    if (!family.ok()) {
+      return ManifestError(path, absl::StrCat("coverage: ", family.status().message()));
+    }
+    if (!by_precision.is_object()) {
+      return ManifestError(path, absl::StrCat("coverage.", family_name, " is not an object"));
+    }
+    for (const auto& [precision_name, gpus] : by_precision.items()) {
+      auto precision = ParsePrecision(precision_name);
+      if (!precision.ok()) {
+        return ManifestError(path, absl::StrCat("coverage.", family_name, ": ",
+                                                precision.status().message()));
+      }
+      auto& ids = impl->coverage[static_cast<size_t>(*family)][static_cast<size_t>(*precision)];
+      for (const json& gpu : gpus) {
+        if (!gpu.is_string()) {
+          return ManifestError(path, absl::StrCat("coverage.", family_name, ".",
+                                                  precision_name, " holds a non-string"));
+        }
+        ids.push_back(gpu.get<std::string>());
+      }
     }
   }
   auto sha = doc.find("model_sha256");
@@ -397,6 +427,13 @@ const std::vector<std::string>& KernelVaryingModel::trained_gpus() const {
 
 const std::vector<Precision>& KernelVaryingModel::trained_precisions(Family family) const {
   return impl_->manifest.trained_precisions[static_cast<size_t>(family)];
+}
+
+bool KernelVaryingModel::TrainedOn(Family family, Precision precision,
+                                   absl::string_view gpu_id) const {
+  const auto& ids =
+      impl_->manifest.coverage[static_cast<size_t>(family)][static_cast<size_t>(precision)];
+  return std::find(ids.begin(), ids.end(), gpu_id) != ids.end();
 }
 
 Nanoseconds KernelVaryingModel::min_origin_ns() const { return impl_->manifest.min_origin_ns; }

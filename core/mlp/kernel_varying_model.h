@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/time_units.h"
 #include "core/mlp/op_config.h"
 
@@ -43,6 +44,9 @@ class KernelVaryingModel {
   const std::vector<std::string>& trained_gpus() const;
   // Precisions the family was trained in (empty if none).
   const std::vector<Precision>& trained_precisions(Family family) const;
+  // Whether measurements on `gpu_id` trained this family in this precision
+  // (the manifest's "coverage").
+  bool TrainedOn(Family family, Precision precision, absl::string_view gpu_id) const;
   // Passes shorter than this were not trained on (launch-bound timings).
   Nanoseconds min_origin_ns() const;
   // Hex sha256 of model.pt, for logs and cache keys.

@@ -305,6 +305,28 @@ TEST_F(DamagedModelTest, UnknownFamilyOrPrecision) {
   EXPECT_THAT(Load().message(), HasSubstr("trained_precisions.linear: unknown precision"));
 }
 
+TEST_F(DamagedModelTest, CoverageMissingOrMalformed) {
+  manifest_["coverage"]["linear"]["fp8"] = {"H100-SXM"};
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("coverage.linear: unknown precision"));
+  manifest_["coverage"]["linear"].erase("fp8");
+  manifest_["coverage"]["linear"]["fp32"] = {7};
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("coverage.linear.fp32 holds a non-string"));
+  manifest_.erase("coverage");
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("no \"coverage\" object"));
+}
+
+TEST(KernelVaryingModelCoverage, TrainedOnFollowsTheManifest) {
+  // models/kernel_varying/manifest.json: fp32 conv2d on the T4 (NeuSight),
+  // bf16 conv2d only on the H100 and H200.
+  EXPECT_TRUE(Model().TrainedOn(Family::kConv2d, Precision::kFp32, "T4"));
+  EXPECT_TRUE(Model().TrainedOn(Family::kConv2d, Precision::kBf16, "H200"));
+  EXPECT_FALSE(Model().TrainedOn(Family::kConv2d, Precision::kBf16, "T4"));
+  EXPECT_FALSE(Model().TrainedOn(Family::kLinear, Precision::kFp32, "L4"));
+}
+
 TEST_F(DamagedModelTest, ModelFromAnotherRun) {
   std::string text = *ReadFile((dir_ / "model.json.gz").string());
   text.replace(text.find("\"mean\":[") + 8, 1, "9");

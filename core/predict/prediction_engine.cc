@@ -87,19 +87,16 @@ ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpe
   for (const auto& kernel : pass.kernels()) {
     kernel_total_ns += static_cast<double>(std::max<Nanoseconds>(kernel.duration_ns(), 0));
   }
-  v1::Kernel with_estimate;
+  ScalingOptions kernel_options = options;
   for (const auto& kernel : pass.kernels()) {
     measured += kernel.duration_ns();
-    const v1::Kernel* input = &kernel;
-    if (estimated_bytes.has_value() && !kernel.has_counters() && kernel_total_ns > 0 &&
-        kernel.duration_ns() > 0) {
-      with_estimate = kernel;
-      with_estimate.mutable_counters()->set_dram_read_bytes(static_cast<uint64_t>(
+    kernel_options.estimated_dram_bytes.reset();
+    if (estimated_bytes.has_value() && kernel_total_ns > 0 && kernel.duration_ns() > 0) {
+      kernel_options.estimated_dram_bytes = static_cast<uint64_t>(
           static_cast<double>(*estimated_bytes) * static_cast<double>(kernel.duration_ns()) /
-          kernel_total_ns));
-      input = &with_estimate;
+          kernel_total_ns);
     }
-    auto scaled = ScaleKernel(*input, origin, target, options);
+    auto scaled = ScaleKernel(kernel, origin, target, kernel_options);
     if (scaled.ok()) {
       predicted += scaled->predicted_ns;
     } else {

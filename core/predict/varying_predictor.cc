@@ -6,11 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_io.h"
-#include "nlohmann/json.hpp"
 #include "common/status_macros.h"
 #include "core/mlp/features.h"
 #include "core/mlp/op_signature.h"
+#include "core/scaling/wave_scaling.h"
 #include "core/trace/op_classification.h"
 
 namespace habitat {
@@ -29,6 +28,12 @@ struct Group {
   Nanoseconds feature_origin_ns = 0;
 };
 
+// The origin is measured, and a GPU with the same compute units runs the
+// same kernels (the engine wave-scales them): neither needs the model.
+bool ModelPredicts(const v1::DeviceSpec& origin, const v1::DeviceSpec& target) {
+  return target.id() != origin.id() && !SameComputeUnits(origin, target);
+}
+
 std::string GroupKey(const mlp::OpSignature& signature, bool backward) {
   return absl::StrCat(mlp::FamilyName(signature.family), "|",
                       absl::StrJoin(signature.config, ","), "|",
@@ -41,57 +46,18 @@ Nanoseconds Median(std::vector<Nanoseconds> values) {
   return values[values.size() / 2];
 }
 
-bool Contains(const std::vector<std::string>& ids, const std::string& id) {
-  return std::find(ids.begin(), ids.end(), id) != ids.end();
-}
-
-std::string CoverageKey(mlp::Family family, mlp::Precision precision) {
-  return absl::StrCat(mlp::FamilyName(family), "|", mlp::PrecisionName(precision));
-}
-
-absl::StatusOr<TrainingCoverage> ReadCoverage(const std::string& manifest_path) {
-  HABITAT_ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
-  const auto manifest = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const auto it = manifest.is_object() ? manifest.find("coverage") : manifest.end();
-  if (it == manifest.end() || !it->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        manifest_path, ": no \"coverage\" object (written by models/export.py); re-export"));
-  }
-  TrainingCoverage coverage;
-  for (const auto& [family, by_precision] : it->items()) {
-    if (!by_precision.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(manifest_path, ": coverage.", family, " is not an object"));
-    }
-    for (const auto& [precision, gpus] : by_precision.items()) {
-      std::vector<std::string>& ids = coverage[absl::StrCat(family, "|", precision)];
-      for (const auto& gpu : gpus) {
-        if (!gpu.is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              manifest_path, ": coverage.", family, ".", precision, " holds a non-string"));
-        }
-        ids.push_back(gpu.get<std::string>());
-      }
-    }
-  }
-  return coverage;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<VaryingPredictor>> VaryingPredictor::Load(
     const std::string& model_dir, size_t memo_entries) {
   HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<mlp::KernelVaryingModel> model,
                            mlp::KernelVaryingModel::Load(model_dir));
-  HABITAT_ASSIGN_OR_RETURN(TrainingCoverage coverage,
-                           ReadCoverage(absl::StrCat(model_dir, "/manifest.json")));
-  return std::make_unique<VaryingPredictor>(std::move(model), std::move(coverage),
-                                            memo_entries);
+  return std::make_unique<VaryingPredictor>(std::move(model), memo_entries);
 }
 
 VaryingPredictor::VaryingPredictor(std::shared_ptr<const mlp::KernelVaryingModel> model,
-                                   TrainingCoverage coverage, size_t memo_entries)
-    : model_(std::move(model)), coverage_(std::move(coverage)), memo_entries_(memo_entries) {}
+                                   size_t memo_entries)
+    : model_(std::move(model)), memo_entries_(memo_entries) {}
 
 int64_t VaryingPredictor::memo_hits() const {
   absl::MutexLock lock(&mu_);
@@ -143,7 +109,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   {
     absl::MutexLock lock(&mu_);
     for (size_t t = 0; t < targets.size(); ++t) {
-      if (targets[t]->id() == origin.id()) continue;
+      if (!ModelPredicts(origin, *targets[t])) continue;
       for (size_t g = 0; g < groups.size(); ++g) {
         std::string memo_key = absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|",
                                             origin.id(), "|", targets[t]->id());
@@ -182,13 +148,11 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   // 3. Apply each group's ratio to its passes.
   std::vector<VaryingPassTable> tables(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
-    if (targets[t]->id() == origin.id()) continue;
+    if (!ModelPredicts(origin, *targets[t])) continue;
     for (size_t g = 0; g < groups.size(); ++g) {
       const Group& group = groups[g];
-      auto covered =
-          coverage_.find(CoverageKey(group.signature.family, group.signature.precision));
-      const bool trained =
-          covered != coverage_.end() && Contains(covered->second, targets[t]->id());
+      const bool trained = model_->TrainedOn(group.signature.family, group.signature.precision,
+                                             targets[t]->id());
       const double ratio = std::exp2(log2_ratio[t][g]);
       for (const auto& pass : group.passes) {
         const double predicted = static_cast<double>(pass.time_ns) * ratio;

@@ -31,9 +31,6 @@ using VaryingPassTable = absl::flat_hash_map<int, VaryingPassPrediction>;
 
 inline int VaryingPassKey(int op_index, bool backward) { return 2 * op_index + (backward ? 1 : 0); }
 
-// GPU ids whose measurements trained the model, per "family|precision".
-using TrainingCoverage = absl::flat_hash_map<std::string, std::vector<std::string>>;
-
 class VaryingPredictor {
  public:
   // Loads `model_dir` (models/kernel_varying: model.pt, manifest.json with
@@ -41,8 +38,7 @@ class VaryingPredictor {
   // model outputs per (op signature, pass, origin time, origin GPU, target).
   static absl::StatusOr<std::unique_ptr<VaryingPredictor>> Load(const std::string& model_dir,
                                                                 size_t memo_entries);
-  VaryingPredictor(std::shared_ptr<const mlp::KernelVaryingModel> model,
-                   TrainingCoverage coverage, size_t memo_entries);
+  VaryingPredictor(std::shared_ptr<const mlp::KernelVaryingModel> model, size_t memo_entries);
 
   // One table per target, in order. Identical signatures within the trace
   // (e.g. the same layer repeated) are evaluated once, at the median of
@@ -58,7 +54,6 @@ class VaryingPredictor {
 
  private:
   std::shared_ptr<const mlp::KernelVaryingModel> model_;
-  const TrainingCoverage coverage_;
   const size_t memo_entries_;
   mutable absl::Mutex mu_;
   mutable absl::flat_hash_map<std::string, double> memo_ ABSL_GUARDED_BY(mu_);

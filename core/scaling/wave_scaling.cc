@@ -322,10 +322,11 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
   // takes. A kernel that moves little data for its time (batch norm on small
   // tensors, pooling, latency-bound kernels) is not sped up by a faster
   // memory, whatever its FLOP intensity (see docs/kernel_alike_accuracy.md).
+  const uint64_t known_bytes = kernel.has_counters() ? DramBytes(kernel)
+                                                     : options.estimated_dram_bytes.value_or(0);
   if (options.gamma_from_achieved_bandwidth && p.branch == ScalingBranch::kWorkScaled &&
-      kernel.has_counters() && DramBytes(kernel) > 0 && work_o > 0) {
-    const double streaming_ns =
-        static_cast<double>(DramBytes(kernel)) / co.streaming_bandwidth_gbps;
+      known_bytes > 0 && work_o > 0) {
+    const double streaming_ns = static_cast<double>(known_bytes) / co.streaming_bandwidth_gbps;
     gamma = std::min(1.0, streaming_ns / work_o);
   }
   if (options.gamma_override.has_value()) {

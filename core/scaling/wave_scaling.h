@@ -37,6 +37,10 @@ struct ScalingOptions {
   // The caller knows the memory-bound share better than the counters (e.g. 0
   // for a GEMM run on GPUs of identical compute units); in [0, 1].
   std::optional<double> gamma_override;
+  // DRAM bytes of a kernel without counters, estimated by the caller (e.g.
+  // from the operation's tensor sizes); used like counted bytes for gamma
+  // from the achieved bandwidth. Ignored when the kernel has counters.
+  std::optional<uint64_t> estimated_dram_bytes;
 };
 
 enum class ScalingBranch {

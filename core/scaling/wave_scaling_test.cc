@@ -187,7 +187,12 @@ struct HostPair {
     slow.set_op_latency_floor_ns(30000);
   }
 };
-constexpr ScalingOptions kHostTimed{TimeBasis::kHostTimedOp};
+ScalingOptions HostTimedOptions() {
+  ScalingOptions options;
+  options.basis = TimeBasis::kHostTimedOp;
+  return options;
+}
+const ScalingOptions kHostTimed = HostTimedOptions();
 
 TEST(ScaleKernelTest, HostFloorCarriesOverScaled) {
   // T_o = 26500 on the fast GPU, 1.2 MB of DRAM traffic: work_o = 11500 but
@@ -273,6 +278,14 @@ TEST(ScaleKernelTest, GammaFromAchievedBandwidth) {
   o.set_streaming_bandwidth_gbps(800);
   d.set_streaming_bandwidth_gbps(1600);
   auto p = ScaleKernel(k, o, d);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->gamma, 0.5);
+  EXPECT_EQ(p->predicted_ns, 69955);
+  // The same bytes estimated by the caller for a kernel without counters.
+  auto uncounted = MakeKernel(640, 100001);
+  ScalingOptions estimated;
+  estimated.estimated_dram_bytes = 40000000;
+  p = ScaleKernel(uncounted, o, d, estimated);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_DOUBLE_EQ(p->gamma, 0.5);
   EXPECT_EQ(p->predicted_ns, 69955);

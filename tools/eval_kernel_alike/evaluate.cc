@@ -32,7 +32,8 @@ absl::StatusOr<Report> Evaluate(
     const std::map<std::string, habitat::v1::DeviceSpec>& devices,
     const std::vector<std::string>& device_ids, TimeBasis basis) {
   Report report;
-  const ScalingOptions options{basis};
+  ScalingOptions options;
+  options.basis = basis;
   const bool kernel = basis == TimeBasis::kKernelDuration;
   auto time_ms = [kernel](const Measurement& m) {
     return kernel ? m.kernel_duration_ms : m.latency_ms;
