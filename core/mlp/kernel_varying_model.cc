@@ -163,7 +163,7 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
 // from starting): normalise the context features, dense layers with ReLU
 // between them, then either the single output ("free") or the weighted sum
 // of the target-minus-origin spec differences ("structured"). float32 like
-// the trained model; the parity test holds it to the exported TorchScript's
+// the trained model; the parity test holds it to the exported model's
 // outputs.
 // acc[b][r] += w[c * rows + r] * h[b][c] over all c, for a block of `batch`
 // rows at once: one dense layer, transposed weights. A block reuses each

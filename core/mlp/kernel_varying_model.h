@@ -1,9 +1,8 @@
 // The trained kernel-varying predictor (models/kernel_varying/, written by
-// models/train.py): a TorchScript MLP from the features of features.h to
-// log2(target pass time / origin pass time), and its manifest.
-//
-// LibTorch stays inside kernel_varying_model.cc, so code that includes this
-// header compiles without Torch's headers.
+// models/train.py, exported by models/export.py): an MLP from the features of
+// features.h to log2(target pass time / origin pass time), and its manifest.
+// The server evaluates the exported weights (model.json.gz) with its own
+// forward pass, not LibTorch (see kernel_varying_model.cc for why).
 #pragma once
 
 #include <cstddef>
@@ -21,12 +20,10 @@ namespace mlp {
 
 class KernelVaryingModel {
  public:
-  // Reads `model_dir`/manifest.json and `model_dir`/model.pt. Checks the
-  // model file's sha256 against the manifest, and the manifest's feature
-  // version, feature names and families against features.h; runs one
-  // forward pass to check the model's input and output shapes. Errors name
-  // the file. Sets LibTorch's intra-op threads to 1 (process-wide, once):
-  // the server runs requests in parallel, not one request's small batch.
+  // Reads `model_dir`/manifest.json and `model_dir`/model.json.gz. Checks
+  // the model file's sha256 against the manifest, the manifest's feature
+  // version, feature names, families and coverage against features.h, and
+  // that the layers map the features to the outputs. Errors name the file.
   static absl::StatusOr<std::unique_ptr<KernelVaryingModel>> Load(const std::string& model_dir);
 
   ~KernelVaryingModel();
@@ -36,7 +33,7 @@ class KernelVaryingModel {
   // One batched forward pass over `rows` rows of kFeatureCount features,
   // row-major. Returns one log2(target/origin) per row. Thread-safe; never
   // throws: INVALID_ARGUMENT for a wrong size or a non-finite feature,
-  // INTERNAL for a LibTorch failure or a non-finite output.
+  // INTERNAL for a non-finite output.
   absl::StatusOr<std::vector<double>> PredictLog2Ratios(const std::vector<float>& rows_flat,
                                                         size_t rows) const;
 
@@ -49,7 +46,7 @@ class KernelVaryingModel {
   bool TrainedOn(Family family, Precision precision, absl::string_view gpu_id) const;
   // Passes shorter than this were not trained on (launch-bound timings).
   Nanoseconds min_origin_ns() const;
-  // Hex sha256 of model.pt, for logs and cache keys.
+  // Hex sha256 of model.json.gz, for logs and cache keys.
   const std::string& model_sha256() const;
 
  private:

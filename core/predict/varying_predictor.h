@@ -33,8 +33,8 @@ inline int VaryingPassKey(int op_index, bool backward) { return 2 * op_index + (
 
 class VaryingPredictor {
  public:
-  // Loads `model_dir` (models/kernel_varying: model.pt, manifest.json with
-  // its "coverage"); errors name the file. `memo_entries` bounds the memo of
+  // Loads `model_dir` (models/kernel_varying: model.json.gz, manifest.json
+  // with its "coverage"); errors name the file. `memo_entries` bounds the memo of
   // model outputs per (op signature, pass, origin time, origin GPU, target).
   static absl::StatusOr<std::unique_ptr<VaryingPredictor>> Load(const std::string& model_dir,
                                                                 size_t memo_entries);
