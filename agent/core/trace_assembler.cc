@@ -437,6 +437,31 @@ int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>> intervals) {
   return total;
 }
 
+Status BusyPerWindow(const ActivityRecords& activities,
+                     const std::vector<int64_t>& boundaries,
+                     std::vector<int64_t>* busy_ns) {
+  busy_ns->clear();
+  for (size_t i = 1; i < boundaries.size(); ++i) {
+    if (boundaries[i] <= boundaries[i - 1]) {
+      return InvalidArgumentError("window boundary " + std::to_string(i) +
+                                  " (" + std::to_string(boundaries[i]) +
+                                  " ns) is not after the one before it");
+    }
+  }
+  if (boundaries.size() < 2) return Status::Ok();
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> spans(boundaries.size() - 1);
+  auto place = [&](int64_t start, int64_t end) {
+    // The window whose [begin, end) holds the start; outside all: dropped.
+    auto it = std::upper_bound(boundaries.begin(), boundaries.end(), start);
+    if (it == boundaries.begin() || it == boundaries.end()) return;
+    spans[static_cast<size_t>(it - boundaries.begin()) - 1].emplace_back(start, end);
+  };
+  for (const KernelRecord& k : activities.kernels) place(k.start_ns, k.end_ns);
+  for (const MemoryRecord& m : activities.memory) place(m.start_ns, m.end_ns);
+  for (auto& s : spans) busy_ns->push_back(UnionLength(std::move(s)));
+  return Status::Ok();
+}
+
 Status AssembleTrace(const std::vector<OpEvent>& ops,
                      ActivityRecords activities,
                      const AssemblyOptions& options, Trace* out) {

@@ -65,5 +65,15 @@ Status AssembleTrace(const std::vector<OpEvent>& ops,
 // Length of the union of [start, end) intervals.
 int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>> intervals);
 
+// GPU-busy time of consecutive windows [boundaries[i], boundaries[i+1]):
+// the union of the kernel and memory intervals that start in each window.
+// For timing many iterations in one tracked region, each ended by a device
+// synchronisation and a boundary taken after it, so an activity never spans
+// two windows. Returns boundaries.size() - 1 values (none for fewer than 2
+// boundaries); INVALID_ARGUMENT when the boundaries are not increasing.
+Status BusyPerWindow(const ActivityRecords& activities,
+                     const std::vector<int64_t>& boundaries,
+                     std::vector<int64_t>* busy_ns);
+
 }  // namespace agent
 }  // namespace habitat

@@ -414,6 +414,31 @@ TEST(UnionLengthTest, MergesOverlapsAndTouchingIntervals) {
   EXPECT_EQ(UnionLength({{0, 0}, {3, 3}}), 0);
 }
 
+TEST(BusyPerWindowTest, UnionOfTheActivitiesStartingInEachWindow) {
+  ActivityRecords r;
+  KernelRecord k;
+  for (auto [start, end] : std::vector<std::pair<int64_t, int64_t>>{
+           {105, 120}, {110, 130}, {210, 215}, {90, 99}, {400, 410}}) {
+    k.start_ns = start;
+    k.end_ns = end;
+    r.kernels.push_back(k);
+  }
+  MemoryRecord m;
+  m.start_ns = 220;
+  m.end_ns = 230;
+  r.memory.push_back(m);
+  std::vector<int64_t> busy;
+  ASSERT_TRUE(BusyPerWindow(r, {100, 200, 300}, &busy).ok());
+  // [105,130) in the first; [210,215) + [220,230) in the second; the
+  // records before the first and after the last boundary are outside.
+  EXPECT_EQ(busy, (std::vector<int64_t>{25, 15}));
+  ASSERT_TRUE(BusyPerWindow(r, {100}, &busy).ok());
+  EXPECT_TRUE(busy.empty());
+  const Status st = BusyPerWindow(r, {100, 300, 200}, &busy);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("boundary 2"), std::string::npos);
+}
+
 TEST(ResolveLaunchesTest, EarliestApiCallAndExternalId) {
   ActivityRecords r;
   KernelRecord k;

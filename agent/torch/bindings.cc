@@ -274,6 +274,16 @@ class PyTracker {
     return out;
   }
 
+  int64_t NowNs() const { return tracker_->NowNs(); }
+
+  // GPU-busy time per window of the last region (BusyPerWindow), with
+  // boundaries taken by now_ns() after device synchronisations.
+  std::vector<int64_t> BusyPerWindow(const std::vector<int64_t>& boundaries) const {
+    std::vector<int64_t> busy;
+    ThrowIfError(habitat::agent::BusyPerWindow(tracker_->activities(), boundaries, &busy));
+    return busy;
+  }
+
   py::dict ActivityCounts() const {
     const ActivityRecords& a = tracker_->activities();
     py::dict d;
@@ -373,5 +383,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("collect_counters", &PyTracker::CollectCounters, py::arg("step"),
            py::arg("fraction") = 0.995)
       .def("kernel_counters", &PyTracker::KernelCounterList)
-      .def("activity_counts", &PyTracker::ActivityCounts);
+      .def("activity_counts", &PyTracker::ActivityCounts)
+      .def("now_ns", &PyTracker::NowNs)
+      .def("busy_per_window", &PyTracker::BusyPerWindow, py::arg("boundaries"));
 }

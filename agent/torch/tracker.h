@@ -48,6 +48,8 @@ class Tracker {
   const ActivityRecords& activities() const { return activities_; }
   int64_t window_start_ns() const { return window_start_ns_; }
   int64_t window_end_ns() const { return window_end_ns_; }
+  // The kernel source's clock, which the activity records use.
+  int64_t NowNs() const { return source_->NowNs(); }
 
  private:
   std::shared_ptr<KernelSource> source_;

@@ -11,7 +11,9 @@
 Then predict with the CLI: `habitat predict resnet50.trace`.
 """
 
-from habitat.tracker import OperationTracker, Trace, TrackingError, time_iteration
+from habitat.tracker import (OperationTracker, Trace, TrackingError, measure_gpu_busy,
+                             time_iteration)
 
-__all__ = ["OperationTracker", "Trace", "TrackingError", "time_iteration"]
+__all__ = ["OperationTracker", "Trace", "TrackingError", "measure_gpu_busy",
+           "time_iteration"]
 __version__ = "0.1.0"

@@ -89,9 +89,46 @@ def time_iteration(step, repetitions: int = 30, warmup: int = 3) -> int:
         end.record()
         end.synchronize()
         times.append(int(start.elapsed_time(end) * 1e6))
-    times.sort()
-    mid = len(times) // 2
-    return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) // 2
+    return _median(times)
+
+
+def _median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) // 2
+
+
+def measure_gpu_busy(step, repetitions: int = 30, warmup: int = 3) -> dict:
+    """GPU-busy time of `step()` (the union of its kernel, memcpy and memset
+    intervals, in ns) for each of `repetitions` calls, from one CUPTI region
+    with a device synchronisation after every call. Inputs are not recorded,
+    so the host slows down less than under track(); GPU durations are what
+    CUPTI measures either way. Returns {"median_ns", "busy_ns": [...]}.
+    """
+    if repetitions < 1:
+        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    impl = _C.Tracker("cupti", False)
+    try:
+        impl.start()
+    except RuntimeError as e:
+        raise TrackingError(str(e)) from None
+    boundaries = []
+    try:
+        torch.cuda.synchronize()
+        boundaries.append(impl.now_ns())
+        for _ in range(repetitions):
+            step()
+            torch.cuda.synchronize()
+            boundaries.append(impl.now_ns())
+    finally:
+        warnings = impl.stop()
+    for w in warnings:
+        print(f"habitat: warning: {w}", file=sys.stderr)
+    busy = impl.busy_per_window(boundaries)
+    return {"median_ns": _median(busy), "busy_ns": busy}
 
 
 class Trace:
