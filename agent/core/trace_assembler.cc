@@ -40,6 +40,7 @@ class Assembler {
 
  private:
   Status IndexOps();
+  Status CheckRerunTimes() const;
   void FindBackwardNodes();
   void LinkBackwards();
   void PlaceActivities();
@@ -71,6 +72,7 @@ class Assembler {
   int orphans_ = 0;
   int outside_window_ = 0;
   int clamped_ = 0;
+  int rerun_matched_ = 0;
 };
 
 Status Assembler::IndexOps() {
@@ -123,6 +125,20 @@ Status Assembler::IndexOps() {
     return std::make_pair(ops_[a].start_ns, ops_[a].id) <
            std::make_pair(ops_[b].start_ns, ops_[b].id);
   });
+  return Status::Ok();
+}
+
+Status Assembler::CheckRerunTimes() const {
+  for (const auto& [id, t] : opt_.rerun_times) {
+    if (t.forward_ns >= 0 && t.backward_ns >= 0) continue;
+    auto it = by_id_.find(id);
+    const std::string name =
+        it == by_id_.end() ? "" : " (\"" + ops_[it->second].name + "\")";
+    return InvalidArgumentError(
+        "rerun time of op event id " + std::to_string(id) + name +
+        ": times must be >= 0, got forward_ns " + std::to_string(t.forward_ns) +
+        ", backward_ns " + std::to_string(t.backward_ns));
+  }
   return Status::Ok();
 }
 
@@ -303,6 +319,14 @@ void Assembler::BuildOperations(Trace* out) {
       o.sequence_number = node.sequence_number;
       o.backward = std::move(b);
     }
+    auto rerun = opt_.rerun_times.find(e.id);
+    if (rerun != opt_.rerun_times.end()) {
+      ++rerun_matched_;
+      o.forward.rerun_time_ns = rerun->second.forward_ns;
+      if (o.backward.has_value()) {
+        o.backward->rerun_time_ns = rerun->second.backward_ns;
+      }
+    }
     out->operations.push_back(std::move(o));
   }
 }
@@ -363,6 +387,11 @@ void Assembler::FillTraceLevel(Trace* out) {
   meta["agent.clamped_gpu_starts"] = std::to_string(clamped_);
   meta["agent.orphan_op_events"] = std::to_string(orphans_);
   meta["agent.dropped_records"] = std::to_string(act_.dropped_records);
+  if (!opt_.rerun_times.empty()) {
+    meta["agent.rerun_operations"] = std::to_string(rerun_matched_);
+    meta["agent.rerun_unmatched"] =
+        std::to_string(opt_.rerun_times.size() - rerun_matched_);
+  }
 }
 
 Status Assembler::Run(Trace* out) {
@@ -390,6 +419,7 @@ Status Assembler::Run(Trace* out) {
     }
   }
   HABITAT_AGENT_RETURN_IF_ERROR(IndexOps());
+  HABITAT_AGENT_RETURN_IF_ERROR(CheckRerunTimes());
   ResolveLaunches(&act_);
   PlaceActivities();
   if (placed_.empty()) {

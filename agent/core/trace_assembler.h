@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@
 
 namespace habitat {
 namespace agent {
+
+// One operation re-run alone with its recorded inputs (habitat.rerun):
+// median times of its forward and backward, CUDA events, ns.
+struct RerunTime {
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;  // 0: not measured
+};
 
 struct AssemblyOptions {
   std::string model_name;
@@ -53,6 +61,11 @@ struct AssemblyOptions {
   // (recording slows the host, so the window overstates the wall time).
   // The window's length is kept in metadata "agent.tracked_wall_ns".
   int64_t iteration_wall_override_ns = 0;
+  // Keyed by the OpEvent id of a top-level forward op: set as the
+  // rerun_time_ns of the Operation it becomes (backward only when that has
+  // a backward pass). Other ids are counted in metadata
+  // "agent.rerun_unmatched"; negative times are INVALID_ARGUMENT.
+  std::map<uint64_t, RerunTime> rerun_times;
 };
 
 // INVALID_ARGUMENT (naming the op event or record) for inconsistent input;

@@ -215,6 +215,55 @@ TEST_F(IterationTest, WallTimeCanBeOverriddenByAnUntrackedTiming) {
   EXPECT_NE(st.message().find("iteration_wall_override_ns"), std::string::npos);
 }
 
+uint64_t IdOf(const std::vector<OpEvent>& ops, const std::string& name) {
+  for (const OpEvent& e : ops) {
+    if (e.name == name) return e.id;
+  }
+  ADD_FAILURE() << "no op event " << name;
+  return 0;
+}
+
+TEST_F(IterationTest, RerunTimesAttachToTheOperationOfTheirForwardOp) {
+  EXPECT_EQ(trace_.metadata.count("agent.rerun_operations"), 0u);
+  AssemblyOptions o = Window(W, W + 10000);
+  o.rerun_times[IdOf(ops_, "aten::conv2d")] = {2100, 1500};
+  o.rerun_times[IdOf(ops_, "aten::add")] = {90, 70};  // add has no backward
+  // A nested op and a backward node are not operations' forward ops.
+  o.rerun_times[IdOf(ops_, "aten::convolution")] = {5, 5};
+  o.rerun_times[IdOf(ops_, "ReluBackward0")] = {6, 6};
+  Trace t;
+  const Status st = AssembleTrace(ops_, records_, o, &t);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(t.operations.size(), 4u);
+  const Operation& conv = t.operations[0];
+  EXPECT_EQ(conv.forward.rerun_time_ns, 2100);
+  ASSERT_TRUE(conv.backward.has_value());
+  EXPECT_EQ(conv.backward->rerun_time_ns, 1500);
+  EXPECT_EQ(conv.forward.time_ns, 2000);  // CUPTI times stay as they were
+  EXPECT_EQ(conv.backward->time_ns, 1400);
+  const Operation& relu = t.operations[1];
+  EXPECT_EQ(relu.forward.rerun_time_ns, 0);
+  EXPECT_EQ(relu.backward->rerun_time_ns, 0);
+  const Operation& add = t.operations[2];
+  EXPECT_EQ(add.forward.rerun_time_ns, 90);
+  EXPECT_FALSE(add.backward.has_value());
+  EXPECT_EQ(t.operations[3].backward->rerun_time_ns, 0);  // AccumulateGrad
+  EXPECT_EQ(t.metadata.at("agent.rerun_operations"), "2");
+  EXPECT_EQ(t.metadata.at("agent.rerun_unmatched"), "2");
+}
+
+TEST_F(IterationTest, NegativeRerunTimeIsRejectedNamingTheOp) {
+  AssemblyOptions o = Window(W, W + 10000);
+  o.rerun_times[IdOf(ops_, "aten::relu")] = {10, -3};
+  Trace t;
+  const Status st = AssembleTrace(ops_, records_, o, &t);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("(\"aten::relu\")"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("backward_ns -3"), std::string::npos)
+      << st.message();
+}
+
 TEST_F(IterationTest, SynchronisationsAreHostEvents) {
   ASSERT_EQ(trace_.host_events.size(), 1u);
   EXPECT_EQ(trace_.host_events[0].name, "cudaDeviceSynchronize");

@@ -125,6 +125,7 @@ struct Pass {
   std::vector<Kernel> kernels;
   std::vector<MemoryActivity> memory;
   std::string recorded_name;
+  int64_t rerun_time_ns = 0;
 };
 
 struct Operation {

@@ -166,6 +166,7 @@ Writer WritePass(const Pass& p) {
   for (const Kernel& k : p.kernels) w.Message(2, WriteKernel(k));
   for (const MemoryActivity& m : p.memory) w.Message(3, WriteMemory(m));
   w.String(4, p.recorded_name);
+  w.I64(5, p.rerun_time_ns);
   return w;
 }
 

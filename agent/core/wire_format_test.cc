@@ -112,10 +112,12 @@ Trace FullTrace() {
   mem.stream = 9;
   conv.forward.memory = {mem};
   conv.forward.recorded_name = "aten::conv2d";
+  conv.forward.rerun_time_ns = int64_t{1} << 35;  // a multi-byte varint
   Pass backward;
   backward.time_ns = 999;
   backward.kernels = {FullKernel("bwd", 300)};
   backward.recorded_name = "ConvolutionBackward0";
+  backward.rerun_time_ns = 1;
   conv.backward = backward;
   conv.sequence_number = 12345;
   conv.cpu_start_ns = 10;
@@ -238,6 +240,7 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   ASSERT_TRUE(conv.has_forward());
   EXPECT_EQ(conv.forward().time_ns(), 1234);
   EXPECT_EQ(conv.forward().recorded_name(), "aten::conv2d");
+  EXPECT_EQ(conv.forward().rerun_time_ns(), int64_t{1} << 35);
   ASSERT_EQ(conv.forward().kernels_size(), 2);
   ExpectKernel(conv.forward().kernels(0), "fwd", 100);
   ExpectKernel(conv.forward().kernels(1), "fwd2", 200);
@@ -253,6 +256,7 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   ASSERT_TRUE(conv.has_backward());
   EXPECT_EQ(conv.backward().time_ns(), 999);
   EXPECT_EQ(conv.backward().recorded_name(), "ConvolutionBackward0");
+  EXPECT_EQ(conv.backward().rerun_time_ns(), 1);
   ASSERT_EQ(conv.backward().kernels_size(), 1);
   ExpectKernel(conv.backward().kernels(0), "bwd", 300);
 
@@ -261,6 +265,7 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   EXPECT_TRUE(acc.has_forward());
   EXPECT_TRUE(acc.has_backward());  // present although empty
   EXPECT_EQ(acc.backward().kernels_size(), 0);
+  EXPECT_EQ(acc.backward().rerun_time_ns(), 0);  // not measured: not written
   EXPECT_EQ(acc.sequence_number(), -1);
   EXPECT_EQ(acc.arguments_size(), 0);
   const pb::Operation& plain = t.operations(2);

@@ -128,6 +128,8 @@ absl::Status CheckPass(const std::string& field, const Pass& pass,
                        const TraceLimits& limits, int64_t* total_kernels) {
   HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".time_ns", pass.time_ns(), limits));
   HABITAT_RETURN_IF_ERROR(
+      CheckDuration(field + ".rerun_time_ns", pass.rerun_time_ns(), limits));
+  HABITAT_RETURN_IF_ERROR(
       CheckName(field + ".recorded_name", pass.recorded_name(), limits, false));
   if (pass.kernels_size() > limits.max_kernels_per_pass) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -77,6 +77,23 @@ TEST(TraceValidationTest, TimeOffsetsAreBounded) {
   ExpectInvalid(trace, "host_events[0].cpu_duration_ns");
 }
 
+// rerun_time_ns (the op re-run alone, agent measure_ops) is checked like
+// time_ns; a measured one is accepted.
+TEST(TraceValidationTest, RerunTimesAreDurations) {
+  v1::Trace trace = OneKernelTrace();
+  trace.mutable_operations(0)->mutable_forward()->set_rerun_time_ns(1200);
+  trace.mutable_operations(0)->mutable_backward()->set_rerun_time_ns(2400);
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+
+  trace.mutable_operations(0)->mutable_backward()->set_rerun_time_ns(-1);
+  ExpectInvalid(trace, "operations[0].backward.rerun_time_ns");
+
+  trace = OneKernelTrace();
+  trace.mutable_operations(0)->mutable_forward()->set_rerun_time_ns(
+      TraceLimits().max_duration_ns + 1);
+  ExpectInvalid(trace, "operations[0].forward.rerun_time_ns");
+}
+
 // Each duration within its bound, but their sum is not: the predictor's
 // sums of scaled times could overflow.
 TEST(TraceValidationTest, TotalGpuTimeIsBounded) {
