@@ -35,6 +35,10 @@ struct OpEvent {
   // An autograd node's own range (RecordScope::BACKWARD_FUNCTION).
   bool is_backward = false;
   std::vector<Argument> arguments;
+  // Per entry of `arguments`: a tensor that required grad when the op was
+  // called. Not in the trace; the agent's per-op re-runs use it to compute
+  // the gradients the iteration computed. Empty when inputs were not recorded.
+  std::vector<bool> requires_grad;
 };
 
 // One kernel launch as CUPTI reports it (CUpti_ActivityKernel10).

@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/core/summary.h"
@@ -56,6 +57,13 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
     o.origin.memory_bytes = Get<uint64_t>(d, "memory_bytes", 0);
     o.origin.l2_cache_bytes = Get<uint64_t>(d, "l2_cache_bytes", 0);
     o.origin.driver_version = Get<std::string>(d, "driver_version", "");
+  }
+  if (info.contains("rerun_times") && !info["rerun_times"].is_none()) {
+    // {op event id: (forward_ns, backward_ns)} from OperationTracker.measure_ops.
+    for (const auto& [key, value] : info["rerun_times"].cast<py::dict>()) {
+      const auto times = value.cast<std::pair<int64_t, int64_t>>();
+      o.rerun_times[key.cast<uint64_t>()] = RerunTime{times.first, times.second};
+    }
   }
   if (info.contains("frameworks")) {
     const py::dict d = info["frameworks"].cast<py::dict>();
@@ -177,13 +185,16 @@ class PyTracker {
       d["sequence_number"] = e.sequence_number;
       d["is_backward"] = e.is_backward;
       py::list args;
-      for (const Argument& a : e.arguments) {
+      for (size_t i = 0; i < e.arguments.size(); ++i) {
+        const Argument& a = e.arguments[i];
         py::dict ad;
         ad["name"] = a.name;
         switch (a.kind) {
           case Argument::Kind::kTensor:
             ad["shape"] = a.tensor.shape;
             ad["dtype"] = a.tensor.dtype;
+            ad["requires_grad"] =
+                i < e.requires_grad.size() && e.requires_grad[i];
             break;
           case Argument::Kind::kScalar: ad["scalar"] = a.scalar; break;
           case Argument::Kind::kInteger: ad["integer"] = a.integer; break;
@@ -373,6 +384,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("collect_metrics", &habitat::agent::CollectMetrics, py::arg("step"),
         py::arg("metrics"), py::arg("max_kernels") = 4096);
 #endif
+  m.def("is_recording", &habitat::agent::OpRecorder::AnyRecording,
+        "whether a tracker of this process is recording ops now");
   py::class_<PyTracker>(m, "Tracker")
       .def(py::init<const std::string&, bool>(), py::arg("source") = "cupti",
            py::arg("record_inputs") = true)

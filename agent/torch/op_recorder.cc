@@ -44,11 +44,12 @@ void NoteError(RecorderState* s, const std::string& message) {
   if (s->first_error.empty()) s->first_error = message;
 }
 
-void TensorArg(const at::Tensor& t, std::string name, Argument* arg) {
+// Returns whether the tensor requires grad.
+bool TensorArg(const at::Tensor& t, std::string name, Argument* arg) {
   arg->name = std::move(name);
   if (!t.defined()) {
     arg->kind = Argument::Kind::kNone;
-    return;
+    return false;
   }
   arg->kind = Argument::Kind::kTensor;
   // Nested and some sparse tensors have no plain sizes.
@@ -57,18 +58,21 @@ void TensorArg(const at::Tensor& t, std::string name, Argument* arg) {
     arg->tensor.shape.assign(sizes.begin(), sizes.end());
   }
   arg->tensor.dtype = std::string(t.dtype().name());
+  return t.requires_grad();
 }
 
 // Appends the arguments one IValue input becomes: tensors with shape and
-// dtype, lists of tensors element by element ("i.j"), scalars by kind.
+// dtype, lists of tensors element by element ("i.j"), scalars by kind;
+// `grads` gets one requires_grad flag per argument appended.
 void AppendInput(const c10::IValue& v, size_t index,
                  const OpRecorder::Options& options,
-                 std::vector<Argument>* out) {
+                 std::vector<Argument>* out, std::vector<bool>* grads) {
   const std::string name = std::to_string(index);
   Argument arg;
   arg.name = name;
+  bool requires_grad = false;
   if (v.isTensor()) {
-    TensorArg(v.toTensor(), name, &arg);
+    requires_grad = TensorArg(v.toTensor(), name, &arg);
   } else if (v.isDouble()) {
     arg.kind = Argument::Kind::kScalar;
     arg.scalar = v.toDouble();
@@ -102,7 +106,8 @@ void AppendInput(const c10::IValue& v, size_t index,
         out->size() + tensors.size() <= options.max_arguments) {
       for (size_t j = 0; j < tensors.size(); ++j) {
         Argument e;
-        TensorArg(tensors.get(j), name + "." + std::to_string(j), &e);
+        grads->push_back(
+            TensorArg(tensors.get(j), name + "." + std::to_string(j), &e));
         out->push_back(std::move(e));
       }
       return;
@@ -121,13 +126,14 @@ void AppendInput(const c10::IValue& v, size_t index,
         const c10::IValue e = list.get(j);
         Argument a;
         a.name = name + "." + std::to_string(j);
-        if (e.isTensor()) TensorArg(e.toTensor(), a.name, &a);
+        grads->push_back(e.isTensor() && TensorArg(e.toTensor(), a.name, &a));
         out->push_back(std::move(a));
       }
       return;
     }
   }
   // Anything else (None, complex, double lists, ...) stays kind kNone.
+  grads->push_back(requires_grad);
   out->push_back(std::move(arg));
 }
 
@@ -152,7 +158,8 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
       const auto inputs = fn.inputs();
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (e.arguments.size() >= state->options.max_arguments) break;
-        AppendInput(inputs[i], i, state->options, &e.arguments);
+        AppendInput(inputs[i], i, state->options, &e.arguments,
+                    &e.requires_grad);
       }
     }
   } catch (const std::exception& ex) {
@@ -259,6 +266,11 @@ Status OpRecorder::Start() {
   }
   started_ = true;
   return Status::Ok();
+}
+
+bool OpRecorder::AnyRecording() {
+  std::lock_guard<std::mutex> lock(g_active_mu);
+  return g_active != nullptr;
 }
 
 Status OpRecorder::Stop(std::vector<OpEvent>* out) {

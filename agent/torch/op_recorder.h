@@ -50,6 +50,10 @@ class OpRecorder {
   // still returned.
   Status Stop(std::vector<OpEvent>* out);
 
+  // Whether any recorder in this process is recording now (work run then,
+  // e.g. per-op re-runs, would be recorded into its region).
+  static bool AnyRecording();
+
  private:
   std::shared_ptr<RecorderState> state_;
   bool started_ = false;

@@ -19,7 +19,7 @@ from typing import Iterator, Optional
 
 import torch
 
-from habitat import _C
+from habitat import _C, rerun
 
 AGENT_VERSION = "0.1.0"
 
@@ -189,6 +189,7 @@ class OperationTracker:
         self._impl = _C.Tracker(source, record_inputs)
         self._tracked = False
         self._trace: Optional[Trace] = None
+        self._rerun_times: dict = {}  # op event id -> (forward_ns, backward_ns)
         self.warnings: list = []
 
     def _sync(self) -> None:
@@ -198,6 +199,7 @@ class OperationTracker:
     @contextlib.contextmanager
     def track(self) -> Iterator["OperationTracker"]:
         self._sync()  # earlier work stays out of the window
+        self._rerun_times = {}  # keyed by the previous region's op ids
         try:
             self._impl.start()
         except RuntimeError as e:
@@ -226,6 +228,7 @@ class OperationTracker:
             "precision": PRECISIONS[self.precision],
             "origin": origin_device(self.device),
             "frameworks": framework_versions(),
+            "rerun_times": self._rerun_times,
         }
 
     def _assemble(self, batch_size, iteration_wall_ns=None) -> Trace:
@@ -317,6 +320,48 @@ class OperationTracker:
                   f"configurations got no counters (the counter step launched "
                   f"other kernels)", file=sys.stderr)
         return report
+
+    def measure_ops(self, repetitions: int = 5, warmup: int = 2,
+                    max_seconds: Optional[float] = 300.0) -> dict:
+        """Re-runs each top-level forward op of the tracked region alone, with
+        fresh inputs of its recorded shapes and dtypes, and times its forward
+        and (when the iteration ran one) backward: CUDA events, median of
+        `repetitions` after `warmup` calls (habitat/rerun.py). The times go
+        into the trace as Pass.rerun_time_ns; CUPTI's time_ns stays.
+
+        Identical calls are timed once. Ops that cannot be rebuilt (optimizer
+        lists, unrecorded arguments, indices of unknown range) or fail are
+        skipped; ops left when `max_seconds` is spent are not measured. The
+        returned report says which and why.
+        """
+        if not self._tracked:
+            raise TrackingError("nothing tracked yet: run the iteration inside "
+                                "`with tracker.track():` first")
+        if _C.is_recording():
+            raise TrackingError("a tracker is recording: measure_ops must run "
+                                "outside `track()`, or the re-runs are recorded")
+        if self.device is not None:
+            device = torch.device(self.device)
+        elif self._source == "cupti":
+            device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            device = torch.device("cpu")
+        autocast = contextlib.nullcontext()
+        if self.precision in ("amp_fp16", "amp_bf16"):
+            # Autocast casts inside the recorded op: re-run it the same way.
+            dtype = torch.float16 if self.precision == "amp_fp16" else torch.bfloat16
+            autocast = torch.autocast(device.type, dtype=dtype)
+        with torch.enable_grad(), autocast:
+            times, report = rerun.measure(self._impl.ops(), device, repetitions,
+                                          warmup, max_seconds, self.verbose)
+        self._rerun_times = times
+        if self._source == "cupti":
+            self._trace = self._assemble(self.batch_size)
+        return report
+
+    def rerun_times(self) -> dict:
+        """{op event id: (forward_ns, backward_ns)} of the last measure_ops."""
+        return dict(self._rerun_times)
 
     def kernel_counters(self) -> list:
         """The measured counters per kernel configuration (name, grid, block,
