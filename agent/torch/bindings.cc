@@ -128,6 +128,20 @@ py::dict SummaryDict(const Trace& t) {
   py::dict meta;
   for (const auto& [k, v] : t.metadata) meta[py::str(k)] = v;
   d["metadata"] = meta;
+  // Per operation, in trace order: CUPTI pass times and re-run times, to
+  // compare the two without a protobuf library (backward None: no pass).
+  py::list passes;
+  for (const Operation& o : t.operations) {
+    py::dict p;
+    p["name"] = o.name;
+    p["forward_ns"] = o.forward.time_ns;
+    p["rerun_forward_ns"] = o.forward.rerun_time_ns;
+    p["backward_ns"] = o.backward ? py::cast(o.backward->time_ns) : py::none();
+    p["rerun_backward_ns"] =
+        o.backward ? py::cast(o.backward->rerun_time_ns) : py::none();
+    passes.append(p);
+  }
+  d["passes"] = passes;
   return d;
 }
 
