@@ -42,11 +42,10 @@ constexpr InstMetric kInstMetrics[] = {
     {"sm__sass_thread_inst_executed_op_hfma_pred_on.sum", Flop::kFp16, 2},
 };
 
-// sm__ops_path_tensor_* count tensor-core operations; taken here as one
-// per multiply-add of the matrix product, so two FLOPs each (the trace
-// counts FLOPs, trace.proto). NOT yet checked on hardware: the GPU test's
-// bf16 matmul (tests/gpu/agent_gpu_test.py) compares it with 2*M*N*K.
-constexpr double kTensorFlopsPerOp = 2.0;
+// sm__ops_path_tensor_src_* count FLOPs already: on an H100 (GH100) a
+// 2048^3 bf16, fp16 and tf32 matmul read exactly 2*M*N*K
+// (tests/gpu/counter_probe.py, 2026-11-22).
+constexpr double kTensorFlopsPerOp = 1.0;
 
 bool StartsWith(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
@@ -93,9 +92,14 @@ std::vector<std::string> TensorCounterMetrics(
     const std::vector<std::string>& base_metrics) {
   std::vector<std::string> candidates;
   for (const std::string& m : base_metrics) {
-    // Sparse variants count the dense ones' work again.
+    // By source type only ("_src_"): "..._op_hgmma_src_bf16_dst_fp32"
+    // counts the same work again by instruction kind (GH100 lists both).
+    // Sparse variants count the dense ones' work again; integer and
+    // binary types are not floating-point work.
     if (StartsWith(m, kTensorMetricPrefix) &&
+        m.rfind(std::string(kTensorMetricPrefix) + "src_", 0) == 0 &&
         m.find("sparsity") == std::string::npos &&
+        m.find("_src_int") == std::string::npos &&
         m.find('.') == std::string::npos) {
       candidates.push_back(m);
     }

@@ -37,8 +37,8 @@ namespace agent {
 // not list). FLOPs per precision are add + mul + 2 * fma thread
 // instructions, as Nsight Compute's roofline counts them. Tensor-core work
 // comes from the sm__ops_path_tensor_* metrics the device lists
-// (TensorCounterMetrics), at 2 FLOPs per op (an assumption the GPU test
-// checks, see kernel_counters.cc).
+// (TensorCounterMetrics), which count FLOPs (checked on an H100 against
+// 2*M*N*K, see kernel_counters.cc).
 extern const char* const kDramReadMetric;   // dram__bytes_read.sum
 extern const char* const kDramWriteMetric;  // dram__bytes_write.sum
 extern const char* const kTensorMetricPrefix;  // sm__ops_path_tensor_

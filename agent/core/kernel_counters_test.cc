@@ -68,7 +68,7 @@ TEST(CountersFromMetrics, FlopsAreAddPlusMulPlusTwiceFma) {
   EXPECT_EQ(c.flop_fp32, 10u + 20u + 2u * 30u);
   EXPECT_EQ(c.flop_fp16, 100u + 200u + 2u * 300u);
   EXPECT_EQ(c.flop_bf16, 0u);
-  EXPECT_EQ(c.flop_tensor, 2u * (1000u + 500u));
+  EXPECT_EQ(c.flop_tensor, 1000u + 500u);
 }
 
 TEST(CountersFromMetrics, SubpartitionSpellingCountsTheSame) {
@@ -98,10 +98,13 @@ TEST(CounterMetrics, ScalarAndTensorNames) {
   ASSERT_EQ(scalar.size(), 11u);
   EXPECT_EQ(scalar[0], "dram__bytes_read.sum");
   EXPECT_EQ(scalar[1], "dram__bytes_write.sum");
-  // Sparse variants and aggregates of kept leaves are left out.
+  // Sparse variants, per-instruction duplicates, integer types and
+  // aggregates of kept leaves are left out.
   EXPECT_EQ(TensorCounterMetrics({"sm__ops_path_tensor_src_fp16_dst_fp32",
                                   "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_on",
                                   "sm__inst_executed_pipe_tensor",
+                                  "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32",
+                                  "sm__ops_path_tensor_src_int8",
                                   "sm__ops_path_tensor_src_fp16",
                                   "sm__ops_path_tensor_src_fp16_dst_fp16",
                                   "sm__ops_path_tensor_src_fp64",

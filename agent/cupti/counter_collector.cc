@@ -203,7 +203,8 @@ class Session {
   }
 
   Status Configure(const std::vector<const char*>& metrics, size_t max_ranges,
-                   size_t* passes) {
+                   bool user_replay, size_t* passes) {
+    user_replay_ = user_replay;
     auto add = HABITAT_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
     add.pHostObject = host_;
     add.ppMetricNames = const_cast<const char**>(metrics.data());
@@ -253,7 +254,7 @@ class Session {
     set.counterDataImageSize = counter_data_.size();
     set.pCounterDataImage = counter_data_.data();
     set.range = CUPTI_AutoRange;
-    set.replayMode = CUPTI_KernelReplay;
+    set.replayMode = user_replay ? CUPTI_UserReplay : CUPTI_KernelReplay;
     set.maxRangesPerPass = max_ranges;
     set.numNestingLevels = 1;
     set.minNestingLevel = 1;
@@ -263,23 +264,32 @@ class Session {
     return Status::Ok();
   }
 
-  // Runs the work between start and stop; the work's error wins.
-  Status Run(const std::function<Status()>& work, uint64_t* dropped) {
-    auto start = HABITAT_PARAMS(CUpti_RangeProfiler_Start_Params);
-    start.pRangeProfilerObject = profiler_;
-    HABITAT_PROFILER_CALL(cuptiRangeProfilerStart, start);
-    const Status worked = work();
-    auto stop = HABITAT_PARAMS(CUpti_RangeProfiler_Stop_Params);
-    stop.pRangeProfilerObject = profiler_;
-    const Status stopped =
-        ProfilerStatus(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop");
-    if (!worked.ok()) return worked;
-    HABITAT_AGENT_RETURN_IF_ERROR(stopped);
-    if (!stop.isAllPassSubmitted) {
-      // Kernel replay runs every pass inside each launch, so this is not
-      // expected; decode what was collected rather than lose it.
-      Log("cuptiRangeProfilerStop: not all passes submitted after one run "
-          "under kernel replay; some metrics may be missing");
+  // Runs the work between start and stop, once (kernel replay: CUPTI
+  // replays each kernel per pass) or once per pass (user replay: the work
+  // must launch the same kernels every time). The work's error wins.
+  Status Run(const std::function<Status()>& work, size_t passes,
+             size_t* runs, uint64_t* dropped) {
+    // A few spare runs: CUPTI, not the pass count, says when it is done.
+    const size_t max_runs = user_replay_ ? passes + 2 : 1;
+    bool all_submitted = false;
+    for (*runs = 0; *runs < max_runs && !all_submitted;) {
+      auto start = HABITAT_PARAMS(CUpti_RangeProfiler_Start_Params);
+      start.pRangeProfilerObject = profiler_;
+      HABITAT_PROFILER_CALL(cuptiRangeProfilerStart, start);
+      const Status worked = work();
+      ++*runs;
+      auto stop = HABITAT_PARAMS(CUpti_RangeProfiler_Stop_Params);
+      stop.pRangeProfilerObject = profiler_;
+      const Status stopped =
+          ProfilerStatus(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop");
+      if (!worked.ok()) return worked;
+      HABITAT_AGENT_RETURN_IF_ERROR(stopped);
+      all_submitted = stop.isAllPassSubmitted != 0;
+    }
+    if (!all_submitted) {
+      // Decode what was collected rather than lose it.
+      Log("cuptiRangeProfilerStop: not all passes submitted after " +
+          std::to_string(*runs) + " run(s); some metrics may be missing");
     }
     auto decode = HABITAT_PARAMS(CUpti_RangeProfiler_DecodeData_Params);
     decode.pRangeProfilerObject = profiler_;
@@ -329,6 +339,7 @@ class Session {
   CUcontext ctx_ = nullptr;
   CUdevice device_ = 0;
   bool initialized_ = false;
+  bool user_replay_ = false;
   std::string chip_name_;
   std::vector<uint8_t> availability_;
   CUpti_Profiler_Host_Object* host_ = nullptr;
@@ -414,9 +425,11 @@ Status CuptiCounterCollector::Collect(const std::function<Status()>& work,
   std::vector<const char*> names;
   for (const std::string& m : out->metric_names) names.push_back(m.c_str());
 
-  s = session.Configure(names, max_kernels, &out->replay_passes);
+  s = session.Configure(names, max_kernels, options_.user_replay,
+                        &out->replay_passes);
   if (!s.ok()) return fail(s);
-  s = session.Run(work, &out->dropped_ranges);
+  size_t runs = 0;
+  s = session.Run(work, out->replay_passes, &runs, &out->dropped_ranges);
   if (!s.ok()) return fail(s);
   s = session.Evaluate(names, &out->ranges);
   if (!s.ok()) return fail(s);

@@ -447,7 +447,7 @@ def main() -> int:
         p.add_argument("--counter-reserve-s", type=float, default=60.0,
                        help="collect counters only while more than this is left")
         p.add_argument("--measure-ops", action="store_true")
-        p.add_argument("--measure-ops-s", type=float, default=20.0)
+        p.add_argument("--measure-ops-s", type=float, default=8.0)
         if name == "all":
             p.add_argument("--budget-s", type=float, default=400)
         else:
