@@ -197,6 +197,7 @@ def cmd_run(args) -> int:
                  "error": f"time budget exhausted ({left:.0f} s left)"}
             log(f"SKIP {name}")
         else:
+            log(f"start {name}")
             try:
                 r = run_case(model, batch, precision, name, out_dir, args)
                 log(f"ok   {name}: wall {r['wall_ns_median']/1e6:.2f} ms busy "
