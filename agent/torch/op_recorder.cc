@@ -199,18 +199,29 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext* raw) {
   s->events.push_back(std::move(ctx->event));
 }
 
-// Registered once; enabled while a recorder records.
+// Registered once per input setting; enabled while a recorder records.
+// needsInputs is fixed when a callback is added, so a recorder that wants
+// a different setting than the registered callback replaces it (without
+// this, a busy-time region without inputs left every later trace without
+// argument shapes).
 std::mutex g_handle_mu;
 at::CallbackHandle g_handle = at::INVALID_CALLBACK_HANDLE;  // g_handle_mu
+bool g_handle_needs_inputs = false;                         // g_handle_mu
 
 void EnableCallbacks(bool record_inputs) {
   std::lock_guard<std::mutex> lock(g_handle_mu);
+  if (g_handle != at::INVALID_CALLBACK_HANDLE &&
+      g_handle_needs_inputs != record_inputs) {
+    at::removeCallback(g_handle);
+    g_handle = at::INVALID_CALLBACK_HANDLE;
+  }
   if (g_handle == at::INVALID_CALLBACK_HANDLE) {
     g_handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&OnStart, &OnEnd)
             .needsInputs(record_inputs)
             .scopes({at::RecordScope::FUNCTION,
                      at::RecordScope::BACKWARD_FUNCTION}));
+    g_handle_needs_inputs = record_inputs;
     return;
   }
   at::reenableCallback(g_handle);

@@ -114,5 +114,29 @@ class RecorderCpuTest(unittest.TestCase):
         self.assertIn("precision must be one of", str(ctx.exception))
 
 
+
+
+class InputSettingTest(unittest.TestCase):
+    """A region without inputs (measure_gpu_busy uses one) must not leave
+    later trackers without argument shapes: RecordFunction fixes
+    needsInputs when the callback is added."""
+
+    def linear_shapes(self, record_inputs):
+        lin = torch.nn.Linear(8, 4)
+        tracker = habitat.OperationTracker(source="host", batch_size=2,
+                                           record_inputs=record_inputs)
+        with tracker.track():
+            lin(torch.randn(2, 8))
+        (linear,) = [o for o in tracker.recorded_ops()
+                     if o["parent_id"] == 0 and o["name"] == "aten::linear"]
+        return [a.get("shape") for a in linear["arguments"]]
+
+    def test_inputs_after_a_region_without_them(self):
+        self.assertEqual(self.linear_shapes(False), [])
+        self.assertEqual(self.linear_shapes(True), [[2, 8], [4, 8], [4]])
+        self.assertEqual(self.linear_shapes(False), [])
+        self.assertEqual(self.linear_shapes(True), [[2, 8], [4, 8], [4]])
+
+
 if __name__ == "__main__":
     unittest.main()
