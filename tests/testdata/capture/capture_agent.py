@@ -304,7 +304,7 @@ def cmd_merge(args) -> int:
     return 0
 
 
-def _median_ns(fn, runs=5):
+def _median_ns(fn, runs=11):
     vals = []
     for _ in range(runs):
         t = time.perf_counter_ns()
