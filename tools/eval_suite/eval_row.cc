@@ -23,18 +23,22 @@ Nanoseconds Scale(Nanoseconds ns, double ratio) {
 
 }  // namespace
 
-std::string CsvHeader() {
-  return "case,model,batch,precision,origin,target,"
+std::string CsvHeader(bool host_speed_columns) {
+  return std::string("case,model,batch,precision,origin,target,"
          "origin_wall_ns,origin_busy_ns,origin_host_share,"
          "target_wall_ns,target_busy_ns,target_host_share,"
          "trace_busy_ns,origin_op_sum_ns,replayed_origin_wall_ns,replayed_origin_busy_ns,"
          "predicted_wall_ns,predicted_gpu_busy_ns,predicted_op_sum_ns,host_bound,"
          "predicted_busy_scaled_ns,"
          "same_flops_busy_ns,same_flops_wall_ns,bandwidth_busy_ns,bandwidth_wall_ns,"
-         "trace_id,error";
+         "trace_id,error") +
+         (host_speed_columns ? ",origin_tag,target_tag,host_speed_hostbench,"
+                               "predicted_wall_hostbench_ns,host_speed_calibrated,"
+                               "predicted_wall_calibrated_ns"
+                             : "");
 }
 
-std::string CsvLine(const EvalRow& r) {
+std::string CsvLine(const EvalRow& r, bool host_speed_columns) {
   auto ns = [](bool present, Nanoseconds value) {
     return present ? absl::StrCat(value) : std::string();
   };
@@ -70,6 +74,17 @@ std::string CsvLine(const EvalRow& r) {
                                      ns(baselines, r.bandwidth_wall_ns),
                                      Quote(r.trace_id),
                                      Quote(r.error)};
+  if (host_speed_columns) {
+    auto speed = [](double value) {
+      return value > 0 ? absl::StrFormat("%.4f", value) : std::string();
+    };
+    fields.push_back(Quote(r.origin_tag));
+    fields.push_back(Quote(r.target_tag));
+    fields.push_back(speed(r.host_speed_hostbench));
+    fields.push_back(ns(r.predicted_wall_hostbench_ns > 0, r.predicted_wall_hostbench_ns));
+    fields.push_back(speed(r.host_speed_calibrated));
+    fields.push_back(ns(r.predicted_wall_calibrated_ns > 0, r.predicted_wall_calibrated_ns));
+  }
   return absl::StrJoin(fields, ",");
 }
 

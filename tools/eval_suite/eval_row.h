@@ -50,15 +50,27 @@ struct EvalRow {
   Nanoseconds same_flops_busy_ns = 0, same_flops_wall_ns = 0;
   Nanoseconds bandwidth_busy_ns = 0, bandwidth_wall_ns = 0;
 
+  // Agent captures only (CsvHeader(true)): the capture sets' directory
+  // names (e.g. "h100_run2"), and the wall time predicted again with the
+  // target host's speed from the leases' host benchmarks and from the
+  // other models' traces (host_speed.h); 0 where there is none.
+  std::string origin_tag, target_tag;
+  double host_speed_hostbench = 0;
+  Nanoseconds predicted_wall_hostbench_ns = 0;
+  double host_speed_calibrated = 0;
+  Nanoseconds predicted_wall_calibrated_ns = 0;
+
   std::string trace_id;
   // Why a prediction (or the target measurement) is missing; empty if none.
   std::string error;
 };
 
-// The header line (no newline).
-std::string CsvHeader();
+// The header line (no newline). `host_speed_columns` appends the agent
+// columns (origin_tag ... predicted_wall_calibrated_ns) after `error`, so
+// the Kineto suite's files keep their format.
+std::string CsvHeader(bool host_speed_columns = false);
 // One line (no newline); text fields quoted per RFC 4180 when needed.
-std::string CsvLine(const EvalRow& row);
+std::string CsvLine(const EvalRow& row, bool host_speed_columns = false);
 
 // Sets the four baseline columns from the devices' datasheet numbers; leaves
 // them 0 when any of the numbers is not positive.

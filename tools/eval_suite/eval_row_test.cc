@@ -71,6 +71,23 @@ TEST(EvalRowTest, ScaledBusyCarriesTheOpSumRatio) {
   EXPECT_EQ(row.predicted_busy_scaled_ns, 0);
 }
 
+TEST(EvalRowTest, HostSpeedColumnsFollowTheKinetoOnes) {
+  const std::string header = CsvHeader(true);
+  EXPECT_THAT(header, testing::StartsWith(CsvHeader() + ",origin_tag,target_tag,"));
+  const size_t columns = std::vector<std::string>(absl::StrSplit(header, ',')).size();
+  EXPECT_EQ(columns, std::vector<std::string>(absl::StrSplit(CsvHeader(), ',')).size() + 6);
+  EvalRow row = Measured();
+  row.origin_tag = "h100_run2";
+  row.target_tag = "h200";
+  row.host_speed_hostbench = 1.41234;
+  row.predicted_wall_hostbench_ns = 15'000'000;
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(CsvLine(row, true), ',')).size(), columns);
+  // No calibrated speed: its two columns are empty.
+  EXPECT_THAT(CsvLine(row, true), testing::EndsWith(",h100_run2,h200,1.4123,15000000,,"));
+  // The Kineto format is unchanged by the agent fields.
+  EXPECT_EQ(CsvLine(row), CsvLine(Measured()));
+}
+
 }  // namespace
 }  // namespace eval
 }  // namespace habitat

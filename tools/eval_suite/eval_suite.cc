@@ -9,12 +9,22 @@
 //
 //   build/tools/eval_suite/habitat_eval_suite --out=eval/results/h100_h200_fixtures.csv
 //
+// --source=agent reads the agent's own captures instead
+// (tests/testdata/agent_suite/<tag>/<case>.trace.gz, binary habitat.v1.Trace,
+// and <tag>/measurements.json) and adds the host-speed columns: the wall time
+// predicted again with the target host's speed from the leases' host
+// benchmarks (where both have them) and from the other models' traces.
+//
+//   habitat_eval_suite --source=agent --gpus=h100=H100-SXM,h200=H200 \
+//       --out=eval/results/h100_h200_agent.csv
+//
 // A failed import, upload or prediction is written into its row's `error`
 // column and the run goes on; only a server that does not start, or an
 // output that cannot be written, stops it.
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -27,10 +37,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/prediction_client.h"
+#include "client/trace_loader.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/kineto/kineto_import.h"
 #include "tools/eval_suite/eval_row.h"
+#include "tools/eval_suite/host_speed.h"
 #include "tools/eval_suite/measurements.h"
 #include "tools/load_test/server_process.h"
 
@@ -40,8 +52,16 @@ ABSL_FLAG(std::string, server_binary, HABITAT_DEFAULT_SERVER_BINARY,
 ABSL_FLAG(std::string, data_dir, HABITAT_DEFAULT_DATA_DIR, "--data_dir of the server");
 ABSL_FLAG(std::string, models_dir, HABITAT_DEFAULT_MODELS_DIR,
           "--models_dir of the server ('none': without the kernel-varying predictor)");
+ABSL_FLAG(std::string, source, "kineto",
+          "kineto: torch.profiler fixtures, <testdata>/kineto/<tag>/<case>.json.gz and "
+          "<testdata>/measurements/<tag>.json; agent: the agent's traces, "
+          "<testdata>/<tag>/<case>.trace.gz and <testdata>/<tag>/measurements.json "
+          "(testdata defaults to tests/testdata/agent_suite), with the host-speed columns");
 ABSL_FLAG(std::string, testdata, HABITAT_DEFAULT_TESTDATA_DIR,
-          "Directory with kineto/<tag>/<case>.json.gz and measurements/<tag>.json");
+          "Directory of the captures (see --source)");
+ABSL_FLAG(std::string, hostbench_metric, "tiny_mlp_adam_step_ns",
+          "agent source: the hostbench_{before,after}.json number whose origin / target "
+          "ratio is the hostbench host speed");
 ABSL_FLAG(std::string, gpus, "h100=H100-SXM,h200=H200",
           "tag=device_id of each captured GPU; every ordered pair is evaluated");
 ABSL_FLAG(std::string, cases, "", "Comma-separated case names to run (empty: all)");
@@ -56,7 +76,32 @@ namespace {
 struct Gpu {
   std::string tag, device_id;
   std::map<std::string, MeasuredCase> cases;
+  // Agent source only: each case's trace (or why it could not be read),
+  // Σ op CPU time of those read, and the host benchmark (nullopt: none).
+  std::map<std::string, absl::StatusOr<v1::Trace>> traces;
+  std::map<std::string, int64_t> op_cpu_ns;
+  std::optional<double> hostbench;
 };
+
+bool AgentSource() { return absl::GetFlag(FLAGS_source) == "agent"; }
+
+// Reads every case's agent trace of `gpu` up front: the calibrated host
+// speed of one case needs the other cases of both GPUs.
+absl::Status LoadAgentCaptures(const std::string& dir, Gpu& gpu) {
+  for (const auto& [name, measured] : gpu.cases) {
+    absl::StatusOr<v1::Trace> trace =
+        LoadTraceFile(absl::StrCat(dir, "/", name, ".trace.gz"), TraceLoadOptions{});
+    if (trace.ok()) gpu.op_cpu_ns[name] = SumOfOpCpuTime(*trace);
+    gpu.traces.emplace(name, std::move(trace));
+  }
+  absl::StatusOr<double> bench = LoadHostbench(dir, absl::GetFlag(FLAGS_hostbench_metric));
+  if (bench.ok()) {
+    gpu.hostbench = *bench;
+  } else if (!absl::IsNotFound(bench.status())) {
+    return bench.status();
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::vector<Gpu>> LoadGpus(const std::string& spec, const std::string& testdata) {
   std::vector<Gpu> gpus;
@@ -66,9 +111,15 @@ absl::StatusOr<std::vector<Gpu>> LoadGpus(const std::string& spec, const std::st
       return absl::InvalidArgumentError(
           absl::StrCat("--gpus: \"", item, "\" is not tag=device_id"));
     }
-    Gpu gpu{parts[0], parts[1], {}};
-    HABITAT_ASSIGN_OR_RETURN(
-        gpu.cases, LoadMeasurements(absl::StrCat(testdata, "/measurements/", gpu.tag, ".json")));
+    Gpu gpu{parts[0], parts[1], {}, {}, {}, std::nullopt};
+    if (AgentSource()) {
+      const std::string dir = absl::StrCat(testdata, "/", gpu.tag);
+      HABITAT_ASSIGN_OR_RETURN(gpu.cases, LoadMeasurements(dir + "/measurements.json"));
+      HABITAT_RETURN_IF_ERROR(LoadAgentCaptures(dir, gpu));
+    } else {
+      HABITAT_ASSIGN_OR_RETURN(gpu.cases, LoadMeasurements(absl::StrCat(
+                                              testdata, "/measurements/", gpu.tag, ".json")));
+    }
     gpus.push_back(std::move(gpu));
   }
   if (gpus.size() < 2) return absl::InvalidArgumentError("--gpus: name at least two GPUs");
@@ -84,11 +135,9 @@ int64_t SumOfPasses(const v1::Trace& trace) {
   return total;
 }
 
-// Imports and uploads the origin's fixture, fills the trace columns and
-// returns the trace id.
-absl::StatusOr<std::string> Upload(const std::string& testdata, const Gpu& origin,
-                                   const MeasuredCase& measured, PredictionClient& client,
-                                   EvalRow& row) {
+// The origin's Kineto fixture, imported with its measured unprofiled wall time.
+absl::StatusOr<v1::Trace> ImportFixture(const std::string& testdata, const Gpu& origin,
+                                        const MeasuredCase& measured) {
   HABITAT_ASSIGN_OR_RETURN(
       std::string json,
       ReadFile(absl::StrCat(testdata, "/kineto/", origin.tag, "/", measured.name, ".json.gz")));
@@ -101,8 +150,26 @@ absl::StatusOr<std::string> Upload(const std::string& testdata, const Gpu& origi
   options.iteration_wall_ns = measured.wall_ns;
   // No profiler_step: the fixtures keep GPU work of one step only (the
   // capture's kept_step), which is the last step with GPU work.
+  return ImportKinetoTrace(json, options);
+}
+
+// Imports (Kineto) or takes (agent) the origin's trace, uploads it, fills
+// the trace columns and returns the trace id.
+absl::StatusOr<std::string> Upload(const std::string& testdata, const Gpu& origin,
+                                   const MeasuredCase& measured, PredictionClient& client,
+                                   EvalRow& row) {
   v1::UploadTraceRequest request;
-  HABITAT_ASSIGN_OR_RETURN(*request.mutable_trace(), ImportKinetoTrace(json, options));
+  if (AgentSource()) {
+    const absl::StatusOr<v1::Trace>& trace = origin.traces.at(measured.name);
+    if (!trace.ok()) return trace.status();
+    *request.mutable_trace() = *trace;
+    // The agent recorded the unprofiled median already; set it from the
+    // measurement anyway, as the Kineto path does, so both compare the same.
+    request.mutable_trace()->set_iteration_wall_ns(measured.wall_ns);
+  } else {
+    HABITAT_ASSIGN_OR_RETURN(*request.mutable_trace(),
+                             ImportFixture(testdata, origin, measured));
+  }
   row.trace_busy_ns = request.trace().iteration_gpu_busy_ns();
   row.origin_op_sum_ns = SumOfPasses(request.trace());
   HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse response, client.UploadTrace(request));
@@ -141,10 +208,50 @@ absl::Status Predict(PredictionClient& client, EvalRow& row) {
   return absl::OkStatus();
 }
 
+// The target's wall time predicted with the target host `speed` times as
+// fast as the origin's.
+absl::StatusOr<Nanoseconds> PredictWall(PredictionClient& client, const EvalRow& row,
+                                        double speed) {
+  v1::PredictRequest request;
+  request.set_trace_id(row.trace_id);
+  request.add_devices(row.target);
+  request.set_target_host_speed(speed);
+  HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse response, client.Predict(request));
+  for (const auto& p : response.predictions()) {
+    if (p.device_id() == row.target) return p.wall_ns();
+  }
+  return absl::InternalError(absl::StrCat("server answered no prediction for ", row.target));
+}
+
+// The agent source's host-speed columns; a failure goes into `error`.
+absl::Status PredictWithHostSpeeds(PredictionClient& client, const Gpu& origin,
+                                   const Gpu& target, EvalRow& row) {
+  if (origin.hostbench.has_value() && target.hostbench.has_value()) {
+    row.host_speed_hostbench = *origin.hostbench / *target.hostbench;
+    HABITAT_ASSIGN_OR_RETURN(row.predicted_wall_hostbench_ns,
+                             PredictWall(client, row, row.host_speed_hostbench));
+  }
+  const std::optional<double> calibrated =
+      HostSpeedFromOtherModels(row.case_name, origin.op_cpu_ns, target.op_cpu_ns);
+  if (calibrated.has_value()) {
+    row.host_speed_calibrated = *calibrated;
+    HABITAT_ASSIGN_OR_RETURN(row.predicted_wall_calibrated_ns,
+                             PredictWall(client, row, row.host_speed_calibrated));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return absl::InvalidArgumentError("--out is required");
-  const std::string testdata = absl::GetFlag(FLAGS_testdata);
+  const std::string source = absl::GetFlag(FLAGS_source);
+  if (source != "kineto" && source != "agent") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--source: \"", source, "\" is neither kineto nor agent"));
+  }
+  std::string testdata = absl::GetFlag(FLAGS_testdata);
+  // The agent captures live beside the Kineto ones.
+  if (AgentSource() && testdata == HABITAT_DEFAULT_TESTDATA_DIR) testdata += "/agent_suite";
   HABITAT_ASSIGN_OR_RETURN(std::vector<Gpu> gpus, LoadGpus(absl::GetFlag(FLAGS_gpus), testdata));
   std::set<std::string> wanted;
   for (absl::string_view name :
@@ -174,7 +281,8 @@ absl::Status Run() {
   std::map<std::string, v1::DeviceSpec> specs;
   for (const auto& d : devices.devices()) specs[d.id()] = d;
 
-  std::string csv = CsvHeader() + "\n";
+  const bool agent = AgentSource();
+  std::string csv = CsvHeader(agent) + "\n";
   int rows = 0, failed = 0;
   for (const Gpu& origin : gpus) {
     for (const Gpu& target : gpus) {
@@ -188,6 +296,10 @@ absl::Status Run() {
         row.precision = measured.precision;
         row.origin = origin.device_id;
         row.target = target.device_id;
+        if (agent) {
+          row.origin_tag = origin.tag;
+          row.target_tag = target.tag;
+        }
         row.origin_wall_ns = measured.wall_ns;
         row.origin_busy_ns = measured.busy_ns;
         row.origin_host_share = measured.host_share;
@@ -198,7 +310,8 @@ absl::Status Run() {
           row.target_busy_ns = on_target->second.busy_ns;
           row.target_host_share = on_target->second.host_share;
         } else {
-          row.error = absl::StrCat("not captured on ", target.device_id);
+          row.error = absl::StrCat("not captured on ", target.device_id,
+                                   agent ? absl::StrCat(" (", target.tag, ")") : "");
         }
         auto o = specs.find(origin.device_id), t = specs.find(target.device_id);
         if (o != specs.end() && t != specs.end()) {
@@ -210,6 +323,7 @@ absl::Status Run() {
         if (id.ok()) {
           row.trace_id = *id;
           status = Predict(*client, row);
+          if (status.ok() && agent) status = PredictWithHostSpeeds(*client, origin, target, row);
         } else {
           status = id.status();
         }
@@ -223,7 +337,7 @@ absl::Status Run() {
           std::fprintf(stderr, "%s %s -> %s: %s\n", name.c_str(), row.origin.c_str(),
                        row.target.c_str(), row.error.c_str());
         }
-        csv += CsvLine(row) + "\n";
+        csv += CsvLine(row, agent) + "\n";
         ++rows;
       }
     }

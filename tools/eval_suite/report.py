@@ -3,6 +3,9 @@
 
     python3 tools/eval_suite/report.py eval/results/h100_h200_fixtures.csv \
         --md docs/accuracy_e2e.md --svg docs/accuracy_e2e.svg
+    python3 tools/eval_suite/report.py --source=agent eval/results/h100_h200_agent.csv \
+        eval/results/h100run2_h200_agent.csv \
+        --md docs/accuracy_e2e_agent.md --svg docs/accuracy_e2e_agent.svg
 
 Every row of the CSVs appears in the tables; rows the suite could not
 predict are listed with their error and left out of the averages (the
@@ -25,7 +28,14 @@ COLUMNS = [
     "same_flops_busy_ns", "same_flops_wall_ns", "bandwidth_busy_ns", "bandwidth_wall_ns",
     "trace_id", "error",
 ]
-TEXT_COLUMNS = {"case", "model", "precision", "origin", "target", "trace_id", "error"}
+# habitat_eval_suite --source=agent appends these (eval_row.h).
+HOST_SPEED_COLUMNS = [
+    "origin_tag", "target_tag", "host_speed_hostbench", "predicted_wall_hostbench_ns",
+    "host_speed_calibrated", "predicted_wall_calibrated_ns",
+]
+AGENT_COLUMNS = COLUMNS + HOST_SPEED_COLUMNS
+TEXT_COLUMNS = {"case", "model", "precision", "origin", "target", "trace_id", "error",
+                "origin_tag", "target_tag"}
 
 # Issue 5: a target's iteration is GPU-bound below this measured host share.
 GPU_BOUND_SHARE = 0.15
@@ -35,31 +45,40 @@ TARGET_WALL_HOST_BOUND = 10.0
 
 REGENERATE = ("python3 tools/eval_suite/report.py eval/results/h100_h200_fixtures.csv "
               "--md docs/accuracy_e2e.md --svg docs/accuracy_e2e.svg")
+AGENT_CSVS = ["eval/results/h100_h200_agent.csv", "eval/results/h100run2_h200_agent.csv"]
+REGENERATE_AGENT = ("python3 tools/eval_suite/report.py --source=agent " + " ".join(AGENT_CSVS) +
+                    " --md docs/accuracy_e2e_agent.md --svg docs/accuracy_e2e_agent.svg")
 
 # Marker colours by model, in order of first appearance (sorted model names).
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
 
 
+# Marker shape of the n-th direction in the plot.
+SHAPE_NAMES = ["circle", "square", "triangle", "diamond"]
+
+
 class ReportError(Exception):
     pass
 
 
-def read_rows(paths):
+def read_rows(paths, source="kineto"):
+    expected = AGENT_COLUMNS if source == "agent" else COLUMNS
     rows = []
     for path in paths:
         try:
             with open(path, newline="") as f:
                 reader = csv.reader(f)
                 header = next(reader, None)
-                if header != COLUMNS:
-                    raise ReportError(f"{path}: header is not the habitat_eval_suite header "
-                                      f"(expected {','.join(COLUMNS)})")
+                if header != expected:
+                    raise ReportError(f"{path}: header is not the habitat_eval_suite "
+                                      f"--source={source} header "
+                                      f"(expected {','.join(expected)})")
                 for line_number, fields in enumerate(reader, start=2):
-                    if len(fields) != len(COLUMNS):
+                    if len(fields) != len(expected):
                         raise ReportError(f"{path}:{line_number}: {len(fields)} fields, "
-                                          f"expected {len(COLUMNS)}")
-                    rows.append(parse_row(path, line_number, dict(zip(COLUMNS, fields))))
+                                          f"expected {len(expected)}")
+                    rows.append(parse_row(path, line_number, dict(zip(expected, fields))))
         except OSError as e:
             raise ReportError(f"{path}: {e.strerror}") from e
     if not rows:
@@ -76,11 +95,17 @@ def parse_row(path, line_number, raw):
             row[name] = None
         else:
             try:
-                row[name] = float(value) if "share" in name else int(value)
+                row[name] = (float(value) if "share" in name or "speed" in name
+                             else int(value))
             except ValueError as e:
                 raise ReportError(f"{path}:{line_number}: {name} is not a number: "
                                   f"{value!r}") from e
-    row["direction"] = f"{row['origin']} → {row['target']}"
+    if row.get("origin_tag"):
+        # Capture sets of one GPU kind from different leases stay apart.
+        row["direction"] = (f"{row['origin']} ({row['origin_tag']}) → "
+                            f"{row['target']} ({row['target_tag']})")
+    else:
+        row["direction"] = f"{row['origin']} → {row['target']}"
     # Usable in the averages: measured on the target and predicted.
     row["ok"] = (not row["error"] and row["target_busy_ns"] is not None
                  and row["predicted_gpu_busy_ns"] is not None)
@@ -143,11 +168,20 @@ def gpu_table(rows):
     return out
 
 
-def wall_table(rows):
+def speed(value):
+    return "" if value is None else f"{value:.2f}"
+
+
+def wall_table(rows, host_speeds=False):
     out = ["| case | measured origin ms | measured target ms | target host share % | "
            "predicted ms | error % | flagged host-bound | Σ op times error % | "
            "same-FLOPS error % | bandwidth-ratio error % | replay on origin error % | note |",
            "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    if host_speeds:
+        # The host-speed predictions go before the note.
+        out = [out[0][:-len(" note |")] + " hostbench host speed | error % with it | "
+               "calibrated host speed | error % with it | note |",
+               out[1][:-len("---|")] + "---:|---:|---:|---:|---|"]
     for r in rows:
         t = r["target_wall_ns"]
         share = r["target_host_share"]
@@ -159,8 +193,53 @@ def wall_table(rows):
             signed(error_pct(r["predicted_op_sum_ns"], t)),
             signed(error_pct(r["same_flops_wall_ns"], t)),
             signed(error_pct(r["bandwidth_wall_ns"], t)),
-            signed(error_pct(r["replayed_origin_wall_ns"], r["origin_wall_ns"])),
-            cell(r["error"])]) + " |")
+            signed(error_pct(r["replayed_origin_wall_ns"], r["origin_wall_ns"]))] +
+            ([speed(r["host_speed_hostbench"]),
+              signed(error_pct(r["predicted_wall_hostbench_ns"], t)),
+              speed(r["host_speed_calibrated"]),
+              signed(error_pct(r["predicted_wall_calibrated_ns"], t))] if host_speeds else []) +
+            [cell(r["error"])]) + " |")
+    return out
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    n = len(values)
+    return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
+
+
+def host_speed_lines(rows):
+    """Wall-time MAPE with the target host assumed as fast as the origin's, at
+    the hostbench speed, and at the speed calibrated on the other models."""
+    out = ["| direction | class | cases | host speed 1.0 MAPE % | hostbench speed | "
+           "hostbench MAPE % | calibrated speed (median, range) | calibrated MAPE % | target |",
+           "|---|---|---:|---:|---:|---:|---|---:|---:|"]
+    for direction in directions(rows):
+        ok = [r for r in rows if r["direction"] == direction and r["ok"]]
+        for label, group, target in [
+                ("GPU-bound", [r for r in ok if r["target_host_share"] < GPU_BOUND_SHARE],
+                 TARGET_WALL_GPU_BOUND),
+                ("host-bound", [r for r in ok if r["target_host_share"] >= GPU_BOUND_SHARE],
+                 TARGET_WALL_HOST_BOUND)]:
+            def m(column):
+                return mape([error_pct(r[column], r["target_wall_ns"]) for r in group])
+            bench = median(r["host_speed_hostbench"] for r in group)
+            calibrated = [r["host_speed_calibrated"] for r in group
+                          if r["host_speed_calibrated"] is not None]
+            with_bench = [r for r in group if r["predicted_wall_hostbench_ns"] is not None]
+            with_cal = [r for r in group if r["predicted_wall_calibrated_ns"] is not None]
+            out.append("| " + " | ".join([
+                direction, label, str(len(group)), plain(m("predicted_wall_ns")),
+                "none" if bench is None else speed(bench),
+                plain(m("predicted_wall_hostbench_ns")) if len(with_bench) == len(group)
+                else "n/a",
+                "none" if not calibrated else
+                f"{median(calibrated):.2f} ({min(calibrated):.2f}–{max(calibrated):.2f})",
+                plain(m("predicted_wall_calibrated_ns")) if len(with_cal) == len(group)
+                else "n/a",
+                f"≤ {target:.0f}"]) + " |")
     return out
 
 
@@ -217,18 +296,51 @@ def flag_lines(rows):
     return out
 
 
-def markdown(rows, csv_paths, svg_link):
+AGENT_INTRO = [
+    "The CSVs come from `habitat_eval_suite --source=agent` (`tools/eval_suite/`), which "
+    "starts the real `habitat-server` (in-memory store, the source tree's `models/`), "
+    "uploads each trace the project's own agent recorded (`habitat.OperationTracker`: "
+    "RecordFunction + CUPTI; `tests/testdata/agent_suite/<set>/<case>.trace.gz`, binary "
+    "`habitat.v1.Trace`) with the measured unprofiled wall time as the iteration's wall "
+    "time, and asks `Predict` for the other GPU by trace id. Measured values are the "
+    "captures' medians over 30 iterations (`<set>/measurements.json`, written by "
+    "`tests/testdata/capture/capture_agent.py`): wall time between CUDA events around each "
+    "untracked iteration, GPU-busy time from `habitat.measure_gpu_busy` (union of kernel, "
+    "memcpy and memset intervals of each iteration). Capture sets: `h100` and `h200` from "
+    "one lease each, `h100_run2` from another H100 lease (another host, 31 cases). "
+    "How and when the CSVs were made: "
+    "[`eval/results/README.md`](../eval/results/README.md).",
+    "",
+    "Host speed. A host-bound iteration's wall time depends on the target machine's CPU, "
+    "which the origin's trace cannot show. *host speed 1.0*: the target's host taken as "
+    "fast as the origin's (the default; the *Habitat (server)* wall column). *hostbench*: "
+    "`target_host_speed` = origin / target `tiny_mlp_adam_step_ns` (8 × Linear(64) + Adam "
+    "training steps; mean of the lease's `hostbench_before.json` and "
+    "`hostbench_after.json`), measured on the same leases as the captures, independent "
+    "of the models; only `h100_run2` and `h200` have them. *calibrated*: the median over "
+    "the OTHER models' cases of origin / target Σ op CPU time in the two sets' traces "
+    "(the leave-the-model-out estimate of `tools/eval_fixtures`).",
+]
+
+KINETO_TITLE = "# End-to-end accuracy through the server (H100 ↔ H200)"
+AGENT_TITLE = "# End-to-end accuracy through the server, agent captures (H100 ↔ H200)"
+
+
+def markdown(rows, csv_paths, svg_link, source="kineto"):
+    agent = source == "agent"
     failed = [r for r in rows if not r["ok"]]
     lines = [
-        "# End-to-end accuracy through the server (H100 ↔ H200)",
+        AGENT_TITLE if agent else KINETO_TITLE,
         "",
         "Generated by a committed command from committed CSVs; do not edit by hand. "
         "Regenerate with:",
         "",
         "```",
-        REGENERATE,
+        REGENERATE_AGENT if agent else REGENERATE,
         "```",
         "",
+    ]
+    kineto_intro = [
         "The CSVs come from `habitat_eval_suite` (`tools/eval_suite/`), which starts the "
         "real `habitat-server` (in-memory store, the source tree's `models/`), imports each "
         "committed Kineto capture (`tests/testdata/kineto/{h100,h200}`) with the measured "
@@ -238,6 +350,9 @@ def markdown(rows, csv_paths, svg_link):
         "unprofiled iterations, GPU-busy time (union of kernel, memcpy and memset "
         "intervals) over 5 profiled ones. How and when the CSVs were made: "
         "[`eval/results/README.md`](../eval/results/README.md).",
+    ]
+    lines += AGENT_INTRO if agent else kineto_intro
+    lines += [
         "",
         "Source: " + ", ".join(f"`{p}`" for p in csv_paths) +
         f" ({len(rows)} rows, {len(failed)} without a prediction).",
@@ -262,19 +377,27 @@ def markdown(rows, csv_paths, svg_link):
     lines += summary_lines(rows)
     lines += ["", "Host-bound flag against the target's measured host share:", ""]
     lines += flag_lines(rows)
+    if agent:
+        lines += ["", "Wall time by the target host's speed (MAPE against the measured "
+                  "target wall time; class by the target's measured host share):", ""]
+        lines += host_speed_lines(rows)
     if failed:
         lines += ["", f"Not in the averages ({len(failed)} rows):", ""]
         lines += [f"- {r['case']} {r['direction']}: {r['error'] or 'no measurement'}"
                   for r in failed]
     lines += ["", "## Plot", "",
               f"![Predicted against measured GPU and wall time, log-log]({svg_link})", "",
-              "One marker per case and direction (circle: first direction, square: "
-              "second), coloured by model; the diagonal is a perfect prediction, the "
-              "dashed lines ±10%.", ""]
+              ("One marker per case and direction (" +
+               ", ".join(f"{SHAPE_NAMES[i]}: {d}" for i, d in enumerate(directions(rows))) +
+               "), coloured by model; the diagonal is a perfect prediction, the dashed "
+               "lines ±10%." if agent else
+               "One marker per case and direction (circle: first direction, square: "
+               "second), coloured by model; the diagonal is a perfect prediction, the "
+               "dashed lines ±10%."), ""]
     for direction in directions(rows):
         group = [r for r in rows if r["direction"] == direction]
         lines += [f"## {direction}: GPU time", ""] + gpu_table(group) + [""]
-        lines += [f"## {direction}: wall time", ""] + wall_table(group) + [""]
+        lines += [f"## {direction}: wall time", ""] + wall_table(group, agent) + [""]
     return "\n".join(lines)
 
 
@@ -339,14 +462,26 @@ def svg_panel(x0, y0, size, title, points, colors, directions_seen):
         x, y = px(measured), py(predicted)
         color = colors[model]
         tip = f"<title>{label}</title>"
-        if directions_seen.index(direction) == 0:
-            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{color}" '
-                       f'fill-opacity="0.8" stroke="#222" stroke-width="0.5">{tip}</circle>')
-        else:
-            out.append(f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" '
-                       f'fill="{color}" fill-opacity="0.8" stroke="#222" '
-                       f'stroke-width="0.5">{tip}</rect>')
+        out.append(marker(directions_seen.index(direction), x, y, color,
+                          'fill-opacity="0.8" stroke="#222" stroke-width="0.5"', tip))
     return out
+
+
+def marker(index, x, y, fill, style, tip=""):
+    """The shape of direction `index` (SHAPE_NAMES) centred on (x, y)."""
+    if index == 0:
+        return (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}" {style}>'
+                f'{tip}</circle>')
+    if index == 1 or index >= len(SHAPE_NAMES):
+        return (f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" '
+                f'fill="{fill}" {style}>{tip}</rect>')
+    if index == 2:
+        corners = [(x, y - 4.5), (x + 4.5, y + 3.5), (x - 4.5, y + 3.5)]
+    else:
+        corners = [(x, y - 5), (x + 5, y), (x, y + 5), (x - 5, y)]
+    points = " ".join(f"{a:.1f},{b:.1f}" for a, b in corners)
+    return f'<polygon points="{points}" fill="{fill}" {style}>{tip}</polygon>'
+
 
 
 def xml_text(text):
@@ -358,7 +493,9 @@ def svg(rows):
     models = sorted({r["model"] for r in rows})
     colors = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
     seen = directions(rows)
-    size, margin, legend = 380, 70, 190
+    size, margin = 380, 70
+    # Room for "H200 (h200) → H100-SXM (h100_run2)" when sets are named.
+    legend = 190 if len(seen) <= 2 else 270
     width, height = margin + 2 * (size + margin) + legend, size + margin + 40
 
     def points(measured, predicted, unit):
@@ -381,11 +518,15 @@ def svg(rows):
         out.append(f'<text x="{lx + 12}" y="{ly + 18 * i + 4}" font-size="12">'
                    f'{xml_text(model)}</text>')
     ly += 18 * len(models) + 16
-    for i, direction in enumerate(seen[:2]):
-        shape = (f'<circle cx="{lx}" cy="{ly + 18 * i}" r="4" fill="none" stroke="#222"/>'
-                 if i == 0 else
-                 f'<rect x="{lx - 3.5}" y="{ly + 18 * i - 3.5}" width="7" height="7" '
-                 f'fill="none" stroke="#222"/>')
+    for i, direction in enumerate(seen[:len(SHAPE_NAMES)]):
+        if i < 2:
+            # As the Kineto report has always drawn them.
+            shape = (f'<circle cx="{lx}" cy="{ly + 18 * i}" r="4" fill="none" '
+                     f'stroke="#222"/>' if i == 0 else
+                     f'<rect x="{lx - 3.5}" y="{ly + 18 * i - 3.5}" width="7" height="7" '
+                     f'fill="none" stroke="#222"/>')
+        else:
+            shape = marker(i, lx, ly + 18 * i, "none", 'stroke="#222"')
         out.append(shape)
         out.append(f'<text x="{lx + 12}" y="{ly + 18 * i + 4}" font-size="12">'
                    f'{xml_text(direction)}</text>')
@@ -398,9 +539,11 @@ def main(argv):
     parser.add_argument("csv", nargs="+", help="habitat_eval_suite output")
     parser.add_argument("--md", required=True, help="Markdown file to write")
     parser.add_argument("--svg", required=True, help="SVG plot to write (linked from --md)")
+    parser.add_argument("--source", choices=["kineto", "agent"], default="kineto",
+                        help="which habitat_eval_suite --source wrote the CSVs")
     args = parser.parse_args(argv)
     try:
-        rows = read_rows(args.csv)
+        rows = read_rows(args.csv, args.source)
     except ReportError as e:
         print(f"report.py: {e}", file=sys.stderr)
         return 1
@@ -408,7 +551,7 @@ def main(argv):
     with open(args.svg, "w") as f:
         f.write(svg(rows))
     with open(args.md, "w") as f:
-        f.write(markdown(rows, args.csv, link))
+        f.write(markdown(rows, args.csv, link, args.source))
     return 0
 
 
