@@ -358,7 +358,8 @@ def _differentiable_outputs(out) -> List[torch.Tensor]:
 
 # ------------------------------------------------------------------ timing
 
-def _median(values: List[int]) -> int:
+def median(values: List[int]) -> int:
+    """Median of integer times; the mean of the middle two, rounded down."""
     values = sorted(values)
     mid = len(values) // 2
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) // 2
@@ -398,13 +399,13 @@ def _time(fn, device, repetitions: int, warmup: int) -> int:
             end.record()
             events.append((start, end))
         torch.cuda.synchronize(device)
-        return _median([int(s.elapsed_time(e) * 1e6) for s, e in events])
+        return median([int(s.elapsed_time(e) * 1e6) for s, e in events])
     times = []
     for _ in range(repetitions):
         t0 = time.perf_counter_ns()
         fn()
         times.append(time.perf_counter_ns() - t0)
-    return _median(times)
+    return median(times)
 
 
 def _signature(name: str, event: dict, has_backward: bool):

@@ -89,13 +89,7 @@ def time_iteration(step, repetitions: int = 30, warmup: int = 3) -> int:
         end.record()
         end.synchronize()
         times.append(int(start.elapsed_time(end) * 1e6))
-    return _median(times)
-
-
-def _median(values):
-    values = sorted(values)
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) // 2
+    return rerun.median(times)
 
 
 def measure_gpu_busy(step, repetitions: int = 30, warmup: int = 3) -> dict:
@@ -128,7 +122,7 @@ def measure_gpu_busy(step, repetitions: int = 30, warmup: int = 3) -> dict:
     for w in warnings:
         print(f"habitat: warning: {w}", file=sys.stderr)
     busy = impl.busy_per_window(boundaries)
-    return {"median_ns": _median(busy), "busy_ns": busy}
+    return {"median_ns": rerun.median(busy), "busy_ns": busy}
 
 
 class Trace:

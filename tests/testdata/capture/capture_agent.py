@@ -82,22 +82,6 @@ def cases(models, only=None):
                     yield model, batch, precision, name
 
 
-def time_wall(step, reps: int):
-    import torch
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    host = []
-    for i in range(reps):
-        h0 = time.perf_counter_ns()
-        starts[i].record()
-        step()
-        ends[i].record()
-        ends[i].synchronize()
-        host.append(time.perf_counter_ns() - h0)
-    wall = [int(round(s.elapsed_time(e) * 1e6)) for s, e in zip(starts, ends)]
-    return wall, host
-
-
 def run_case(model, batch, precision, name, out_dir: Path, opts) -> dict:
     import torch
     import habitat
@@ -113,7 +97,7 @@ def run_case(model, batch, precision, name, out_dir: Path, opts) -> dict:
     stage["warmup_s"] = round(time.time() - t0, 2)
 
     t = time.time()
-    wall, host = time_wall(step, REPETITIONS)
+    wall, host = cf.time_iterations(step, REPETITIONS)
     r.update({
         "repetitions": REPETITIONS, "warmup_iterations": WARMUP,
         "wall_ns_median": cf.percentile_int(wall, 50),

@@ -581,6 +581,24 @@ def nvidia_smi() -> dict:
         return {"error": str(exc)}
 
 
+def time_iterations(step, reps: int):
+    """(wall ns from CUDA events, host ns) of each of `reps` iterations, each
+    synchronised before the next starts."""
+    import torch
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    host_ns = []
+    for i in range(reps):
+        h0 = time.perf_counter_ns()
+        starts[i].record()
+        step()
+        ends[i].record()
+        ends[i].synchronize()
+        host_ns.append(time.perf_counter_ns() - h0)
+    wall = [int(round(s.elapsed_time(e) * 1e6)) for s, e in zip(starts, ends)]
+    return wall, host_ns
+
+
 def run_case(model, batch, precision, gpu, out_dir: Path, scratch: Path,
              warmup=WARMUP_ITERS, reps=REPETITIONS) -> dict:
     import torch
@@ -596,17 +614,7 @@ def run_case(model, batch, precision, gpu, out_dir: Path, scratch: Path,
         step()
     torch.cuda.synchronize()
 
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    host_ns = []
-    for i in range(reps):
-        h0 = time.perf_counter_ns()
-        starts[i].record()
-        step()
-        ends[i].record()
-        ends[i].synchronize()
-        host_ns.append(time.perf_counter_ns() - h0)
-    wall = [int(round(s.elapsed_time(e) * 1e6)) for s, e in zip(starts, ends)]
+    wall, host_ns = time_iterations(step, reps)
     result.update({
         "repetitions": reps,
         "warmup_iterations": warmup,
