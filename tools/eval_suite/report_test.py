@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of report.py: its arithmetic, its input checks, and that the committed
-docs/accuracy_e2e.md and .svg are what it makes of the committed CSV."""
+docs/accuracy_e2e.md and .svg (and docs/accuracy_e2e_agent.md and .svg) are what
+it makes of the committed CSVs."""
 import csv
 import io
 import os
@@ -104,6 +105,62 @@ class CommittedReportTest(unittest.TestCase):
                    and e.find(ns + "title") is not None]
         predicted = [r for r in rows if not r["error"]]
         self.assertEqual(len(markers), 2 * len(predicted))
+
+
+class AgentReportTest(unittest.TestCase):
+    """docs/accuracy_e2e_agent.* from eval/results/*_agent.csv (--source=agent)."""
+
+    def test_committed_agent_report_is_current(self):
+        with tempfile.TemporaryDirectory() as d:
+            cwd = os.getcwd()
+            os.chdir(ROOT)
+            try:
+                code = report.main(["--source=agent"] + report.AGENT_CSVS +
+                                   ["--md", os.path.join(d, "accuracy_e2e_agent.md"),
+                                    "--svg", os.path.join(d, "accuracy_e2e_agent.svg")])
+            finally:
+                os.chdir(cwd)
+            self.assertEqual(code, 0)
+            for name in ("accuracy_e2e_agent.md", "accuracy_e2e_agent.svg"):
+                with open(os.path.join(d, name)) as f, \
+                        open(os.path.join(ROOT, "docs", name)) as g:
+                    self.assertEqual(f.read(), g.read(), f"docs/{name} is stale: run "
+                                     + report.REGENERATE_AGENT)
+
+    def test_every_row_is_in_the_tables_and_plot(self):
+        rows = []
+        for path in report.AGENT_CSVS:
+            with open(os.path.join(ROOT, path)) as f:
+                rows += list(csv.DictReader(f))
+        with open(os.path.join(ROOT, "docs", "accuracy_e2e_agent.md")) as f:
+            md = f.read()
+        for r in rows:
+            direction = f"{r['origin']} ({r['origin_tag']}) → {r['target']} ({r['target_tag']})"
+            for table in ("GPU time", "wall time"):
+                section = md.split(f"## {direction}: {table}")[1].split("\n## ")[0]
+                self.assertEqual(section.count(f"\n| {r['case']} |"), 1,
+                                 (r["case"], direction, table))
+        # Four directions: circles, squares, triangles and diamonds.
+        plot = ElementTree.parse(os.path.join(ROOT, "docs", "accuracy_e2e_agent.svg"))
+        ns = "{http://www.w3.org/2000/svg}"
+        markers = [e for e in plot.iter()
+                   if e.tag in (ns + "circle", ns + "rect", ns + "polygon")
+                   and e.find(ns + "title") is not None]
+        measured = [r for r in rows if not r["error"]]
+        self.assertEqual(len(markers), 2 * len(measured))
+        self.assertEqual(sum(1 for e in markers if e.tag == ns + "polygon"),
+                         2 * sum(1 for r in measured if r["origin_tag"] == "h100_run2" or
+                                 r["target_tag"] == "h100_run2"))
+
+    def test_kineto_csv_is_not_an_agent_csv(self):
+        err = io.StringIO()
+        with tempfile.TemporaryDirectory() as d, redirect_stderr(err):
+            code = report.main(["--source=agent", os.path.join(ROOT, CSV),
+                                "--md", os.path.join(d, "r.md"),
+                                "--svg", os.path.join(d, "r.svg")])
+        self.assertEqual(code, 1)
+        self.assertIn("header is not the habitat_eval_suite --source=agent header",
+                      err.getvalue())
 
 
 if __name__ == "__main__":
