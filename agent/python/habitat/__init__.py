@@ -8,12 +8,19 @@
         iteration_wall_ns=habitat.time_iteration(train_step))  # optional
     trace.save("resnet50.trace")     # a habitat.v1.Trace protobuf file
 
-Then predict with the CLI: `habitat predict resnet50.trace`.
+Then predict with the CLI: `habitat predict resnet50.trace`, or from Python:
+`trace.predict(server="HOST:50051")` (habitat.client: grpcio and protobuf).
 """
-
-from habitat.tracker import (OperationTracker, Trace, TrackingError, measure_gpu_busy,
-                             time_iteration)
 
 __all__ = ["OperationTracker", "Trace", "TrackingError", "measure_gpu_busy",
            "time_iteration"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # The tracker (torch and the _C extension) loads on first use, so
+    # habitat.client works where torch is not installed.
+    if name in __all__:
+        from habitat import tracker
+        return getattr(tracker, name)
+    raise AttributeError(f"module 'habitat' has no attribute {name!r}")

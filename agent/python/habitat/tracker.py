@@ -152,8 +152,29 @@ class Trace:
                 os.unlink(tmp)
             raise
 
+    def predict(self, server: str, devices=None, **kwargs) -> dict:
+        """Predicts this iteration on other GPUs through habitat-server at
+        `server` ("host:port"); devices: ids (None: every GPU the server
+        lists). Other arguments as habitat.client.Client and its predict:
+        catalog, price_kind, batch_size, target_host_speed,
+        include_breakdown, token, tls, tls_ca, timeout_s, ... Returns the
+        response as a dict; habitat.client.format_table prints it."""
+        return _client().predict(self._data, server=server, devices=devices, **kwargs)
+
+    def upload(self, server: str, **kwargs) -> str:
+        """Stores this trace on habitat-server; returns its id."""
+        return _client().upload(self._data, server=server, **kwargs)
+
     def __repr__(self) -> str:
         return f"<habitat.Trace {self.summary.get('line', '')}>"
+
+
+def _client():
+    # Imported on use: grpcio and protobuf are needed only to predict; an
+    # ImportError without them says `pip install grpcio protobuf`.
+    from habitat import client
+    client._import_grpc()
+    return client
 
 
 class OperationTracker:

@@ -1,0 +1,236 @@
+"""habitat.client against the real habitat-server binary (no GPU, no torch).
+
+Starts habitat-server on free loopback ports (in-memory store, the source
+tree's data/ and models/), once without and once with bearer tokens, and
+predicts a real H100 capture of ResNet-50 (batch 32, fp32). Run by CTest
+(client_server_test); by hand, from agent/python:
+
+    HABITAT_SERVER=../../build/server/habitat-server python3 tests/test_client_server.py
+
+Exits 77 (CTest: skipped) when grpcio or protobuf is not importable.
+"""
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # agent/python: the habitat package
+SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+try:
+    import grpc  # noqa: F401
+    import google.protobuf  # noqa: F401
+except ImportError as e:
+    print(f"skipped: grpcio/protobuf not importable here ({e})")
+    sys.exit(77)
+
+from habitat import client  # noqa: E402
+
+SERVER = os.environ.get("HABITAT_SERVER", os.path.join(SOURCE, "build", "server", "habitat-server"))
+CLI = os.environ.get("HABITAT_CLI", "")  # the C++ `habitat` CLI, for the table comparison
+DATA_DIR = os.path.join(SOURCE, "data")
+MODELS_DIR = os.path.join(SOURCE, "models")
+SUITE = os.path.join(SOURCE, "tests", "testdata", "agent_suite")
+CASE = "resnet50_b32_fp32"
+TRACE_GZ = os.path.join(SUITE, "h100", CASE + ".trace.gz")
+TOKEN = "s3cret-token-for-the-client-test"
+
+
+class ServerProcess:
+    """habitat-server on a free port; the port is read from its start-up line."""
+
+    def __init__(self, *extra_args):
+        self.log = []
+        self.process = subprocess.Popen(
+            [SERVER, "--address=127.0.0.1:0", "--metrics_address=", "--store=memory",
+             f"--data_dir={DATA_DIR}", f"--models_dir={MODELS_DIR}",
+             "--shutdown_grace_seconds=1", *extra_args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        found = threading.Event()
+        self.port = None
+
+        def read():
+            for line in self.process.stderr:
+                self.log.append(line)
+                match = re.search(r"serving on port (\d+)", line)
+                if match and self.port is None:
+                    self.port = int(match.group(1))
+                    found.set()
+            found.set()
+
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+        if not found.wait(120) or self.port is None:
+            self.stop()
+            raise RuntimeError("habitat-server did not start:\n" + "".join(self.log))
+        self.address = f"127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.reader.join(10)
+        self.process.stderr.close()
+
+
+def measured(gpu, case):
+    with open(os.path.join(SUITE, gpu, "measurements.json")) as f:
+        cases = json.load(f)["cases"]
+    return next(c for c in cases if c["case"] == case)
+
+
+class ClientServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(SERVER, os.X_OK):
+            raise unittest.SkipTest(f"no habitat-server binary at {SERVER} (set HABITAT_SERVER)")
+        cls.tmp = tempfile.TemporaryDirectory()
+        token_file = os.path.join(cls.tmp.name, "tokens")
+        with open(token_file, "w") as f:
+            f.write(f"tenant-a {TOKEN}\n")
+        cls.server = ServerProcess()
+        cls.secured = ServerProcess(f"--token_file={token_file}")
+        with gzip.open(TRACE_GZ, "rb") as f:
+            cls.trace = f.read()
+        cls.trace_message = client.messages()["Trace"].FromString(cls.trace)
+        # One prediction for every GPU, shared by the tests that read it.
+        cls.response = client.predict(cls.trace, server=cls.server.address)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.secured.stop()
+        cls.tmp.cleanup()
+
+    def by_device(self, response):
+        return {p["device_id"]: p for p in response["predictions"]}
+
+    def test_every_listed_device_gets_a_prediction(self):
+        devices = client.list_devices(server=self.server.address)
+        ids = {d["id"] for d in devices}
+        self.assertIn("H200", ids)
+        self.assertEqual(ids, set(self.by_device(self.response)))
+        for p in self.response["predictions"]:
+            self.assertGreater(p["iteration_ns"], 0, p["device_id"])
+            self.assertGreater(p["samples_per_second"], 0, p["device_id"])
+        self.assertEqual(self.response["batch_size"], 32)
+
+    def test_origin_gets_the_measured_time(self):
+        self.assertEqual(self.response["origin_device_id"], "H100-SXM")
+        origin = self.by_device(self.response)["H100-SXM"]
+        self.assertTrue(origin["is_origin"])
+        ops_sum = sum(op.forward.time_ns + op.backward.time_ns
+                      for op in self.trace_message.operations)
+        self.assertEqual(origin["iteration_ns"], ops_sum)
+        self.assertEqual({t["method"] for t in origin["method_totals"]},
+                         {"PREDICTION_METHOD_MEASURED"})
+        self.assertEqual([p for p in self.response["predictions"] if p["is_origin"]], [origin])
+
+    def test_h200_gpu_time_within_5_percent_of_the_measurement(self):
+        predicted = self.by_device(self.response)["H200"]["iteration_ns"]
+        actual = measured("h200", CASE)["gpu_busy_ns_median"]
+        error = predicted / actual - 1
+        print(f"\nH200 {CASE}: predicted {predicted / 1e6:.3f} ms, measured GPU busy "
+              f"{actual / 1e6:.3f} ms ({100 * error:+.1f} %)", file=sys.stderr)
+        self.assertLess(abs(error), 0.05)
+
+    def test_inputs_path_gzip_bytes_and_subset(self):
+        # The .gz file itself, by path; two devices; a batch-size override.
+        response = client.predict(TRACE_GZ, server=self.server.address,
+                                  devices=["H200", "A100-SXM-80GB"], batch_size=64,
+                                  include_breakdown=True, catalog="aws")
+        by_device = self.by_device(response)
+        self.assertEqual(set(by_device), {"H200", "A100-SXM-80GB"})
+        self.assertEqual(response["batch_size"], 64)
+        self.assertEqual(response["catalog"], "aws")
+        h200 = by_device["H200"]
+        full = self.by_device(self.response)["H200"]
+        # The same kernels, twice the samples per iteration.
+        self.assertEqual(h200["iteration_ns"], full["iteration_ns"])
+        self.assertAlmostEqual(h200["samples_per_second"], 2 * full["samples_per_second"],
+                               delta=1e-6 * h200["samples_per_second"])
+        self.assertEqual(len(h200["operations"]), len(self.trace_message.operations))
+        table = client.format_table(response, breakdown=True)
+        self.assertIn("breakdown:", table)
+        self.assertRegex(table, r"\n   1  A100-SXM-80GB|\n   1  H200")
+
+    def test_upload_then_predict_by_id(self):
+        trace_id = client.upload(self.trace, server=self.server.address)
+        self.assertRegex(trace_id, r"^sha256:[0-9a-f]{64}$")
+        response = client.predict(trace_id=trace_id, server=self.server.address,
+                                  devices="H200")
+        self.assertEqual(response["trace_id"], trace_id)
+        self.assertEqual(response["predictions"][0]["iteration_ns"],
+                         self.by_device(self.response)["H200"]["iteration_ns"])
+
+    def test_unknown_device_gives_the_servers_message(self):
+        with self.assertRaises(client.ServiceError) as raised:
+            client.predict(self.trace, server=self.server.address, devices=["GTX 9999"])
+        # The backend answers NOT_FOUND for a device id it does not list.
+        self.assertEqual(raised.exception.code, "NOT_FOUND")
+        self.assertIn("GTX 9999", raised.exception.details)
+        self.assertIn("NOT_FOUND", str(raised.exception))
+
+    def test_bad_trace_gives_invalid_argument(self):
+        with self.assertRaises(client.ServiceError) as raised:
+            client.predict(b"\x0a\x05hello", server=self.server.address)
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(ValueError):
+            client.predict(b'{"traceEvents": []}', server=self.server.address)
+
+    def test_tokens(self):
+        with self.assertRaises(client.ServiceError) as raised:
+            client.list_devices(server=self.secured.address, token="wrong")
+        self.assertEqual(raised.exception.code, "UNAUTHENTICATED")
+        self.assertIn("not valid", raised.exception.details)
+        with self.assertRaises(client.ServiceError) as raised:
+            client.list_devices(server=self.secured.address, token=None)
+        self.assertEqual(raised.exception.code, "UNAUTHENTICATED")
+        response = client.predict(self.trace, server=self.secured.address, token=TOKEN,
+                                  devices=["H200"])
+        self.assertEqual(response["predictions"][0]["iteration_ns"],
+                         self.by_device(self.response)["H200"]["iteration_ns"])
+
+    def test_unreachable_server(self):
+        with self.assertRaises(client.ServiceError) as raised:
+            client.list_devices(server="127.0.0.1:1", timeout_s=5)
+        self.assertEqual(raised.exception.code, "UNAVAILABLE")
+
+    def test_trace_predict_method(self):
+        try:
+            from habitat.tracker import Trace
+        except ImportError as e:  # no torch or no built extension in this interpreter
+            self.skipTest(f"habitat.tracker not importable here: {e}")
+        trace = Trace(self.trace, {})
+        response = trace.predict(server=self.server.address, devices=["H200"])
+        self.assertEqual(response["predictions"][0]["iteration_ns"],
+                         self.by_device(self.response)["H200"]["iteration_ns"])
+        self.assertRegex(trace.upload(server=self.server.address), r"^sha256:")
+
+    def test_table_matches_the_cli(self):
+        if not CLI:
+            self.skipTest("HABITAT_CLI not set")
+        args = [CLI, "predict", TRACE_GZ, "--server", self.server.address, "--catalog", "aws",
+                "--devices", "H200,A100-SXM-80GB,H100-SXM,T4"]
+        cli = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        response = client.predict(TRACE_GZ, server=self.server.address, catalog="aws",
+                                  devices=["H200", "A100-SXM-80GB", "H100-SXM", "T4"])
+        ours = client.format_table(response, model_name=self.trace_message.model_name,
+                                   precision="fp32")
+        self.assertEqual(ours, cli.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
