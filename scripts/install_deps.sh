@@ -9,6 +9,7 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev prometheus openssl
   libsqlite3-dev libpq-dev postgresql
+  python3-grpcio python3-protobuf  # agent/python's habitat.client test (client_server_test)
 )
 
 missing=()

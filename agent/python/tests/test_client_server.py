@@ -221,16 +221,26 @@ class ClientServerTest(unittest.TestCase):
     def test_table_matches_the_cli(self):
         if not CLI:
             self.skipTest("HABITAT_CLI not set")
-        args = [CLI, "predict", TRACE_GZ, "--server", self.server.address, "--catalog", "aws",
-                "--devices", "H200,A100-SXM-80GB,H100-SXM,T4"]
-        cli = subprocess.run(args, capture_output=True, text=True, timeout=120)
-        self.assertEqual(cli.returncode, 0, cli.stderr)
-        response = client.predict(TRACE_GZ, server=self.server.address, catalog="aws",
-                                  devices=["H200", "A100-SXM-80GB", "H100-SXM", "T4"])
-        ours = client.format_table(response, model_name=self.trace_message.model_name,
-                                   precision="fp32")
-        self.assertEqual(ours, cli.stdout)
-
+        devices = ["H200", "A100-SXM-80GB", "H100-SXM", "T4", "L4"]
+        runs = [
+            ([], {}, {}),
+            (["--breakdown", "--top", "3", "--spot", "--host-speed", "2", "--batch-size", "64"],
+             {"include_breakdown": True, "price_kind": "spot", "target_host_speed": 2,
+              "batch_size": 64},
+             {"breakdown": True, "top_operations": 3}),
+        ]
+        for cli_flags, call, table in runs:
+            with self.subTest(flags=cli_flags):
+                cli = subprocess.run(
+                    [CLI, "predict", TRACE_GZ, "--server", self.server.address, "--catalog", "aws",
+                     "--devices", ",".join(devices), *cli_flags],
+                    capture_output=True, text=True, timeout=120)
+                self.assertEqual(cli.returncode, 0, cli.stderr)
+                response = client.predict(TRACE_GZ, server=self.server.address, catalog="aws",
+                                          devices=devices, **call)
+                ours = client.format_table(response, model_name=self.trace_message.model_name,
+                                           precision="fp32", **table)
+                self.assertEqual(ours, cli.stdout)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
