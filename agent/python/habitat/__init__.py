@@ -23,4 +23,7 @@ def __getattr__(name):
     if name in __all__:
         from habitat import tracker
         return getattr(tracker, name)
+    if name == "client":  # habitat.client.format_table(...) without importing it first
+        import importlib
+        return importlib.import_module("habitat.client")
     raise AttributeError(f"module 'habitat' has no attribute {name!r}")

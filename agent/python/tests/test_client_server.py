@@ -207,6 +207,15 @@ class ClientServerTest(unittest.TestCase):
             client.list_devices(server="127.0.0.1:1", timeout_s=5)
         self.assertEqual(raised.exception.code, "UNAVAILABLE")
 
+    def test_package_attribute_without_torch_loaded(self):
+        # In a fresh interpreter: habitat.client loads, torch does not.
+        check = ("import sys; import habitat; habitat.client.messages(); "
+                 "assert 'torch' not in sys.modules, 'torch imported'")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+        run = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+
     def test_trace_predict_method(self):
         try:
             from habitat.tracker import Trace
