@@ -104,6 +104,8 @@ setup(
     name="habitat-agent",
     version="0.1.0",
     packages=["habitat"],
+    # habitat.client's message classes come from this descriptor set.
+    package_data={"habitat": ["habitat_v1.desc"]},
     ext_modules=[
         CppExtension(
             "habitat._C",
