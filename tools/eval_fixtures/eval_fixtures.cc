@@ -27,6 +27,7 @@
 #include "core/kineto/kineto_import.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/varying_predictor.h"
+#include "tools/eval_suite/host_speed.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, testdata, "tests/testdata", "tests/testdata directory");
@@ -71,39 +72,6 @@ int64_t SumOfPasses(const v1::Trace& trace) {
   for (const auto& op : trace.operations()) total += op.forward().time_ns() + op.backward().time_ns();
   for (const auto& k : trace.unattributed_kernels()) total += k.duration_ns();
   return total;
-}
-
-// Host CPU time the trace's operations took (profiled, so inflated, but by
-// the same profiler on both machines).
-int64_t SumOfOpCpuTime(const v1::Trace& trace) {
-  int64_t total = 0;
-  for (const auto& op : trace.operations()) total += op.cpu_duration_ns();
-  return total;
-}
-
-// "resnet50_b16_fp32" -> "resnet50".
-std::string ModelOf(const std::string& case_name) {
-  return case_name.substr(0, case_name.find("_b"));
-}
-
-// The target host's speed relative to the origin's, for `name`, estimated
-// from the OTHER models' cases only (median of origin / target host CPU time
-// of the same case): what a user would get by running other workloads (or a
-// CPU benchmark) on both hosts, without looking at the case predicted.
-std::optional<double> HostSpeedFromOtherModels(
-    const std::string& name, const std::map<std::string, int64_t>& origin_cpu,
-    const std::map<std::string, int64_t>& target_cpu) {
-  std::vector<double> ratios;
-  for (const auto& [other, origin_ns] : origin_cpu) {
-    if (ModelOf(other) == ModelOf(name)) continue;
-    auto it = target_cpu.find(other);
-    if (it == target_cpu.end() || it->second <= 0 || origin_ns <= 0) continue;
-    ratios.push_back(static_cast<double>(origin_ns) / static_cast<double>(it->second));
-  }
-  if (ratios.empty()) return std::nullopt;
-  std::sort(ratios.begin(), ratios.end());
-  const size_t n = ratios.size();
-  return n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
 }
 
 struct WallRow {
@@ -162,7 +130,7 @@ int Run() {
       KinetoImportOptions options;
       options.batch_size = c.batch;
       auto trace = ImportKinetoTrace(*json, options);
-      if (trace.ok()) cpu_time[tag][name] = SumOfOpCpuTime(*trace);
+      if (trace.ok()) cpu_time[tag][name] = eval::SumOfOpCpuTime(*trace);
     }
   }
   std::printf("| case | direction | measured origin busy ms | measured target busy ms | "
@@ -229,7 +197,7 @@ int Run() {
                       prediction->wall_ns(), target_it->second.host_share,
                       prediction->host_bound()};
           const std::optional<double> speed =
-              HostSpeedFromOtherModels(name, cpu_time[origin_tag], cpu_time[target_tag]);
+              eval::HostSpeedFromOtherModels(name, cpu_time[origin_tag], cpu_time[target_tag]);
           const std::optional<double> host_scale = HostScaleFor(*trace);
           if (speed.has_value() && host_scale.has_value()) {
             auto with_speed = PredictOnDevice(*trace, origin_spec, target_spec,
