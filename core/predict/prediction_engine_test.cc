@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/predict/test_fixtures.h"
+#include "core/trace/trace_totals.h"
 #include "core/trace/trace_validation.h"
 #include "gtest/gtest.h"
 
@@ -34,12 +35,6 @@ class PredictionEngineTest : public ::testing::Test {
 DeviceDatabase* PredictionEngineTest::devices_ = nullptr;
 v1::Trace* PredictionEngineTest::trace_ = nullptr;
 
-int64_t SumOfPasses(const v1::Trace& trace) {
-  int64_t total = 0;
-  for (const auto& op : trace.operations()) total += op.forward().time_ns() + op.backward().time_ns();
-  for (const auto& k : trace.unattributed_kernels()) total += k.duration_ns();
-  return total;
-}
 
 TEST_F(PredictionEngineTest, FixtureResolvesToH100) {
   PredictionEngine engine(devices_, nullptr);
@@ -54,7 +49,7 @@ TEST_F(PredictionEngineTest, OriginDeviceGetsTheMeasuredTime) {
   auto prediction = PredictOnDevice(*trace_, **origin, **origin);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
   EXPECT_TRUE(prediction->is_origin());
-  EXPECT_EQ(prediction->iteration_ns(), SumOfPasses(*trace_));
+  EXPECT_EQ(prediction->iteration_ns(), SumOfPassTimes(*trace_));
   for (const auto& op : prediction->operations()) {
     EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_MEASURED) << op.name();
   }
@@ -111,7 +106,7 @@ TEST_F(PredictionEngineTest, SameComputeUnitsWaveScaleEvenKernelVaryingOps) {
   }
   EXPECT_EQ(convolutions, 53);
   // More memory bandwidth and the same SMs: never slower here.
-  EXPECT_LT(prediction->iteration_ns(), SumOfPasses(*trace_));
+  EXPECT_LT(prediction->iteration_ns(), SumOfPassTimes(*trace_));
 }
 
 TEST_F(PredictionEngineTest, PredictCoversAllProductsAndRanks) {

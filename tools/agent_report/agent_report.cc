@@ -27,6 +27,7 @@
 #include "common/status_macros.h"
 #include "core/predict/op_traffic.h"
 #include "core/trace/op_classification.h"
+#include "core/trace/trace_totals.h"
 #include "habitat/v1/trace.pb.h"
 #include "nlohmann/json.hpp"
 
@@ -65,18 +66,14 @@ absl::StatusOr<std::vector<Case>> LoadCases(const std::string& dir) {
   return out;
 }
 
-int64_t PassSum(const habitat::v1::Trace& t) {
-  int64_t sum = 0;
-  for (const auto& op : t.operations()) sum += op.forward().time_ns() + op.backward().time_ns();
-  for (const auto& k : t.unattributed_kernels()) sum += k.duration_ns();
-  return sum;
+bool HasDramCounters(const habitat::v1::Kernel& k) {
+  return k.has_counters() && k.counters().dram_read_bytes() + k.counters().dram_write_bytes() > 0;
 }
 
 bool AllKernelsCounted(const habitat::v1::Pass& p) {
   if (p.kernels_size() == 0) return false;
   for (const auto& k : p.kernels()) {
-    if (!k.has_counters() || k.counters().dram_read_bytes() + k.counters().dram_write_bytes() == 0)
-      return false;
+    if (!HasDramCounters(k)) return false;
   }
   return true;
 }
@@ -101,7 +98,7 @@ void PerOpSums(const std::string& tag, const std::vector<Case>& cases) {
       tag);
   std::vector<double> others;
   for (const Case& c : cases) {
-    const double sum = PassSum(c.trace) / 1e6;
+    const double sum = SumOfPassTimes(c.trace) / 1e6;
     const double tracked = c.trace.iteration_gpu_busy_ns() / 1e6;
     std::cout << absl::StrFormat("| %s | %.2f | %.2f | %.2f | %.2f | %.4f | %.4f |\n", c.name,
                                  c.wall_ms, c.busy_ms, c.host_share, tracked, sum / tracked,
@@ -176,8 +173,7 @@ void Counters(const std::string& tag, const std::vector<Case>& cases) {
         const auto& p = backward ? op.backward() : op.forward();
         for (const auto& k : p.kernels()) {
           all += k.duration_ns();
-          if (k.has_counters() && k.counters().dram_read_bytes() + k.counters().dram_write_bytes() > 0)
-            counted += k.duration_ns();
+          if (HasDramCounters(k)) counted += k.duration_ns();
         }
         if (ClassifyOperation(op.name()) != OpKind::kKernelAlike || !AllKernelsCounted(p)) continue;
         const auto est = EstimatePassDramBytes(op, backward);

@@ -27,6 +27,7 @@
 #include "core/kineto/kineto_import.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/varying_predictor.h"
+#include "core/trace/trace_totals.h"
 #include "tools/eval_suite/host_speed.h"
 #include "nlohmann/json.hpp"
 
@@ -67,12 +68,6 @@ std::map<std::string, Case> LoadMeasurements(const std::string& path) {
   return cases;
 }
 
-int64_t SumOfPasses(const v1::Trace& trace) {
-  int64_t total = 0;
-  for (const auto& op : trace.operations()) total += op.forward().time_ns() + op.backward().time_ns();
-  for (const auto& k : trace.unattributed_kernels()) total += k.duration_ns();
-  return total;
-}
 
 struct WallRow {
   std::string name, direction;
@@ -179,7 +174,7 @@ int Run() {
                       direction.c_str(), std::string(prediction.status().message()).c_str());
           continue;
         }
-        const double origin_sum = static_cast<double>(SumOfPasses(*trace));
+        const double origin_sum = static_cast<double>(SumOfPassTimes(*trace));
         const double ratio = static_cast<double>(prediction->iteration_ns()) / origin_sum;
         const double predicted = origin_case.busy_ns * ratio;
         const double same_flops = origin_case.busy_ns * origin_spec.peak_fp32_tflops() /

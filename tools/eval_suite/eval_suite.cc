@@ -15,7 +15,7 @@
 // predicted again with the target host's speed from the leases' host
 // benchmarks (where both have them) and from the other models' traces.
 //
-//   habitat_eval_suite --source=agent --gpus=h100=H100-SXM,h200=H200 \
+//   habitat_eval_suite --source=agent --gpus=h100=H100-SXM,h200=H200
 //       --out=eval/results/h100_h200_agent.csv
 //
 // A failed import, upload or prediction is written into its row's `error`
@@ -41,6 +41,7 @@
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/kineto/kineto_import.h"
+#include "core/trace/trace_totals.h"
 #include "tools/eval_suite/eval_row.h"
 #include "tools/eval_suite/host_speed.h"
 #include "tools/eval_suite/measurements.h"
@@ -126,15 +127,6 @@ absl::StatusOr<std::vector<Gpu>> LoadGpus(const std::string& spec, const std::st
   return gpus;
 }
 
-int64_t SumOfPasses(const v1::Trace& trace) {
-  int64_t total = 0;
-  for (const auto& op : trace.operations()) {
-    total += op.forward().time_ns() + op.backward().time_ns();
-  }
-  for (const auto& k : trace.unattributed_kernels()) total += k.duration_ns();
-  return total;
-}
-
 // The origin's Kineto fixture, imported with its measured unprofiled wall time.
 absl::StatusOr<v1::Trace> ImportFixture(const std::string& testdata, const Gpu& origin,
                                         const MeasuredCase& measured) {
@@ -171,7 +163,7 @@ absl::StatusOr<std::string> Upload(const std::string& testdata, const Gpu& origi
                              ImportFixture(testdata, origin, measured));
   }
   row.trace_busy_ns = request.trace().iteration_gpu_busy_ns();
-  row.origin_op_sum_ns = SumOfPasses(request.trace());
+  row.origin_op_sum_ns = SumOfPassTimes(request.trace());
   HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse response, client.UploadTrace(request));
   return response.trace_id();
 }
