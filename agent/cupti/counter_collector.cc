@@ -268,16 +268,17 @@ class Session {
   // replays each kernel per pass) or once per pass (user replay: the work
   // must launch the same kernels every time). The work's error wins.
   Status Run(const std::function<Status()>& work, size_t passes,
-             size_t* runs, uint64_t* dropped) {
+             uint64_t* dropped) {
     // A few spare runs: CUPTI, not the pass count, says when it is done.
     const size_t max_runs = user_replay_ ? passes + 2 : 1;
     bool all_submitted = false;
-    for (*runs = 0; *runs < max_runs && !all_submitted;) {
+    size_t runs = 0;
+    while (runs < max_runs && !all_submitted) {
       auto start = HABITAT_PARAMS(CUpti_RangeProfiler_Start_Params);
       start.pRangeProfilerObject = profiler_;
       HABITAT_PROFILER_CALL(cuptiRangeProfilerStart, start);
       const Status worked = work();
-      ++*runs;
+      ++runs;
       auto stop = HABITAT_PARAMS(CUpti_RangeProfiler_Stop_Params);
       stop.pRangeProfilerObject = profiler_;
       const Status stopped =
@@ -289,7 +290,7 @@ class Session {
     if (!all_submitted) {
       // Decode what was collected rather than lose it.
       Log("cuptiRangeProfilerStop: not all passes submitted after " +
-          std::to_string(*runs) + " run(s); some metrics may be missing");
+          std::to_string(runs) + " run(s); some metrics may be missing");
     }
     auto decode = HABITAT_PARAMS(CUpti_RangeProfiler_DecodeData_Params);
     decode.pRangeProfilerObject = profiler_;
@@ -428,8 +429,7 @@ Status CuptiCounterCollector::Collect(const std::function<Status()>& work,
   s = session.Configure(names, max_kernels, options_.user_replay,
                         &out->replay_passes);
   if (!s.ok()) return fail(s);
-  size_t runs = 0;
-  s = session.Run(work, out->replay_passes, &runs, &out->dropped_ranges);
+  s = session.Run(work, out->replay_passes, &out->dropped_ranges);
   if (!s.ok()) return fail(s);
   s = session.Evaluate(names, &out->ranges);
   if (!s.ok()) return fail(s);
