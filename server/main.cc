@@ -1,9 +1,11 @@
 // habitat-server: the prediction service.
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -69,6 +71,35 @@ ABSL_FLAG(int64_t, max_trace_name_bytes, habitat::TraceLimits().max_name_bytes,
           "Longest name (operation, kernel, argument) in a trace, in bytes");
 ABSL_FLAG(int, shutdown_grace_seconds, 10,
           "On SIGTERM, how long in-flight RPCs may take before they are cancelled");
+ABSL_FLAG(int, max_connections, habitat::ConnectionOptions().max_connections,
+          "Open connections on --address; more are closed as soon as they are accepted "
+          "(0: no count limit; connections are also refused when fewer than 1/8 of the "
+          "file descriptor limit, 32-1024, would remain free)");
+ABSL_FLAG(double, max_connection_idle_seconds,
+          absl::ToDoubleSeconds(habitat::ConnectionOptions().max_idle),
+          "Close a connection that has had no RPC for this long (0: never)");
+ABSL_FLAG(double, max_connection_age_seconds,
+          absl::ToDoubleSeconds(habitat::ConnectionOptions().max_age),
+          "Close a connection after this long, +-10% (0: never)");
+ABSL_FLAG(double, max_connection_age_grace_seconds,
+          absl::ToDoubleSeconds(habitat::ConnectionOptions().max_age_grace),
+          "How long the RPCs of a connection closed for its age may still run (0: no limit)");
+ABSL_FLAG(double, handshake_timeout_seconds,
+          absl::ToDoubleSeconds(habitat::ConnectionOptions().handshake_timeout),
+          "Close a connection whose TLS handshake and HTTP/2 settings take longer than this");
+ABSL_FLAG(double, min_client_ping_interval_seconds,
+          absl::ToDoubleSeconds(habitat::ConnectionOptions().min_client_ping_interval),
+          "Client keepalive pings more frequent than this count as strikes");
+ABSL_FLAG(int, max_ping_strikes, habitat::ConnectionOptions().max_ping_strikes,
+          "Close a connection after this many too-frequent pings (0: never)");
+ABSL_FLAG(bool, connection_guard, habitat::ConnectionOptions().guard,
+          "Refuse connections over --max_connections or the file descriptor reserve and "
+          "keep accepting through file descriptor exhaustion (off: gRPC's own accept loop, "
+          "which stops for good on EMFILE)");
+ABSL_FLAG(double, self_probe_seconds,
+          absl::ToDoubleSeconds(habitat::ConnectionOptions().self_probe_interval),
+          "How often to check that the --address listener accepts connections; 3 failed "
+          "checks in a row turn health NOT_SERVING on both gRPC ports (0: no checks)");
 
 namespace {
 
@@ -126,6 +157,51 @@ absl::StatusOr<std::string> StoreFromFlags(bool dir_given) {
     return dir.empty() ? std::string("memory") : "dir:" + dir;
   }
   return "sqlite:" + habitat::DefaultSqlitePath();
+}
+
+absl::StatusOr<habitat::ConnectionOptions> ConnectionOptionsFromFlags() {
+  habitat::ConnectionOptions options;
+  options.max_connections = absl::GetFlag(FLAGS_max_connections);
+  options.max_ping_strikes = absl::GetFlag(FLAGS_max_ping_strikes);
+  options.guard = absl::GetFlag(FLAGS_connection_guard);
+  const std::pair<const char*, absl::Duration*> durations[] = {
+      {"max_connection_idle_seconds", &options.max_idle},
+      {"max_connection_age_seconds", &options.max_age},
+      {"max_connection_age_grace_seconds", &options.max_age_grace},
+      {"handshake_timeout_seconds", &options.handshake_timeout},
+      {"min_client_ping_interval_seconds", &options.min_client_ping_interval},
+      {"self_probe_seconds", &options.self_probe_interval}};
+  const double values[] = {absl::GetFlag(FLAGS_max_connection_idle_seconds),
+                           absl::GetFlag(FLAGS_max_connection_age_seconds),
+                           absl::GetFlag(FLAGS_max_connection_age_grace_seconds),
+                           absl::GetFlag(FLAGS_handshake_timeout_seconds),
+                           absl::GetFlag(FLAGS_min_client_ping_interval_seconds),
+                           absl::GetFlag(FLAGS_self_probe_seconds)};
+  for (size_t i = 0; i < std::size(values); ++i) {
+    if (!(values[i] >= 0) || values[i] > 1e9) {  // also NaN
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", durations[i].first, " must be 0..1e9 seconds"));
+    }
+    *durations[i].second = absl::Seconds(values[i]);
+  }
+  return options;
+}
+
+// Each connection holds a file descriptor, and the usual soft limit (1024)
+// is far below what the hard limit allows (containerd and systemd: 524288
+// or more), so the soft limit is raised to the hard one, as Go programs do.
+// Returns the limit now in force.
+rlim_t RaiseFileDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return raised.rlim_cur;
+    raised.rlim_cur = std::min<rlim_t>(limit.rlim_max, 1 << 20);  // fs.nr_open's default
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return raised.rlim_cur;
+  }
+  return limit.rlim_cur;
 }
 
 }  // namespace
@@ -194,6 +270,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.backend.trace_limits = *limits;
+  auto connections = ConnectionOptionsFromFlags();
+  if (!connections.ok()) {
+    std::fprintf(stderr, "habitat-server: cannot start: %s\n",
+                 std::string(connections.status().message()).c_str());
+    return 1;
+  }
+  options.connections = *connections;
+  const rlim_t fd_limit = RaiseFileDescriptorLimit();
+  std::fprintf(stderr, "habitat-server: file descriptor limit %llu; %s\n",
+               static_cast<unsigned long long>(fd_limit),
+               options.connections.max_connections == 0
+                   ? "no connection limit on --address"
+                   : absl::StrCat("at most ", options.connections.max_connections,
+                                  " connections on --address")
+                         .c_str());
 
   auto server = habitat::PredictionServer::Start(options);
   if (!server.ok()) {

@@ -1,12 +1,18 @@
 #include "server/prediction_server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdio>
 #include <exception>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -15,6 +21,7 @@
 #include "grpcpp/server_builder.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+#include "server/connection_guard.h"
 #include "server/prediction_service.h"
 #include "server/server_metrics.h"
 #include "server/token_auth.h"
@@ -50,6 +57,67 @@ class ReflectionOption : public grpc::ServerBuilderOption {
   bool enabled_;
 };
 
+// The health-only port serves probes, which open a connection or two at a
+// time: a flood there stops here, not at the main port's limit.
+constexpr int kHealthPortMaxConnections = 64;
+// Self-probes that must fail in a row before health turns NOT_SERVING, and
+// how long one may take.
+constexpr int kSelfProbeFailures = 3;
+constexpr absl::Duration kSelfProbeTimeout = absl::Seconds(2);
+// The first probe, right after start, also proves that the connection guard
+// is in place; a loaded machine gets more time.
+constexpr absl::Duration kStartProbeTimeout = absl::Seconds(10);
+
+int ChannelArgMillis(absl::Duration duration) {
+  if (duration == absl::ZeroDuration() || duration >= absl::Milliseconds(INT_MAX)) return INT_MAX;
+  return static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(duration)));
+}
+
+void AddConnectionLimits(const ConnectionOptions& options, grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ChannelArgMillis(options.max_idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ChannelArgMillis(options.max_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             ChannelArgMillis(options.max_age_grace));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             ChannelArgMillis(options.handshake_timeout));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ChannelArgMillis(options.min_client_ping_interval));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, options.max_ping_strikes);
+}
+
+// Descriptors kept free of connections: for the store, /metrics, the
+// health port and self-probes while the main port is flooded.
+int FdReserve() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;
+  return static_cast<int>(std::clamp<rlim_t>(limit.rlim_cur / 8, 32, 1024));
+}
+
+absl::Status CheckConnectionOptions(const ConnectionOptions& options) {
+  if (options.max_connections < 0) {
+    return absl::InvalidArgumentError("--max_connections must be >= 0 (0: no limit)");
+  }
+  const std::pair<const char*, absl::Duration> durations[] = {
+      {"max_connection_idle_seconds", options.max_idle},
+      {"max_connection_age_seconds", options.max_age},
+      {"max_connection_age_grace_seconds", options.max_age_grace},
+      {"handshake_timeout_seconds", options.handshake_timeout},
+      {"min_client_ping_interval_seconds", options.min_client_ping_interval},
+      {"self_probe_seconds", options.self_probe_interval}};
+  for (const auto& [flag, value] : durations) {
+    if (value < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be >= 0"));
+    }
+  }
+  if (options.handshake_timeout == absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--handshake_timeout_seconds must be > 0");
+  }
+  if (options.max_ping_strikes < 0) {
+    return absl::InvalidArgumentError("--max_ping_strikes must be >= 0 (0: no limit)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 class PredictionServer::Impl {
@@ -72,6 +140,8 @@ class PredictionServer::Impl {
   int metrics_port = 0;
   int health_port = 0;
   bool shut_down = false;
+  // Ports registered with the connection guard, released at destruction.
+  std::vector<int> guarded_ports;
 
   // Re-reads the store's trace count into habitat_stored_traces. On a
   // thread of its own rather than at scrape time: a store that hangs (a
@@ -81,7 +151,19 @@ class PredictionServer::Impl {
   bool stop_refresh ABSL_GUARDED_BY(refresh_mutex) = false;
   std::thread refresher;
 
-  ~Impl() { StopRefresher(); }
+  // Health is SERVING while the server is not draining and its listener
+  // on the main port accepts connections (the self-probe's verdict).
+  absl::Mutex health_mutex;
+  bool draining ABSL_GUARDED_BY(health_mutex) = false;
+  bool listener_accepts ABSL_GUARDED_BY(health_mutex) = true;
+  bool stop_probe ABSL_GUARDED_BY(health_mutex) = false;
+  std::thread prober;
+
+  ~Impl() {
+    StopProber();
+    StopRefresher();
+    for (int guarded : guarded_ports) ConnectionGuard::Get().Release(guarded);
+  }
 
   void StartRefresher(absl::Duration interval) {
     refresher = std::thread([this, interval] {
@@ -103,9 +185,61 @@ class PredictionServer::Impl {
     if (refresher.joinable()) refresher.join();
   }
 
-  void SetServing(bool serving) {
+  void UpdateHealthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mutex) {
+    const bool serving = !draining && listener_accepts;
     server->GetHealthCheckService()->SetServingStatus(serving);
     if (health_server != nullptr) health_server->GetHealthCheckService()->SetServingStatus(serving);
+  }
+  void SetDraining() {
+    absl::MutexLock lock(&health_mutex);
+    draining = true;
+    UpdateHealthLocked();
+  }
+
+  // gRPC 1.51 can lose its listener while the process, the health service
+  // and the health-only port carry on (EMFILE was one way, see
+  // connection_guard.h); this makes health say so, so that orchestrators
+  // restart the server.
+  void StartProber(const std::string& probe_address, absl::Duration interval) {
+    prober = std::thread([this, probe_address, interval] {
+      int failures = 0;
+      while (true) {
+        {
+          absl::MutexLock lock(&health_mutex);
+          health_mutex.AwaitWithTimeout(absl::Condition(&stop_probe), interval);
+          if (stop_probe) return;
+        }
+        const absl::Status probe = ConnectionGuard::Get().ProbeListener(
+            probe_address, std::min(interval, kSelfProbeTimeout));
+        absl::MutexLock lock(&health_mutex);
+        if (stop_probe) return;
+        if (probe.ok()) {
+          failures = 0;
+          if (!listener_accepts) {
+            std::fprintf(stderr,
+                         "habitat-server: the gRPC listener on port %d accepts connections "
+                         "again; health SERVING\n",
+                         port);
+            listener_accepts = true;
+            UpdateHealthLocked();
+          }
+        } else if (++failures >= kSelfProbeFailures && listener_accepts) {
+          std::fprintf(stderr,
+                       "habitat-server: the gRPC listener on port %d failed %d checks in a "
+                       "row (%s); health NOT_SERVING\n",
+                       port, failures, std::string(probe.message()).c_str());
+          listener_accepts = false;
+          UpdateHealthLocked();
+        }
+      }
+    });
+  }
+  void StopProber() {
+    {
+      absl::MutexLock lock(&health_mutex);
+      stop_probe = true;
+    }
+    if (prober.joinable()) prober.join();
   }
 };
 
@@ -129,6 +263,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   if (options.stored_traces_refresh <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the stored-traces refresh interval must be positive");
   }
+  HABITAT_RETURN_IF_ERROR(CheckConnectionOptions(options.connections));
   // Files first: a typo in a flag should not wait for the data to load.
   HABITAT_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                            MakeServerCredentials(options.tls));
@@ -170,6 +305,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     grpc::ServerBuilder health_builder;
     health_builder.SetOption(std::make_unique<ReflectionOption>(false));
     health_builder.RegisterCallbackGenericService(&impl->health_port_fallback);
+    AddConnectionLimits(options.connections, health_builder);
     health_builder.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(),
                                     &impl->health_port);
     impl->health_server = health_builder.BuildAndStart();
@@ -179,6 +315,12 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
                                                  "' (in use or not an address?)"));
     }
     impl->health_server->GetHealthCheckService()->SetServingStatus(false);
+    PortGuard guard;
+    guard.max_connections = kHealthPortMaxConnections;
+    guard.fd_reserve = FdReserve() / 2;
+    guard.shed = options.connections.guard;
+    ConnectionGuard::Get().Guard(impl->health_port, guard);
+    impl->guarded_ports.push_back(impl->health_port);
   }
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<ReflectionOption>(true));
@@ -186,15 +328,49 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(impl->service.get());
+  AddConnectionLimits(options.connections, builder);
   impl->server = builder.BuildAndStart();
-  if (impl->server == nullptr || impl->port == 0) {
+  auto stop_servers = [&impl] {
+    if (impl->server != nullptr) impl->server->Shutdown(std::chrono::system_clock::now());
     if (impl->health_server != nullptr) {
       impl->health_server->Shutdown(std::chrono::system_clock::now());
     }
+  };
+  if (impl->server == nullptr || impl->port == 0) {
+    stop_servers();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on '", options.address, "' (in use or not an address?)"));
   }
-  impl->SetServing(true);
+  // Unix sockets have no port to guard or probe.
+  auto probe_address = ProbeAddressFor(options.address, impl->port);
+  if (probe_address.ok()) {
+    PortGuard guard;
+    guard.max_connections = options.connections.max_connections;
+    guard.fd_reserve = FdReserve();
+    guard.shed = options.connections.guard;
+    ConnectionGuard::Get().Guard(impl->port, guard);
+    impl->guarded_ports.push_back(impl->port);
+    // Proves that connections pass through the guard, before health says
+    // SERVING.
+    const absl::Status first = ConnectionGuard::Get().ProbeListener(*probe_address,
+                                                                    kStartProbeTimeout);
+    if (!first.ok()) {
+      stop_servers();
+      return absl::UnavailableError(absl::StrCat(
+          "the gRPC listener on '", options.address,
+          "' did not pass its first self-probe: ", first.message()));
+    }
+    if (options.connections.self_probe_interval > absl::ZeroDuration()) {
+      impl->StartProber(*probe_address, options.connections.self_probe_interval);
+    }
+  } else if (!absl::IsUnimplemented(probe_address.status())) {
+    stop_servers();
+    return probe_address.status();
+  }
+  {
+    absl::MutexLock lock(&impl->health_mutex);
+    impl->UpdateHealthLocked();
+  }
   return std::unique_ptr<PredictionServer>(new PredictionServer(std::move(impl)));
 }
 
@@ -214,7 +390,7 @@ absl::StatusOr<size_t> PredictionServer::ReloadTokens() {
 void PredictionServer::Shutdown(absl::Duration grace) {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
-  impl_->SetServing(false);
+  impl_->SetDraining();
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           absl::ToChronoMilliseconds(grace));
   // After the main server: probes see NOT_SERVING while it drains.
@@ -226,6 +402,7 @@ void PredictionServer::Shutdown(absl::Duration grace) {
 void PredictionServer::Wait() {
   impl_->server->Wait();
   if (impl_->health_server != nullptr) impl_->health_server->Wait();
+  impl_->StopProber();
 }
 
 }  // namespace habitat

@@ -14,6 +14,38 @@
 
 namespace habitat {
 
+// Limits on the connections of the gRPC ports. gRPC keeps a connection
+// (one file descriptor, ~20 KiB) for as long as the client does; these
+// bound how many, for how long, and how often a client may ping.
+struct ConnectionOptions {
+  // Open connections on `address`; more are closed as soon as they are
+  // accepted. 0: no count limit (the file descriptor reserve still holds).
+  int max_connections = 4096;
+  // A connection without RPCs for this long is closed (GOAWAY); zero: never.
+  absl::Duration max_idle = absl::Seconds(120);
+  // A connection is closed after this long (gRPC adds +-10% jitter), its
+  // RPCs given `max_age_grace` to finish; zero: never.
+  absl::Duration max_age = absl::Minutes(30);
+  absl::Duration max_age_grace = absl::Minutes(2);
+  // From accept until the TLS handshake and the client's HTTP/2 settings
+  // are done; a connection that takes longer is closed.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // Pings a client may send this often without data; each one sent sooner
+  // is a strike, and after `max_ping_strikes` the connection is closed
+  // (0: never).
+  absl::Duration min_client_ping_interval = absl::Seconds(30);
+  int max_ping_strikes = 2;
+  // Sheds connections over max_connections or beyond the file descriptor
+  // reserve and keeps the listeners accepting through descriptor exhaustion
+  // (server/connection_guard.h). Off: gRPC's own accept loop, which stops
+  // for good on EMFILE.
+  bool guard = true;
+  // How often the server checks that its listener on `address` still
+  // accepts connections; after 3 failed checks in a row health turns
+  // NOT_SERVING on both gRPC ports until a check passes. Zero: no checks.
+  absl::Duration self_probe_interval = absl::Seconds(5);
+};
+
 struct ServerOptions {
   // host:port; port 0 picks a free port (see PredictionServer::port()).
   std::string address = "0.0.0.0:50051";
@@ -38,6 +70,7 @@ struct ServerOptions {
   // follows retention sweeps and other replicas' uploads, not only this
   // server's uploads. Must be positive.
   absl::Duration stored_traces_refresh = absl::Seconds(5);
+  ConnectionOptions connections;
 };
 
 class PredictionServer {

@@ -1,0 +1,245 @@
+#include "tests/hostile/hostile_support.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace habitat::hostile {
+namespace {
+
+std::string TempPath(const std::string& stem) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string pattern = absl::StrCat(dir != nullptr ? dir : "/tmp", "/", stem, "-XXXXXX");
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  const int fd = mkstemp(buffer.data());
+  if (fd >= 0) close(fd);
+  return std::string(buffer.data());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+ServerProcess::ServerProcess(const ServerSpec& spec) {
+  stderr_path_ = TempPath("habitat-hostile-server");
+  // HABITAT_HOSTILE_SERVER runs the suite against another build (e.g. an
+  // older one, to see a test fail there).
+  const char* binary = std::getenv("HABITAT_HOSTILE_SERVER");
+  std::vector<std::string> args = {binary != nullptr ? binary : HABITAT_SERVER_BINARY,
+                                   "--address=127.0.0.1:0",
+                                   "--health_address=127.0.0.1:0",
+                                   "--metrics_address=",
+                                   "--store=memory",
+                                   "--models_dir=none",
+                                   absl::StrCat("--data_dir=", HABITAT_DATA_DIR)};
+  args.insert(args.end(), spec.flags.begin(), spec.flags.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    if (spec.nofile > 0) {
+      rlimit limit{static_cast<rlim_t>(spec.nofile), static_cast<rlim_t>(spec.nofile)};
+      if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
+    }
+    const int err = open(stderr_path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (err < 0) _exit(126);
+    dup2(err, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  unlink(stderr_path_.c_str());
+}
+
+bool ServerProcess::WaitServing(absl::Duration timeout) {
+  const std::regex serving(R"(serving on port (\d+) .*health-only port (\d+))");
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    std::smatch match;
+    const std::string err = Stderr();
+    if (std::regex_search(err, match, serving)) {
+      port_ = std::stoi(match[1].str());
+      health_port_ = std::stoi(match[2].str());
+      return true;
+    }
+    if (!Alive()) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+std::string ServerProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
+std::string ServerProcess::health_address() const {
+  return absl::StrCat("127.0.0.1:", health_port_);
+}
+
+bool ServerProcess::Alive() {
+  if (pid_ <= 0 || reaped_) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    reaped_ = true;
+    return false;
+  }
+  return true;
+}
+
+long ServerProcess::PeakRssKib() const {
+  const std::string status = ReadFile(absl::StrCat("/proc/", pid_, "/status"));
+  std::smatch match;
+  static const std::regex hwm(R"(VmHWM:\s+(\d+) kB)");
+  if (!std::regex_search(status, match, hwm)) return -1;
+  return std::stol(match[1].str());
+}
+
+std::string ServerProcess::Stderr() const { return ReadFile(stderr_path_); }
+
+bool ServerProcess::WaitForStderr(const std::string& needle, absl::Duration timeout) const {
+  const absl::Time end = absl::Now() + timeout;
+  do {
+    if (Stderr().find(needle) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < end);
+  return false;
+}
+
+absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadline) {
+  // A connection of its own each time, not one shared through gRPC's
+  // global subchannel pool, so each check exercises the listener.
+  grpc::ChannelArguments args;
+  args.SetInt("grpc.use_local_subchannel_pool", 1);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  grpc::Slice empty("");  // HealthCheckRequest{}: no bytes
+  grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  const bool done = cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!done) return absl::InternalError("the health call did not complete");
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        status.error_message());
+  }
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  // HealthCheckResponse { ServingStatus status = 1; }: empty when UNKNOWN.
+  if (bytes.empty()) return 0;
+  if (bytes.size() == 2 && bytes[0] == 0x08) return static_cast<int>(bytes[1]);
+  return absl::InternalError("unexpected HealthCheckResponse bytes");
+}
+
+bool WaitForHealth(const std::string& address, int want, absl::Duration timeout,
+                   std::string* last) {
+  const absl::Time end = absl::Now() + timeout;
+  do {
+    auto health = CheckHealth(address, absl::Seconds(2));
+    if (last != nullptr) {
+      *last = health.ok() ? absl::StrCat("status ", *health) : health.status().ToString();
+    }
+    if (health.ok() && *health == want) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  } while (absl::Now() < end);
+  return false;
+}
+
+IdleConnection::IdleConnection(int port, bool preface) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // Client preface, then SETTINGS with no parameters (length 0, type 4).
+  static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+  constexpr size_t kPrefaceBytes = sizeof(kPreface) - 1;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      (preface &&
+       send(fd, kPreface, kPrefaceBytes, MSG_NOSIGNAL) != static_cast<ssize_t>(kPrefaceBytes))) {
+    close(fd);
+    return;
+  }
+  fd_ = fd;
+}
+
+IdleConnection::~IdleConnection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+IdleConnection::State IdleConnection::First(absl::Duration timeout) {
+  if (fd_ < 0) return State::kClosed;
+  if (first_ != State::kSilent) return first_;
+  pollfd readable{fd_, POLLIN, 0};
+  if (poll(&readable, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) {
+    return State::kSilent;
+  }
+  char buffer[256];
+  first_ = recv(fd_, buffer, sizeof(buffer), MSG_DONTWAIT) > 0 ? State::kServed : State::kClosed;
+  return first_;
+}
+
+bool IdleConnection::WaitClosed(absl::Duration timeout) {
+  if (fd_ < 0) return true;
+  const absl::Time end = absl::Now() + timeout;
+  while (true) {
+    const int64_t left = absl::ToInt64Milliseconds(end - absl::Now());
+    if (left <= 0) return false;
+    pollfd readable{fd_, POLLIN, 0};
+    if (poll(&readable, 1, static_cast<int>(left)) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = recv(fd_, buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n == 0) return true;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+  }
+}
+
+}  // namespace habitat::hostile

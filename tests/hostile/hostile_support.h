@@ -1,0 +1,94 @@
+// Helpers of the hostile-client tests: the habitat-server binary as a child
+// process (with its own file descriptor limit, its peak RSS readable),
+// raw HTTP/2 connections that stay idle, and health checks with a deadline.
+// Everything is on loopback; every wait is bounded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace habitat::hostile {
+
+struct ServerSpec {
+  // Flags after the defaults (loopback ports 0, memory store, no models,
+  // no metrics, the source tree's data/); later ones win.
+  std::vector<std::string> flags;
+  // RLIMIT_NOFILE (soft and hard) of the child; 0 leaves it.
+  int nofile = 0;
+};
+
+// habitat-server started on loopback; SIGKILLed on destruction if running.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const ServerSpec& spec);
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // Waits (bounded) for "serving on port"; false if the server exited or
+  // took too long (Stderr() says why).
+  bool WaitServing(absl::Duration timeout = absl::Seconds(60));
+  int port() const { return port_; }
+  int health_port() const { return health_port_; }
+  std::string address() const;
+  std::string health_address() const;
+  pid_t pid() const { return pid_; }
+  // Still running (not exited).
+  bool Alive();
+  // The peak resident set size (VmHWM) in KiB, or -1.
+  long PeakRssKib() const;
+  // Everything written to stderr so far.
+  std::string Stderr() const;
+  // Polls stderr until it contains `needle`, at most `timeout`.
+  bool WaitForStderr(const std::string& needle, absl::Duration timeout) const;
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string stderr_path_;
+  int port_ = 0;
+  int health_port_ = 0;
+};
+
+// grpc.health.v1.Health/Check ("" service) on a fresh connection:
+// 1 SERVING, 2 NOT_SERVING; an error status when the call failed.
+absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadline);
+
+// Polls CheckHealth until it returns `want`, at most `timeout`; the last
+// result as text for messages.
+bool WaitForHealth(const std::string& address, int want, absl::Duration timeout,
+                   std::string* last);
+
+// A TCP connection to 127.0.0.1:port that sends the HTTP/2 client preface
+// and an empty SETTINGS frame, then stays idle: what a client that opened a
+// channel and makes no call holds.
+class IdleConnection {
+ public:
+  enum class State { kServed, kClosed, kSilent };
+  // Without `preface` the connection sends nothing at all. A failed
+  // connect counts as closed.
+  explicit IdleConnection(int port, bool preface = true);
+  ~IdleConnection();
+  IdleConnection(const IdleConnection&) = delete;
+  IdleConnection& operator=(const IdleConnection&) = delete;
+  bool connected() const { return fd_ >= 0; }
+  // What the server did first: sent bytes (its SETTINGS: gRPC serves the
+  // connection), closed or reset it (shed), or nothing within `timeout`
+  // (the connection waits in the kernel's queue: nobody accepts). Once
+  // known, the same answer every time.
+  State First(absl::Duration timeout);
+  // Reads and drops what comes until the server closes the connection;
+  // false if it is still open after `timeout`.
+  bool WaitClosed(absl::Duration timeout);
+
+ private:
+  int fd_ = -1;
+  State first_ = State::kSilent;
+};
+
+}  // namespace habitat::hostile
