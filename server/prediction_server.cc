@@ -85,6 +85,21 @@ void AddConnectionLimits(const ConnectionOptions& options, grpc::ServerBuilder& 
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, options.max_ping_strikes);
 }
 
+// gRPC 1.51 checks --max_message_mb against a request's compressed size
+// and then inflates it in full, before any handler or token check: 1 MB of
+// gzip became 1 GiB of memory. Requests are never compressed by this
+// project's clients, so compressed ones are refused: with only identity
+// enabled, a call that says grpc-encoding: gzip (or deflate) ends in
+// UNIMPLEMENTED ("Compression algorithm 'gzip' is disabled") and
+// clients are told, in grpc-accept-encoding, to send identity. With
+// decompression off as well, no message is ever inflated, whatever reaches
+// the filter.
+void RefuseCompressedRequests(grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
+                             1 << GRPC_COMPRESS_NONE);
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
+}
+
 // Descriptors kept free of connections: for the store, /metrics, the
 // health port and self-probes while the main port is flooded.
 int FdReserve() {
@@ -306,6 +321,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     health_builder.SetOption(std::make_unique<ReflectionOption>(false));
     health_builder.RegisterCallbackGenericService(&impl->health_port_fallback);
     AddConnectionLimits(options.connections, health_builder);
+    RefuseCompressedRequests(health_builder);
     health_builder.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(),
                                     &impl->health_port);
     impl->health_server = health_builder.BuildAndStart();
@@ -329,6 +345,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   builder.SetMaxSendMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(impl->service.get());
   AddConnectionLimits(options.connections, builder);
+  RefuseCompressedRequests(builder);
   impl->server = builder.BuildAndStart();
   auto stop_servers = [&impl] {
     if (impl->server != nullptr) impl->server->Shutdown(std::chrono::system_clock::now());
