@@ -1,5 +1,6 @@
 #include "core/trace/trace_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -216,6 +217,24 @@ absl::Status CheckTotalGpuTime(const Trace& trace, const TraceLimits& limits) {
   return absl::OkStatus();
 }
 
+// Free-form strings of MathSettings end up in warnings: known values only,
+// except `source`, which is bounded and printable.
+absl::Status CheckMath(const habitat::v1::MathSettings& math, const TraceLimits& limits) {
+  const std::string& precision = math.float32_matmul_precision();
+  if (!precision.empty() && precision != "highest" && precision != "high" &&
+      precision != "medium") {
+    return Invalid("math.float32_matmul_precision",
+                   "must be \"highest\", \"high\", \"medium\" or empty");
+  }
+  const std::string& autocast = math.autocast_dtype();
+  if (!autocast.empty() && autocast != "bf16" && autocast != "fp16") {
+    return Invalid("math.autocast_dtype", "must be \"bf16\", \"fp16\" or empty");
+  }
+  TraceLimits source_limits = limits;
+  source_limits.max_name_bytes = std::min<int64_t>(limits.max_name_bytes, 64);
+  return CheckName("math.source", math.source(), source_limits, false);
+}
+
 }  // namespace
 
 absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
@@ -281,6 +300,7 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     HABITAT_RETURN_IF_ERROR(
         CheckDuration(field + ".cpu_duration_ns", trace.host_events(i).cpu_duration_ns(), limits));
   }
+  if (trace.has_math()) HABITAT_RETURN_IF_ERROR(CheckMath(trace.math(), limits));
   return CheckTotalGpuTime(trace, limits);
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -103,6 +104,32 @@ TEST(TraceValidationTest, TotalGpuTimeIsBounded) {
   EXPECT_TRUE(ValidateTrace(trace).ok());
   *trace.add_unattributed_kernels() = trace.operations(0).forward().kernels(0);
   ExpectInvalid(trace, "GPU time");
+}
+
+TEST(TraceValidationTest, MathSettingsTakeKnownValuesOnly) {
+  v1::Trace trace = OneKernelTrace();
+  v1::MathSettings* math = trace.mutable_math();
+  math->set_matmul_tf32(true);
+  math->set_cudnn_tf32(true);
+  math->set_float32_matmul_precision("high");
+  math->set_autocast_dtype("bf16");
+  math->set_source("recorded");
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  math->clear_autocast_dtype();
+  math->clear_float32_matmul_precision();
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+
+  math->set_float32_matmul_precision("HIGH");
+  ExpectInvalid(trace, "math.float32_matmul_precision");
+  math->set_float32_matmul_precision("medium");
+  math->set_autocast_dtype("float16");
+  ExpectInvalid(trace, "math.autocast_dtype");
+  math->set_autocast_dtype("");  // present: no autocast
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  math->set_source(std::string(65, 'x'));
+  ExpectInvalid(trace, "math.source");
+  math->set_source("inferred\n");
+  ExpectInvalid(trace, "math.source");
 }
 
 }  // namespace
