@@ -440,6 +440,7 @@ Status Assembler::Run(Trace* out) {
   t.batch_size = opt_.batch_size;
   t.precision = opt_.precision;
   t.source = opt_.source;
+  t.math = opt_.math;
   BuildOperations(&t);
   FillTraceLevel(&t);
   *out = std::move(t);

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ struct AssemblyOptions {
   // a backward pass). Other ids are counted in metadata
   // "agent.rerun_unmatched"; negative times are INVALID_ARGUMENT.
   std::map<uint64_t, RerunTime> rerun_times;
+  // The math settings in force when tracking started, copied to the trace.
+  std::optional<MathSettings> math;
 };
 
 // INVALID_ARGUMENT (naming the op event or record) for inconsistent input;

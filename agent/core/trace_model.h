@@ -144,6 +144,16 @@ struct HostEvent {
   int64_t cpu_duration_ns = 0;
 };
 
+// habitat.v1.MathSettings. The optional fields have presence on the wire:
+// set ones are written even when false or empty.
+struct MathSettings {
+  std::optional<bool> matmul_tf32;
+  std::optional<bool> cudnn_tf32;
+  std::string float32_matmul_precision;
+  std::optional<std::string> autocast_dtype;
+  std::string source;
+};
+
 struct Trace {
   uint32_t format_version = 1;
   OriginDevice origin;
@@ -158,6 +168,7 @@ struct Trace {
   std::vector<HostEvent> host_events;
   std::string source;
   std::map<std::string, std::string> metadata;
+  std::optional<MathSettings> math;  // unset: not known
 };
 
 }  // namespace agent

@@ -195,6 +195,17 @@ Writer WriteOrigin(const OriginDevice& d) {
   return w;
 }
 
+Writer WriteMath(const MathSettings& m) {
+  Writer w;
+  // proto3 `optional` fields: present means written, default value or not.
+  if (m.matmul_tf32.has_value()) w.ForceVarint(1, *m.matmul_tf32 ? 1 : 0);
+  if (m.cudnn_tf32.has_value()) w.ForceVarint(2, *m.cudnn_tf32 ? 1 : 0);
+  w.String(3, m.float32_matmul_precision);
+  if (m.autocast_dtype.has_value()) w.ForceBytes(4, *m.autocast_dtype);
+  w.String(5, m.source);
+  return w;
+}
+
 Writer WriteFrameworks(const FrameworkVersions& f) {
   Writer w;
   w.String(1, f.torch);
@@ -233,6 +244,7 @@ std::string SerializeTrace(const Trace& t) {
     entry.ForceBytes(2, value);
     w.Message(13, entry);
   }
+  if (t.math.has_value()) w.Message(14, WriteMath(*t.math));
   return w.bytes();
 }
 

@@ -4,8 +4,9 @@
 // round-trip test parses the bytes with the generated class.
 //
 // proto3 rules kept: scalar fields equal to their default are left out
-// (except oneof members, which have presence), repeated int64 are packed,
-// submessages that are set are written even when empty.
+// (except oneof members and `optional` fields, which have presence),
+// repeated int64 are packed, submessages that are set are written even when
+// empty.
 #pragma once
 
 #include <string>

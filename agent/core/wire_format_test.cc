@@ -140,6 +140,14 @@ Trace FullTrace() {
   t.host_events = {{"cudaDeviceSynchronize", 5, 6}, {"cudaMemcpyAsync", 7, 8}};
   t.source = "habitat-agent";
   t.metadata = {{"agent.kernels", "3"}, {"empty", ""}, {"", "no key"}};
+  // Optional fields holding their defaults: present all the same.
+  MathSettings math;
+  math.matmul_tf32 = false;
+  math.cudnn_tf32 = true;
+  math.float32_matmul_precision = "highest";
+  math.autocast_dtype = "";
+  math.source = "recorded";
+  t.math = math;
   return t;
 }
 
@@ -290,6 +298,45 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   EXPECT_EQ(t.metadata().at("agent.kernels"), "3");
   EXPECT_EQ(t.metadata().at("empty"), "");
   EXPECT_EQ(t.metadata().at(""), "no key");
+  ASSERT_TRUE(t.has_math());
+  ASSERT_TRUE(t.math().has_matmul_tf32());
+  EXPECT_FALSE(t.math().matmul_tf32());
+  ASSERT_TRUE(t.math().has_cudnn_tf32());
+  EXPECT_TRUE(t.math().cudnn_tf32());
+  EXPECT_EQ(t.math().float32_matmul_precision(), "highest");
+  ASSERT_TRUE(t.math().has_autocast_dtype());
+  EXPECT_EQ(t.math().autocast_dtype(), "");
+  EXPECT_EQ(t.math().source(), "recorded");
+}
+
+TEST(WireFormatTest, MathSettingsPresenceFollowsTheModel) {
+  Trace t;
+  pb::Trace parsed;
+  ASSERT_TRUE(parsed.ParseFromString(SerializeTrace(t)));
+  EXPECT_FALSE(parsed.has_math());  // not known: not written
+
+  MathSettings inferred;  // only what an import could tell
+  inferred.matmul_tf32 = true;
+  inferred.autocast_dtype = "bf16";
+  inferred.source = "inferred";
+  t.math = inferred;
+  const std::string ours = SerializeTrace(t);
+  ASSERT_TRUE(parsed.ParseFromString(ours));
+  ASSERT_TRUE(parsed.has_math());
+  EXPECT_TRUE(parsed.math().matmul_tf32());
+  EXPECT_FALSE(parsed.math().has_cudnn_tf32());
+  EXPECT_EQ(parsed.math().float32_matmul_precision(), "");
+  EXPECT_EQ(parsed.math().autocast_dtype(), "bf16");
+  EXPECT_EQ(parsed.math().source(), "inferred");
+  std::string theirs;
+  ASSERT_TRUE(parsed.SerializeToString(&theirs));
+  EXPECT_TRUE(ours == theirs);
+
+  t.math = MathSettings();  // present and empty
+  ASSERT_TRUE(parsed.ParseFromString(SerializeTrace(t)));
+  EXPECT_TRUE(parsed.has_math());
+  EXPECT_FALSE(parsed.math().has_matmul_tf32());
+  EXPECT_FALSE(parsed.math().has_autocast_dtype());
 }
 
 // The generated code, serialising deterministically (map keys sorted),
@@ -337,6 +384,7 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   o.window_end_ns = 1000;
   o.batch_size = 2;
   o.origin.name = "gpu";
+  o.math = MathSettings{true, true, "high", "bf16", "recorded"};
   Trace trace;
   ASSERT_TRUE(AssembleTrace(s.ops(), records, o, &trace).ok());
   pb::Trace parsed;
@@ -352,6 +400,10 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   EXPECT_EQ(parsed.iteration_wall_ns(), 900);
   EXPECT_EQ(parsed.source(), "habitat-agent");
   EXPECT_EQ(parsed.metadata().at("agent.kernels"), "2");
+  EXPECT_TRUE(parsed.math().matmul_tf32());
+  EXPECT_EQ(parsed.math().float32_matmul_precision(), "high");
+  EXPECT_EQ(parsed.math().autocast_dtype(), "bf16");
+  EXPECT_EQ(parsed.math().source(), "recorded");
 }
 
 }  // namespace

@@ -65,6 +65,24 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
       o.rerun_times[key.cast<uint64_t>()] = RerunTime{times.first, times.second};
     }
   }
+  if (info.contains("math") && !info["math"].is_none()) {
+    // The settings OperationTracker read when tracking started; a key that
+    // is missing or None stays unset (not known).
+    const py::dict d = info["math"].cast<py::dict>();
+    MathSettings m;
+    if (d.contains("matmul_tf32") && !d["matmul_tf32"].is_none()) {
+      m.matmul_tf32 = d["matmul_tf32"].cast<bool>();
+    }
+    if (d.contains("cudnn_tf32") && !d["cudnn_tf32"].is_none()) {
+      m.cudnn_tf32 = d["cudnn_tf32"].cast<bool>();
+    }
+    m.float32_matmul_precision = Get<std::string>(d, "float32_matmul_precision", "");
+    if (d.contains("autocast_dtype") && !d["autocast_dtype"].is_none()) {
+      m.autocast_dtype = d["autocast_dtype"].cast<std::string>();
+    }
+    m.source = Get<std::string>(d, "source", "recorded");
+    o.math = m;
+  }
   if (info.contains("frameworks")) {
     const py::dict d = info["frameworks"].cast<py::dict>();
     o.frameworks.torch = Get<std::string>(d, "torch", "");
@@ -128,6 +146,19 @@ py::dict SummaryDict(const Trace& t) {
   py::dict meta;
   for (const auto& [k, v] : t.metadata) meta[py::str(k)] = v;
   d["metadata"] = meta;
+  if (t.math.has_value()) {
+    py::dict math;
+    const MathSettings& m = *t.math;
+    math["matmul_tf32"] = m.matmul_tf32 ? py::cast(*m.matmul_tf32) : py::none();
+    math["cudnn_tf32"] = m.cudnn_tf32 ? py::cast(*m.cudnn_tf32) : py::none();
+    math["float32_matmul_precision"] = m.float32_matmul_precision;
+    math["autocast_dtype"] =
+        m.autocast_dtype ? py::cast(*m.autocast_dtype) : py::none();
+    math["source"] = m.source;
+    d["math"] = math;
+  } else {
+    d["math"] = py::none();
+  }
   // Per operation, in trace order: CUPTI pass times and re-run times, to
   // compare the two without a protobuf library (backward None: no pass).
   py::list passes;
@@ -165,6 +196,9 @@ class PyTracker {
     }
     OpRecorder::Options options;
     options.record_inputs = record_inputs;
+    // The host source records ops of CPU runs (tests): their autocast.
+    options.autocast_device =
+        source == "host" ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
     tracker_ = std::make_unique<Tracker>(std::move(s), options);
   }
 
@@ -182,6 +216,16 @@ class PyTracker {
     ThrowIfError(tracker_->Assemble(OptionsFrom(info), &trace));
     const std::string bytes = SerializeTrace(trace);
     return py::make_tuple(py::bytes(bytes), SummaryDict(trace));
+  }
+
+  // {"ops": top-level forward ops run under autocast, "dtype": its dtype
+  // as c10 names it ("BFloat16", "Half"; "" when none ran under it)}.
+  py::dict AutocastSeen() const {
+    const OpRecorder::AutocastSeen seen = tracker_->autocast_seen();
+    py::dict d;
+    d["ops"] = seen.ops;
+    d["dtype"] = seen.dtype;
+    return d;
   }
 
   // The recorded op events, for tests and inspection.
@@ -407,6 +451,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("stop", &PyTracker::Stop)
       .def("assemble", &PyTracker::Assemble, py::arg("info"))
       .def("ops", &PyTracker::Ops)
+      .def("autocast_seen", &PyTracker::AutocastSeen)
       .def("collect_counters", &PyTracker::CollectCounters, py::arg("step"),
            py::arg("fraction") = 0.995)
       .def("kernel_counters", &PyTracker::KernelCounterList)

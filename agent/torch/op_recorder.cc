@@ -1,5 +1,6 @@
 #include "agent/torch/op_recorder.h"
 
+#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <ATen/core/ivalue.h>
 
@@ -17,6 +18,8 @@ struct RecorderState {
   std::atomic<uint64_t> next_id{0};
   std::atomic<uint64_t> failed_pushes{0};
   std::atomic<uint64_t> failed_conversions{0};
+  std::atomic<uint64_t> autocast_ops{0};
+  std::atomic<int> autocast_dtype{-1};  // c10::ScalarType, -1: none seen
   std::mutex mu;
   std::vector<OpEvent> events;  // guarded by mu
   std::string first_error;      // guarded by mu
@@ -153,6 +156,14 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
   e.sequence_number = fn.seqNr();
   e.is_backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
   try {
+    // Inside an autocast-wrapped op its nested calls see autocast excluded,
+    // so only top-level forward ops tell whether the step used it.
+    if (e.parent_id == 0 && !e.is_backward &&
+        at::autocast::is_autocast_enabled(state->options.autocast_device)) {
+      ++state->autocast_ops;
+      state->autocast_dtype = static_cast<int>(
+          at::autocast::get_autocast_dtype(state->options.autocast_device));
+    }
     e.name = fn.name();
     if (state->options.record_inputs && fn.needsInputs()) {
       const auto inputs = fn.inputs();
@@ -267,6 +278,8 @@ Status OpRecorder::Start() {
   }
   state_->failed_pushes = 0;
   state_->failed_conversions = 0;
+  state_->autocast_ops = 0;
+  state_->autocast_dtype = -1;
   try {
     EnableCallbacks(state_->options.record_inputs);
   } catch (const std::exception& ex) {
@@ -282,6 +295,14 @@ Status OpRecorder::Start() {
 bool OpRecorder::AnyRecording() {
   std::lock_guard<std::mutex> lock(g_active_mu);
   return g_active != nullptr;
+}
+
+OpRecorder::AutocastSeen OpRecorder::autocast_seen() const {
+  AutocastSeen seen;
+  seen.ops = state_->autocast_ops.load();
+  const int dtype = state_->autocast_dtype.load();
+  if (dtype >= 0) seen.dtype = c10::toString(static_cast<c10::ScalarType>(dtype));
+  return seen;
 }
 
 Status OpRecorder::Stop(std::vector<OpEvent>* out) {

@@ -9,6 +9,8 @@
 // throw: failures are counted and reported by Stop().
 #pragma once
 
+#include <c10/core/DeviceType.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +36,17 @@ class OpRecorder {
     size_t max_list_elements = 64;
     // At most this many arguments per op (the server's limit is 256).
     size_t max_arguments = 256;
+    // The device whose torch.autocast state is noted per top-level op.
+    c10::DeviceType autocast_device = c10::DeviceType::CUDA;
+  };
+
+  // Top-level forward ops of the last region that started with autocast
+  // enabled, and the dtype it cast to ("BFloat16", "Half"; the last seen).
+  // A TLS read per op, so a step that enters torch.autocast itself is
+  // seen even when the tracker was told precision "fp32".
+  struct AutocastSeen {
+    uint64_t ops = 0;
+    std::string dtype;
   };
 
   // `source` must outlive every op that runs while recording.
@@ -53,6 +66,9 @@ class OpRecorder {
   // Whether any recorder in this process is recording now (work run then,
   // e.g. per-op re-runs, would be recorded into its region).
   static bool AnyRecording();
+
+  // Of the last region (valid after Stop).
+  AutocastSeen autocast_seen() const;
 
  private:
   std::shared_ptr<RecorderState> state_;

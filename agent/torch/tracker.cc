@@ -51,6 +51,8 @@ Status Tracker::Assemble(AssemblyOptions options, Trace* out) const {
   options.window_start_ns = window_start_ns_;
   options.window_end_ns = window_end_ns_;
   HABITAT_AGENT_RETURN_IF_ERROR(AssembleTrace(ops_, activities_, options, out));
+  out->metadata["agent.autocast_ops"] =
+      std::to_string(recorder_.autocast_seen().ops);
   if (!counters_.empty()) {
     const size_t n = AttachCounters(counters_, out);
     out->metadata["agent.kernels_with_counters"] = std::to_string(n);

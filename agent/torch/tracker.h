@@ -45,6 +45,8 @@ class Tracker {
   const CounterCache& counters() const { return counters_; }
 
   const std::vector<OpEvent>& ops() const { return ops_; }
+  // Whether the last region's ops ran under torch.autocast.
+  OpRecorder::AutocastSeen autocast_seen() const { return recorder_.autocast_seen(); }
   const ActivityRecords& activities() const { return activities_; }
   int64_t window_start_ns() const { return window_start_ns_; }
   int64_t window_end_ns() const { return window_end_ns_; }

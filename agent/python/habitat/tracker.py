@@ -30,6 +30,12 @@ PRECISIONS = {
 }
 
 
+# The dtype torch.autocast casts to, by the precision argument and by the
+# name c10 gives it (what the recorder saw in the tracked region).
+AUTOCAST_DTYPES = {"amp_bf16": "bf16", "amp_fp16": "fp16",
+                   "BFloat16": "bf16", "Half": "fp16"}
+
+
 class TrackingError(RuntimeError):
     """The capture failed; the message says why and what to do."""
 
@@ -68,6 +74,43 @@ def framework_versions() -> dict:
         "cuda": torch.version.cuda or "",
         "cudnn": str(cudnn) if cudnn else "",
         "habitat": AGENT_VERSION,
+    }
+
+
+def _first_readable(*reads):
+    """The first of `reads` that gives a value. From torch 2.9 a getter of
+    the legacy TF32 API raises RuntimeError once the new fp32_precision API
+    has set a different value ("a mix of the legacy and new APIs"); older
+    torch lacks the new API (AttributeError). None when none can be read."""
+    for read in reads:
+        try:
+            value = read()
+        except (AttributeError, RuntimeError):
+            continue
+        if value is not None:
+            return value
+    return None
+
+
+def math_settings() -> dict:
+    """The math settings in force now (habitat.v1.MathSettings without the
+    autocast dtype): whether fp32 matmuls and cuDNN convolutions may run in
+    TF32, and torch.get_float32_matmul_precision(). A target GPU without
+    TF32 runs those ops on CUDA cores, so the predictor needs to know."""
+    matmul_tf32 = _first_readable(
+        lambda: bool(torch.backends.cuda.matmul.allow_tf32),
+        lambda: torch.backends.cuda.matmul.fp32_precision == "tf32")
+    cudnn_tf32 = _first_readable(
+        lambda: bool(torch.backends.cudnn.allow_tf32),
+        lambda: torch.backends.cudnn.conv.fp32_precision == "tf32")
+    precision = _first_readable(
+        torch.get_float32_matmul_precision,
+        lambda: None if matmul_tf32 is None else ("high" if matmul_tf32 else "highest"))
+    return {
+        "matmul_tf32": matmul_tf32,
+        "cudnn_tf32": cudnn_tf32,
+        "float32_matmul_precision": precision or "",
+        "source": "recorded",
     }
 
 
@@ -205,6 +248,7 @@ class OperationTracker:
         self._tracked = False
         self._trace: Optional[Trace] = None
         self._rerun_times: dict = {}  # op event id -> (forward_ns, backward_ns)
+        self._math: Optional[dict] = None  # math_settings() when track() began
         self.warnings: list = []
 
     def _sync(self) -> None:
@@ -215,6 +259,7 @@ class OperationTracker:
     def track(self) -> Iterator["OperationTracker"]:
         self._sync()  # earlier work stays out of the window
         self._rerun_times = {}  # keyed by the previous region's op ids
+        self._math = math_settings()
         try:
             self._impl.start()
         except RuntimeError as e:
@@ -235,8 +280,25 @@ class OperationTracker:
                 print(f"habitat: tracked {self.model_name or 'iteration'}: "
                       f"{self._trace.summary['line']}", file=sys.stderr)
 
+    def math_settings(self) -> dict:
+        """The math settings of the last tracked region, as the trace records
+        them: math_settings() read when track() began, and autocast_dtype
+        ("bf16", "fp16" or "" for none): the dtype autocast used in the
+        region when its ops ran under torch.autocast, else the one the
+        precision argument names ("amp_bf16", "amp_fp16")."""
+        if not self._tracked:
+            raise TrackingError("nothing tracked yet: run the iteration inside "
+                                "`with tracker.track():` first")
+        seen = self._impl.autocast_seen()
+        if seen["ops"]:
+            autocast = AUTOCAST_DTYPES.get(seen["dtype"], "")
+        else:
+            autocast = AUTOCAST_DTYPES.get(self.precision, "")
+        return dict(self._math, autocast_dtype=autocast)
+
     def _info(self, batch_size, iteration_wall_ns=None) -> dict:
         return {
+            "math": self.math_settings(),
             "model_name": self.model_name,
             "batch_size": batch_size or 0,
             "iteration_wall_ns": iteration_wall_ns or 0,
