@@ -1,10 +1,11 @@
 // Fuzz target: untrusted bytes as a serialized habitat.v1.Trace, through the
 // checks every uploaded or inline trace passes before anything predicts
 // from it (ValidateTrace), then what the server does with a valid one:
-// content id and operation classification.
+// content id, operation classification and each operation's math mode.
 #include <cstddef>
 #include <cstdint>
 
+#include "core/trace/math_mode.h"
 #include "core/trace/op_classification.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
@@ -40,6 +41,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& op : trace.operations()) {
     (void)habitat::ClassifyOperation(op.name());
     if (op.has_backward()) (void)habitat::ClassifyOperation(op.backward().recorded_name());
+    for (bool cudnn : {false, true}) {
+      const habitat::OpMathMode mode = habitat::InferOpMathMode(trace, op, cudnn);
+      HABITAT_FUZZ_CHECK(!mode.evidence.empty());
+    }
   }
+  (void)habitat::InferMathSettings(trace);
   return 0;
 }
