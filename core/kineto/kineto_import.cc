@@ -16,6 +16,7 @@
 #include "core/kineto/kineto_events.h"
 #include "core/kineto/kineto_header.h"
 #include "core/kineto/kineto_structure.h"
+#include "core/trace/math_mode.h"
 
 #ifndef HABITAT_VERSION
 #define HABITAT_VERSION "unknown"
@@ -491,6 +492,8 @@ absl::StatusOr<Trace> Converter::Run() {
           : "static+dynamic total in dynamic_shared_memory_bytes";
   out.set_iteration_wall_ns(options_.iteration_wall_ns.value_or(
       window_.end - window_.start));
+  // A profile records no TF32 or autocast settings; the kernels show them.
+  if (auto math = InferMathSettings(out)) *out.mutable_math() = *std::move(math);
   return out;
 }
 

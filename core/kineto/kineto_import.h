@@ -31,6 +31,9 @@
 //  - iteration_gpu_busy_ns is the union of the iteration's kernel, memcpy
 //    and memset intervals; iteration_wall_ns the override or the step
 //    annotation's duration (whole trace: first to last event).
+//  - `math` (source "inferred") is what the kernel names show about TF32
+//    and autocast (InferMathSettings in core/trace/math_mode.h); unset when
+//    they show nothing.
 #pragma once
 
 #include <cstdint>

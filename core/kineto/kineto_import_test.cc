@@ -71,6 +71,7 @@ json Measurement(const Fixture& f) {
     if (c.value("case", "") == f.name) {
       json out = c;
       out["device_name"] = doc["environment"].value("device_name", "");
+      out["environment"] = doc["environment"];
       return out;
     }
   }
@@ -409,6 +410,38 @@ TEST_P(KinetoFixtureTest, TimesAreRelativeToTheStep) {
 }
 
 // Options, on one real capture (each import takes a while).
+// A profile holds no TF32 or autocast settings; the importer infers them
+// from kernel names. They must be what the capture script read from torch.
+TEST_P(KinetoFixtureTest, InfersTheMathSettingsTheCaptureRan) {
+  if (!measured_.is_object()) GTEST_SKIP() << "no measurement for this fixture";
+  const json& env = measured_["environment"];
+  ASSERT_TRUE(trace_->has_math());
+  const habitat::v1::MathSettings& math = trace_->math();
+  EXPECT_EQ(math.source(), "inferred");
+  const bool bf16 = absl::EndsWith(GetParam().name, "_bf16");
+  ASSERT_TRUE(math.has_autocast_dtype());
+  EXPECT_EQ(math.autocast_dtype(), bf16 ? "bf16" : "");
+  // Only fp32 operations tell the TF32 switches; in the fp32 captures every
+  // model with a matmul or convolution shows them.
+  bool matmuls = false, convs = false;
+  for (const Operation& op : trace_->operations()) {
+    const std::string& n = op.name();
+    matmuls = matmuls || n == "aten::linear" || n == "aten::addmm" || n == "aten::bmm";
+    convs = convs || absl::StartsWith(n, "aten::conv") || n == "aten::lstm";
+  }
+  if (!bf16) {
+    EXPECT_EQ(math.has_matmul_tf32(), matmuls);
+    EXPECT_EQ(math.has_cudnn_tf32(), convs);
+  }
+  if (math.has_matmul_tf32()) {
+    EXPECT_EQ(math.matmul_tf32(), env["allow_tf32_matmul"].get<bool>());
+    EXPECT_EQ(math.float32_matmul_precision(), env["float32_matmul_precision"]);
+  }
+  if (math.has_cudnn_tf32()) {
+    EXPECT_EQ(math.cudnn_tf32(), env["allow_tf32_cudnn"].get<bool>());
+  }
+}
+
 TEST(KinetoOptionsTest, StepSelectionAndWallOverride) {
   auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
                        "/kineto/h100/dcgan_b64_fp32.json.gz");
