@@ -17,6 +17,7 @@
 #include "client/trace_loader.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
+#include "core/backend/prediction_backend.h"
 #include "core/devices/text_proto_file.h"
 #include "core/trace/trace_id.h"
 
@@ -72,7 +73,8 @@ constexpr char kPredictUsage[] =
     "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n"
     "  --wall-ns N            iteration wall time measured without the profiler, in ns\n"
     "  --host-speed X         the target machines' CPUs run the training loop X times as\n"
-    "                         fast as the origin's (default 1; changes wall time only)\n"
+    "                         fast as the origin's (0.01 to 100, default 1; changes wall\n"
+    "                         time only)\n"
     "                         (JSON traces; calibrates the host model)\n";
 
 constexpr char kDevicesUsage[] =
@@ -297,10 +299,12 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   request.set_include_breakdown(args->Has("breakdown"));
   if (args->Has("host-speed")) {
     double speed = 0;
-    if (!absl::SimpleAtod(args->Get("host-speed"), &speed) || !(speed > 0 && speed <= 100)) {
+    if (!absl::SimpleAtod(args->Get("host-speed"), &speed) ||
+        !(speed >= kMinTargetHostSpeed && speed <= kMaxTargetHostSpeed)) {
       return ctx.Usage(absl::InvalidArgumentError(absl::StrCat(
-          "--host-speed must be a number in (0, 100] (the target host's speed relative to the "
-          "origin's), got '", args->Get("host-speed"), "'")));
+          "--host-speed must be a number in [", kMinTargetHostSpeed, ", ", kMaxTargetHostSpeed,
+          "] (the target host's speed relative to the origin's), got '",
+          args->Get("host-speed"), "'")));
     }
     request.set_target_host_speed(speed);
   }

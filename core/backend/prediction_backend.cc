@@ -126,7 +126,15 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
   PredictionQuery query;
   query.devices.assign(request.devices().begin(), request.devices().end());
   query.include_breakdown = request.include_breakdown();
-  query.host_speed = request.target_host_speed() == 0.0 ? 1.0 : request.target_host_speed();
+  const double host_speed = request.target_host_speed();
+  if (host_speed != 0.0 &&
+      !(host_speed >= kMinTargetHostSpeed && host_speed <= kMaxTargetHostSpeed)) {  // NaN too
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target_host_speed must be within [", kMinTargetHostSpeed, ", ", kMaxTargetHostSpeed,
+        "] (the target host's speed relative to the origin's; 0 or unset means 1), got ",
+        host_speed));
+  }
+  query.host_speed = host_speed == 0.0 ? 1.0 : host_speed;
   query.trace_already_validated = true;
   if (!v1::PriceKind_IsValid(request.price_kind())) {
     return absl::InvalidArgumentError(

@@ -19,6 +19,12 @@
 
 namespace habitat {
 
+// PredictRequest.target_host_speed, when set (not 0): the target host's
+// speed relative to the origin's. Outside this range it describes no real
+// machine (a host 1e-12 times as fast replayed to 80 years).
+inline constexpr double kMinTargetHostSpeed = 0.01;
+inline constexpr double kMaxTargetHostSpeed = 100.0;
+
 struct BackendOptions {
   // Holds devices.textproto and catalogs/*.textproto.
   std::string data_dir;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "absl/time/clock.h"
 #include "common/file_io.h"
@@ -77,7 +78,16 @@ TEST_F(BackendTest, TargetHostSpeedMovesOnlyTheWallTimeOfAHostBoundIteration) {
   EXPECT_LT(b.wall_ns(), a.wall_ns() * 3 / 4);
   EXPECT_GE(b.wall_ns(), a.wall_ns() / 2);
 
-  for (double bad : {-1.0, 101.0, std::nan("")}) {
+  for (double edge : {kMinTargetHostSpeed, kMaxTargetHostSpeed}) {
+    request.set_target_host_speed(edge);
+    auto accepted = backend_->Predict(request);
+    ASSERT_TRUE(accepted.ok()) << edge << ": " << accepted.status();
+    EXPECT_GT(accepted->predictions(0).wall_ns(), 0);
+    // At most 1/0.01 times the origin host's share: never years.
+    EXPECT_LT(accepted->predictions(0).wall_ns(), a.wall_ns() * 101);
+  }
+  for (double bad : {-1.0, 101.0, std::nan(""), 1e-12, 1e-300, 0.0099,
+                     std::numeric_limits<double>::infinity()}) {
     request.set_target_host_speed(bad);
     auto rejected = backend_->Predict(request);
     ASSERT_FALSE(rejected.ok()) << bad;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 
 namespace habitat {
 namespace {
@@ -17,19 +18,46 @@ struct Activity {
   uint32_t stream = 0;
 };
 
-Nanoseconds ScaleTime(Nanoseconds t, double scale) {
-  return static_cast<Nanoseconds>(std::llround(static_cast<double>(t) * scale));
+// Every time in the replay stays within +-kTimeLimit (about 146 years), so
+// that sums of a few of them cannot overflow; results that would go beyond
+// saturate there instead of wrapping around.
+constexpr Nanoseconds kTimeLimit = Nanoseconds{1} << 62;
+// Scales outside this range say that a caller's arithmetic went wrong.
+constexpr double kMaxScale = 1e6;
+
+Nanoseconds Clamp(Nanoseconds t) { return std::clamp(t, -kTimeLimit, kTimeLimit); }
+
+Nanoseconds Add(Nanoseconds a, Nanoseconds b) {
+  Nanoseconds sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return a > 0 ? kTimeLimit : -kTimeLimit;
+  return Clamp(sum);
 }
+
+Nanoseconds Subtract(Nanoseconds a, Nanoseconds b) {
+  Nanoseconds difference = 0;
+  if (__builtin_sub_overflow(a, b, &difference)) return a > b ? kTimeLimit : -kTimeLimit;
+  return Clamp(difference);
+}
+
+Nanoseconds ScaleTime(Nanoseconds t, double scale) {
+  const double scaled = static_cast<double>(t) * scale;
+  const double limit = static_cast<double>(kTimeLimit);
+  if (!(scaled > -limit)) return -kTimeLimit;  // also NaN
+  if (scaled > limit) return kTimeLimit;
+  return static_cast<Nanoseconds>(std::llround(scaled));
+}
+
+bool IsValidScale(double scale) { return scale >= 0.0 && scale <= kMaxScale; }  // NaN: false
 
 template <typename Record>
 void AddActivity(const Record& r, double scale, double host_scale,
                  std::vector<Activity>* out) {
   Activity a;
-  a.start = r.start_ns();
-  a.end = r.start_ns() + r.duration_ns();
+  a.start = Clamp(r.start_ns());
+  a.end = Add(a.start, Clamp(r.duration_ns()));
   // Without a launch time, assume it was launched when it started.
   a.launch = ScaleTime(r.has_launch_time() ? r.launch_ns() : r.start_ns(), host_scale);
-  a.duration = static_cast<Nanoseconds>(std::llround(r.duration_ns() * scale));
+  a.duration = std::max<Nanoseconds>(0, ScaleTime(r.duration_ns(), scale));
   a.stream = r.stream();
   out->push_back(a);
 }
@@ -47,7 +75,7 @@ Nanoseconds UnionLength(std::vector<std::pair<Nanoseconds, Nanoseconds>> spans) 
   for (const auto& [start, end] : spans) {
     cursor = std::max(cursor, start);
     if (end > cursor) {
-      total += end - cursor;
+      total = Add(total, Subtract(end, cursor));
       cursor = end;
     }
   }
@@ -71,6 +99,16 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   const size_t passes = 2 * static_cast<size_t>(trace.operations_size()) + 1;
   if (pass_scale.size() != passes) {
     return absl::InvalidArgumentError("pass_scale must have one entry per pass");
+  }
+  if (!(host_scale > 0.0 && host_scale <= kMaxScale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host_scale must be within (0, ", kMaxScale, "], got ", host_scale));
+  }
+  for (size_t i = 0; i < passes; ++i) {
+    if (!IsValidScale(pass_scale[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("pass_scale[", i, "] must be within [0, ",
+                                                     kMaxScale, "], got ", pass_scale[i]));
+    }
   }
   if (!HasHostTimeline(trace)) {
     return absl::FailedPreconditionError("the trace has no kernel launch times");
@@ -132,8 +170,8 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
       const Activity& a = activities[next];
       Nanoseconds& free = stream_free[a.stream];
       const Nanoseconds start =
-          std::max({a.launch + cpu_shift, free, latest_end_before(a.start)});
-      free = start + a.duration;
+          std::max({Add(a.launch, cpu_shift), free, latest_end_before(a.start)});
+      free = Add(start, a.duration);
       record_end(a.end, free);
       spans.emplace_back(start, free);
       target_gpu_done = std::max(target_gpu_done, free);
@@ -145,25 +183,28 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
     launch_until(ScaleTime(wait.cpu_start_ns(), host_scale));
     // What the call cost beyond waiting for the GPU on the origin (origin
     // times), then on the replayed host.
-    const Nanoseconds origin_end = wait.cpu_start_ns() + wait.cpu_duration_ns();
+    const Nanoseconds cpu_start = Clamp(wait.cpu_start_ns());
+    const Nanoseconds origin_end = Add(cpu_start, Clamp(wait.cpu_duration_ns()));
     const Nanoseconds overhead = ScaleTime(
-        std::max<Nanoseconds>(0, origin_end - std::max(wait.cpu_start_ns(), origin_gpu_done)),
+        std::max<Nanoseconds>(0, Subtract(origin_end, std::max(cpu_start, origin_gpu_done))),
         host_scale);
-    const Nanoseconds call_start = ScaleTime(wait.cpu_start_ns(), host_scale);
+    const Nanoseconds call_start = ScaleTime(cpu_start, host_scale);
     const Nanoseconds call_end = std::max(call_start, ScaleTime(origin_end, host_scale));
     const Nanoseconds target_end =
-        std::max(call_start + cpu_shift, target_gpu_done) + overhead;
-    cpu_shift = target_end - call_end;
+        Add(std::max(Add(call_start, cpu_shift), target_gpu_done), overhead);
+    cpu_shift = Subtract(target_end, call_end);
     cpu_end = std::max(cpu_end, call_end);
   }
   launch_until(std::numeric_limits<Nanoseconds>::max());
   // Host work after the last launch (Python, optimizer bookkeeping).
   for (const auto& op : trace.operations()) {
-    cpu_end = std::max(cpu_end, ScaleTime(op.cpu_start_ns() + op.cpu_duration_ns(), host_scale));
+    cpu_end = std::max(
+        cpu_end,
+        ScaleTime(Add(Clamp(op.cpu_start_ns()), Clamp(op.cpu_duration_ns())), host_scale));
   }
 
   ReplayResult result;
-  result.wall_ns = std::max(cpu_end + cpu_shift, target_gpu_done);
+  result.wall_ns = std::max(Add(cpu_end, cpu_shift), target_gpu_done);
   result.gpu_busy_ns = UnionLength(std::move(spans));
   return result;
 }

@@ -29,7 +29,10 @@ struct ReplayResult {
 // are numbered: operation k's forward = 2k, backward = 2k+1, and the
 // unattributed kernels = 2 * operations_size(). `host_scale` scales every CPU
 // time (a profiled host is slower than an unprofiled one; see
-// CalibrateHostScale). FAILED_PRECONDITION when the trace has no launch times.
+// CalibrateHostScale). FAILED_PRECONDITION when the trace has no launch times;
+// INVALID_ARGUMENT when host_scale is not within (0, 1e6] or a pass scale not
+// within [0, 1e6] (NaN included). Times saturate at +-2^62 ns (146 years)
+// instead of overflowing, whatever the trace holds.
 absl::StatusOr<ReplayResult> ReplayIteration(const habitat::v1::Trace& trace,
                                              const std::vector<double>& pass_scale,
                                              double host_scale = 1.0);

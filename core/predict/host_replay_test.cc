@@ -3,6 +3,10 @@
 // (Transformer, batch 32, bf16: GPU busy 13% of wall).
 #include "core/predict/host_replay.h"
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/test_fixtures.h"
@@ -102,6 +106,64 @@ TEST_F(HostReplayTest, MismatchedScalesAreRejected) {
   }
   EXPECT_EQ(ReplayIteration(no_launches, Uniform(no_launches, 1.0)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// A target host 1e-12 times as fast once gave an 80-year wall time through
+// a signed overflow; scales like that are refused, and the largest accepted
+// ones give large but ordered times, never wrapped ones.
+TEST_F(HostReplayTest, ScalesOutOfRangeAreRejected) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double host_scale : {0.0, -1.0, 1e12, 1e300, inf, std::nan("")}) {
+    EXPECT_EQ(ReplayIteration(host_bound_, Uniform(host_bound_, 1.0), host_scale).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << host_scale;
+  }
+  for (double pass_scale : {-1.0, 1e12, inf, std::nan("")}) {
+    std::vector<double> scales = Uniform(host_bound_, 1.0);
+    scales[3] = pass_scale;
+    EXPECT_EQ(ReplayIteration(host_bound_, scales).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << pass_scale;
+  }
+}
+
+TEST_F(HostReplayTest, LargestScalesGiveOrderedTimes) {
+  auto base = ReplayIteration(host_bound_, Uniform(host_bound_, 1.0), 1.0);
+  auto slow_host = ReplayIteration(host_bound_, Uniform(host_bound_, 1.0), 1e6);
+  auto slow_gpu = ReplayIteration(host_bound_, Uniform(host_bound_, 1e6), 1.0);
+  ASSERT_TRUE(base.ok() && slow_host.ok() && slow_gpu.ok());
+  for (const ReplayResult* r : {&*slow_host, &*slow_gpu}) {
+    EXPECT_GT(r->wall_ns, base->wall_ns);
+    EXPECT_GE(r->gpu_busy_ns, 0);
+    EXPECT_LE(r->wall_ns, Nanoseconds{1} << 62);
+  }
+  // The host-bound iteration's wall time follows its host.
+  EXPECT_GT(slow_host->wall_ns, base->wall_ns * 100000);
+}
+
+// Times near the int64 limits (ReplayIteration does not require a
+// validated trace) saturate instead of overflowing.
+TEST(HostReplayLimitsTest, TimesNearTheInt64LimitsSaturate) {
+  v1::Trace trace;
+  auto* op = trace.add_operations();
+  op->set_cpu_start_ns(std::numeric_limits<int64_t>::max() - 5);
+  op->set_cpu_duration_ns(std::numeric_limits<int64_t>::max());
+  for (int64_t start : {std::numeric_limits<int64_t>::max() - 10, int64_t{0},
+                        std::numeric_limits<int64_t>::min() + 10}) {
+    auto* kernel = op->mutable_forward()->add_kernels();
+    kernel->set_has_launch_time(true);
+    kernel->set_launch_ns(start);
+    kernel->set_start_ns(start);
+    kernel->set_duration_ns(std::numeric_limits<int64_t>::max());
+  }
+  auto* wait = trace.add_host_events();
+  wait->set_cpu_start_ns(std::numeric_limits<int64_t>::max() - 1);
+  wait->set_cpu_duration_ns(std::numeric_limits<int64_t>::max());
+  auto replay = ReplayIteration(trace, std::vector<double>(3, 1e6), 1e6);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_GE(replay->wall_ns, 0);
+  EXPECT_LE(replay->wall_ns, Nanoseconds{1} << 62);
+  EXPECT_GE(replay->gpu_busy_ns, 0);
 }
 
 TEST_F(HostReplayTest, PredictionsCarryWallTimeAndTheHostBoundFlag) {

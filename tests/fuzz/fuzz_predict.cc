@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "common/file_io.h"
 #include "core/backend/prediction_backend.h"
+#include "core/trace/trace_validation.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -25,6 +27,12 @@ namespace {
   std::fprintf(stderr, "fuzz_predict setup: %s: %s\n", what.c_str(),
                std::string(status.message()).c_str());
   std::abort();
+}
+
+// Host events of the traces Backend() uploads, by trace id.
+std::map<std::string, int>& UploadedHostEvents() {
+  static auto* events = new std::map<std::string, int>();
+  return *events;
 }
 
 habitat::PredictionBackend* Backend() {
@@ -53,6 +61,7 @@ habitat::PredictionBackend* Backend() {
       }
       auto uploaded = (*created)->UploadTrace(upload);
       if (!uploaded.ok()) SetupFailed(path, uploaded.status());
+      UploadedHostEvents()[uploaded->trace_id()] = upload.trace().host_events_size();
     }
     return created->release();
   }();
@@ -76,9 +85,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // A prediction is a time: never negative, and ranks are 1..n.
   const int n = response->predictions_size();
+  // And, for the real traces uploaded above, a plausible one. Every time in
+  // a valid trace is within max_duration_ns, and the replay scales the
+  // host's times by at most 1/kMinTargetHostSpeed (calibration only shrinks
+  // them), so the wall time is at most the GPU time the replay runs (within
+  // twice the predicted one for these traces, whose pass times match their
+  // kernels) plus that many times the host timeline's span and the cost of
+  // each of its waits. An overflow, or a host 1e-12 times as fast (80
+  // years), is far beyond. (An inline trace's pass times need not match
+  // its kernels, so its replayed GPU time has no such bound.)
+  const auto uploaded = UploadedHostEvents().find(request.trace_id());
+  const bool known_trace = request.has_trace_id() && uploaded != UploadedHostEvents().end();
+  const double host_bound =
+      known_trace ? static_cast<double>(habitat::TraceLimits().max_duration_ns) /
+                        habitat::kMinTargetHostSpeed * (4.0 + uploaded->second)
+                  : 0.0;
   for (const auto& p : response->predictions()) {
     HABITAT_FUZZ_CHECK(p.iteration_ns() >= 0);
     HABITAT_FUZZ_CHECK(p.wall_ns() >= 0);
+    if (known_trace) {
+      HABITAT_FUZZ_CHECK(static_cast<double>(p.wall_ns()) <=
+                         2.0 * static_cast<double>(p.iteration_ns()) + host_bound);
+    }
     HABITAT_FUZZ_CHECK(p.rank_by_time() >= 1 && p.rank_by_time() <= static_cast<uint32_t>(n));
   }
   std::string bytes;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <system_error>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -248,6 +249,20 @@ absl::Status Run(const std::string& out) {
   request.set_include_breakdown(true);
   HABITAT_RETURN_IF_ERROR(
       Write(out + "/predict/seed_id_smallcnn_breakdown", Serialize(request)));
+
+  // Target host speeds: the range's edges, and values once accepted that
+  // replayed to 80 years through an overflow (1e-12) or silently fell back
+  // to the GPU time (1e-300).
+  for (const auto& [label, speed] : std::vector<std::pair<std::string, double>>{
+           {"min", 0.01}, {"max", 100.0}, {"1e-12", 1e-12}, {"1e-300", 1e-300}}) {
+    request.Clear();
+    request.set_trace_id(smallcnn_id);
+    request.add_devices("H100-SXM");
+    request.add_devices("T4");
+    request.set_target_host_speed(speed);
+    HABITAT_RETURN_IF_ERROR(
+        Write(out + "/predict/seed_id_smallcnn_host_speed_" + label, Serialize(request)));
+  }
 
   request.Clear();
   *request.mutable_trace() = smallcnn;

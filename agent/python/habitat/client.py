@@ -338,9 +338,10 @@ class Client:
                 raise ValueError(f"price_kind must be 'on_demand' or 'spot', got {price_kind!r}")
             rest.price_kind = kind
         if target_host_speed is not None:
+            # The server's range (kMinTargetHostSpeed, kMaxTargetHostSpeed).
             if not (isinstance(target_host_speed, (int, float)) and math.isfinite(target_host_speed)
-                    and 0 < target_host_speed <= 100):
-                raise ValueError("target_host_speed must be within (0, 100], "
+                    and 0.01 <= target_host_speed <= 100):
+                raise ValueError("target_host_speed must be within [0.01, 100], "
                                  f"got {target_host_speed!r}")
             rest.target_host_speed = float(target_host_speed)
         rest.include_breakdown = bool(include_breakdown)
