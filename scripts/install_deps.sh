@@ -10,6 +10,11 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev prometheus openssl
   libsqlite3-dev libpq-dev postgresql
   python3-grpcio python3-protobuf  # agent/python's habitat.client test (client_server_test)
+  # The kernel-varying model: the server predicts with libxgboost's C API;
+  # models/train.py trains with the same XGBoost version. `xgboost` (the
+  # command-line program) only because libxgboost-dev's CMake config
+  # refuses to load without /usr/bin/xgboost.
+  libxgboost-dev xgboost python3-xgboost python3-numpy
 )
 
 missing=()
