@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "core/scaling/wave_scaling.h"
 
 namespace habitat {
 namespace mlp {
@@ -11,105 +15,26 @@ namespace {
 
 using habitat::v1::DeviceSpec;
 
-bool IsCudnnFamily(Family family) {
-  return family == Family::kConv2d || family == Family::kConvTranspose2d || family == Family::kLstm;
-}
+// Per-GPU features of one side (origin or target), in feature_names() order.
+inline constexpr size_t kSideFeatureCount = 7;
 
-// math.ceil(rows / TILE) * math.ceil(cols / TILE); exact in double for any
-// realistic size (< 2^53).
-double Tiles(double rows, double cols) { return std::ceil(rows / kTile) * std::ceil(cols / kTile); }
-
-double Log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
-
-// Python's floor division of non-negative stride (>= 1) into any integer.
+// Python's floor division (stride >= 1 here) of any integer.
 int64_t FloorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
+// conv_out() in features.py.
 int64_t ConvOut(int64_t size, int64_t kernel, int64_t stride, int64_t padding) {
   return std::max<int64_t>(1, FloorDiv(size + 2 * padding - kernel, stride) + 1);
 }
 
-absl::Status CheckDevice(const DeviceSpec& d, Family family, Precision precision) {
-  auto bad = [&](absl::string_view field, double value) {
-    return absl::InvalidArgumentError(absl::StrCat("GPU \"", d.id(), "\": ", field,
-                                                   " must be positive for the kernel-"
-                                                   "varying features, got ",
-                                                   value));
-  };
-  const double peak = PeakTflops(d, family, precision);
-  if (!(peak > 0)) {
-    return bad(absl::StrCat("the peak TFLOP/s of ", PrecisionName(precision), " (peak_*_tflops)"),
-               peak);
-  }
-  if (!(d.memory_bandwidth_gbps() > 0)) {
-    return bad("memory_bandwidth_gbps", d.memory_bandwidth_gbps());
-  }
-  if (d.sm_count() == 0) return bad("sm_count", 0);
-  if (d.l2_cache_bytes() == 0) return bad("l2_cache_bytes", 0);
-  if (d.boost_clock_mhz() == 0) return bad("boost_clock_mhz", 0);
-  return absl::OkStatus();
+double ElementBytes(MathMode mode) {
+  return mode == MathMode::kFp16 || mode == MathMode::kBf16 ? 2 : 4;
 }
 
-void AppendDevice(const DeviceSpec& d, Family family, Precision precision, std::vector<double>* x) {
-  x->push_back(std::log2(PeakTflops(d, family, precision)));
-  x->push_back(std::log2(d.memory_bandwidth_gbps()));
-  x->push_back(std::log2(static_cast<double>(d.sm_count())));
-  x->push_back(std::log2(static_cast<double>(d.l2_cache_bytes()) / 1048576.0));
-  x->push_back(std::log2(static_cast<double>(d.boost_clock_mhz())));
-  x->push_back(static_cast<double>(d.compute_capability_major()) +
-               static_cast<double>(d.compute_capability_minor()) / 10.0);
-}
-
-double RooflineNs(const DeviceSpec& d, Family family, Precision precision, double flop,
-                  double bytes) {
-  const double compute = flop / (PeakTflops(d, family, precision) * 1e3);
-  const double memory = bytes / d.memory_bandwidth_gbps();
-  return std::max({compute, memory, 1.0});
-}
-
-}  // namespace
-
-const std::vector<std::string>& FeatureNames() {
-  static const std::vector<std::string>* names = [] {
-    auto* out = new std::vector<std::string>();
-    for (Family f : kAllFamilies) out->push_back(absl::StrCat("family_", FamilyName(f)));
-    out->push_back("backward");
-    out->push_back("bf16");
-    for (size_t c = 0; c < kConfigColumnCount; ++c) {
-      out->push_back(absl::StrCat("log2p_", ConfigColumnName(c)));
-    }
-    out->insert(out->end(), {"log2p_flop", "log2p_bytes", "log2_intensity"});
-    for (const char* side : {"origin", "target"}) {
-      for (const char* x : {"log2_peak_tflops", "log2_bandwidth_gbps", "log2_sm_count",
-                            "log2_l2_mib", "log2_clock_mhz", "compute_capability"}) {
-        out->push_back(absl::StrCat(side, "_", x));
-      }
-    }
-    out->insert(out->end(), {"log2_roofline_origin_ns", "log2_roofline_target_ns",
-                             "log2_roofline_ratio", "log2_waves_origin", "log2_waves_target",
-                             "wave_quant_origin", "wave_quant_target", "log2_origin_ns"});
-    return out;
-  }();
-  return *names;
-}
-
-double PeakTflops(const DeviceSpec& device, Family family, Precision precision) {
-  if (precision == Precision::kBf16) {
-    const double peak = device.peak_bf16_tensor_tflops() != 0 ? device.peak_bf16_tensor_tflops()
-                                                              : device.peak_fp16_tensor_tflops();
-    return peak != 0 ? peak : device.peak_fp32_tflops();
-  }
-  if (IsCudnnFamily(family) && device.peak_tf32_tflops() > 0) {
-    return device.peak_tf32_tflops();
-  }
-  return device.peak_fp32_tflops();
-}
-
-absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, Precision precision,
-                                 bool backward) {
+absl::Status CheckConfig(Family family, const OpConfig& c) {
   for (size_t i = 0; i < kConfigColumnCount; ++i) {
     if (c[i] < 0) {
       return absl::InvalidArgumentError(absl::StrCat(DescribeConfig(family, c), ": column ",
@@ -121,41 +46,165 @@ absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, Precision pre
     return absl::InvalidArgumentError(
         absl::StrCat(DescribeConfig(family, c), ": stride must be at least 1"));
   }
-  const double elem = precision == Precision::kBf16 ? 2 : 4;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceError(const DeviceSpec& d, absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("GPU \"", d.id(), "\": ", problem, " (kernel-varying features)"));
+}
+
+// The fields one side's features divide by or take the logarithm of.
+absl::Status CheckDevice(const DeviceSpec& d, MathMode mode) {
+  if (!(SustainedTflops(d, mode) > 0)) {
+    return DeviceError(d, absl::StrCat("no sustained ", MathModeName(mode),
+                                       " throughput (measured_", MathModeName(mode),
+                                       "_gemm_tflops and its peak are 0): the GPU has no such "
+                                       "units; pass the mode TargetMathMode picks"));
+  }
+  if (!(StreamingBandwidthGbps(d) > 0)) {
+    return DeviceError(d, "streaming_bandwidth_gbps and memory_bandwidth_gbps are 0");
+  }
+  if (d.sm_count() == 0) return DeviceError(d, "sm_count is 0");
+  if (d.l2_cache_bytes() == 0) return DeviceError(d, "l2_cache_bytes is 0");
+  return absl::OkStatus();
+}
+
+// _sides() in features.py: the pass's roofline on one GPU (ns) and its
+// per-GPU features.
+double Side(const Work& work, const GemmDims& gemm, const DeviceSpec& d, MathMode mode, double* x) {
+  const double compute = work.flop / (SustainedTflops(d, mode) * 1e3);
+  const double memory = work.bytes / StreamingBandwidthGbps(d);
+  const double roofline = std::max({compute, memory, 1.0});
+  const double sm_count = static_cast<double>(d.sm_count());
+  size_t i = 0;
+  x[i++] = std::log2(std::max(compute, 1e-3) / std::max(memory, 1e-3));
+  for (double tile : kTiles) {
+    const double tiles =
+        std::max(1.0, gemm.batch * std::ceil(gemm.rows / tile) * std::ceil(gemm.cols / tile));
+    const double waves = tiles / sm_count;
+    x[i++] = std::log2(waves);
+    x[i++] = waves / std::ceil(waves);
+  }
+  x[i++] = std::log2(roofline);
+  x[i++] = std::log2((work.bytes + 1.0) / static_cast<double>(d.l2_cache_bytes()));
+  return roofline;
+}
+
+}  // namespace
+
+absl::StatusOr<MathMode> ParseMathMode(absl::string_view name) {
+  for (MathMode mode : kAllMathModes) {
+    if (MathModeName(mode) == name) return mode;
+  }
+  std::vector<std::string> known;
+  for (MathMode mode : kAllMathModes) known.emplace_back(MathModeName(mode));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown math mode \"", name, "\" (known: ", absl::StrJoin(known, ", "), ")"));
+}
+
+const std::vector<std::string>& FeatureNames() {
+  static const std::vector<std::string>* names = [] {
+    auto* out = new std::vector<std::string>();
+    for (Family f : kAllFamilies) out->push_back(absl::StrCat("family_", FamilyName(f)));
+    out->push_back("backward");
+    for (const char* side : {"origin", "target"}) {
+      for (MathMode m : kAllMathModes) {
+        out->push_back(absl::StrCat(side, "_mode_", MathModeName(m)));
+      }
+    }
+    for (const char* v : {"batch", "rows", "cols", "reduction"}) {
+      out->push_back(absl::StrCat("log2p_", v));
+    }
+    for (const char* side : {"origin", "target"}) {
+      for (const char* x :
+           {"log2_compute_over_memory", "log2_waves_128", "wave_quant_128", "log2_waves_64",
+            "wave_quant_64", "log2_roofline_ns", "log2_bytes_over_l2"}) {
+        out->push_back(absl::StrCat(side, "_", x));
+      }
+    }
+    out->insert(out->end(), {"log2_origin_over_roofline", "log2_roofline_ratio"});
+    return out;
+  }();
+  return *names;
+}
+
+double PeakTflops(const DeviceSpec& device, MathMode mode) {
+  switch (mode) {
+    case MathMode::kFp32:
+      return device.peak_fp32_tflops();
+    case MathMode::kTf32:
+      return device.peak_tf32_tflops();
+    case MathMode::kFp16:
+      return device.peak_fp16_tensor_tflops();
+    case MathMode::kBf16:
+      return device.peak_bf16_tensor_tflops();
+  }
+  return 0;
+}
+
+double SustainedTflops(const DeviceSpec& device, MathMode mode) {
+  double measured = 0;
+  switch (mode) {
+    case MathMode::kFp32:
+      measured = device.measured_fp32_gemm_tflops();
+      break;
+    case MathMode::kTf32:
+      measured = device.measured_tf32_gemm_tflops();
+      break;
+    case MathMode::kFp16:
+      measured = device.measured_fp16_gemm_tflops();
+      break;
+    case MathMode::kBf16:
+      measured = device.measured_bf16_gemm_tflops();
+      break;
+  }
+  return measured > 0 ? measured : kDefaultSustainedFraction * PeakTflops(device, mode);
+}
+
+double StreamingBandwidthGbps(const DeviceSpec& device) {
+  const double measured = device.streaming_bandwidth_gbps();
+  return measured > 0 ? measured : kDefaultStreamingEfficiency * device.memory_bandwidth_gbps();
+}
+
+MathMode TargetMathMode(MathMode origin_mode, const DeviceSpec& target) {
+  if (origin_mode != MathMode::kFp32 && PeakTflops(target, origin_mode) <= 0) {
+    return MathMode::kFp32;
+  }
+  return origin_mode;
+}
+
+absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, MathMode mode, bool backward) {
+  HABITAT_RETURN_IF_ERROR(CheckConfig(family, c));
   auto g = [&c](ConfigColumn column) { return static_cast<double>(c[column]); };
   // Evaluation order follows the Python expressions (left to right), so the
   // doubles are bit-identical.
-  double flop = 0, words = 0, tiles = 0;
+  double flop = 0, words = 0;
   switch (family) {
     case Family::kLinear: {
       const double m = g(kM), n = g(kN), k = g(kK);
       flop = 2 * m * n * k;
       words = m * k + k * n + m * n;
-      tiles = Tiles(m, n);
       break;
     }
     case Family::kBmm: {
       const double b = g(kB), m = g(kM), n = g(kN), k = g(kK);
       flop = 2 * b * m * n * k;
       words = b * (m * k + k * n + m * n);
-      tiles = b * Tiles(m, n);
       break;
     }
     case Family::kConv2d:
     case Family::kConvTranspose2d: {
       const double b = g(kB), ci = g(kCIn), co = g(kCOut), kk = g(kKernel), s = g(kSize);
-      double o, rows;
+      double o;
       if (family == Family::kConv2d) {
         o = static_cast<double>(ConvOut(c[kSize], c[kKernel], c[kStride], c[kPadding]));
         flop = 2 * b * co * o * o * ci * kk * kk;
-        rows = b * o * o;
       } else {
         o = std::max(1.0, (s - 1) * g(kStride) - 2 * g(kPadding) + kk);
         flop = 2 * b * ci * s * s * co * kk * kk;
-        rows = b * s * s;
       }
       words = b * ci * s * s + b * co * o * o + ci * co * kk * kk;
-      tiles = Tiles(rows, co);
       break;
     }
     case Family::kLstm: {
@@ -163,7 +212,6 @@ absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, Precision pre
       const double layers = std::max(1.0, g(kLayers));
       flop = t * 8 * b * h * ((i + h) + (layers - 1) * 2 * h);
       words = t * b * (i + 4 * h * layers) + 4 * h * (i + h + (layers - 1) * 2 * h);
-      tiles = Tiles(b, 4 * h);
       break;
     }
     case Family::kSdpa: {
@@ -171,7 +219,6 @@ absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, Precision pre
       const double frac = c[kCausal] != 0 ? 0.5 : 1.0;
       flop = 4 * b * heads * l * l * d * frac;
       words = 4 * b * heads * l * d;
-      tiles = b * heads * std::ceil(l / kTile);
       break;
     }
   }
@@ -179,64 +226,91 @@ absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, Precision pre
     flop = 2 * flop;
     words = 2 * words;
   }
-  return Work{flop, words * elem, std::max(1.0, tiles)};
+  return Work{flop, words * ElementBytes(mode)};
 }
 
-absl::Status AppendFeatures(Family family, const OpConfig& config, Precision precision,
-                            bool backward, const DeviceSpec& origin, const DeviceSpec& target,
-                            double origin_ns, std::vector<float>* out) {
+absl::StatusOr<GemmDims> GemmView(Family family, const OpConfig& c) {
+  HABITAT_RETURN_IF_ERROR(CheckConfig(family, c));
+  auto g = [&c](ConfigColumn column) { return static_cast<double>(c[column]); };
+  switch (family) {
+    case Family::kLinear:
+      return GemmDims{1.0, g(kM), g(kN), g(kK)};
+    case Family::kBmm:
+      return GemmDims{g(kB), g(kM), g(kN), g(kK)};
+    case Family::kConv2d: {
+      const double o = static_cast<double>(ConvOut(c[kSize], c[kKernel], c[kStride], c[kPadding]));
+      return GemmDims{1.0, g(kB) * o * o, g(kCOut), g(kCIn) * g(kKernel) * g(kKernel)};
+    }
+    case Family::kConvTranspose2d:
+      return GemmDims{1.0, g(kB) * g(kSize) * g(kSize), g(kCOut),
+                      g(kCIn) * g(kKernel) * g(kKernel)};
+    case Family::kLstm:
+      return GemmDims{std::max(1.0, g(kLayers)) * g(kSeq), g(kB), 4 * g(kN), g(kK) + g(kN)};
+    case Family::kSdpa:
+      return GemmDims{g(kB) * g(kHeads), g(kSeq), g(kSeq), g(kHeadDim)};
+  }
+  return absl::InvalidArgumentError("unknown family");
+}
+
+double MinArithmeticFlop(Family family, const OpConfig& c, double flop) {
+  if ((family != Family::kConv2d && family != Family::kConvTranspose2d) || c[kStride] != 1) {
+    return flop;
+  }
+  const double kernel = static_cast<double>(c[kKernel]);
+  if (kernel < 3) return flop;
+  return flop / (kernel == 3 ? 4.0 : kernel * kernel / 2.0);
+}
+
+absl::StatusOr<double> FloorNs(Family family, const OpConfig& config, MathMode mode, bool backward,
+                               const DeviceSpec& device) {
+  HABITAT_ASSIGN_OR_RETURN(const Work work, ComputeWork(family, config, mode, backward));
+  const double peak = PeakTflops(device, mode);
+  if (peak <= 0) return 0.0;
+  if (!(device.memory_bandwidth_gbps() > 0)) {
+    return DeviceError(device, "memory_bandwidth_gbps is 0");
+  }
+  return std::max(MinArithmeticFlop(family, config, work.flop) / (peak * 1e3),
+                  work.bytes / device.memory_bandwidth_gbps());
+}
+
+absl::Status AppendFeatures(Family family, const OpConfig& config, MathMode origin_mode,
+                            MathMode target_mode, bool backward, const DeviceSpec& origin,
+                            const DeviceSpec& target, double origin_ns, std::vector<float>* out,
+                            double* roofline_ratio) {
   if (!std::isfinite(origin_ns)) {
     return absl::InvalidArgumentError(absl::StrCat("origin time of ",
                                                    DescribeConfig(family, config),
                                                    " is not a finite number of nanoseconds"));
   }
-  auto work = ComputeWork(family, config, precision, backward);
-  if (!work.ok()) return work.status();
-  if (auto s = CheckDevice(origin, family, precision); !s.ok()) return s;
-  if (auto s = CheckDevice(target, family, precision); !s.ok()) return s;
-  const double flop = work->flop, bytes = work->bytes, tiles = work->tiles;
+  HABITAT_ASSIGN_OR_RETURN(const Work origin_work,
+                           ComputeWork(family, config, origin_mode, backward));
+  HABITAT_ASSIGN_OR_RETURN(const Work target_work,
+                           ComputeWork(family, config, target_mode, backward));
+  HABITAT_ASSIGN_OR_RETURN(const GemmDims gemm, GemmView(family, config));
+  HABITAT_RETURN_IF_ERROR(CheckDevice(origin, origin_mode));
+  HABITAT_RETURN_IF_ERROR(CheckDevice(target, target_mode));
 
-  std::vector<double> x;
-  x.reserve(kFeatureCount);
-  for (Family f : kAllFamilies) x.push_back(f == family ? 1.0 : 0.0);
-  x.push_back(backward ? 1.0 : 0.0);
-  x.push_back(precision == Precision::kBf16 ? 1.0 : 0.0);
-  for (size_t c = 0; c < kConfigColumnCount; ++c) {
-    x.push_back(Log2p(static_cast<double>(config[c])));
+  double xo[kSideFeatureCount], xt[kSideFeatureCount];
+  const double ro = Side(origin_work, gemm, origin, origin_mode, xo);
+  const double rt = Side(target_work, gemm, target, target_mode, xt);
+
+  std::array<double, kFeatureCount> x;
+  size_t i = 0;
+  for (Family f : kAllFamilies) x[i++] = f == family ? 1.0 : 0.0;
+  x[i++] = backward ? 1.0 : 0.0;
+  for (MathMode m : kAllMathModes) x[i++] = m == origin_mode ? 1.0 : 0.0;
+  for (MathMode m : kAllMathModes) x[i++] = m == target_mode ? 1.0 : 0.0;
+  for (double v : {gemm.batch, gemm.rows, gemm.cols, gemm.reduction}) {
+    x[i++] = std::log2(1.0 + v);
   }
-  x.push_back(Log2p(flop));
-  x.push_back(Log2p(bytes));
-  x.push_back(std::log2((flop + 1.0) / (bytes + 1.0)));
-  AppendDevice(origin, family, precision, &x);
-  AppendDevice(target, family, precision, &x);
-  const double ro = RooflineNs(origin, family, precision, flop, bytes);
-  const double rt = RooflineNs(target, family, precision, flop, bytes);
-  x.push_back(std::log2(ro));
-  x.push_back(std::log2(rt));
-  x.push_back(std::log2(rt / ro));
-  for (const DeviceSpec* d : {&origin, &target}) {
-    x.push_back(std::log2(tiles / static_cast<double>(d->sm_count())));
-  }
-  for (const DeviceSpec* d : {&origin, &target}) {
-    const double waves = tiles / static_cast<double>(d->sm_count());
-    x.push_back(std::ceil(waves) / waves);
-  }
-  x.push_back(std::log2(std::max(origin_ns, 1.0)));
+  for (double v : xo) x[i++] = v;
+  for (double v : xt) x[i++] = v;
+  x[i++] = std::log2(std::max(origin_ns, 1.0) / ro);
+  x[i++] = std::log2(rt / ro);
 
   for (double v : x) out->push_back(static_cast<float>(v));
+  *roofline_ratio = rt / ro;
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<float>> ComputeFeatures(Family family, const OpConfig& config,
-                                                   Precision precision, bool backward,
-                                                   const DeviceSpec& origin,
-                                                   const DeviceSpec& target, double origin_ns) {
-  std::vector<float> out;
-  out.reserve(kFeatureCount);
-  auto status =
-      AppendFeatures(family, config, precision, backward, origin, target, origin_ns, &out);
-  if (!status.ok()) return status;
-  return out;
 }
 
 }  // namespace mlp

@@ -1,63 +1,127 @@
-// The feature vector of the kernel-varying predictor: the C++ twin of
-// features() and work() in models/habitat_models/features.py (the spec).
-// Arithmetic is in double, in the same order as the Python, and the result
-// is rounded to float at the end, as the training code's numpy array is; the
-// parity test (mlp_predictor_test.cc) replays the training side's reference
-// rows. Change both sides or neither, and bump kFeatureVersion.
+// The features of the kernel-varying predictor, version 2: the C++ twin of
+// models/habitat_models/features.py (the spec). Arithmetic is in double, in
+// the same order as the Python, and the features are rounded to float at the
+// end, as the training code's numpy array is; the parity test
+// (kernel_varying_model_test.cc) replays the training side's reference rows.
+// Change both sides or neither, and bump kFeatureVersion.
+//
+// The prediction of one pass moved from an origin GPU to a target GPU is
+//   max(FloorNs(target), origin_ns * roofline_ratio * 2 ** model(features))
+// where roofline_ratio is the ratio of the two GPUs' rooflines for the pass
+// (each in the math mode the pass runs in there) and the model learns only
+// the correction.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/mlp/op_config.h"
+#include "core/trace/math_mode.h"
 #include "habitat/v1/device.pb.h"
 
 namespace habitat {
 namespace mlp {
 
 // FEATURE_VERSION in features.py; the model manifest must carry the same.
-inline constexpr int kFeatureVersion = 1;
-inline constexpr size_t kFeatureCount = 47;
-// Output tile edge assumed for wave counts (TILE in features.py).
-inline constexpr double kTile = 128;
+inline constexpr int kFeatureVersion = 2;
+inline constexpr size_t kFeatureCount = 35;
+
+// MODES in features.py: the order of the mode one-hot features.
+inline constexpr size_t kMathModeCount = 4;
+inline constexpr std::array<MathMode, kMathModeCount> kAllMathModes = {
+    MathMode::kFp32, MathMode::kTf32, MathMode::kFp16, MathMode::kBf16};
+// Tables indexed by static_cast<size_t>(mode) rely on this.
+static_assert(static_cast<size_t>(kAllMathModes[0]) == 0 &&
+              static_cast<size_t>(kAllMathModes[1]) == 1 &&
+              static_cast<size_t>(kAllMathModes[2]) == 2 &&
+              static_cast<size_t>(kAllMathModes[3]) == 3);
+
+// Output tile edges for wave counts (TILES): a large and a small
+// cuBLAS/cuDNN tile.
+inline constexpr std::array<double, 2> kTiles = {128, 64};
+
+// Where a GPU has no measured sustained matmul throughput for a mode: this
+// fraction of the datasheet peak (DEFAULT_SUSTAINED_FRACTION; the median of
+// the measured fractions in docs/gpu_efficiency_sources.md).
+inline constexpr double kDefaultSustainedFraction = 0.75;
+
+// The mode named by MathModeName ("fp32", "tf32", "fp16", "bf16");
+// INVALID_ARGUMENT naming the text otherwise.
+absl::StatusOr<MathMode> ParseMathMode(absl::string_view name);
 
 // feature_names() of features.py, in order.
 const std::vector<std::string>& FeatureNames();
 
-// Peak throughput (TFLOP/s) the family runs at in `precision`: bf16 tensor
-// cores (fp16's where the GPU has no bf16 ones, else fp32); fp32 convolutions
-// and LSTMs run on TF32 tensor cores where there are some (cuDNN's default),
-// other fp32 math does not (PyTorch's matmul default).
-double PeakTflops(const habitat::v1::DeviceSpec& device, Family family, Precision precision);
+// Datasheet peak TFLOP/s of the mode's units; 0 where the GPU has none.
+double PeakTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
 
-// The minimum work of one pass, as work() in features.py.
+// Dense matmul TFLOP/s the GPU sustains in the mode: the measured figure
+// (measured_*_gemm_tflops) where there is one, else kDefaultSustainedFraction
+// of the peak (so 0 without such units).
+double SustainedTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
+
+// DRAM bandwidth a streaming kernel reaches (GB/s): the measured
+// streaming_bandwidth_gbps, else core/scaling's default fraction of the
+// datasheet bandwidth.
+double StreamingBandwidthGbps(const habitat::v1::DeviceSpec& device);
+
+// The math mode a target GPU runs a pass in that ran in `origin_mode`
+// (target_mode() in features.py): fp32 where the GPU has no units of that
+// mode (no TF32 before Ampere, no bf16 tensor cores on V100 or T4, no fp16
+// tensor cores on Pascal), else the same mode.
+MathMode TargetMathMode(MathMode origin_mode, const habitat::v1::DeviceSpec& target);
+
+// The minimum work of one pass (work() in features.py): FLOP and DRAM bytes
+// the op must do, not what its kernels happen to do. INVALID_ARGUMENT for a
+// negative column or a convolution with stride 0.
 struct Work {
   double flop = 0;
-  double bytes = 0;  // DRAM bytes
-  double tiles = 0;  // output tiles of kTile x kTile, at least 1
+  double bytes = 0;
 };
-// INVALID_ARGUMENT for a negative column or a convolution with stride 0.
-absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& config, Precision precision,
+absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& config, MathMode mode,
                                  bool backward);
 
-// The kFeatureCount features of one pass moved from `origin` to `target`,
-// appended to `*out` (so callers build one flat batch). INVALID_ARGUMENT,
-// naming the GPU and field, when a device lacks a spec the features take the
-// logarithm of, or when the configuration or origin_ns is invalid; `*out` is
-// then unchanged.
-absl::Status AppendFeatures(Family family, const OpConfig& config, Precision precision,
-                            bool backward, const habitat::v1::DeviceSpec& origin,
-                            const habitat::v1::DeviceSpec& target, double origin_ns,
-                            std::vector<float>* out);
+// The GEMM the op amounts to (gemm_view()): output rows x cols, `batch`
+// times, each output summing `reduction` products. Errors as ComputeWork.
+struct GemmDims {
+  double batch = 0;
+  double rows = 0;
+  double cols = 0;
+  double reduction = 0;
+};
+absl::StatusOr<GemmDims> GemmView(Family family, const OpConfig& config);
 
-// Convenience: one row.
-absl::StatusOr<std::vector<float>> ComputeFeatures(Family family, const OpConfig& config,
-                                                   Precision precision, bool backward,
-                                                   const habitat::v1::DeviceSpec& origin,
-                                                   const habitat::v1::DeviceSpec& target,
-                                                   double origin_ns);
+// A lower bound on a pass's arithmetic given its direct FLOP count
+// (min_arithmetic_flop()): stride-1 convolutions with kernels of 3 or more
+// may run Winograd or FFT algorithms; other ops do what `flop` says.
+double MinArithmeticFlop(Family family, const OpConfig& config, double flop);
+
+// The hard limit on a pass on `device` in `mode` (floor_ns()): its minimum
+// arithmetic at the mode's datasheet peak, or its DRAM bytes at the
+// datasheet bandwidth, whichever is longer; 0 when the GPU has no units of
+// the mode (callers pass TargetMathMode's result). INVALID_ARGUMENT as
+// ComputeWork, or when the GPU has no memory_bandwidth_gbps.
+absl::StatusOr<double> FloorNs(Family family, const OpConfig& config, MathMode mode, bool backward,
+                               const habitat::v1::DeviceSpec& device);
+
+// Appends the kFeatureCount features of one pass moved from `origin` (run in
+// `origin_mode`) to `target` (run in `target_mode`) to `*out`, so callers
+// build one flat batch, and sets `*roofline_ratio` (target roofline over
+// origin roofline). INVALID_ARGUMENT, naming the GPU and field, when a
+// device lacks a spec the features divide by or take the logarithm of
+// (sm_count, l2_cache_bytes, a bandwidth), when the mode has no sustained
+// throughput on the GPU (e.g. tf32 on a V100: pass TargetMathMode's result),
+// or when the configuration or origin_ns is invalid; `*out` is then
+// unchanged.
+absl::Status AppendFeatures(Family family, const OpConfig& config, MathMode origin_mode,
+                            MathMode target_mode, bool backward,
+                            const habitat::v1::DeviceSpec& origin,
+                            const habitat::v1::DeviceSpec& target, double origin_ns,
+                            std::vector<float>* out, double* roofline_ratio);
 
 }  // namespace mlp
 }  // namespace habitat

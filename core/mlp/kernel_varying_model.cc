@@ -1,17 +1,19 @@
 #include "core/mlp/kernel_varying_model.h"
 
+#include <xgboost/c_api.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <exception>
+#include <cstdint>
 #include <fstream>
 #include <iterator>
-#include <mutex>
-#include <sstream>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
@@ -27,14 +29,32 @@ namespace {
 
 using nlohmann::json;
 
+// Normal prediction with all trees. cache_id is not optional in XGBoost
+// 1.7's in-place prediction (a missing key fails with "Invalid cast, from
+// Null to Integer"); no value is missing, as the features are checked
+// finite.
+constexpr char kPredictConfig[] =
+    R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, )"
+    R"("strict_shape": false, "missing": NaN, "cache_id": 0})";
+
+// XGBoost's last error on this thread, without the stack trace it appends.
+std::string LastXgboostError() {
+  std::string message = XGBGetLastError();
+  const size_t trace = message.find("\nStack trace:");
+  if (trace != std::string::npos) message.resize(trace);
+  return std::string(absl::StripTrailingAsciiWhitespace(message));
+}
+
 // What manifest.json tells the server beyond the checks.
 struct Manifest {
-  std::vector<std::string> trained_gpus;
-  std::array<std::vector<Precision>, kFamilyCount> trained_precisions;
-  // GPU ids whose measurements trained each (family, precision).
-  std::array<std::array<std::vector<std::string>, 2>, kFamilyCount> coverage;
-  Nanoseconds min_origin_ns = 0;
+  std::string model_file;
   std::string model_sha256;
+  Nanoseconds min_origin_ns = 0;
+  // GPU ids whose measurements trained each (family, mode).
+  std::array<std::array<std::vector<std::string>, kMathModeCount>, kFamilyCount> coverage;
+  double default_error_percent = 0;
+  // Per target GPU: the expected error per family (NaN where not evaluated).
+  absl::flat_hash_map<std::string, std::array<double, kFamilyCount>> error_by_target;
 };
 
 absl::StatusOr<std::string> ReadBytes(const std::string& path) {
@@ -50,7 +70,7 @@ absl::Status ManifestError(const std::string& path, absl::string_view problem) {
 }
 
 absl::StatusOr<std::vector<std::string>> StringList(const json& doc, const std::string& path,
-                                                    const char* field) {
+                                                    absl::string_view field) {
   auto it = doc.find(field);
   if (it == doc.end() || !it->is_array()) {
     return ManifestError(path, absl::StrCat("\"", field, "\" must be an array of strings"));
@@ -65,8 +85,102 @@ absl::StatusOr<std::vector<std::string>> StringList(const json& doc, const std::
   return out;
 }
 
-// Checks the manifest against features.h and fills `impl` (not the module).
-absl::Status ParseManifest(const std::string& path, const std::string& text, Manifest* impl) {
+// `field` holds exactly `expected`, in order (what features.h computes).
+absl::Status CheckList(const json& doc, const std::string& path, absl::string_view field,
+                       const std::vector<std::string>& expected) {
+  HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> got, StringList(doc, path, field));
+  if (got != expected) {
+    return ManifestError(
+        path, absl::StrCat(field, " [", absl::StrJoin(got, ", "), "] differ from core/mlp's [",
+                           absl::StrJoin(expected, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Percent(const json& value, const std::string& path,
+                               absl::string_view where) {
+  if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
+    return ManifestError(path,
+                         absl::StrCat(where, " must be a non-negative number, got ", value.dump()));
+  }
+  return value.get<double>();
+}
+
+absl::Status ParseCoverage(const json& doc, const std::string& path, Manifest* manifest) {
+  auto coverage = doc.find("coverage");
+  if (coverage == doc.end() || !coverage->is_object()) {
+    return ManifestError(path, "no \"coverage\" object (written by models/train.py)");
+  }
+  for (const auto& [family_name, by_mode] : coverage->items()) {
+    auto family = ParseFamily(family_name);
+    if (!family.ok()) {
+      return ManifestError(path, absl::StrCat("coverage: ", family.status().message()));
+    }
+    if (!by_mode.is_object()) {
+      return ManifestError(path, absl::StrCat("coverage.", family_name, " is not an object"));
+    }
+    for (const auto& [mode_name, gpus] : by_mode.items()) {
+      auto mode = ParseMathMode(mode_name);
+      if (!mode.ok()) {
+        return ManifestError(path,
+                             absl::StrCat("coverage.", family_name, ": ", mode.status().message()));
+      }
+      if (!gpus.is_array()) {
+        return ManifestError(
+            path, absl::StrCat("coverage.", family_name, ".", mode_name, " is not an array"));
+      }
+      auto& ids = manifest->coverage[static_cast<size_t>(*family)][static_cast<size_t>(*mode)];
+      for (const json& gpu : gpus) {
+        if (!gpu.is_string()) {
+          return ManifestError(
+              path, absl::StrCat("coverage.", family_name, ".", mode_name, " holds a non-string"));
+        }
+        ids.push_back(gpu.get<std::string>());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseExpectedError(const json& doc, const std::string& path, Manifest* manifest) {
+  auto expected = doc.find("expected_error");
+  if (expected == doc.end() || !expected->is_object()) {
+    return ManifestError(path,
+                         "no \"expected_error\" object (models/train.py writes it from "
+                         "--eval's results)");
+  }
+  auto default_percent = expected->find("default_percent");
+  if (default_percent == expected->end()) {
+    return ManifestError(path, "expected_error has no \"default_percent\"");
+  }
+  HABITAT_ASSIGN_OR_RETURN(manifest->default_error_percent,
+                           Percent(*default_percent, path, "expected_error.default_percent"));
+  auto by_target = expected->find("by_target");
+  if (by_target == expected->end()) return absl::OkStatus();
+  if (!by_target->is_object()) {
+    return ManifestError(path, "expected_error.by_target is not an object");
+  }
+  for (const auto& [gpu, by_family] : by_target->items()) {
+    if (!by_family.is_object()) {
+      return ManifestError(path,
+                           absl::StrCat("expected_error.by_target.", gpu, " is not an object"));
+    }
+    std::array<double, kFamilyCount> percents;
+    percents.fill(std::nan(""));
+    for (const auto& [family_name, value] : by_family.items()) {
+      const std::string where = absl::StrCat("expected_error.by_target.", gpu, ".", family_name);
+      auto family = ParseFamily(family_name);
+      if (!family.ok()) {
+        return ManifestError(path, absl::StrCat(where, ": ", family.status().message()));
+      }
+      HABITAT_ASSIGN_OR_RETURN(percents[static_cast<size_t>(*family)], Percent(value, path, where));
+    }
+    manifest->error_by_target[gpu] = percents;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseManifest(const std::string& path, const std::string& text, Manifest* manifest) {
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return ManifestError(path, "not a JSON object");
@@ -79,292 +193,118 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
         absl::StrCat("feature_version is ", version == doc.end() ? "missing" : version->dump(),
                      ", this build computes version ", kFeatureVersion, " (core/mlp/features.h)"));
   }
-  HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> names, StringList(doc, path, "feature_names"));
-  if (names != FeatureNames()) {
-    return ManifestError(path, absl::StrCat("feature_names [", absl::StrJoin(names, ", "),
-                                            "] differ from core/mlp/features.h's [",
-                                            absl::StrJoin(FeatureNames(), ", "), "]"));
-  }
-  HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> families, StringList(doc, path, "families"));
-  std::vector<std::string> ours;
-  for (Family f : kAllFamilies) ours.emplace_back(FamilyName(f));
-  if (families != ours) {
-    return ManifestError(path, absl::StrCat("families [", absl::StrJoin(families, ", "),
-                                            "] differ from [", absl::StrJoin(ours, ", "), "]"));
-  }
+  HABITAT_RETURN_IF_ERROR(CheckList(doc, path, "feature_names", FeatureNames()));
+  std::vector<std::string> families, modes;
+  for (Family f : kAllFamilies) families.emplace_back(FamilyName(f));
+  for (MathMode m : kAllMathModes) modes.emplace_back(MathModeName(m));
+  HABITAT_RETURN_IF_ERROR(CheckList(doc, path, "families", families));
+  HABITAT_RETURN_IF_ERROR(CheckList(doc, path, "modes", modes));
+
   auto min_ns = doc.find("min_origin_ns");
   if (min_ns == doc.end() || !min_ns->is_number() || !(min_ns->get<double>() >= 0) ||
       min_ns->get<double>() > 1e15) {
     return ManifestError(path, "\"min_origin_ns\" must be a non-negative number");
   }
-  impl->min_origin_ns = static_cast<Nanoseconds>(std::llround(min_ns->get<double>()));
-  HABITAT_ASSIGN_OR_RETURN(impl->trained_gpus, StringList(doc, path, "trained_gpus"));
-  auto precisions = doc.find("trained_precisions");
-  if (precisions == doc.end() || !precisions->is_object()) {
-    return ManifestError(path, "\"trained_precisions\" must be an object");
+  manifest->min_origin_ns = static_cast<Nanoseconds>(std::llround(min_ns->get<double>()));
+
+  auto file = doc.find("model_file");
+  if (file == doc.end() || !file->is_string() || file->get<std::string>().empty() ||
+      absl::StrContains(file->get<std::string>(), '/')) {
+    return ManifestError(path, "\"model_file\" must name a file next to the manifest");
   }
-  for (const auto& [family_name, list] : precisions->items()) {
-    auto family = ParseFamily(family_name);
-    if (!family.ok()) {
-      return ManifestError(path, absl::StrCat("trained_precisions: ", family.status().message()));
-    }
-    if (!list.is_array()) {
-      return ManifestError(path,
-                           absl::StrCat("trained_precisions.", family_name, " must be an array"));
-    }
-    auto& out = impl->trained_precisions[static_cast<size_t>(*family)];
-    for (const json& p : list) {
-      auto precision = ParsePrecision(p.is_string() ? p.get<std::string>() : p.dump());
-      if (!precision.ok()) {
-        return ManifestError(path, absl::StrCat("trained_precisions.", family_name, ": ",
-                                                precision.status().message()));
-      }
-      out.push_back(*precision);
-    }
-  }
-  auto coverage = doc.find("coverage");
-  if (coverage == doc.end() || !coverage->is_object()) {
-    return ManifestError(path, "no \"coverage\" object (written by models/export.py); re-export");
-  }
-  for (const auto& [family_name, by_precision] : coverage->items()) {
-    auto family = ParseFamily(family_name);
-    if (!family.ok()) {
-      return ManifestError(path, absl::StrCat("coverage: ", family.status().message()));
-    }
-    if (!by_precision.is_object()) {
-      return ManifestError(path, absl::StrCat("coverage.", family_name, " is not an object"));
-    }
-    for (const auto& [precision_name, gpus] : by_precision.items()) {
-      auto precision = ParsePrecision(precision_name);
-      if (!precision.ok()) {
-        return ManifestError(path, absl::StrCat("coverage.", family_name, ": ",
-                                                precision.status().message()));
-      }
-      auto& ids = impl->coverage[static_cast<size_t>(*family)][static_cast<size_t>(*precision)];
-      for (const json& gpu : gpus) {
-        if (!gpu.is_string()) {
-          return ManifestError(path, absl::StrCat("coverage.", family_name, ".",
-                                                  precision_name, " holds a non-string"));
-        }
-        ids.push_back(gpu.get<std::string>());
-      }
-    }
-  }
+  manifest->model_file = file->get<std::string>();
   auto sha = doc.find("model_sha256");
   if (sha == doc.end() || !sha->is_string() || sha->get<std::string>().size() != 64) {
     return ManifestError(path, "\"model_sha256\" must be 64 hex digits");
   }
-  impl->model_sha256 = absl::AsciiStrToLower(sha->get<std::string>());
-  return absl::OkStatus();
+  manifest->model_sha256 = absl::AsciiStrToLower(sha->get<std::string>());
+  HABITAT_RETURN_IF_ERROR(ParseCoverage(doc, path, manifest));
+  return ParseExpectedError(doc, path, manifest);
 }
 
-// The network of models/train.py's Predictor, evaluated without LibTorch
-// (LibTorch 1.13 in the server process stops prometheus-cpp's HTTP server
-// from starting): normalise the context features, dense layers with ReLU
-// between them, then either the single output ("free") or the weighted sum
-// of the target-minus-origin spec differences ("structured"). float32 like
-// the trained model; the parity test holds it to the exported model's
-// outputs.
-// acc[b][r] += w[c * rows + r] * h[b][c] over all c, for a block of `batch`
-// rows at once: one dense layer, transposed weights. A block reuses each
-// weight column from L1 for every row (the weights, ~0.8 MB, do not fit in
-// L2), and the inner loop runs over independent outputs, so GCC vectorises it
-// without reordering any sum: every row's result is the same as alone.
-// Cloned for AVX2 (picked at load time by the CPU it runs on). No FMA clone:
-// fused and unfused sums differ in the last bit, and predictions must not
-// depend on the CPU.
-__attribute__((target_clones("avx2", "default"))) void DenseLayer(
-    const float* weight_t, const float* h, size_t batch, size_t rows, size_t cols,
-    float* acc) {
-  // Four inputs per pass over the outputs: each output is loaded and stored
-  // a quarter as often, and its sum still runs over c in order.
-  size_t c = 0;
-  for (; c + 4 <= cols; c += 4) {
-    const float* w0 = weight_t + c * rows;
-    const float* w1 = w0 + rows;
-    const float* w2 = w1 + rows;
-    const float* w3 = w2 + rows;
-    for (size_t b = 0; b < batch; ++b) {
-      const float* in = h + b * cols + c;
-      const float v0 = in[0], v1 = in[1], v2 = in[2], v3 = in[3];
-      float* __restrict out = acc + b * rows;
-      for (size_t r = 0; r < rows; ++r) {
-        out[r] = (((out[r] + w0[r] * v0) + w1[r] * v1) + w2[r] * v2) + w3[r] * v3;
-      }
-    }
-  }
-  for (; c < cols; ++c) {
-    const float* w = weight_t + c * rows;
-    for (size_t b = 0; b < batch; ++b) {
-      const float v = h[b * cols + c];
-      float* __restrict out = acc + b * rows;
-      for (size_t r = 0; r < rows; ++r) out[r] += w[r] * v;
-    }
-  }
-}
-
-struct Network {
-  bool structured = true;
-  std::vector<size_t> context, delta_origin, delta_target;
-  std::vector<double> mean, std;
-  struct Layer {
-    size_t rows = 0, cols = 0;
-    std::vector<float> weight_t;  // cols x rows (transposed)
-    std::vector<float> bias;
-  };
-  std::vector<Layer> layers;
-
-  // Rows evaluated together: their activations (16 x 256 floats) stay in L1.
-  static constexpr size_t kBlock = 16;
-
-  // Evaluates `count` rows of kFeatureCount features into `out`.
-  void Forward(const float* x, size_t count, double* out) const {
-    std::vector<float> h, next;
-    for (size_t first = 0; first < count; first += kBlock) {
-      const size_t batch = std::min(kBlock, count - first);
-      h.resize(batch * context.size());
-      for (size_t b = 0; b < batch; ++b) {
-        const float* row = x + (first + b) * kFeatureCount;
-        for (size_t j = 0; j < context.size(); ++j) {
-          h[b * context.size() + j] = static_cast<float>((row[context[j]] - mean[j]) / std[j]);
-        }
-      }
-      for (size_t l = 0; l < layers.size(); ++l) {
-        const Layer& layer = layers[l];
-        next.resize(batch * layer.rows);
-        for (size_t b = 0; b < batch; ++b) {
-          std::copy(layer.bias.begin(), layer.bias.end(), next.begin() + b * layer.rows);
-        }
-        DenseLayer(layer.weight_t.data(), h.data(), batch, layer.rows, layer.cols, next.data());
-        if (l + 1 < layers.size()) {
-          for (float& value : next) value = value < 0.0f ? 0.0f : value;
-        }
-        h.swap(next);
-      }
-      const size_t width = layers.back().rows;
-      for (size_t b = 0; b < batch; ++b) {
-        const float* row = x + (first + b) * kFeatureCount;
-        const float* last = h.data() + b * width;
-        if (!structured) {
-          out[first + b] = last[0];
-          continue;
-        }
-        double sum = 0.0;
-        for (size_t k = 0; k < width; ++k) {
-          sum += static_cast<double>(last[k]) *
-                 (static_cast<double>(row[delta_target[k]]) - row[delta_origin[k]]);
-        }
-        out[first + b] = sum;
-      }
-    }
-  }
+// Owns one booster handle.
+struct BoosterDeleter {
+  void operator()(void* handle) const { XGBoosterFree(handle); }
 };
+using Booster = std::unique_ptr<void, BoosterDeleter>;
 
-absl::StatusOr<std::vector<double>> Numbers(const json& doc, const char* key,
-                                            const std::string& path) {
-  auto it = doc.find(key);
-  if (it == doc.end() || !it->is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": '", key, "' is not a list"));
+absl::StatusOr<std::vector<double>> Predict(BoosterHandle booster, const float* rows_flat,
+                                            size_t rows) {
+  // NumPy's __array_interface__ (version 3): address, read-only flag,
+  // row-major shape, little-endian float32.
+  const std::string array = absl::StrCat(R"({"data": [)", reinterpret_cast<uintptr_t>(rows_flat),
+                                         R"(, true], "shape": [)", rows, ", ", kFeatureCount,
+                                         R"(], "typestr": "<f4", "version": 3})");
+  const bst_ulong* shape = nullptr;
+  bst_ulong dims = 0;
+  const float* result = nullptr;
+  if (XGBoosterPredictFromDense(booster, array.c_str(), kPredictConfig, nullptr, &shape, &dims,
+                                &result) != 0) {
+    return absl::InternalError(
+        absl::StrCat("kernel-varying model: XGBoost prediction failed: ", LastXgboostError()));
   }
-  std::vector<double> out;
-  for (const auto& v : *it) {
-    if (!v.is_number() || !std::isfinite(v.get<double>())) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": '", key, "' holds a non-number"));
-    }
-    out.push_back(v.get<double>());
+  bst_ulong values = 1;
+  for (bst_ulong d = 0; d < dims; ++d) values *= shape[d];
+  if (values != rows) {
+    return absl::InternalError(absl::StrCat("kernel-varying model: XGBoost returned ", values,
+                                            " values for ", rows, " rows"));
   }
-  return out;
+  // `result` is XGBoost's thread-local buffer: copy it before the next call.
+  return std::vector<double>(result, result + rows);
 }
 
-absl::StatusOr<std::vector<size_t>> Indices(const json& doc, const char* key,
-                                            const std::string& path) {
-  HABITAT_ASSIGN_OR_RETURN(std::vector<double> values, Numbers(doc, key, path));
-  std::vector<size_t> out;
-  for (double v : values) {
-    if (v < 0 || v >= static_cast<double>(kFeatureCount) || v != std::floor(v)) {
+// Loads the booster from the model file's bytes (gzipped or not: XGBoost
+// reads JSON and UBJSON from a buffer) and checks that it takes our
+// features.
+absl::StatusOr<Booster> LoadBooster(const std::string& model_path, const std::string& bytes) {
+  std::string raw = bytes;
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+      static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    absl::StatusOr<std::string> inflated = Gunzip(bytes);
+    if (!inflated.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": '", key, "' holds ", v, ", not a feature index"));
+          absl::StrCat(model_path, ": not a gzip file: ", inflated.status().message()));
     }
-    out.push_back(static_cast<size_t>(v));
+    raw = *std::move(inflated);
   }
-  return out;
-}
-
-absl::StatusOr<Network> ParseNetwork(const std::string& path, const std::string& text) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
-  Network net;
-  const auto arch = doc.find("arch");
-  if (arch == doc.end() || !arch->is_string() ||
-      (*arch != "structured" && *arch != "free")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": 'arch' must be \"structured\" or \"free\""));
+  BoosterHandle handle = nullptr;
+  if (XGBoosterCreate(nullptr, 0, &handle) != 0) {
+    return absl::InternalError(
+        absl::StrCat(model_path, ": cannot create an XGBoost booster: ", LastXgboostError()));
   }
-  net.structured = *arch == "structured";
-  HABITAT_ASSIGN_OR_RETURN(net.context, Indices(doc, "context", path));
-  HABITAT_ASSIGN_OR_RETURN(net.delta_origin, Indices(doc, "delta_origin", path));
-  HABITAT_ASSIGN_OR_RETURN(net.delta_target, Indices(doc, "delta_target", path));
-  HABITAT_ASSIGN_OR_RETURN(net.mean, Numbers(doc, "mean", path));
-  HABITAT_ASSIGN_OR_RETURN(net.std, Numbers(doc, "std", path));
-  if (net.mean.size() != net.context.size() || net.std.size() != net.context.size() ||
-      net.delta_origin.size() != net.delta_target.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": context, mean, std (and the two delta lists) differ in length"));
-  }
-  for (double s : net.std) {
-    if (s == 0.0) return absl::InvalidArgumentError(absl::StrCat(path, ": a std of 0"));
-  }
-  const auto layers = doc.find("layers");
-  if (layers == doc.end() || !layers->is_array() || layers->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": no 'layers'"));
-  }
-  size_t width = net.context.size();
-  for (size_t l = 0; l < layers->size(); ++l) {
-    const json& layer = (*layers)[l];
-    const std::string where = absl::StrCat(path, ": layers[", l, "]");
-    const auto weight = layer.is_object() ? layer.find("weight") : layer.end();
-    if (weight == layer.end() || !weight->is_array() || weight->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " has no weight rows"));
-    }
-    Network::Layer parsed;
-    parsed.rows = weight->size();
-    parsed.cols = width;
-    parsed.weight_t.assign(parsed.rows * parsed.cols, 0.0f);
-    for (size_t r = 0; r < parsed.rows; ++r) {
-      const json& row = (*weight)[r];
-      if (!row.is_array() || row.size() != width) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, " weight rows must have ", width, " columns"));
-      }
-      for (size_t c = 0; c < width; ++c) {
-        if (!row[c].is_number()) {
-          return absl::InvalidArgumentError(absl::StrCat(where, " non-number"));
-        }
-        parsed.weight_t[c * parsed.rows + r] = row[c].get<float>();
-      }
-    }
-    HABITAT_ASSIGN_OR_RETURN(std::vector<double> bias, Numbers(layer, "bias", where));
-    parsed.bias.assign(bias.begin(), bias.end());
-    if (parsed.bias.size() != parsed.rows) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " bias length != weight rows"));
-    }
-    width = parsed.rows;
-    net.layers.push_back(std::move(parsed));
-  }
-  const size_t outputs = net.structured ? net.delta_origin.size() : 1;
-  if (width != outputs) {
+  Booster booster(handle);
+  // Both JSON and UBJSON start with '{'; XGBoost would read anything else
+  // as its deprecated binary format.
+  if (raw.empty() || raw[0] != '{' ||
+      XGBoosterLoadModelFromBuffer(handle, raw.data(), raw.size()) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": does not map [N, ", kFeatureCount, "] features to [N]: the last layer has ",
-        width, " outputs, the '", arch->get<std::string>(), "' model needs ", outputs));
+        model_path, ": not an XGBoost model (JSON or UBJSON)",
+        raw.empty() || raw[0] != '{' ? std::string() : absl::StrCat(": ", LastXgboostError())));
   }
-  return net;
+  // One thread per prediction: the server runs requests in parallel, and a
+  // request's batch is small.
+  if (XGBoosterSetParam(handle, "nthread", "1") != 0) {
+    return absl::InternalError(absl::StrCat(model_path, ": ", LastXgboostError()));
+  }
+  bst_ulong features = 0;
+  if (XGBoosterGetNumFeature(handle, &features) != 0 || features != kFeatureCount) {
+    return absl::InvalidArgumentError(absl::StrCat(model_path, ": the model takes ", features,
+                                                   " features, core/mlp/features.h computes ",
+                                                   kFeatureCount));
+  }
+  // The first prediction configures the learner; do it here, on one thread,
+  // so that predictions proper only read the model (XGBoost documents tree
+  // models' prediction as thread-safe).
+  const std::vector<float> zeros(kFeatureCount, 0.0f);
+  HABITAT_RETURN_IF_ERROR(Predict(handle, zeros.data(), 1).status());
+  return booster;
 }
 
 }  // namespace
 
 struct KernelVaryingModel::Impl {
   // Read-only after Load: concurrent calls are safe.
-  Network network;
+  Booster booster;
   Manifest manifest;
 };
 
@@ -379,7 +319,7 @@ absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
   HABITAT_ASSIGN_OR_RETURN(std::string manifest_text, ReadBytes(manifest_path));
   HABITAT_RETURN_IF_ERROR(ParseManifest(manifest_path, manifest_text, &impl->manifest));
 
-  const std::string model_path = model_dir + "/model.json.gz";
+  const std::string model_path = model_dir + "/" + impl->manifest.model_file;
   HABITAT_ASSIGN_OR_RETURN(std::string model_bytes, ReadBytes(model_path));
   const std::string sha = Sha256Hex(model_bytes);
   if (sha != impl->manifest.model_sha256) {
@@ -387,16 +327,11 @@ absl::StatusOr<std::unique_ptr<KernelVaryingModel>> KernelVaryingModel::Load(
         model_path, ": sha256 ", sha, " differs from model_sha256 ", impl->manifest.model_sha256,
         " in ", manifest_path, " (model and manifest are from different training runs)"));
   }
-  absl::StatusOr<std::string> text = Gunzip(model_bytes);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(model_path, ": not a gzip file: ", text.status().message()));
-  }
-  HABITAT_ASSIGN_OR_RETURN(impl->network, ParseNetwork(model_path, *text));
+  HABITAT_ASSIGN_OR_RETURN(impl->booster, LoadBooster(model_path, model_bytes));
   return std::unique_ptr<KernelVaryingModel>(new KernelVaryingModel(std::move(impl)));
 }
 
-absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Ratios(
+absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Corrections(
     const std::vector<float>& rows_flat, size_t rows) const {
   if (rows_flat.size() / kFeatureCount != rows || rows_flat.size() % kFeatureCount != 0) {
     return absl::InvalidArgumentError(absl::StrCat("kernel-varying model input has ",
@@ -410,8 +345,9 @@ absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Ratios(
                        FeatureNames()[i % kFeatureCount], " is ", rows_flat[i]));
     }
   }
-  std::vector<double> out(rows);
-  impl_->network.Forward(rows_flat.data(), rows, out.data());
+  if (rows == 0) return std::vector<double>();
+  HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
+                           Predict(impl_->booster.get(), rows_flat.data(), rows));
   for (size_t r = 0; r < rows; ++r) {
     if (!std::isfinite(out[r])) {
       return absl::InternalError(
@@ -421,19 +357,20 @@ absl::StatusOr<std::vector<double>> KernelVaryingModel::PredictLog2Ratios(
   return out;
 }
 
-const std::vector<std::string>& KernelVaryingModel::trained_gpus() const {
-  return impl_->manifest.trained_gpus;
-}
-
-const std::vector<Precision>& KernelVaryingModel::trained_precisions(Family family) const {
-  return impl_->manifest.trained_precisions[static_cast<size_t>(family)];
-}
-
-bool KernelVaryingModel::TrainedOn(Family family, Precision precision,
-                                   absl::string_view gpu_id) const {
+bool KernelVaryingModel::TrainedOn(Family family, MathMode mode, absl::string_view gpu_id) const {
   const auto& ids =
-      impl_->manifest.coverage[static_cast<size_t>(family)][static_cast<size_t>(precision)];
+      impl_->manifest.coverage[static_cast<size_t>(family)][static_cast<size_t>(mode)];
   return std::find(ids.begin(), ids.end(), gpu_id) != ids.end();
+}
+
+double KernelVaryingModel::ExpectedErrorPercent(Family family,
+                                                absl::string_view target_gpu_id) const {
+  auto it = impl_->manifest.error_by_target.find(target_gpu_id);
+  if (it != impl_->manifest.error_by_target.end()) {
+    const double percent = it->second[static_cast<size_t>(family)];
+    if (!std::isnan(percent)) return percent;
+  }
+  return impl_->manifest.default_error_percent;
 }
 
 Nanoseconds KernelVaryingModel::min_origin_ns() const { return impl_->manifest.min_origin_ns; }

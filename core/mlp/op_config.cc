@@ -39,15 +39,8 @@ absl::StatusOr<size_t> ParseConfigColumn(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown configuration column \"", name, "\""));
 }
 
-absl::string_view PrecisionName(Precision precision) {
-  return precision == Precision::kBf16 ? "bf16" : "fp32";
-}
-
-absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown precision \"", name, "\" (known: fp32, bf16)"));
+bool IsCudnnFamily(Family family) {
+  return family == Family::kConv2d || family == Family::kConvTranspose2d || family == Family::kLstm;
 }
 
 std::string DescribeConfig(Family family, const OpConfig& config) {

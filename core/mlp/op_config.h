@@ -1,6 +1,7 @@
 // The vocabulary shared by the kernel-varying predictor's C++ side and its
 // Python training code (models/habitat_models/features.py): operator
-// families, the 16 configuration columns, the two precisions.
+// families and the 16 configuration columns. Math modes are core/trace's
+// MathMode.
 #pragma once
 
 #include <array>
@@ -43,8 +44,6 @@ enum ConfigColumn : size_t {
 };
 using OpConfig = std::array<int64_t, kConfigColumnCount>;
 
-enum class Precision { kFp32, kBf16 };
-
 // "linear", "bmm", "conv2d", "conv_transpose2d", "lstm", "sdpa".
 absl::string_view FamilyName(Family family);
 // INVALID_ARGUMENT naming the text when it is not a family name.
@@ -55,9 +54,9 @@ absl::string_view ConfigColumnName(size_t column);
 // INVALID_ARGUMENT when the text is not a column name.
 absl::StatusOr<size_t> ParseConfigColumn(absl::string_view name);
 
-// "fp32" or "bf16" (bf16 covers fp16 too: both run on the same tensor cores).
-absl::string_view PrecisionName(Precision precision);
-absl::StatusOr<Precision> ParsePrecision(absl::string_view name);
+// Convolutions and RNNs run in cuDNN, whose TF32 switch differs from
+// cuBLAS's (the cudnn_family argument of InferOpMathMode).
+bool IsCudnnFamily(Family family);
 
 // "conv2d{b=16 c_in=3 ...}" with the non-zero columns, for messages and tests.
 std::string DescribeConfig(Family family, const OpConfig& config);

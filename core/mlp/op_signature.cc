@@ -468,30 +468,17 @@ Result Dispatch(const Operation& op, const Args& args) {
   return std::nullopt;
 }
 
-bool IsHalfPrecisionTrace(habitat::v1::Precision p) {
-  return p == habitat::v1::PRECISION_BF16 || p == habitat::v1::PRECISION_FP16 ||
-         p == habitat::v1::PRECISION_AMP_BF16 || p == habitat::v1::PRECISION_AMP_FP16;
-}
-
 }  // namespace
 
-absl::StatusOr<std::optional<OpSignature>> ExtractOpSignature(
-    const Operation& op, habitat::v1::Precision trace_precision) {
+absl::StatusOr<std::optional<OpSignature>> ExtractOpSignature(const Operation& op) {
   // Recorded without shapes: nothing to read.
   if (op.arguments_size() == 0) return std::nullopt;
-  bool half = IsHalfPrecisionTrace(trace_precision);
   for (const Argument& a : op.arguments()) {
-    if (!a.has_tensor()) continue;
     // fp64 and integer tensors run kernels the predictor never saw.
-    if (!IsFloatLike(a.tensor().dtype())) return std::nullopt;
-    half = half || a.tensor().dtype() == "c10::BFloat16" || a.tensor().dtype() == "c10::Half";
+    if (a.has_tensor() && !IsFloatLike(a.tensor().dtype())) return std::nullopt;
   }
   const Args args(op);
-  HABITAT_ASSIGN_OR_RETURN(std::optional<OpSignature> signature, Dispatch(op, args));
-  if (signature.has_value()) {
-    signature->precision = half ? Precision::kBf16 : Precision::kFp32;
-  }
-  return signature;
+  return Dispatch(op, args);
 }
 
 }  // namespace mlp

@@ -8,7 +8,8 @@
 // predictor was trained on have a signature: square kernels, strides and
 // paddings, square inputs, groups 1, dilation 1, no output padding,
 // self-attention without a mask, LSTMs without projections, and
-// float/bf16/fp16 tensors.
+// float/bf16/fp16 tensors. The math mode the op ran in is not part of the
+// signature: core/trace/math_mode.h infers it.
 #pragma once
 
 #include <optional>
@@ -23,7 +24,6 @@ namespace mlp {
 struct OpSignature {
   Family family = Family::kLinear;
   OpConfig config{};  // unused columns 0
-  Precision precision = Precision::kFp32;
   // Independent passes of `config` the op runs per call (2 for a
   // bidirectional LSTM: one per direction). The caller divides the origin
   // time by it for the features and multiplies the prediction back.
@@ -35,13 +35,7 @@ struct OpSignature {
 // naming the op and argument, when a handled op's arguments contradict its
 // ATen schema (PyTorch would have refused to run it, so the trace is
 // damaged).
-//
-// Precision is bf16 if any tensor argument is c10::BFloat16 or c10::Half, or
-// the trace ran in BF16/FP16 or under autocast (autocast casts inside the
-// op: the recorded inputs of e.g. the first conv2d are still float); fp32
-// otherwise, TF32 included.
-absl::StatusOr<std::optional<OpSignature>> ExtractOpSignature(
-    const habitat::v1::Operation& op, habitat::v1::Precision trace_precision);
+absl::StatusOr<std::optional<OpSignature>> ExtractOpSignature(const habitat::v1::Operation& op);
 
 }  // namespace mlp
 }  // namespace habitat

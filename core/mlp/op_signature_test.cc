@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "core/kineto/kineto_import.h"
+#include "core/trace/math_mode.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -60,7 +61,7 @@ struct Found {
 std::vector<Found> Signatures(const Trace& trace) {
   std::vector<Found> out;
   for (const Operation& op : trace.operations()) {
-    auto s = ExtractOpSignature(op, trace.precision());
+    auto s = ExtractOpSignature(op);
     EXPECT_TRUE(s.ok()) << op.name() << ": " << s.status();
     if (s.ok() && s->has_value()) out.push_back({&op, **s});
   }
@@ -121,7 +122,6 @@ TEST(OpSignatureFixtureTest, ResNet50FirstConvAndClassifier) {
                                                {kPadding, 3},
                                                {kSize, 224}}))
       << Describe(convs[0].signature);
-  EXPECT_EQ(convs[0].signature.precision, Precision::kFp32);
   EXPECT_EQ(convs[0].signature.direction_factor, 1);
   const auto linear = OfFamily(all, Family::kLinear);
   ASSERT_EQ(linear.size(), 1u);
@@ -130,7 +130,8 @@ TEST(OpSignatureFixtureTest, ResNet50FirstConvAndClassifier) {
 }
 
 TEST(OpSignatureFixtureTest, AutocastConvWithFloatInputIsBf16) {
-  // Under autocast the first conv records its fp32 input and weight.
+  // Under autocast the first conv records its fp32 input and weight: the
+  // signature does not say the mode, InferOpMathMode does.
   const Found first = First("h100", "resnet50_b64_bf16", Family::kConv2d);
   ASSERT_NE(first.op, nullptr);
   bool any_half = false;
@@ -138,7 +139,10 @@ TEST(OpSignatureFixtureTest, AutocastConvWithFloatInputIsBf16) {
     any_half = any_half || (a.has_tensor() && a.tensor().dtype() != "float");
   }
   EXPECT_FALSE(any_half) << "the fixture's first conv no longer records float inputs";
-  EXPECT_EQ(first.signature.precision, Precision::kBf16);
+  EXPECT_EQ(InferOpMathMode(Fixture("h100", "resnet50_b64_bf16"), *first.op,
+                            IsCudnnFamily(first.signature.family))
+                .mode,
+            MathMode::kBf16);
   EXPECT_EQ(first.signature.config[kB], 64);
 }
 
@@ -147,7 +151,7 @@ TEST(OpSignatureFixtureTest, InceptionAsymmetricKernelsAreNotCovered) {
   int covered = 0, uncovered = 0;
   for (const Operation& op : trace.operations()) {
     if (op.name() != "aten::conv2d") continue;
-    auto s = ExtractOpSignature(op, trace.precision());
+    auto s = ExtractOpSignature(op);
     ASSERT_TRUE(s.ok()) << s.status();
     (s->has_value() ? covered : uncovered)++;
     if (!s->has_value()) {
@@ -191,12 +195,13 @@ TEST(OpSignatureFixtureTest, GnmtLstmsAndAttention) {
 }
 
 TEST(OpSignatureFixtureTest, TransformerAttentionCausalFlag) {
-  const auto all = Signatures(Fixture("h100", "transformer_b32_bf16"));
+  const Trace& trace = Fixture("h100", "transformer_b32_bf16");
+  const auto all = Signatures(trace);
   const auto sdpa = OfFamily(all, Family::kSdpa);
   ASSERT_EQ(sdpa.size(), 18u);  // 6 encoder, 6 decoder self, 6 cross
   int causal = 0;
   for (const Found& f : sdpa) {
-    EXPECT_EQ(f.signature.precision, Precision::kBf16);
+    EXPECT_EQ(InferOpMathMode(trace, *f.op, /*cudnn_family=*/false).mode, MathMode::kBf16);
     OpConfig expected = Config({{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64}});
     expected[kCausal] = f.signature.config[kCausal];
     EXPECT_EQ(f.signature.config, expected);
@@ -268,10 +273,7 @@ class OpBuilder {
     Next()->set_none(true);
     return *this;
   }
-  absl::StatusOr<std::optional<OpSignature>> Extract(
-      habitat::v1::Precision p = habitat::v1::PRECISION_FP32) const {
-    return ExtractOpSignature(op_, p);
-  }
+  absl::StatusOr<std::optional<OpSignature>> Extract() const { return ExtractOpSignature(op_); }
 
  private:
   Argument* Next() {
@@ -458,7 +460,6 @@ TEST(OpSignatureRulesTest, MatrixProducts) {
   const OpSignature f = Covered(folded.Extract());
   EXPECT_EQ(f.family, Family::kLinear);
   EXPECT_EQ(f.config, Config({{kM, 1600}, {kN, 32000}, {kK, 1024}}));
-  EXPECT_EQ(f.precision, Precision::kBf16);
   OpBuilder batched("aten::matmul");
   batched.Tensor({4, 8, 128, 64}).Tensor({4, 8, 64, 128});
   const OpSignature b = Covered(batched.Extract());
@@ -497,7 +498,6 @@ TEST(OpSignatureRulesTest, Lstm) {
   const OpSignature s = Covered(lstm.Extract());
   EXPECT_EQ(s.config,
             Config({{kB, 8}, {kSeq, 20}, {kK, 256}, {kN, 512}, {kLayers, 2}, {kBias, 1}}));
-  EXPECT_EQ(s.precision, Precision::kBf16);
   EXPECT_EQ(s.direction_factor, 1);
   // proj_size > 0: a fifth weight per layer.
   OpBuilder proj("aten::lstm");

@@ -10,6 +10,7 @@
 #include "core/mlp/features.h"
 #include "core/mlp/op_signature.h"
 #include "core/scaling/wave_scaling.h"
+#include "core/trace/math_mode.h"
 #include "core/trace/op_classification.h"
 
 namespace habitat {
@@ -20,13 +21,18 @@ struct PassRef {
   Nanoseconds time_ns;
 };
 
-// The passes of one signature (family, configuration, precision, direction).
+// The passes of one signature (family, configuration, directions) in one
+// math mode.
 struct Group {
   mlp::OpSignature signature;
+  MathMode origin_mode = MathMode::kFp32;
   bool backward = false;
   std::vector<PassRef> passes;
   Nanoseconds feature_origin_ns = 0;
 };
+
+// Past this the nanosecond count would overflow (about 285 years).
+constexpr double kMaxNs = 9.0e18;
 
 // The origin is measured, and a GPU with the same compute units runs the
 // same kernels (the engine wave-scales them): neither needs the model.
@@ -34,10 +40,9 @@ bool ModelPredicts(const v1::DeviceSpec& origin, const v1::DeviceSpec& target) {
   return target.id() != origin.id() && !SameComputeUnits(origin, target);
 }
 
-std::string GroupKey(const mlp::OpSignature& signature, bool backward) {
-  return absl::StrCat(mlp::FamilyName(signature.family), "|",
-                      absl::StrJoin(signature.config, ","), "|",
-                      mlp::PrecisionName(signature.precision), "|", backward ? "b" : "f", "|",
+std::string GroupKey(const mlp::OpSignature& signature, MathMode origin_mode, bool backward) {
+  return absl::StrCat(mlp::FamilyName(signature.family), "|", absl::StrJoin(signature.config, ","),
+                      "|", MathModeName(origin_mode), "|", backward ? "b" : "f", "|",
                       signature.direction_factor);
 }
 
@@ -78,17 +83,21 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   for (int i = 0; i < trace.operations_size(); ++i) {
     const v1::Operation& op = trace.operations(i);
     if (ClassifyOperation(op.name()) != OpKind::kKernelVarying) continue;
-    auto signature = mlp::ExtractOpSignature(op, trace.precision());
+    auto signature = mlp::ExtractOpSignature(op);
     // A damaged argument list is not the model's business: the engine
     // wave-scales the op's kernels and says so.
     if (!signature.ok() || !signature->has_value()) continue;
+    // What the origin ran: an inferred mode it has no units for (TF32 by
+    // PyTorch's default on a V100) ran in fp32.
+    const MathMode origin_mode = mlp::TargetMathMode(
+        InferOpMathMode(trace, op, mlp::IsCudnnFamily((*signature)->family)).mode, origin);
     for (bool backward : {false, true}) {
       if (backward && !op.has_backward()) continue;
       const Nanoseconds time_ns = backward ? op.backward().time_ns() : op.forward().time_ns();
       if (time_ns / (*signature)->direction_factor < model_->min_origin_ns()) continue;
-      std::string key = GroupKey(**signature, backward);
+      std::string key = GroupKey(**signature, origin_mode, backward);
       auto [it, inserted] = group_index.try_emplace(key, groups.size());
-      if (inserted) groups.push_back(Group{**signature, backward, {}, 0});
+      if (inserted) groups.push_back(Group{**signature, origin_mode, backward, {}, 0});
       groups[it->second].passes.push_back(PassRef{i, time_ns});
     }
   }
@@ -101,22 +110,23 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   }
 
   // 2. Memo lookups; the rest go into one batch.
-  std::vector<std::vector<double>> log2_ratio(targets.size(),
-                                              std::vector<double>(groups.size(), 0.0));
+  std::vector<std::vector<Evaluation>> evaluations(targets.size(),
+                                                   std::vector<Evaluation>(groups.size()));
   std::vector<std::pair<size_t, size_t>> pending;  // (target, group)
   std::vector<std::string> pending_keys;
-  std::vector<float> batch;
   {
     absl::MutexLock lock(&mu_);
     for (size_t t = 0; t < targets.size(); ++t) {
       if (!ModelPredicts(origin, *targets[t])) continue;
       for (size_t g = 0; g < groups.size(); ++g) {
-        std::string memo_key = absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|",
-                                            origin.id(), "|", targets[t]->id());
+        const MathMode target_mode = mlp::TargetMathMode(groups[g].origin_mode, *targets[t]);
+        std::string memo_key =
+            absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|", origin.id(), "|",
+                         targets[t]->id(), "|", MathModeName(target_mode));
         auto it = memo_.find(memo_key);
         if (it != memo_.end()) {
           ++hits_;
-          log2_ratio[t][g] = it->second;
+          evaluations[t][g] = it->second;
           continue;
         }
         ++misses_;
@@ -125,39 +135,64 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       }
     }
   }
+  std::vector<float> batch;
+  batch.reserve(pending.size() * mlp::kFeatureCount);
   for (const auto& [t, g] : pending) {
     const Group& group = groups[g];
+    const v1::DeviceSpec& target = *targets[t];
+    const MathMode target_mode = mlp::TargetMathMode(group.origin_mode, target);
+    Evaluation& e = evaluations[t][g];
     HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
-        group.signature.family, group.signature.config, group.signature.precision,
-        group.backward, origin, *targets[t], static_cast<double>(group.feature_origin_ns),
-        &batch));
+        group.signature.family, group.signature.config, group.origin_mode, target_mode,
+        group.backward, origin, target, static_cast<double>(group.feature_origin_ns), &batch,
+        &e.roofline_ratio));
+    HABITAT_ASSIGN_OR_RETURN(
+        e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
+                                 group.backward, target));
   }
   if (!pending.empty()) {
     HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
-                             model_->PredictLog2Ratios(batch, pending.size()));
+                             model_->PredictLog2Corrections(batch, pending.size()));
     absl::MutexLock lock(&mu_);
     // Bounded by dropping everything: signatures recur across requests in
     // bursts (the same model re-uploaded), so recency tracking buys little.
     if (memo_.size() + pending.size() > memo_entries_) memo_.clear();
     for (size_t p = 0; p < pending.size(); ++p) {
-      log2_ratio[pending[p].first][pending[p].second] = out[p];
-      if (memo_entries_ > 0) memo_.insert_or_assign(std::move(pending_keys[p]), out[p]);
+      Evaluation& e = evaluations[pending[p].first][pending[p].second];
+      e.log2_correction = out[p];
+      if (memo_entries_ > 0) memo_.insert_or_assign(std::move(pending_keys[p]), e);
     }
   }
 
-  // 3. Apply each group's ratio to its passes.
+  // 3. Apply each group's ratio and correction to its passes, never below
+  // the target's floor.
   std::vector<VaryingPassTable> tables(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
-    if (!ModelPredicts(origin, *targets[t])) continue;
+    const v1::DeviceSpec& target = *targets[t];
+    if (!ModelPredicts(origin, target)) continue;
     for (size_t g = 0; g < groups.size(); ++g) {
       const Group& group = groups[g];
-      const bool trained = model_->TrainedOn(group.signature.family, group.signature.precision,
-                                             targets[t]->id());
-      const double ratio = std::exp2(log2_ratio[t][g]);
+      const Evaluation& e = evaluations[t][g];
+      const mlp::Family family = group.signature.family;
+      VaryingPassPrediction prediction;
+      prediction.origin_mode = group.origin_mode;
+      prediction.target_mode = mlp::TargetMathMode(group.origin_mode, target);
+      prediction.trained_on_target =
+          model_->TrainedOn(family, prediction.target_mode, target.id()) &&
+          model_->TrainedOn(family, group.origin_mode, origin.id());
+      prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
+      // The floor of all directions of the call, as the origin time covers
+      // them all.
+      prediction.floor_ns = static_cast<Nanoseconds>(
+          std::ceil(std::min(e.floor_ns * group.signature.direction_factor, kMaxNs)));
+      const double scale = e.roofline_ratio * std::exp2(e.log2_correction);
       for (const auto& pass : group.passes) {
-        const double predicted = static_cast<double>(pass.time_ns) * ratio;
-        tables[t][VaryingPassKey(pass.op_index, group.backward)] = VaryingPassPrediction{
-            static_cast<Nanoseconds>(std::llround(std::min(predicted, 9.0e18))), trained};
+        const Nanoseconds raw = static_cast<Nanoseconds>(
+            std::llround(std::min(static_cast<double>(pass.time_ns) * scale, kMaxNs)));
+        VaryingPassPrediction& out = tables[t][VaryingPassKey(pass.op_index, group.backward)];
+        out = prediction;
+        out.clamped_to_floor = raw < prediction.floor_ns;
+        out.predicted_ns = std::max(raw, prediction.floor_ns);
       }
     }
   }

@@ -1,6 +1,9 @@
 // Predicts the passes of kernel-varying operations (convolutions, matrix
 // multiplies, LSTMs, attention) with the trained model of core/mlp, for all
-// target GPUs of a request in one batched forward pass.
+// target GPUs of a request in one batched model call:
+//   predicted = max(floor, origin time * roofline ratio * 2 ** correction)
+// with the roofline ratio and the floor from core/mlp/features.h, each in
+// the math mode the pass runs in on that GPU.
 #pragma once
 
 #include <memory>
@@ -12,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/time_units.h"
 #include "core/mlp/kernel_varying_model.h"
+#include "core/trace/math_mode.h"
 #include "habitat/v1/device.pb.h"
 #include "habitat/v1/trace.pb.h"
 
@@ -19,9 +23,23 @@ namespace habitat {
 
 struct VaryingPassPrediction {
   Nanoseconds predicted_ns = 0;
-  // The model's training data had measurements on the target GPU in this
-  // family and precision; false means it extrapolated from the GPU's specs.
+  // The mode the pass ran in on the origin (InferOpMathMode, fp32 where the
+  // origin has no units of the inferred mode) and the one it runs in on the
+  // target (TargetMathMode).
+  MathMode origin_mode = MathMode::kFp32;
+  MathMode target_mode = MathMode::kFp32;
+  // The target's hard limit for the pass (FloorNs, rounded up to whole
+  // nanoseconds); predicted_ns is never below it.
+  Nanoseconds floor_ns = 0;
+  // The model's value was below floor_ns, so the prediction is the floor.
+  bool clamped_to_floor = false;
+  // The training data had measurements of this family on the target GPU in
+  // the target mode and on the origin GPU in the origin mode; false means
+  // the model extrapolated from the GPUs' specs.
   bool trained_on_target = false;
+  // The error the held-out evaluation measured for the family on this
+  // target (the manifest's expected_error).
+  double expected_error_percent = 0;
 };
 
 // Key: 2 * operation index + (1 for the backward pass). Passes without an
@@ -33,16 +51,18 @@ inline int VaryingPassKey(int op_index, bool backward) { return 2 * op_index + (
 
 class VaryingPredictor {
  public:
-  // Loads `model_dir` (models/kernel_varying: model.json.gz, manifest.json
-  // with its "coverage"); errors name the file. `memo_entries` bounds the memo of
-  // model outputs per (op signature, pass, origin time, origin GPU, target).
+  // Loads `model_dir` (models/kernel_varying: manifest.json and the model
+  // file it names); errors name the file. `memo_entries` bounds the memo of
+  // model outputs per (op signature, math modes, pass, origin time, origin
+  // GPU, target).
   static absl::StatusOr<std::unique_ptr<VaryingPredictor>> Load(const std::string& model_dir,
                                                                 size_t memo_entries);
   VaryingPredictor(std::shared_ptr<const mlp::KernelVaryingModel> model, size_t memo_entries);
 
-  // One table per target, in order. Identical signatures within the trace
-  // (e.g. the same layer repeated) are evaluated once, at the median of
-  // their origin times, and the ratio applied to each.
+  // One table per target, in order. Identical signatures in the same math
+  // mode within the trace (e.g. the same layer repeated) are evaluated once,
+  // at the median of their origin times, and the ratio applied to each.
+  // INVALID_ARGUMENT when a GPU lacks a spec the features need.
   absl::StatusOr<std::vector<VaryingPassTable>> PredictTrace(
       const v1::Trace& trace, const v1::DeviceSpec& origin,
       const std::vector<const v1::DeviceSpec*>& targets) const;
@@ -53,10 +73,17 @@ class VaryingPredictor {
   int64_t memo_misses() const;
 
  private:
+  // What one model evaluation gives a group of passes on one target.
+  struct Evaluation {
+    double log2_correction = 0;
+    double roofline_ratio = 1;
+    double floor_ns = 0;  // per direction, unrounded
+  };
+
   std::shared_ptr<const mlp::KernelVaryingModel> model_;
   const size_t memo_entries_;
   mutable absl::Mutex mu_;
-  mutable absl::flat_hash_map<std::string, double> memo_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<std::string, Evaluation> memo_ ABSL_GUARDED_BY(mu_);
   mutable int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
   mutable int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
 };

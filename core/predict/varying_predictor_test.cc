@@ -1,10 +1,17 @@
 // The engine with the trained kernel-varying predictor
-// (models/kernel_varying) on a real ResNet-50 iteration captured on an H100.
+// (models/kernel_varying) on real ResNet-50 iterations captured on an H100:
+// which passes the model predicts, in which math modes, never below the
+// target's floor, and what it says about its own coverage.
 #include "core/predict/varying_predictor.h"
 
+#include <cmath>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/strings/match.h"
+#include "core/mlp/features.h"
+#include "core/mlp/op_signature.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/test_fixtures.h"
 #include "gtest/gtest.h"
@@ -15,15 +22,14 @@ namespace {
 class VaryingPredictorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) +
-                                                "/devices.textproto");
+    auto devices =
+        DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
     ASSERT_TRUE(devices.ok()) << devices.status();
     devices_ = std::make_unique<DeviceDatabase>(std::move(*devices));
     auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
     ASSERT_TRUE(trace.ok()) << trace.status();
     trace_ = std::move(*trace);
-    auto varying =
-        VaryingPredictor::Load(std::string(HABITAT_MODELS_DIR) + "/kernel_varying", 4096);
+    auto varying = VaryingPredictor::Load(HABITAT_KERNEL_VARYING_DIR, 4096);
     ASSERT_TRUE(varying.ok()) << varying.status();
     varying_ = std::move(*varying);
   }
@@ -121,6 +127,108 @@ TEST_F(VaryingPredictorTest, SameComputeTargetGetsNothingFromTheModel) {
   ASSERT_TRUE(tables.ok()) << tables.status();
   EXPECT_TRUE((*tables)[0].empty());
   EXPECT_EQ(varying_->memo_misses(), 0);
+}
+
+// Every pass of `table` is consistent with the model, the features and the
+// trace: modes, floor, expected error and coverage. Returns the passes per
+// (family, origin mode, target mode).
+std::map<std::string, int> CheckTable(const VaryingPassTable& table, const v1::Trace& trace,
+                                      const v1::DeviceSpec& origin, const v1::DeviceSpec& target,
+                                      const mlp::KernelVaryingModel& model) {
+  std::map<std::string, int> kinds;
+  for (const auto& [key, pass] : table) {
+    const v1::Operation& op = trace.operations(key / 2);
+    const bool backward = key % 2 == 1;
+    auto signature = mlp::ExtractOpSignature(op);
+    EXPECT_TRUE(signature.ok() && signature->has_value()) << op.name();
+    if (!signature.ok() || !signature->has_value()) continue;
+    const mlp::Family family = (*signature)->family;
+    const std::string where = absl::StrCat(op.name(), " #", key / 2, " -> ", target.id());
+    EXPECT_EQ(pass.target_mode, mlp::TargetMathMode(pass.origin_mode, target)) << where;
+    auto floor = mlp::FloorNs(family, (*signature)->config, pass.target_mode, backward, target);
+    EXPECT_TRUE(floor.ok()) << floor.status();
+    if (!floor.ok()) continue;
+    EXPECT_EQ(pass.floor_ns,
+              static_cast<Nanoseconds>(std::ceil(*floor * (*signature)->direction_factor)))
+        << where;
+    EXPECT_GE(pass.predicted_ns, pass.floor_ns) << where;
+    if (pass.clamped_to_floor) {
+      EXPECT_EQ(pass.predicted_ns, pass.floor_ns) << where;
+    }
+    EXPECT_EQ(pass.expected_error_percent, model.ExpectedErrorPercent(family, target.id()))
+        << where;
+    EXPECT_EQ(pass.trained_on_target, model.TrainedOn(family, pass.target_mode, target.id()) &&
+                                          model.TrainedOn(family, pass.origin_mode, origin.id()))
+        << where;
+    ++kinds[absl::StrCat(mlp::FamilyName(family), " ", MathModeName(pass.origin_mode), "->",
+                         MathModeName(pass.target_mode))];
+  }
+  return kinds;
+}
+
+TEST_F(VaryingPredictorTest, Fp32CaptureRunsConvolutionsInTf32AndFallsBackWithoutIt) {
+  // PyTorch's defaults on the H100: cuDNN convolutions on TF32 tensor cores,
+  // the classifier's GEMM on fp32 CUDA cores. The V100 has no TF32.
+  auto origin = devices_->Get("H100-SXM");
+  auto v100 = devices_->Get("V100-PCIE-32GB");
+  auto l4 = devices_->Get("L4");
+  ASSERT_TRUE(origin.ok() && v100.ok() && l4.ok());
+  auto tables = varying_->PredictTrace(trace_, **origin, {*v100, *l4});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  const auto on_v100 = CheckTable((*tables)[0], trace_, **origin, **v100, varying_->model());
+  const auto on_l4 = CheckTable((*tables)[1], trace_, **origin, **l4, varying_->model());
+  EXPECT_GT(on_v100.count("conv2d tf32->fp32") ? on_v100.at("conv2d tf32->fp32") : 0, 40);
+  EXPECT_GT(on_l4.count("conv2d tf32->tf32") ? on_l4.at("conv2d tf32->tf32") : 0, 40);
+  for (const auto* kinds : {&on_v100, &on_l4}) {
+    for (const auto& [kind, count] : *kinds) {
+      EXPECT_TRUE(absl::StartsWith(kind, "conv2d tf32") || absl::StartsWith(kind, "linear fp32"))
+          << kind;
+    }
+  }
+}
+
+TEST_F(VaryingPredictorTest, Bf16CaptureFallsBackToFp32WithoutBf16Units) {
+  auto trace = testing::LoadKinetoFixture("h100", "resnet50_b64_bf16", 64);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  auto origin = devices_->Get("H100-SXM");
+  auto t4 = devices_->Get("T4");
+  auto a100 = devices_->Get("A100-SXM-80GB");
+  ASSERT_TRUE(origin.ok() && t4.ok() && a100.ok());
+  auto tables = varying_->PredictTrace(*trace, **origin, {*t4, *a100});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  const auto on_t4 = CheckTable((*tables)[0], *trace, **origin, **t4, varying_->model());
+  const auto on_a100 = CheckTable((*tables)[1], *trace, **origin, **a100, varying_->model());
+  EXPECT_GT(on_t4.count("conv2d bf16->fp32") ? on_t4.at("conv2d bf16->fp32") : 0, 40);
+  EXPECT_GT(on_a100.count("conv2d bf16->bf16") ? on_a100.at("conv2d bf16->bf16") : 0, 40);
+}
+
+TEST_F(VaryingPredictorTest, ImpossiblyFastOriginIsClampedToTheTargetFloor) {
+  // An 8192^3 fp32 matmul measured at 25 us: 1.1 PFLOP/s, which no GPU
+  // does. Whatever the model says, the A100 cannot beat its datasheet peak.
+  v1::Trace trace;
+  v1::Operation* op = trace.add_operations();
+  op->set_name("aten::mm");
+  for (const char* name : {"0", "1"}) {
+    v1::Argument* a = op->add_arguments();
+    a->set_name(name);
+    a->mutable_tensor()->add_shape(8192);
+    a->mutable_tensor()->add_shape(8192);
+    a->mutable_tensor()->set_dtype("float");
+  }
+  op->mutable_forward()->set_time_ns(25'000);
+  auto origin = devices_->Get("H100-SXM");
+  auto a100 = devices_->Get("A100-SXM-80GB");
+  ASSERT_TRUE(origin.ok() && a100.ok());
+  auto tables = varying_->PredictTrace(trace, **origin, {*a100});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ((*tables)[0].size(), 1u);
+  const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+  EXPECT_EQ(pass.origin_mode, MathMode::kFp32);  // PyTorch's cuBLAS default
+  EXPECT_EQ(pass.target_mode, MathMode::kFp32);
+  EXPECT_TRUE(pass.clamped_to_floor);
+  // 2 * 8192^3 FLOP at 19.5 TFLOP/s.
+  EXPECT_EQ(pass.floor_ns, static_cast<Nanoseconds>(std::ceil(2.0 * 8192 * 8192 * 8192 / 19.5e3)));
+  EXPECT_EQ(pass.predicted_ns, pass.floor_ns);
 }
 
 TEST(VaryingPredictorLoad, MissingModelNamesTheFile) {

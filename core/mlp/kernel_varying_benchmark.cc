@@ -1,6 +1,6 @@
-// Cost of the kernel-varying path per request: features for the parity
-// reference's rows, and one batched forward pass of the trained model.
-//   build/core/mlp/mlp_benchmark
+// Cost of the kernel-varying path per request: features for one pass, and
+// one batched call of the trained trees over the parity reference's rows.
+//   build/core/mlp/kernel_varying_benchmark
 #include <string>
 #include <vector>
 
@@ -15,7 +15,7 @@ namespace habitat {
 namespace mlp {
 namespace {
 
-const std::string kModelDir = HABITAT_MODELS_DIR "/kernel_varying";
+const std::string kModelDir = HABITAT_KERNEL_VARYING_DIR;
 
 struct Inputs {
   std::vector<float> features;  // flat rows, recomputed in C++
@@ -36,11 +36,13 @@ const Inputs& ParityInputs() {
       }
       auto origin = db->Get(e["origin"].get<std::string>());
       auto target = db->Get(e["target"].get<std::string>());
-      if (!origin.ok() || !target.ok()) continue;
-      if (AppendFeatures(*ParseFamily(e["family"].get<std::string>()), config,
-                         *ParsePrecision(e["precision"].get<std::string>()),
-                         e["backward"].get<bool>(), **origin, **target,
-                         e["origin_ns"].get<double>(), &out->features)
+      auto origin_mode = ParseMathMode(e["origin_mode"].get<std::string>());
+      auto target_mode = ParseMathMode(e["target_mode"].get<std::string>());
+      if (!origin.ok() || !target.ok() || !origin_mode.ok() || !target_mode.ok()) continue;
+      double ratio = 0;
+      if (AppendFeatures(*ParseFamily(e["family"].get<std::string>()), config, *origin_mode,
+                         *target_mode, e["backward"].get<bool>(), **origin, **target,
+                         e["origin_ns"].get<double>(), &out->features, &ratio)
               .ok()) {
         ++out->rows;
       }
@@ -63,15 +65,17 @@ void BM_Features(benchmark::State& state) {
   config[kPadding] = 1;
   config[kSize] = 14;
   std::vector<float> out;
+  double ratio = 0;
   for (auto _ : state) {
     out.clear();
-    benchmark::DoNotOptimize(AppendFeatures(Family::kConv2d, config, Precision::kFp32, true, origin,
-                                            target, 123456, &out));
+    benchmark::DoNotOptimize(AppendFeatures(Family::kConv2d, config, MathMode::kTf32,
+                                            MathMode::kTf32, true, origin, target, 123456, &out,
+                                            &ratio));
   }
 }
 BENCHMARK(BM_Features);
 
-void BM_PredictLog2Ratios(benchmark::State& state) {
+void BM_PredictLog2Corrections(benchmark::State& state) {
   static auto model = KernelVaryingModel::Load(kModelDir);
   if (!model.ok()) {
     state.SkipWithError(std::string(model.status().message()).c_str());
@@ -87,13 +91,13 @@ void BM_PredictLog2Ratios(benchmark::State& state) {
                  parity.features.begin() + (r + 1) * kFeatureCount);
   }
   for (auto _ : state) {
-    auto out = (*model)->PredictLog2Ratios(batch, rows);
+    auto out = (*model)->PredictLog2Corrections(batch, rows);
     if (!out.ok()) state.SkipWithError("prediction failed");
     benchmark::DoNotOptimize(out);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(rows));
 }
-BENCHMARK(BM_PredictLog2Ratios)->Arg(1)->Arg(64)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_PredictLog2Corrections)->Arg(1)->Arg(64)->Arg(1024)->Arg(4096);
 
 }  // namespace
 }  // namespace mlp
