@@ -1,0 +1,442 @@
+// Properties of the kernel-varying predictions over a sweep, through the
+// real loaded model: every family from tiny to huge shapes (odd sizes,
+// 1-row GEMMs, 1x1/3x3/5x5/7x7 convolutions, a bidirectional LSTM,
+// long-sequence attention), every GPU of data/devices.textproto as a target,
+// origins with and without TF32/bf16 units, every math mode, forward and
+// backward, origin times from 1 us to seconds. A prediction is never below
+// the target's floor, and the clamp to the floor happens exactly when the
+// model's own value would have been below it.
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/devices/device_database.h"
+#include "core/mlp/features.h"
+#include "core/mlp/op_signature.h"
+#include "core/predict/varying_predictor.h"
+#include "core/scaling/wave_scaling.h"
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+using mlp::Family;
+using mlp::kB;
+using mlp::kBias;
+using mlp::kCausal;
+using mlp::kCIn;
+using mlp::kCOut;
+using mlp::kHeadDim;
+using mlp::kHeads;
+using mlp::kK;
+using mlp::kKernel;
+using mlp::kLayers;
+using mlp::kM;
+using mlp::kN;
+using mlp::kPadding;
+using mlp::kSeq;
+using mlp::kSize;
+using mlp::kStride;
+using v1::Argument;
+using v1::Operation;
+
+struct Shape {
+  Family family;
+  mlp::OpConfig config{};
+  bool bidirectional = false;  // LSTM only
+};
+
+Shape Make(Family family, std::initializer_list<std::pair<mlp::ConfigColumn, int64_t>> values,
+           bool bidirectional = false) {
+  Shape s{family, {}, bidirectional};
+  for (const auto& [column, value] : values) s.config[column] = value;
+  return s;
+}
+
+std::vector<Shape> Sweep() {
+  return {
+      // Linear: a single element, odd sizes, a 1-row GEMM (decode), square,
+      // a 128k-vocabulary head.
+      Make(Family::kLinear, {{kM, 1}, {kN, 1}, {kK, 1}}),
+      Make(Family::kLinear, {{kM, 7}, {kN, 13}, {kK, 17}, {kBias, 1}}),
+      Make(Family::kLinear, {{kM, 1}, {kN, 4096}, {kK, 4096}}),
+      Make(Family::kLinear, {{kM, 4096}, {kN, 4096}, {kK, 4096}, {kBias, 1}}),
+      Make(Family::kLinear, {{kM, 8192}, {kN, 128256}, {kK, 4096}}),
+      // Batched matrix multiplies.
+      Make(Family::kBmm, {{kB, 1}, {kM, 1}, {kN, 1}, {kK, 1}}),
+      Make(Family::kBmm, {{kB, 3}, {kM, 1}, {kN, 4097}, {kK, 1}}),
+      Make(Family::kBmm, {{kB, 32}, {kM, 50}, {kN, 50}, {kK, 64}}),
+      Make(Family::kBmm, {{kB, 96}, {kM, 2048}, {kN, 2048}, {kK, 128}}),
+      // Convolutions: 7x7 stride 2, 3x3, 1x1, 5x5 on an odd size, tiny, huge.
+      Make(Family::kConv2d, {{kB, 16},
+                             {kCIn, 3},
+                             {kCOut, 64},
+                             {kKernel, 7},
+                             {kStride, 2},
+                             {kPadding, 3},
+                             {kSize, 224}}),
+      Make(Family::kConv2d, {{kB, 32},
+                             {kCIn, 64},
+                             {kCOut, 64},
+                             {kKernel, 3},
+                             {kStride, 1},
+                             {kPadding, 1},
+                             {kSize, 56}}),
+      Make(Family::kConv2d, {{kB, 16},
+                             {kCIn, 1024},
+                             {kCOut, 256},
+                             {kKernel, 1},
+                             {kStride, 1},
+                             {kSize, 14},
+                             {kBias, 1}}),
+      Make(Family::kConv2d, {{kB, 8},
+                             {kCIn, 32},
+                             {kCOut, 32},
+                             {kKernel, 5},
+                             {kStride, 1},
+                             {kPadding, 2},
+                             {kSize, 31}}),
+      Make(Family::kConv2d,
+           {{kB, 1}, {kCIn, 1}, {kCOut, 1}, {kKernel, 3}, {kStride, 1}, {kSize, 3}}),
+      Make(Family::kConv2d, {{kB, 256},
+                             {kCIn, 512},
+                             {kCOut, 512},
+                             {kKernel, 3},
+                             {kStride, 1},
+                             {kPadding, 1},
+                             {kSize, 64}}),
+      // Transposed convolutions (DCGAN's generator and larger).
+      Make(Family::kConvTranspose2d,
+           {{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1}, {kSize, 1}}),
+      Make(Family::kConvTranspose2d, {{kB, 64},
+                                      {kCIn, 512},
+                                      {kCOut, 256},
+                                      {kKernel, 4},
+                                      {kStride, 2},
+                                      {kPadding, 1},
+                                      {kSize, 4}}),
+      Make(Family::kConvTranspose2d,
+           {{kB, 1}, {kCIn, 3}, {kCOut, 3}, {kKernel, 3}, {kStride, 1}, {kSize, 5}}),
+      Make(Family::kConvTranspose2d, {{kB, 128},
+                                      {kCIn, 256},
+                                      {kCOut, 128},
+                                      {kKernel, 4},
+                                      {kStride, 2},
+                                      {kPadding, 1},
+                                      {kSize, 64}}),
+      // LSTMs: GNMT's, a single cell, a bidirectional 2-layer one, odd sizes.
+      Make(Family::kLstm, {{kB, 32}, {kSeq, 50}, {kK, 1024}, {kN, 1024}, {kLayers, 1}, {kBias, 1}}),
+      Make(Family::kLstm, {{kB, 1}, {kSeq, 1}, {kK, 1}, {kN, 1}, {kLayers, 1}, {kBias, 1}}),
+      Make(Family::kLstm, {{kB, 64}, {kSeq, 512}, {kK, 512}, {kN, 512}, {kLayers, 2}, {kBias, 1}},
+           true),
+      Make(Family::kLstm, {{kB, 7}, {kSeq, 3}, {kK, 33}, {kN, 65}, {kLayers, 3}, {kBias, 1}}),
+      // Attention: tiny, the Transformer's, odd and causal, long sequences.
+      Make(Family::kSdpa, {{kB, 1}, {kHeads, 1}, {kSeq, 1}, {kHeadDim, 64}}),
+      Make(Family::kSdpa, {{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64}}),
+      Make(Family::kSdpa, {{kB, 2}, {kHeads, 3}, {kSeq, 77}, {kHeadDim, 32}, {kCausal, 1}}),
+      Make(Family::kSdpa, {{kB, 4}, {kHeads, 16}, {kSeq, 4096}, {kHeadDim, 128}}),
+      Make(Family::kSdpa, {{kB, 1}, {kHeads, 32}, {kSeq, 32768}, {kHeadDim, 128}, {kCausal, 1}}),
+  };
+}
+
+// Builds the recorded operation ExtractOpSignature reads back as `shape`,
+// with tensors of `dtype`.
+class OpWriter {
+ public:
+  OpWriter(const std::string& name, std::string dtype) : dtype_(std::move(dtype)) {
+    op_.set_name(name);
+  }
+  OpWriter& Tensor(std::vector<int64_t> shape) {
+    v1::TensorArgument* t = Next()->mutable_tensor();
+    t->mutable_shape()->Add(shape.begin(), shape.end());
+    t->set_dtype(dtype_);
+    return *this;
+  }
+  // A TensorList: Kineto records no dtype for its elements.
+  OpWriter& List(const std::vector<std::vector<int64_t>>& shapes) {
+    const int index = next_++;
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      Argument* a = op_.add_arguments();
+      a->set_name(absl::StrCat(index, ".", j));
+      a->mutable_tensor()->mutable_shape()->Add(shapes[j].begin(), shapes[j].end());
+    }
+    return *this;
+  }
+  OpWriter& Ints(std::vector<int64_t> v) {
+    Next()->mutable_integers()->mutable_values()->Add(v.begin(), v.end());
+    return *this;
+  }
+  OpWriter& Int(int64_t v) {
+    Next()->set_integer(v);
+    return *this;
+  }
+  OpWriter& Scalar(double v) {
+    Next()->set_scalar(v);
+    return *this;
+  }
+  OpWriter& Bool(bool v) {
+    Next()->set_boolean(v);
+    return *this;
+  }
+  OpWriter& None() {
+    Next()->set_none(true);
+    return *this;
+  }
+  Operation Done() const { return op_; }
+
+ private:
+  Argument* Next() {
+    Argument* a = op_.add_arguments();
+    a->set_name(absl::StrCat(next_++));
+    return a;
+  }
+  Operation op_;
+  std::string dtype_;
+  int next_ = 0;
+};
+
+Operation Record(const Shape& s, const std::string& dtype) {
+  const mlp::OpConfig& c = s.config;
+  switch (s.family) {
+    case Family::kLinear: {
+      OpWriter w("aten::linear", dtype);
+      w.Tensor({c[kM], c[kK]}).Tensor({c[kN], c[kK]});
+      if (c[kBias] != 0) {
+        w.Tensor({c[kN]});
+      } else {
+        w.None();
+      }
+      return w.Done();
+    }
+    case Family::kBmm:
+      return OpWriter("aten::bmm", dtype)
+          .Tensor({c[kB], c[kM], c[kK]})
+          .Tensor({c[kB], c[kK], c[kN]})
+          .Done();
+    case Family::kConv2d: {
+      OpWriter w("aten::conv2d", dtype);
+      w.Tensor({c[kB], c[kCIn], c[kSize], c[kSize]})
+          .Tensor({c[kCOut], c[kCIn], c[kKernel], c[kKernel]});
+      if (c[kBias] != 0) {
+        w.Tensor({c[kCOut]});
+      } else {
+        w.None();
+      }
+      return w.Ints({c[kStride], c[kStride]})
+          .Ints({c[kPadding], c[kPadding]})
+          .Ints({1, 1})
+          .Int(1)
+          .Done();
+    }
+    case Family::kConvTranspose2d:
+      return OpWriter("aten::conv_transpose2d", dtype)
+          .Tensor({c[kB], c[kCIn], c[kSize], c[kSize]})
+          .Tensor({c[kCIn], c[kCOut], c[kKernel], c[kKernel]})
+          .None()
+          .Ints({c[kStride], c[kStride]})
+          .Ints({c[kPadding], c[kPadding]})
+          .Ints({0, 0})
+          .Int(1)
+          .Ints({1, 1})
+          .Done();
+    case Family::kLstm: {
+      const int64_t directions = s.bidirectional ? 2 : 1;
+      const int64_t h = c[kN];
+      std::vector<std::vector<int64_t>> params;
+      for (int64_t layer = 0; layer < c[kLayers]; ++layer) {
+        for (int64_t d = 0; d < directions; ++d) {
+          params.push_back({4 * h, layer == 0 ? c[kK] : h * directions});
+          params.push_back({4 * h, h});
+          params.push_back({4 * h});
+          params.push_back({4 * h});
+        }
+      }
+      return OpWriter("aten::lstm", dtype)
+          .Tensor({c[kSeq], c[kB], c[kK]})
+          .List({{c[kLayers] * directions, c[kB], h}, {c[kLayers] * directions, c[kB], h}})
+          .List(params)
+          .Bool(true)
+          .Int(c[kLayers])
+          .Scalar(0)
+          .Bool(true)
+          .Bool(s.bidirectional)
+          .Bool(false)
+          .Done();
+    }
+    case Family::kSdpa: {
+      const std::vector<int64_t> qkv = {c[kB], c[kHeads], c[kSeq], c[kHeadDim]};
+      return OpWriter("aten::scaled_dot_product_attention", dtype)
+          .Tensor(qkv)
+          .Tensor(qkv)
+          .Tensor(qkv)
+          .None()
+          .Scalar(0)
+          .Bool(c[kCausal] != 0)
+          .Done();
+    }
+  }
+  return Operation();
+}
+
+// A trace of every shape of the sweep, each pass taking `time_ns` on the
+// origin, run in `mode` (tensor dtypes for fp16/bf16, the TF32 switches for
+// fp32/tf32).
+v1::Trace SweepTrace(const std::vector<Shape>& shapes, MathMode mode, Nanoseconds time_ns) {
+  v1::Trace trace;
+  const bool tf32 = mode == MathMode::kTf32;
+  trace.mutable_math()->set_matmul_tf32(tf32);
+  trace.mutable_math()->set_cudnn_tf32(tf32);
+  trace.mutable_math()->set_source("recorded");
+  const std::string dtype = mode == MathMode::kBf16   ? "c10::BFloat16"
+                            : mode == MathMode::kFp16 ? "c10::Half"
+                                                      : "float";
+  for (const Shape& s : shapes) {
+    Operation* op = trace.add_operations();
+    *op = Record(s, dtype);
+    op->mutable_forward()->set_time_ns(time_ns);
+    op->mutable_backward()->set_time_ns(time_ns);
+  }
+  return trace;
+}
+
+class VaryingPropertyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto devices = DeviceDatabase::LoadFromFile(HABITAT_DATA_DIR "/devices.textproto");
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    devices_ = new DeviceDatabase(*std::move(devices));
+    auto model = mlp::KernelVaryingModel::Load(HABITAT_KERNEL_VARYING_DIR);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::shared_ptr<const mlp::KernelVaryingModel>(std::move(*model));
+  }
+  static void TearDownTestSuite() {
+    delete devices_;
+    model_.reset();
+  }
+
+  static DeviceDatabase* devices_;
+  static std::shared_ptr<const mlp::KernelVaryingModel> model_;
+};
+
+DeviceDatabase* VaryingPropertyTest::devices_ = nullptr;
+std::shared_ptr<const mlp::KernelVaryingModel> VaryingPropertyTest::model_;
+
+TEST_F(VaryingPropertyTest, NeverBelowTheFloorAndClampedExactlyWhenTheModelWouldBe) {
+  const std::vector<Shape> shapes = Sweep();
+  // The recorded operations read back as the sweep's configurations.
+  for (const Shape& s : shapes) {
+    auto signature = mlp::ExtractOpSignature(Record(s, "float"));
+    ASSERT_TRUE(signature.ok() && signature->has_value()) << DescribeConfig(s.family, s.config);
+    EXPECT_EQ((*signature)->config, s.config) << DescribeConfig(s.family, s.config);
+    EXPECT_EQ((*signature)->direction_factor, s.bidirectional ? 2 : 1);
+  }
+  std::vector<const v1::DeviceSpec*> targets;
+  for (const auto& d : devices_->devices()) targets.push_back(&d);
+  // No memo: every pass goes through the model.
+  const VaryingPredictor predictor(model_, 0);
+  int checked = 0, clamped = 0, uncovered = 0;
+  // An origin with every kind of unit, one with fp32 CUDA cores and fp16
+  // tensor cores only, and one with all but measured TF32.
+  for (const char* origin_id : {"H100-SXM", "T4", "A100-SXM-80GB"}) {
+    const v1::DeviceSpec& origin = **devices_->Get(origin_id);
+    for (MathMode mode : mlp::kAllMathModes) {
+      // The origin runs what its units allow (bf16 on a T4 runs fp32).
+      const MathMode origin_mode = mlp::TargetMathMode(mode, origin);
+      for (Nanoseconds time_ns : {Nanoseconds{1'000}, Nanoseconds{20'000}, Nanoseconds{300'000},
+                                  Nanoseconds{30'000'000}, Nanoseconds{3'000'000'000}}) {
+        const v1::Trace trace = SweepTrace(shapes, mode, time_ns);
+        auto tables = predictor.PredictTrace(trace, origin, targets);
+        ASSERT_TRUE(tables.ok()) << tables.status();
+        ASSERT_EQ(tables->size(), targets.size());
+        // Every pass the model covers, with the model's own value computed
+        // here from the features.
+        struct Pass {
+          size_t target;
+          size_t shape;
+          bool backward;
+          double ratio;
+          Nanoseconds floor_ns;
+        };
+        std::vector<Pass> passes;
+        std::vector<float> rows;
+        for (size_t t = 0; t < targets.size(); ++t) {
+          const v1::DeviceSpec& target = *targets[t];
+          const VaryingPassTable& table = (*tables)[t];
+          if (target.id() == origin.id() || SameComputeUnits(origin, target)) {
+            EXPECT_TRUE(table.empty()) << origin_id << "->" << target.id();
+            continue;
+          }
+          for (size_t i = 0; i < shapes.size(); ++i) {
+            const Shape& s = shapes[i];
+            const int directions = s.bidirectional ? 2 : 1;
+            const MathMode target_mode = mlp::TargetMathMode(origin_mode, target);
+            for (bool backward : {false, true}) {
+              const std::string where = absl::StrCat(
+                  DescribeConfig(s.family, s.config), " ", MathModeName(mode),
+                  backward ? " bwd " : " fwd ", time_ns, " ns ", origin_id, "->", target.id());
+              auto it = table.find(VaryingPassKey(static_cast<int>(i), backward));
+              if (time_ns / directions < model_->min_origin_ns()) {
+                EXPECT_EQ(it, table.end()) << where << ": shorter than min_origin_ns";
+                ++uncovered;
+                continue;
+              }
+              ASSERT_NE(it, table.end()) << where;
+              const VaryingPassPrediction& p = it->second;
+              EXPECT_EQ(p.origin_mode, origin_mode) << where;
+              EXPECT_EQ(p.target_mode, target_mode) << where;
+              auto floor = mlp::FloorNs(s.family, s.config, target_mode, backward, target);
+              ASSERT_TRUE(floor.ok()) << where << ": " << floor.status();
+              const Nanoseconds floor_ns = static_cast<Nanoseconds>(std::ceil(*floor * directions));
+              EXPECT_GT(floor_ns, 0) << where;
+              EXPECT_EQ(p.floor_ns, floor_ns) << where;
+              EXPECT_GE(p.predicted_ns, floor_ns) << where;
+              EXPECT_GT(p.predicted_ns, 0) << where;
+              EXPECT_EQ(p.expected_error_percent,
+                        model_->ExpectedErrorPercent(s.family, target.id()))
+                  << where;
+              double ratio = 0;
+              ASSERT_TRUE(mlp::AppendFeatures(
+                              s.family, s.config, origin_mode, target_mode, backward, origin,
+                              target, static_cast<double>(time_ns / directions), &rows, &ratio)
+                              .ok())
+                  << where;
+              ASSERT_TRUE(std::isfinite(ratio) && ratio > 0) << where;
+              passes.push_back({t, i, backward, ratio, floor_ns});
+            }
+          }
+        }
+        auto corrections = model_->PredictLog2Corrections(rows, passes.size());
+        ASSERT_TRUE(corrections.ok()) << corrections.status();
+        for (size_t k = 0; k < passes.size(); ++k) {
+          const Pass& pass = passes[k];
+          const Shape& s = shapes[pass.shape];
+          const double value =
+              static_cast<double>(time_ns) * pass.ratio * std::exp2((*corrections)[k]);
+          ASSERT_TRUE(std::isfinite(value)) << DescribeConfig(s.family, s.config);
+          const Nanoseconds raw = std::llround(std::min(value, 9.0e18));
+          const VaryingPassPrediction& p = (*tables)[pass.target].at(
+              VaryingPassKey(static_cast<int>(pass.shape), pass.backward));
+          const std::string where = absl::StrCat(
+              DescribeConfig(s.family, s.config), " ", MathModeName(mode),
+              pass.backward ? " bwd " : " fwd ", time_ns, " ns ", origin_id, "->",
+              targets[pass.target]->id(), ": model ", raw, " ns, floor ", pass.floor_ns, " ns");
+          EXPECT_EQ(p.clamped_to_floor, raw < pass.floor_ns) << where;
+          EXPECT_EQ(p.predicted_ns, std::max(raw, pass.floor_ns)) << where;
+          ++checked;
+          clamped += p.clamped_to_floor;
+        }
+      }
+    }
+  }
+  std::cout << checked << " passes checked, " << clamped << " clamped to the floor, " << uncovered
+            << " shorter than min_origin_ns\n";
+  EXPECT_GT(checked, 10000);
+  // Impossibly short origin times for huge ops must hit the floor.
+  EXPECT_GT(clamped, 0);
+  EXPECT_LT(clamped, checked);
+}
+
+}  // namespace
+}  // namespace habitat
