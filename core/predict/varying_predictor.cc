@@ -51,7 +51,37 @@ Nanoseconds Median(std::vector<Nanoseconds> values) {
   return values[values.size() / 2];
 }
 
+// What the origin ran: an inferred mode it has no units for (TF32 by
+// PyTorch's default on a V100) ran in fp32.
+MathMode OriginMathMode(const v1::Trace& trace, const v1::Operation& op, mlp::Family family,
+                        const v1::DeviceSpec& origin) {
+  return mlp::TargetMathMode(InferOpMathMode(trace, op, mlp::IsCudnnFamily(family)).mode, origin);
+}
+
+// The floor of all directions of the call, as the origin time covers them
+// all, in whole nanoseconds.
+Nanoseconds CallFloorNs(double floor_ns_per_direction, int direction_factor) {
+  return static_cast<Nanoseconds>(
+      std::ceil(std::min(floor_ns_per_direction * direction_factor, kMaxNs)));
+}
+
 }  // namespace
+
+std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace,
+                                                    const v1::Operation& op, bool backward,
+                                                    const v1::DeviceSpec& origin,
+                                                    const v1::DeviceSpec& target) {
+  auto signature = mlp::ExtractOpSignature(op);
+  if (!signature.ok() || !signature->has_value()) return std::nullopt;
+  const mlp::OpSignature& s = **signature;
+  VaryingPassLimit limit;
+  limit.origin_mode = OriginMathMode(trace, op, s.family, origin);
+  limit.target_mode = mlp::TargetMathMode(limit.origin_mode, target);
+  auto floor = mlp::FloorNs(s.family, s.config, limit.target_mode, backward, target);
+  if (!floor.ok()) return std::nullopt;
+  limit.floor_ns = CallFloorNs(*floor, s.direction_factor);
+  return limit;
+}
 
 absl::StatusOr<std::unique_ptr<VaryingPredictor>> VaryingPredictor::Load(
     const std::string& model_dir, size_t memo_entries) {
@@ -87,10 +117,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     // A damaged argument list is not the model's business: the engine
     // wave-scales the op's kernels and says so.
     if (!signature.ok() || !signature->has_value()) continue;
-    // What the origin ran: an inferred mode it has no units for (TF32 by
-    // PyTorch's default on a V100) ran in fp32.
-    const MathMode origin_mode = mlp::TargetMathMode(
-        InferOpMathMode(trace, op, mlp::IsCudnnFamily((*signature)->family)).mode, origin);
+    const MathMode origin_mode = OriginMathMode(trace, op, (*signature)->family, origin);
     for (bool backward : {false, true}) {
       if (backward && !op.has_backward()) continue;
       const Nanoseconds time_ns = backward ? op.backward().time_ns() : op.forward().time_ns();
@@ -177,14 +204,13 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       VaryingPassPrediction prediction;
       prediction.origin_mode = group.origin_mode;
       prediction.target_mode = mlp::TargetMathMode(group.origin_mode, target);
+      prediction.target_in_training =
+          model_->TrainedOn(family, prediction.target_mode, target.id());
+      prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
       prediction.trained_on_target =
-          model_->TrainedOn(family, prediction.target_mode, target.id()) &&
-          model_->TrainedOn(family, group.origin_mode, origin.id());
+          prediction.target_in_training && prediction.origin_in_training;
       prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
-      // The floor of all directions of the call, as the origin time covers
-      // them all.
-      prediction.floor_ns = static_cast<Nanoseconds>(
-          std::ceil(std::min(e.floor_ns * group.signature.direction_factor, kMaxNs)));
+      prediction.floor_ns = CallFloorNs(e.floor_ns, group.signature.direction_factor);
       const double scale = e.roofline_ratio * std::exp2(e.log2_correction);
       for (const auto& pass : group.passes) {
         const Nanoseconds raw = static_cast<Nanoseconds>(

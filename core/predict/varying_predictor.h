@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct VaryingPassPrediction {
   // the target mode and on the origin GPU in the origin mode; false means
   // the model extrapolated from the GPUs' specs.
   bool trained_on_target = false;
+  // Each half of trained_on_target: the target GPU in the target mode, the
+  // origin GPU in the origin mode.
+  bool target_in_training = false;
+  bool origin_in_training = false;
   // The error the held-out evaluation measured for the family on this
   // target (the manifest's expected_error).
   double expected_error_percent = 0;
@@ -48,6 +53,26 @@ struct VaryingPassPrediction {
 using VaryingPassTable = absl::flat_hash_map<int, VaryingPassPrediction>;
 
 inline int VaryingPassKey(int op_index, bool backward) { return 2 * op_index + (backward ? 1 : 0); }
+
+// The math modes and hard limit of one pass of a kernel-varying operation,
+// for passes the model does not cover (shorter than its min_origin_ns): the
+// engine wave-scales those and keeps them at or above the floor.
+struct VaryingPassLimit {
+  MathMode origin_mode = MathMode::kFp32;
+  MathMode target_mode = MathMode::kFp32;
+  // As VaryingPassPrediction::floor_ns.
+  Nanoseconds floor_ns = 0;
+};
+
+// The limit of `op`'s forward or backward pass moved from `origin` to
+// `target`, by the same rules as PredictTrace (modes from InferOpMathMode and
+// TargetMathMode, floor from FloorNs over all directions of the call).
+// nullopt when the op is not kernel-varying, has no signature the features
+// understand, or a GPU lacks a spec the floor needs.
+std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace,
+                                                    const v1::Operation& op, bool backward,
+                                                    const v1::DeviceSpec& origin,
+                                                    const v1::DeviceSpec& target);
 
 class VaryingPredictor {
  public:
