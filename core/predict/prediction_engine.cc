@@ -13,10 +13,13 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/time_units.h"
+#include "core/mlp/features.h"
+#include "core/predict/expected_error.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/op_traffic.h"
 #include "core/predict/varying_predictor.h"
 #include "core/scaling/wave_scaling.h"
+#include "core/trace/math_mode.h"
 #include "core/trace/op_classification.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
@@ -127,31 +130,73 @@ std::string PassName(const Operation& op) {
   return op.backward().recorded_name();
 }
 
+// What the device-level warnings need to know about a kernel-varying op
+// beyond its OperationPrediction.
+struct VaryingNotes {
+  // The math modes on the origin and on the target, where known (the model
+  // predicted a pass, or the op has a signature the features understand).
+  std::optional<MathMode> origin_mode;
+  std::optional<MathMode> target_mode;
+  // A pass came from the model without training data on that side.
+  bool target_outside_training = false;
+  bool origin_outside_training = false;
+};
+
 // A kernel-varying op with a trained predictor: each pass the table covers
 // comes from the model; the others (no signature the model covers, or too
-// short to be anything but launch latency) are wave-scaled kernel by kernel.
-void PredictVaryingOperation(const Operation& op, uint32_t index, const DeviceSpec& origin,
-                             const DeviceSpec& target, const VaryingPassTable& table,
-                             OperationPrediction* out) {
+// short to be anything but launch latency) are wave-scaled kernel by kernel,
+// and, where the op has a signature, kept at or above the target's floor so
+// that no prediction beats the target's peak FLOPS or bandwidth.
+void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32_t index,
+                             const DeviceSpec& origin, const DeviceSpec& target,
+                             const VaryingPassTable& table, OperationPrediction* out,
+                             VaryingNotes* notes) {
   int from_model = 0;
   bool all_trained = true;
+  bool at_limit = false;
+  ExpectedErrorMean error;
   for (bool backward : {false, true}) {
     if (backward && !op.has_backward()) continue;
     Nanoseconds predicted;
+    double pass_error;
     auto it = table.find(VaryingPassKey(static_cast<int>(index), backward));
     if (it != table.end()) {
+      const VaryingPassPrediction& pass = it->second;
       ++from_model;
-      all_trained = all_trained && it->second.trained_on_target;
-      predicted = it->second.predicted_ns;
+      all_trained = all_trained && pass.trained_on_target;
+      notes->target_outside_training |= !pass.target_in_training;
+      notes->origin_outside_training |= !pass.origin_in_training;
+      notes->origin_mode = pass.origin_mode;
+      notes->target_mode = pass.target_mode;
+      at_limit = at_limit || pass.clamped_to_floor;
+      predicted = pass.predicted_ns;
+      pass_error = pass.expected_error_percent;
     } else {
       predicted = ScalePass(backward ? op.backward() : op.forward(), origin, target).predicted_ns;
+      pass_error = kKernelVaryingWaveScaledErrorPercent;
+      if (auto limit = VaryingPassLimitFor(trace, op, backward, origin, target)) {
+        notes->origin_mode = limit->origin_mode;
+        notes->target_mode = limit->target_mode;
+        // A pass that took no time on the origin (nothing recorded) stays 0.
+        if (predicted > 0 && predicted < limit->floor_ns) {
+          predicted = limit->floor_ns;
+          at_limit = true;
+        }
+      }
     }
+    error.Add(predicted, pass_error);
     if (backward) {
       out->set_predicted_backward_ns(predicted);
     } else {
       out->set_predicted_forward_ns(predicted);
     }
   }
+  if (notes->origin_mode.has_value()) {
+    out->set_origin_math_mode(std::string(MathModeName(*notes->origin_mode)));
+    out->set_target_math_mode(std::string(MathModeName(*notes->target_mode)));
+  }
+  out->set_at_hardware_limit(at_limit);
+  out->set_expected_error_percent(error.percent());
   if (from_model > 0) {
     out->set_method(v1::PREDICTION_METHOD_MLP);
     out->set_predictor_trained_on_target(all_trained);
@@ -166,9 +211,13 @@ void PredictVaryingOperation(const Operation& op, uint32_t index, const DeviceSp
   }
 }
 
-OperationPrediction PredictOperation(const Operation& op, uint32_t index,
+// `trace`: the trace `op` belongs to (kernel-varying ops read its math
+// settings). `notes` receives what the device warnings need about
+// kernel-varying ops.
+OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op, uint32_t index,
                                      const DeviceSpec& origin, const DeviceSpec& target,
-                                     bool is_origin, const VaryingPassTable* varying_table) {
+                                     bool is_origin, const VaryingPassTable* varying_table,
+                                     VaryingNotes* notes) {
   OperationPrediction out;
   out.set_index(index);
   out.set_name(PassName(op));
@@ -191,13 +240,16 @@ OperationPrediction PredictOperation(const Operation& op, uint32_t index,
   // this beats the model trained across architectures (see docs/accuracy.md).
   const bool same_kernels = varying && SameComputeUnits(origin, target);
   if (varying && varying_table != nullptr && !same_kernels) {
-    PredictVaryingOperation(op, index, origin, target, *varying_table, &out);
+    PredictVaryingOperation(trace, op, index, origin, target, *varying_table, &out, notes);
     return out;
   }
   if (varying && !same_kernels) {
     out.set_method(v1::PREDICTION_METHOD_UNSCALED);
     out.set_predicted_forward_ns(out.origin_forward_ns());
     out.set_predicted_backward_ns(out.origin_backward_ns());
+    if (out.origin_forward_ns() + out.origin_backward_ns() > 0) {
+      out.set_expected_error_percent(kUnscaledErrorPercent);
+    }
     out.add_warnings(absl::StrCat(
         out.name(), " runs architecture-specific kernels (cuDNN/cuBLAS) and no "
                     "trained predictor is available yet; origin time carried over unscaled"));
@@ -224,7 +276,9 @@ OperationPrediction PredictOperation(const Operation& op, uint32_t index,
                                op.backward().kernels_size() + op.backward().memory_size() > 0;
   if (!has_kernels) {
     out.set_method(v1::PREDICTION_METHOD_UNSCALED);
+    // Nothing ran on the GPU and nothing is predicted: no error to expect.
     if (out.origin_forward_ns() + out.origin_backward_ns() > 0) {
+      out.set_expected_error_percent(kUnscaledErrorPercent);
       out.add_warnings(absl::StrCat(out.name(),
                                     " has a measured time but no recorded kernels; "
                                     "carried over unscaled"));
@@ -232,6 +286,8 @@ OperationPrediction PredictOperation(const Operation& op, uint32_t index,
     return out;
   }
   out.set_method(v1::PREDICTION_METHOD_WAVE_SCALING);
+  out.set_expected_error_percent(SameComputeUnits(origin, target) ? kSameComputeUnitsErrorPercent
+                                                                  : kKernelAlikeErrorPercent);
   const int unscaled = forward.unscaled_kernels + backward.unscaled_kernels;
   if (unscaled > 0) {
     out.add_warnings(absl::StrCat(
@@ -239,6 +295,25 @@ OperationPrediction PredictOperation(const Operation& op, uint32_t index,
         forward.first_error.empty() ? backward.first_error : forward.first_error));
   }
   return out;
+}
+
+// Operations of one kind of device warning and their origin time.
+struct OpShare {
+  int operations = 0;
+  Nanoseconds origin_ns = 0;
+  void Add(Nanoseconds ns) {
+    ++operations;
+    origin_ns = SaturatingAdd(origin_ns, ns);
+  }
+};
+
+// Index into per-mode tables (features.h asserts kAllMathModes' order).
+size_t ModeIndex(MathMode mode) { return static_cast<size_t>(mode); }
+
+// Mode names for people: "TF32" as NVIDIA writes it, the others as
+// MathModeName.
+std::string DisplayModeName(MathMode mode) {
+  return mode == MathMode::kTf32 ? "TF32" : std::string(MathModeName(mode));
 }
 
 void AddToTotals(const OperationPrediction& op, DevicePrediction* prediction) {
@@ -301,11 +376,18 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   Nanoseconds origin_total = 0;
   Nanoseconds unscaled_origin = 0;
   int unscaled_ops = 0;
-  Nanoseconds extrapolated_origin = 0;
-  int extrapolated_ops = 0;
+  // Device warnings, one per distinct case: index = MathMode (the origin's
+  // mode for math-mode fallbacks and an origin outside the training data,
+  // the target's for a target outside it).
+  OpShare fallback[mlp::kMathModeCount];
+  OpShare origin_untrained[mlp::kMathModeCount];
+  OpShare target_untrained[mlp::kMathModeCount];
+  OpShare at_limit;
   for (int i = 0; i < trace.operations_size(); ++i) {
-    OperationPrediction op = PredictOperation(trace.operations(i), static_cast<uint32_t>(i),
-                                              origin, target, is_origin, varying);
+    VaryingNotes notes;
+    OperationPrediction op =
+        PredictOperation(trace, trace.operations(i), static_cast<uint32_t>(i), origin, target,
+                         is_origin, varying, &notes);
     const Nanoseconds origin_ns = op.origin_forward_ns() + op.origin_backward_ns();
     origin_total = SaturatingAdd(origin_total, origin_ns);
     total = SaturatingAdd(
@@ -314,10 +396,16 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
       ++unscaled_ops;
       unscaled_origin += origin_ns;
     }
-    if (op.method() == v1::PREDICTION_METHOD_MLP && !op.predictor_trained_on_target()) {
-      ++extrapolated_ops;
-      extrapolated_origin = SaturatingAdd(extrapolated_origin, origin_ns);
+    if (notes.origin_mode.has_value() && *notes.origin_mode != *notes.target_mode) {
+      fallback[ModeIndex(*notes.origin_mode)].Add(origin_ns);
     }
+    if (op.method() == v1::PREDICTION_METHOD_MLP && notes.origin_outside_training) {
+      origin_untrained[ModeIndex(*notes.origin_mode)].Add(origin_ns);
+    }
+    if (op.method() == v1::PREDICTION_METHOD_MLP && notes.target_outside_training) {
+      target_untrained[ModeIndex(*notes.target_mode)].Add(origin_ns);
+    }
+    if (op.at_hardware_limit()) at_limit.Add(origin_ns);
     pass_scale.push_back(Ratio(op.predicted_forward_ns(), op.origin_forward_ns()));
     pass_scale.push_back(Ratio(op.predicted_backward_ns(), op.origin_backward_ns()));
     AddToTotals(op, &prediction);
@@ -329,9 +417,10 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     v1::Operation loose;
     loose.set_name("(kernels not attributed to an operation)");
     *loose.mutable_forward()->mutable_kernels() = trace.unattributed_kernels();
+    VaryingNotes notes;
     OperationPrediction op = PredictOperation(
-        loose, static_cast<uint32_t>(trace.operations_size()), origin, target, is_origin,
-        /*varying_table=*/nullptr);
+        trace, loose, static_cast<uint32_t>(trace.operations_size()), origin, target, is_origin,
+        /*varying_table=*/nullptr, &notes);
     for (const auto& kernel : trace.unattributed_kernels()) {
       op.set_origin_forward_ns(op.origin_forward_ns() + kernel.duration_ns());
     }
@@ -343,6 +432,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   }
   pass_scale.push_back(unattributed_scale);
   prediction.set_iteration_ns(total);
+  prediction.set_expected_error_percent(IterationExpectedErrorPercent(prediction));
   if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
   if (host_scale.has_value()) PredictWallTime(trace, pass_scale, *host_scale, &prediction);
   if (unscaled_ops > 0 && origin_total > 0) {
@@ -351,12 +441,54 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
         "(see the per-operation warnings with --breakdown)",
         unscaled_ops, 100.0 * static_cast<double>(unscaled_origin) / origin_total));
   }
-  if (extrapolated_ops > 0 && origin_total > 0) {
-    prediction.add_warnings(absl::StrFormat(
-        "%d operation(s), %.1f%% of the origin GPU time, were predicted by the kernel-varying "
-        "model for a GPU (or precision) outside its training data, from the GPU's specs; "
-        "expect larger errors there",
-        extrapolated_ops, 100.0 * static_cast<double>(extrapolated_origin) / origin_total));
+  if (origin_total > 0) {
+    auto percent = [origin_total](const OpShare& share) {
+      return 100.0 * static_cast<double>(share.origin_ns) / static_cast<double>(origin_total);
+    };
+    for (MathMode mode : mlp::kAllMathModes) {
+      const OpShare& share = fallback[ModeIndex(mode)];
+      if (share.operations == 0) continue;
+      // TargetMathMode's rule: a GPU without units of the mode runs fp32.
+      prediction.add_warnings(absl::StrFormat(
+          "%d operation(s), %.1f%% of the origin GPU time, ran in %s on %s and run in fp32 on "
+          "%s, which has no %s tensor cores",
+          share.operations, percent(share), DisplayModeName(mode), origin.id(), target.id(),
+          DisplayModeName(mode)));
+    }
+    // One line per side the training data lacks, with the modes it lacks.
+    struct Untrained {
+      const OpShare* by_mode;
+      const char* side;
+      const std::string& gpu;
+      const char* runs;
+    };
+    for (const Untrained& u :
+         {Untrained{target_untrained, "target", target.id(), "run in there"},
+          Untrained{origin_untrained, "origin", origin.id(), "ran in"}}) {
+      OpShare all;
+      std::vector<std::string> modes;
+      for (MathMode mode : mlp::kAllMathModes) {
+        const OpShare& share = u.by_mode[ModeIndex(mode)];
+        if (share.operations == 0) continue;
+        all.operations += share.operations;
+        all.origin_ns = SaturatingAdd(all.origin_ns, share.origin_ns);
+        modes.push_back(absl::StrCat(DisplayModeName(mode), " for ", share.operations));
+      }
+      if (all.operations == 0) continue;
+      prediction.add_warnings(absl::StrFormat(
+          "%d operation(s), %.1f%% of the origin GPU time, were predicted by the kernel-varying "
+          "model with the %s GPU outside its training data (their operator types were not "
+          "measured on %s in the math mode they %s: %s); it extrapolated from the GPUs' specs, "
+          "expect larger errors there",
+          all.operations, percent(all), u.side, u.gpu, u.runs, absl::StrJoin(modes, ", ")));
+    }
+    if (at_limit.operations > 0) {
+      prediction.add_warnings(absl::StrFormat(
+          "%d operation(s), %.1f%% of the origin GPU time, were predicted faster than %s's "
+          "datasheet peak FLOPS (in the math mode they run in) or memory bandwidth allows, "
+          "and were raised to that limit (at_hardware_limit in the breakdown)",
+          at_limit.operations, percent(at_limit), target.id()));
+    }
   }
   if (target.test_only()) {
     prediction.add_warnings(absl::StrCat(target.id(),

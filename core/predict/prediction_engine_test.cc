@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "core/predict/expected_error.h"
 #include "core/predict/test_fixtures.h"
 #include "core/trace/trace_totals.h"
 #include "core/trace/trace_validation.h"
@@ -107,6 +108,73 @@ TEST_F(PredictionEngineTest, SameComputeUnitsWaveScaleEvenKernelVaryingOps) {
   EXPECT_EQ(convolutions, 53);
   // More memory bandwidth and the same SMs: never slower here.
   EXPECT_LT(prediction->iteration_ns(), SumOfPassTimes(*trace_));
+}
+
+TEST_F(PredictionEngineTest, SameComputeUnitsNumbersAreUnchanged) {
+  // H100 -> H200 of this fixture as predicted before the per-operation
+  // modes, hardware limits and expected errors existed (the committed golden
+  // predict_csv, 9.711921 ms): same-compute targets keep their numbers.
+  auto origin = devices_->Get("H100-SXM");
+  auto target = devices_->Get("H200");
+  ASSERT_TRUE(origin.ok() && target.ok());
+  auto prediction = PredictOnDevice(*trace_, **origin, **target);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  EXPECT_EQ(prediction->iteration_ns(), 9'711'921);
+  for (const auto& op : prediction->operations()) {
+    EXPECT_FALSE(op.at_hardware_limit()) << op.name();
+    EXPECT_TRUE(op.origin_math_mode().empty()) << op.name();
+    // Operations without kernels (views, AccumulateGrad) take no GPU time.
+    EXPECT_EQ(op.expected_error_percent(),
+              op.method() == v1::PREDICTION_METHOD_UNSCALED ? 0.0 : kSameComputeUnitsErrorPercent)
+        << op.name();
+  }
+  EXPECT_DOUBLE_EQ(prediction->expected_error_percent(), kSameComputeUnitsErrorPercent);
+}
+
+TEST_F(PredictionEngineTest, ExpectedErrorIsZeroOnTheOriginAndWeightedElsewhere) {
+  auto origin = devices_->Get("H100-SXM");
+  auto a100 = devices_->Get("A100-SXM-80GB");
+  ASSERT_TRUE(origin.ok() && a100.ok());
+  auto measured = PredictOnDevice(*trace_, **origin, **origin);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_EQ(measured->expected_error_percent(), 0.0);
+  for (const auto& op : measured->operations()) EXPECT_EQ(op.expected_error_percent(), 0.0);
+  // Without a kernel-varying model the convolutions are carried over
+  // unscaled (100 %), the rest wave-scaled (10 %): the iteration's error is
+  // their predicted-time-weighted mean.
+  auto prediction = PredictOnDevice(*trace_, **origin, **a100);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  double weighted = 0;
+  for (const auto& op : prediction->operations()) {
+    const bool ran = op.origin_forward_ns() + op.origin_backward_ns() > 0;
+    const double expected = op.method() != v1::PREDICTION_METHOD_UNSCALED ? kKernelAlikeErrorPercent
+                            : ran                                          ? kUnscaledErrorPercent
+                                                                           : 0.0;
+    EXPECT_EQ(op.expected_error_percent(), expected) << op.name();
+    weighted += expected * static_cast<double>(op.predicted_forward_ns() +
+                                               op.predicted_backward_ns());
+  }
+  EXPECT_NEAR(prediction->expected_error_percent(),
+              weighted / static_cast<double>(prediction->iteration_ns()), 1e-9);
+  EXPECT_GT(prediction->expected_error_percent(), kKernelAlikeErrorPercent);
+  EXPECT_LT(prediction->expected_error_percent(), kUnscaledErrorPercent);
+}
+
+TEST(ExpectedErrorMean, WeightsByPredictedTime) {
+  ExpectedErrorMean mean;
+  EXPECT_EQ(mean.percent(), 0.0);
+  mean.Add(0, 500.0);  // no time, no weight
+  EXPECT_EQ(mean.percent(), 0.0);
+  mean.Add(3'000, 10.0);
+  mean.Add(1'000, 50.0);
+  EXPECT_DOUBLE_EQ(mean.percent(), (10.0 * 3 + 50.0 * 1) / 4);
+  v1::DevicePrediction origin;
+  origin.set_is_origin(true);
+  origin.add_operations()->set_predicted_forward_ns(1'000);
+  origin.mutable_operations(0)->set_expected_error_percent(30.0);
+  EXPECT_EQ(IterationExpectedErrorPercent(origin), 0.0);
+  origin.set_is_origin(false);
+  EXPECT_DOUBLE_EQ(IterationExpectedErrorPercent(origin), 30.0);
 }
 
 TEST_F(PredictionEngineTest, PredictCoversAllProductsAndRanks) {

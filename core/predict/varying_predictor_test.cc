@@ -8,10 +8,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "core/mlp/features.h"
 #include "core/mlp/op_signature.h"
+#include "core/predict/expected_error.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/test_fixtures.h"
 #include "gtest/gtest.h"
@@ -229,6 +233,197 @@ TEST_F(VaryingPredictorTest, ImpossiblyFastOriginIsClampedToTheTargetFloor) {
   // 2 * 8192^3 FLOP at 19.5 TFLOP/s.
   EXPECT_EQ(pass.floor_ns, static_cast<Nanoseconds>(std::ceil(2.0 * 8192 * 8192 * 8192 / 19.5e3)));
   EXPECT_EQ(pass.predicted_ns, pass.floor_ns);
+}
+
+// An 8192^3 fp32 matmul (aten::mm) whose forward pass took `time_ns` on the
+// origin in one kernel: far faster than any GPU can do it.
+v1::Trace ImpossiblyFastMatmul(Nanoseconds time_ns) {
+  v1::Trace trace;
+  v1::Operation* op = trace.add_operations();
+  op->set_name("aten::mm");
+  for (const char* name : {"0", "1"}) {
+    v1::Argument* a = op->add_arguments();
+    a->set_name(name);
+    a->mutable_tensor()->add_shape(8192);
+    a->mutable_tensor()->add_shape(8192);
+    a->mutable_tensor()->set_dtype("float");
+  }
+  op->mutable_forward()->set_time_ns(time_ns);
+  v1::Kernel* kernel = op->mutable_forward()->add_kernels();
+  kernel->set_name("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32_cublas");
+  kernel->mutable_grid()->set_x(4096);
+  kernel->mutable_grid()->set_y(1);
+  kernel->mutable_grid()->set_z(1);
+  kernel->mutable_block()->set_x(256);
+  kernel->mutable_block()->set_y(1);
+  kernel->mutable_block()->set_z(1);
+  kernel->set_registers_per_thread(128);
+  kernel->set_duration_ns(time_ns);
+  return trace;
+}
+
+bool HasWarning(const v1::DevicePrediction& prediction, absl::string_view text) {
+  for (const auto& w : prediction.warnings()) {
+    if (absl::StrContains(w, text)) return true;
+  }
+  return false;
+}
+
+TEST_F(VaryingPredictorTest, Tf32OnTheH100RunsFp32OnAV100AndTheResponseSaysSo) {
+  PredictionEngine engine(devices_.get(), nullptr, varying_);
+  PredictionQuery query;
+  query.devices = {"H100-SXM", "V100-PCIE-32GB", "L4"};
+  query.include_breakdown = true;
+  auto response = engine.Predict(trace_, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const auto& v100 = For(*response, "V100-PCIE-32GB");
+  int fallbacks = 0, from_model = 0;
+  Nanoseconds fallback_origin_ns = 0, origin_total = 0;
+  for (const auto& op : v100.operations()) {
+    origin_total += op.origin_forward_ns() + op.origin_backward_ns();
+    if (op.name() != "aten::conv2d") continue;
+    // Every convolution has a signature: modes whether the model or wave
+    // scaling predicted it.
+    EXPECT_EQ(op.origin_math_mode(), "tf32") << op.index();
+    EXPECT_EQ(op.target_math_mode(), "fp32") << op.index();
+    EXPECT_GT(op.expected_error_percent(), 0) << op.index();
+    ++fallbacks;
+    fallback_origin_ns += op.origin_forward_ns() + op.origin_backward_ns();
+    if (op.method() == v1::PREDICTION_METHOD_MLP) ++from_model;
+  }
+  EXPECT_EQ(fallbacks, 53);
+  EXPECT_GT(from_model, 40);
+  const std::string warning = absl::StrFormat(
+      "%d operation(s), %.1f%% of the origin GPU time, ran in TF32 on H100-SXM and run in fp32 "
+      "on V100-PCIE-32GB, which has no TF32 tensor cores",
+      fallbacks, 100.0 * static_cast<double>(fallback_origin_ns) / origin_total);
+  EXPECT_TRUE(HasWarning(v100, warning)) << warning;
+  int fallback_lines = 0;
+  for (const auto& w : v100.warnings()) fallback_lines += absl::StrContains(w, "tensor cores");
+  EXPECT_EQ(fallback_lines, 1);  // one line for all 53, not one per op
+  EXPECT_GT(v100.expected_error_percent(), 0);
+  // The L4 has TF32 tensor cores: same mode, no fallback.
+  const auto& l4 = For(*response, "L4");
+  EXPECT_FALSE(HasWarning(l4, "tensor cores"));
+  for (const auto& op : l4.operations()) {
+    if (op.name() == "aten::conv2d") {
+      EXPECT_EQ(op.target_math_mode(), "tf32") << op.index();
+    }
+  }
+  // The origin: measured, no modes, no error.
+  const auto& h100 = For(*response, "H100-SXM");
+  EXPECT_EQ(h100.expected_error_percent(), 0.0);
+  EXPECT_TRUE(h100.warnings().empty());
+  for (const auto& op : h100.operations()) {
+    EXPECT_TRUE(op.origin_math_mode().empty()) << op.name();
+    EXPECT_EQ(op.expected_error_percent(), 0.0) << op.name();
+  }
+}
+
+TEST_F(VaryingPredictorTest, ModelPredictionsTakeTheModelsErrorWeightedByPassTime) {
+  auto origin = devices_->Get("H100-SXM");
+  auto t4 = devices_->Get("T4");
+  ASSERT_TRUE(origin.ok() && t4.ok());
+  auto tables = varying_->PredictTrace(trace_, **origin, {*t4});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  auto prediction = PredictOnDevice(trace_, **origin, **t4, std::nullopt, &(*tables)[0]);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  int checked = 0;
+  for (const auto& op : prediction->operations()) {
+    if (op.method() != v1::PREDICTION_METHOD_MLP) continue;
+    double weighted = 0, total = 0;
+    for (bool backward : {false, true}) {
+      const Nanoseconds ns = backward ? op.predicted_backward_ns() : op.predicted_forward_ns();
+      auto it = (*tables)[0].find(VaryingPassKey(static_cast<int>(op.index()), backward));
+      const double error = it != (*tables)[0].end() ? it->second.expected_error_percent
+                                                    : kKernelVaryingWaveScaledErrorPercent;
+      weighted += error * static_cast<double>(ns);
+      total += static_cast<double>(ns);
+    }
+    EXPECT_NEAR(op.expected_error_percent(), weighted / total, 1e-9) << op.index();
+    ++checked;
+  }
+  EXPECT_GT(checked, 40);
+  EXPECT_NEAR(prediction->expected_error_percent(), IterationExpectedErrorPercent(*prediction),
+              1e-12);
+  EXPECT_GT(prediction->expected_error_percent(), kKernelAlikeErrorPercent);
+}
+
+TEST_F(VaryingPredictorTest, ModelPredictionBelowTheFloorIsClampedAndFlagged) {
+  const v1::Trace trace = ImpossiblyFastMatmul(25'000);  // covered by the model
+  auto origin = devices_->Get("H100-SXM");
+  auto a100 = devices_->Get("A100-SXM-80GB");
+  ASSERT_TRUE(origin.ok() && a100.ok());
+  auto tables = varying_->PredictTrace(trace, **origin, {*a100});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+  ASSERT_TRUE(pass.clamped_to_floor);
+  auto prediction = PredictOnDevice(trace, **origin, **a100, std::nullopt, &(*tables)[0]);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  const auto& op = prediction->operations(0);
+  EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_MLP);
+  EXPECT_TRUE(op.at_hardware_limit());
+  EXPECT_EQ(op.predicted_forward_ns(), pass.floor_ns);
+  EXPECT_EQ(op.origin_math_mode(), "fp32");
+  EXPECT_EQ(op.target_math_mode(), "fp32");
+  EXPECT_EQ(op.expected_error_percent(), pass.expected_error_percent);
+  EXPECT_TRUE(HasWarning(*prediction,
+                         "1 operation(s), 100.0% of the origin GPU time, were predicted faster "
+                         "than A100-SXM-80GB's datasheet peak FLOPS"));
+}
+
+TEST_F(VaryingPredictorTest, WaveScaledKernelVaryingPassIsKeptAtTheFloorToo) {
+  // Shorter than min_origin_ns: the model leaves the pass to wave scaling,
+  // which would predict microseconds for what takes the A100 56 ms at peak.
+  const v1::Trace trace = ImpossiblyFastMatmul(10'000);
+  ASSERT_LT(10'000, varying_->model().min_origin_ns());
+  auto origin = devices_->Get("H100-SXM");
+  auto a100 = devices_->Get("A100-SXM-80GB");
+  ASSERT_TRUE(origin.ok() && a100.ok());
+  auto tables = varying_->PredictTrace(trace, **origin, {*a100});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  EXPECT_TRUE((*tables)[0].empty());
+  auto limit = VaryingPassLimitFor(trace, trace.operations(0), false, **origin, **a100);
+  ASSERT_TRUE(limit.has_value());
+  // 2 * 8192^3 FLOP at 19.5 TFLOP/s.
+  EXPECT_EQ(limit->floor_ns,
+            static_cast<Nanoseconds>(std::ceil(2.0 * 8192 * 8192 * 8192 / 19.5e3)));
+  auto prediction = PredictOnDevice(trace, **origin, **a100, std::nullopt, &(*tables)[0]);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  const auto& op = prediction->operations(0);
+  EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_WAVE_SCALING);
+  EXPECT_TRUE(op.at_hardware_limit());
+  EXPECT_EQ(op.predicted_forward_ns(), limit->floor_ns);
+  EXPECT_EQ(op.origin_math_mode(), "fp32");
+  EXPECT_EQ(op.target_math_mode(), "fp32");
+  EXPECT_EQ(op.expected_error_percent(), kKernelVaryingWaveScaledErrorPercent);
+  EXPECT_TRUE(HasWarning(*prediction, "were raised to that limit"));
+  // The same op on a same-compute target is wave-scaled as before: no floor.
+  auto h200 = devices_->Get("H200");
+  ASSERT_TRUE(h200.ok());
+  auto same = PredictOnDevice(trace, **origin, **h200, std::nullopt, &(*tables)[0]);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(same->operations(0).at_hardware_limit());
+  EXPECT_LT(same->operations(0).predicted_forward_ns(), 10'000);
+}
+
+TEST_F(VaryingPredictorTest, SameComputeTargetsPredictTheSameWithOrWithoutTheModel) {
+  for (const auto& [from, to, fixture] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"H100-SXM", "H200", "h100"}, {"H200", "H100-SXM", "h200"}}) {
+    auto trace = testing::LoadKinetoFixture(fixture, "resnet50_b16_fp32", 16);
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    auto origin = devices_->Get(from);
+    auto target = devices_->Get(to);
+    ASSERT_TRUE(origin.ok() && target.ok());
+    auto tables = varying_->PredictTrace(*trace, **origin, {*target});
+    ASSERT_TRUE(tables.ok()) << tables.status();
+    auto with = PredictOnDevice(*trace, **origin, **target, std::nullopt, &(*tables)[0]);
+    auto without = PredictOnDevice(*trace, **origin, **target);
+    ASSERT_TRUE(with.ok() && without.ok());
+    EXPECT_EQ(with->SerializeAsString(), without->SerializeAsString()) << from << "->" << to;
+    EXPECT_DOUBLE_EQ(with->expected_error_percent(), kSameComputeUnitsErrorPercent);
+  }
 }
 
 TEST(VaryingPredictorLoad, MissingModelNamesTheFile) {
