@@ -31,6 +31,22 @@ const char* MethodName(v1::PredictionMethod method) {
   }
 }
 
+// "tf32>fp32" where the GPU runs the operation in another math mode than the
+// origin did, "bf16" where both are the same, "" where the response has no
+// modes (not a kernel-varying operation the predictor understands).
+std::string ModeText(const v1::OperationPrediction& op) {
+  if (op.origin_math_mode().empty()) return "";
+  if (op.origin_math_mode() == op.target_math_mode()) return Printable(op.origin_math_mode());
+  return absl::StrCat(Printable(op.origin_math_mode()), ">", Printable(op.target_math_mode()));
+}
+
+// The table's expected-error column: "-" for the origin (measured) and where
+// the response has no estimate.
+std::string ErrorText(const DevicePrediction& p) {
+  if (p.is_origin() || !(p.expected_error_percent() > 0)) return "-";
+  return absl::StrFormat("%.1f%%", p.expected_error_percent());
+}
+
 // Predictions in rank order; ties (equal time) by device id so output is
 // stable whatever order the server sent.
 std::vector<const DevicePrediction*> ByRank(const PredictResponse& response) {
@@ -87,39 +103,71 @@ std::string Wrap(const std::string& first, const std::string& text, size_t width
   return out + "\n";
 }
 
-std::string OperationTable(const DevicePrediction& prediction, int top) {
+int64_t PredictedNs(const v1::OperationPrediction& op) {
+  return op.predicted_forward_ns() + op.predicted_backward_ns();
+}
+
+// The `top` operations of `prediction` with the longest predicted time,
+// longest first (ties by index).
+std::vector<const v1::OperationPrediction*> TopOperations(const DevicePrediction& prediction,
+                                                          int top) {
   std::vector<const v1::OperationPrediction*> ops;
   for (const auto& op : prediction.operations()) ops.push_back(&op);
-  auto total = [](const v1::OperationPrediction* op) {
-    return op->predicted_forward_ns() + op->predicted_backward_ns();
-  };
   std::stable_sort(ops.begin(), ops.end(), [&](const auto* a, const auto* b) {
-    if (total(a) != total(b)) return total(a) > total(b);
+    if (PredictedNs(*a) != PredictedNs(*b)) return PredictedNs(*a) > PredictedNs(*b);
     return a->index() < b->index();
   });
+  ops.resize(std::min(ops.size(), static_cast<size_t>(std::max(top, 0))));
+  return ops;
+}
+
+std::string OperationTable(const DevicePrediction& prediction, int top) {
+  const std::vector<const v1::OperationPrediction*> ops = TopOperations(prediction, top);
   std::string out = absl::StrFormat("  %s: top %d of %d operations by predicted time\n",
                                     Printable(prediction.device_id()),
-                                    std::min<int>(top, static_cast<int>(ops.size())),
-                                    static_cast<int>(ops.size()));
-  if (ops.empty()) {
+                                    static_cast<int>(ops.size()), prediction.operations_size());
+  if (prediction.operations().empty()) {
     out += "    (no per-operation breakdown in the response)\n";
     return out;
   }
-  out += absl::StrFormat("    %5s  %-40s %10s %10s %10s %6s  %s\n", "index", "operation",
-                         "origin ms", "fwd ms", "bwd ms", "share", "method");
-  for (int i = 0; i < top && i < static_cast<int>(ops.size()); ++i) {
-    const auto& op = *ops[i];
-    const double share =
-        prediction.iteration_ns() > 0
-            ? 100.0 * static_cast<double>(total(&op)) / static_cast<double>(prediction.iteration_ns())
-            : 0.0;
-    out += absl::StrFormat(
-        "    %5d  %-40s %10.3f %10.3f %10.3f %5.1f%%  %s\n", op.index(),
-        Truncate(Printable(op.name()), 40),
+  out += absl::StrFormat("    %5s  %-32s %9s %9s %9s %6s  %-8s %s\n", "index", "operation",
+                         "origin ms", "fwd ms", "bwd ms", "share", "method", "mode");
+  for (const v1::OperationPrediction* op_pointer : ops) {
+    const auto& op = *op_pointer;
+    const double share = prediction.iteration_ns() > 0
+                             ? 100.0 * static_cast<double>(PredictedNs(op)) /
+                                   static_cast<double>(prediction.iteration_ns())
+                             : 0.0;
+    std::string line = absl::StrFormat(
+        "    %5d  %-32s %9.3f %9.3f %9.3f %5.1f%%  %-8s %s", op.index(),
+        Truncate(Printable(op.name()), 32),
         static_cast<double>(op.origin_forward_ns() + op.origin_backward_ns()) / 1e6,
         static_cast<double>(op.predicted_forward_ns()) / 1e6,
-        static_cast<double>(op.predicted_backward_ns()) / 1e6, share, MethodName(op.method()));
+        static_cast<double>(op.predicted_backward_ns()) / 1e6, share,
+        absl::StrCat(MethodName(op.method()), op.at_hardware_limit() ? "^" : ""), ModeText(op));
+    line.erase(line.find_last_not_of(' ') + 1);
+    absl::StrAppend(&out, line, "\n");
     for (const auto& warning : op.warnings()) out += Wrap("           ! ", Printable(warning), 99);
+  }
+  return out;
+}
+
+// The breakdown's legend for the marks its rows use; empty when none.
+std::string BreakdownLegend(const std::vector<const DevicePrediction*>& predictions, int top) {
+  bool any_mode = false, any_limit = false;
+  for (const auto* p : predictions) {
+    for (const auto* op : TopOperations(*p, top)) {
+      any_mode = any_mode || !ModeText(*op).empty();
+      any_limit = any_limit || op->at_hardware_limit();
+    }
+  }
+  std::string out;
+  if (any_mode) {
+    out += "  mode: math mode on the origin GPU, then on this GPU where it differs (tf32>fp32)\n";
+  }
+  if (any_limit) {
+    out += "  ^ at_hardware_limit: predicted faster than this GPU's peak FLOPS or bandwidth "
+           "allow, raised to it\n";
   }
   return out;
 }
@@ -188,7 +236,9 @@ std::string FormatPredictionTable(const PredictResponse& response,
     any_wall = any_wall || p->wall_ns() > 0;
     any_host_bound = any_host_bound || (p->wall_ns() > 0 && p->host_bound());
   }
-  out += absl::StrFormat("%4s  %-*s %9s", "rank", static_cast<int>(id_width), "GPU", "GPU ms");
+  // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
+  out += absl::StrFormat("%4s  %-*s %9s   ±err", "rank", static_cast<int>(id_width), "GPU",
+                         "GPU ms");
   if (any_wall) out += absl::StrFormat(" %10s", "wall ms");
   out += absl::StrFormat(" %10s %10s %12s %5s %9s\n", "samples/s",
                          absl::StrCat(price_unit, "/GPU-h"), absl::StrCat(price_unit, "/1k smp"),
@@ -211,8 +261,8 @@ std::string FormatPredictionTable(const PredictResponse& response,
       cost = absl::StrFormat("%.*f", cost_decimals, p->cost_per_1000_samples());
       if (p->rank_by_cost() > 0) cost_rank = absl::StrCat(p->rank_by_cost());
     }
-    out += absl::StrFormat("%4d  %-*s %9.3f", p->rank_by_time(), static_cast<int>(id_width), id,
-                           static_cast<double>(p->iteration_ns()) / 1e6);
+    out += absl::StrFormat("%4d  %-*s %9.3f %6s", p->rank_by_time(), static_cast<int>(id_width),
+                           id, static_cast<double>(p->iteration_ns()) / 1e6, ErrorText(*p));
     if (any_wall) {
       out += p->wall_ns() > 0
                  ? absl::StrFormat(" %9.3f%s", static_cast<double>(p->wall_ns()) / 1e6,
@@ -235,6 +285,8 @@ std::string FormatPredictionTable(const PredictResponse& response,
     out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
   }
   out += "  GPU ms: sum of the operations' predicted GPU time; samples/s and costs use it\n";
+  out += "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
+         "time)\n";
 
   // The same warning on many GPUs is printed once, with the GPUs it
   // concerns, so a trace with unscaled operations does not print 20 copies.
@@ -269,6 +321,7 @@ std::string FormatPredictionTable(const PredictResponse& response,
   if (options.breakdown) {
     out += "\nbreakdown:\n";
     for (const auto* p : sorted) out += OperationTable(*p, options.top_operations);
+    out += BreakdownLegend(sorted, options.top_operations);
   }
   return out;
 }
@@ -277,7 +330,7 @@ const char* PredictionCsvHeader() {
   return "rank_by_time,device_id,display_name,is_origin,iteration_ms,samples_per_second,"
          "catalog,currency,price_kind,has_price,price_per_gpu_hour,cost_per_1000_samples,"
          "samples_per_currency_unit,rank_by_cost,unscaled_percent,warnings,wall_ms,gpu_busy_ms,"
-         "host_bound";
+         "host_bound,expected_error_percent";
 }
 
 std::string FormatPredictionCsv(const PredictResponse& response) {
@@ -306,6 +359,7 @@ std::string FormatPredictionCsv(const PredictResponse& response) {
         p->wall_ns() > 0 ? absl::StrFormat("%.6f", static_cast<double>(p->gpu_busy_ns()) / 1e6)
                          : "",
         p->wall_ns() > 0 ? (p->host_bound() ? "true" : "false") : "",
+        absl::StrFormat("%.3f", p->expected_error_percent()),
     };
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }

@@ -69,6 +69,58 @@ TEST(CliOutputTest, CsvQuotesFieldsAndKeepsItsHeader) {
   EXPECT_THAT(lines[1], HasSubstr(",1.500000,"));
 }
 
+TEST(CliOutputTest, ExpectedErrorPerGpuInTheTableAndTheCsv) {
+  v1::PredictResponse response;
+  AddPrediction(&response, "ORIGIN", 1, 1000000)->set_is_origin(true);
+  AddPrediction(&response, "OTHER", 2, 3000000)->set_expected_error_percent(12.345);
+  const std::string table = FormatPredictionTable(response, {}, {});
+  EXPECT_THAT(table, HasSubstr("±err"));
+  EXPECT_THAT(table, HasSubstr("   3.000  12.3%"));
+  EXPECT_THAT(table, HasSubstr("   1.000      -"));  // the origin is measured
+  const std::vector<std::string> lines = absl::StrSplit(FormatPredictionCsv(response), '\n');
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_THAT(lines[0], ::testing::EndsWith(",host_bound,expected_error_percent"));
+  EXPECT_THAT(lines[1], ::testing::EndsWith(",0.000"));
+  EXPECT_THAT(lines[2], ::testing::EndsWith(",12.345"));
+}
+
+TEST(CliOutputTest, BreakdownShowsMathModesAndTheHardwareLimit) {
+  v1::PredictResponse response;
+  auto* p = AddPrediction(&response, "V100", 1, 10000000);
+  auto* fallback = p->add_operations();
+  fallback->set_index(3);
+  fallback->set_name("aten::conv2d");
+  fallback->set_predicted_forward_ns(6000000);
+  fallback->set_method(v1::PREDICTION_METHOD_MLP);
+  fallback->set_origin_math_mode("tf32");
+  fallback->set_target_math_mode("fp32");
+  fallback->set_at_hardware_limit(true);
+  auto* same = p->add_operations();
+  same->set_index(4);
+  same->set_name("aten::linear");
+  same->set_predicted_forward_ns(3000000);
+  same->set_method(v1::PREDICTION_METHOD_MLP);
+  same->set_origin_math_mode("bf16");
+  same->set_target_math_mode("bf16");
+  auto* alike = p->add_operations();
+  alike->set_index(5);
+  alike->set_name("aten::relu");
+  alike->set_predicted_forward_ns(1000000);
+  alike->set_method(v1::PREDICTION_METHOD_WAVE_SCALING);
+  TableOptions options;
+  options.breakdown = true;
+  const std::string table = FormatPredictionTable(response, {}, options);
+  EXPECT_THAT(table, HasSubstr("60.0%  mlp^     tf32>fp32\n"));
+  EXPECT_THAT(table, HasSubstr("30.0%  mlp      bf16\n"));
+  EXPECT_THAT(table, HasSubstr("10.0%  wave\n"));  // no mode, no trailing blanks
+  EXPECT_THAT(table, HasSubstr("  ^ at_hardware_limit: predicted faster than"));
+  EXPECT_THAT(table, HasSubstr("  mode: math mode on the origin GPU"));
+  for (absl::string_view line : absl::StrSplit(table, '\n')) EXPECT_LE(line.size(), 100u);
+  // Neither legend when the printed rows have no modes or limits.
+  options.top_operations = 0;
+  EXPECT_THAT(FormatPredictionTable(response, {}, options), Not(HasSubstr("^ at_hardware_limit")));
+}
+
 TEST(CliOutputTest, UnscaledPercentIsTheUnscaledShareOfTheIteration) {
   v1::DevicePrediction p;
   p.set_iteration_ns(400);
