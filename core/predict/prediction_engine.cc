@@ -449,21 +449,23 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
       const OpShare& share = fallback[ModeIndex(mode)];
       if (share.operations == 0) continue;
       // TargetMathMode's rule: a GPU without units of the mode runs fp32.
+      // The text does not name the target (the prediction is the target's),
+      // so clients can print one line for every GPU it applies to.
       prediction.add_warnings(absl::StrFormat(
           "%d operation(s), %.1f%% of the origin GPU time, ran in %s on %s and run in fp32 on "
-          "%s, which has no %s tensor cores",
-          share.operations, percent(share), DisplayModeName(mode), origin.id(), target.id(),
+          "the target GPU, which has no %s tensor cores",
+          share.operations, percent(share), DisplayModeName(mode), origin.id(),
           DisplayModeName(mode)));
     }
     // One line per side the training data lacks, with the modes it lacks.
     struct Untrained {
       const OpShare* by_mode;
       const char* side;
-      const std::string& gpu;
+      std::string gpu;
       const char* runs;
     };
     for (const Untrained& u :
-         {Untrained{target_untrained, "target", target.id(), "run in there"},
+         {Untrained{target_untrained, "target", "it", "run in there"},
           Untrained{origin_untrained, "origin", origin.id(), "ran in"}}) {
       OpShare all;
       std::vector<std::string> modes;
@@ -484,10 +486,10 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     }
     if (at_limit.operations > 0) {
       prediction.add_warnings(absl::StrFormat(
-          "%d operation(s), %.1f%% of the origin GPU time, were predicted faster than %s's "
-          "datasheet peak FLOPS (in the math mode they run in) or memory bandwidth allows, "
-          "and were raised to that limit (at_hardware_limit in the breakdown)",
-          at_limit.operations, percent(at_limit), target.id()));
+          "%d operation(s), %.1f%% of the origin GPU time, were predicted faster than the "
+          "target GPU's datasheet peak FLOPS (in their math mode) or memory bandwidth allow, "
+          "and were raised to that limit (at_hardware_limit)",
+          at_limit.operations, percent(at_limit)));
     }
   }
   if (target.test_only()) {

@@ -295,7 +295,7 @@ TEST_F(VaryingPredictorTest, Tf32OnTheH100RunsFp32OnAV100AndTheResponseSaysSo) {
   EXPECT_GT(from_model, 40);
   const std::string warning = absl::StrFormat(
       "%d operation(s), %.1f%% of the origin GPU time, ran in TF32 on H100-SXM and run in fp32 "
-      "on V100-PCIE-32GB, which has no TF32 tensor cores",
+      "on the target GPU, which has no TF32 tensor cores",
       fallbacks, 100.0 * static_cast<double>(fallback_origin_ns) / origin_total);
   EXPECT_TRUE(HasWarning(v100, warning)) << warning;
   int fallback_lines = 0;
@@ -369,7 +369,7 @@ TEST_F(VaryingPredictorTest, ModelPredictionBelowTheFloorIsClampedAndFlagged) {
   EXPECT_EQ(op.expected_error_percent(), pass.expected_error_percent);
   EXPECT_TRUE(HasWarning(*prediction,
                          "1 operation(s), 100.0% of the origin GPU time, were predicted faster "
-                         "than A100-SXM-80GB's datasheet peak FLOPS"));
+                         "than the target GPU's datasheet peak FLOPS"));
 }
 
 TEST_F(VaryingPredictorTest, WaveScaledKernelVaryingPassIsKeptAtTheFloorToo) {
