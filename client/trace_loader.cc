@@ -85,7 +85,12 @@ absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": is a directory; expected a trace file"));
   }
-  absl::StatusOr<std::string> contents = ReadFile(path);
+  absl::StatusOr<std::string> contents = ReadFile(path, options.max_inflated_bytes);
+  if (absl::IsResourceExhausted(contents.status())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the gzip data inflates to more than ", options.max_inflated_bytes >> 20,
+        " MiB, far more than a trace of one training iteration; not loaded"));
+  }
   if (!contents.ok()) {
     // ReadFile's message names the file already; keep its code.
     return contents.status();

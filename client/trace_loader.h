@@ -2,6 +2,7 @@
 // a torch.profiler (Kineto) JSON trace, either one optionally gzipped.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,6 +13,11 @@
 
 namespace habitat {
 
+// The most a gzipped trace file may inflate to: far above any one-iteration
+// trace (the JSON fixtures in tests/testdata are 2-5 MB), far below what
+// a small file of zeros inflates to (10 MB of gzip: 10 GB).
+inline constexpr size_t kMaxInflatedTraceBytes = size_t{1} << 30;
+
 struct TraceLoadOptions {
   // Used only when the file is Kineto JSON; a binary trace carries its own.
   // Empty: the file name without directory and extensions.
@@ -20,6 +26,8 @@ struct TraceLoadOptions {
   habitat::v1::Precision precision = habitat::v1::PRECISION_UNSPECIFIED;
   std::optional<int64_t> iteration_wall_ns;
   std::optional<int64_t> profiler_step;
+  // A gzipped file that inflates to more is refused (INVALID_ARGUMENT).
+  size_t max_inflated_bytes = kMaxInflatedTraceBytes;
 };
 
 // The kind of content LoadTraceFile found.

@@ -83,6 +83,22 @@ TEST_F(TraceLoaderTest, TruncatedGzipIsAClearError) {
   EXPECT_THAT(trace.status().message(), HasSubstr(path));
 }
 
+// A small file of zeros inflates a thousandfold (10 MB of gzip once made
+// the CLI abort with std::bad_alloc); it is refused at the limit instead.
+TEST_F(TraceLoaderTest, GzipInflatingPastTheLimitIsRefused) {
+  auto gz = Gzip(std::string(4 << 20, '\0'));
+  ASSERT_TRUE(gz.ok());
+  const std::string path = Write("zeros.json.gz", *gz);
+  TraceLoadOptions options;
+  options.max_inflated_bytes = 1 << 20;
+  auto trace = LoadTraceFile(path, options);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(trace.status().message(), HasSubstr(path));
+  EXPECT_THAT(trace.status().message(), HasSubstr("inflates to more than 1 MiB"));
+  EXPECT_EQ(TraceLoadOptions().max_inflated_bytes, kMaxInflatedTraceBytes);
+}
+
 TEST_F(TraceLoaderTest, MalformedJsonIsReportedAsAKinetoImportError) {
   const std::string path = Write("bad.json", "{\"traceEvents\": [ {\"ph\": \"X\", ");
   auto trace = LoadTraceFile(path, {});

@@ -26,7 +26,7 @@ bool IsGzip(absl::string_view data) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_inflated_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(
@@ -37,10 +37,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   if (in.bad()) return ErrnoError("cannot read", path);
   std::string data = buffer.str();
   if (IsGzip(data)) {
-    auto inflated = Gunzip(data);
+    auto inflated = Gunzip(data, max_inflated_bytes);
     if (!inflated.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", path, "': ", inflated.status().message()));
+      // A file too large to inflate keeps RESOURCE_EXHAUSTED.
+      return absl::Status(absl::IsResourceExhausted(inflated.status())
+                              ? absl::StatusCode::kResourceExhausted
+                              : absl::StatusCode::kInvalidArgument,
+                          absl::StrCat("'", path, "': ", inflated.status().message()));
     }
     return inflated;
   }
@@ -77,7 +80,7 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Gunzip(absl::string_view compressed) {
+absl::StatusOr<std::string> Gunzip(absl::string_view compressed, size_t max_inflated_bytes) {
   z_stream stream{};
   // 15 + 32: accept zlib and gzip headers.
   if (inflateInit2(&stream, 15 + 32) != Z_OK) {
@@ -98,7 +101,13 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed) {
       return absl::InvalidArgumentError(
           absl::StrCat("corrupt or truncated gzip data (zlib error ", rc, ")"));
     }
-    out.append(chunk, sizeof(chunk) - stream.avail_out);
+    const size_t produced = sizeof(chunk) - stream.avail_out;
+    if (produced > max_inflated_bytes - out.size()) {
+      inflateEnd(&stream);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("inflates to more than ", max_inflated_bytes, " bytes"));
+    }
+    out.append(chunk, produced);
     if (rc == Z_OK && stream.avail_in == 0 && stream.avail_out != 0) {
       inflateEnd(&stream);
       return absl::InvalidArgumentError("truncated gzip data");

@@ -1,6 +1,8 @@
 // Whole-file reads and crash-safe writes, with errors as absl::Status.
 #pragma once
 
+#include <cstddef>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -9,16 +11,25 @@
 
 namespace habitat {
 
-// Reads a file; transparently inflates gzip content (magic 1f 8b).
-absl::StatusOr<std::string> ReadFile(const std::string& path);
+// No bound on inflated sizes (for trusted files).
+inline constexpr size_t kNoInflateLimit = std::numeric_limits<size_t>::max();
+
+// Reads a file; transparently inflates gzip content (magic 1f 8b), at most
+// `max_inflated_bytes` of it (see Gunzip).
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     size_t max_inflated_bytes = kNoInflateLimit);
 
 // Writes to `path` through a temporary file, fsync and rename, so a reader
 // never sees a partial file.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
 
-// Inflates gzip or zlib data.
-absl::StatusOr<std::string> Gunzip(absl::string_view compressed);
+// Inflates gzip or zlib data. Past `max_inflated_bytes` it stops with
+// RESOURCE_EXHAUSTED ("inflates to more than N bytes"), having held no more
+// than that (plus one 64 KiB chunk): a small file of zeros can inflate a
+// thousandfold, so data from users must be inflated with a bound.
+absl::StatusOr<std::string> Gunzip(absl::string_view compressed,
+                                   size_t max_inflated_bytes = kNoInflateLimit);
 // Compresses as gzip (level 6).
 absl::StatusOr<std::string> Gzip(absl::string_view data);
 

@@ -45,6 +45,24 @@ TEST(FileIoTest, TruncatedGzipIsInvalidArgument) {
   EXPECT_EQ(inflated.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(FileIoTest, GunzipStopsAtItsLimit) {
+  const std::string zeros(3 << 20, '\0');
+  auto compressed = Gzip(zeros);
+  ASSERT_TRUE(compressed.ok());
+  auto refused = Gunzip(*compressed, 1 << 20);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().message(), "inflates to more than 1048576 bytes");
+  auto exact = Gunzip(*compressed, zeros.size());
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(*exact, zeros);
+
+  const std::string path = TempPath("gz");
+  ASSERT_TRUE(WriteFileAtomically(path, *compressed).ok());
+  EXPECT_EQ(ReadFile(path, 1 << 20).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(ReadFile(path).ok());
+  unlink(path.c_str());
+}
+
 TEST(FileIoTest, MissingFileIsNotFound) {
   EXPECT_EQ(ReadFile("/nonexistent/habitat/file").status().code(),
             absl::StatusCode::kNotFound);

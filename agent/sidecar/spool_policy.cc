@@ -1,13 +1,12 @@
 // The decisions of the spool uploader that need no I/O: backoff delays,
 // which errors are permanent, and what a spool file is.
-#include <zlib.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/sidecar/spool.h"
+#include "common/file_io.h"
 
 namespace habitat::agent {
 
@@ -34,44 +33,6 @@ ErrorClass ClassifyUploadError(const absl::Status& status) {
   }
 }
 
-namespace {
-
-// Inflates gzip data, giving up past `limit` bytes: a small foreign file
-// must not be able to exhaust the sidecar's memory (and crash-loop it).
-absl::StatusOr<std::string> InflateAtMost(const std::string& compressed, size_t limit) {
-  z_stream stream{};
-  // 15 + 16: gzip framing only.
-  if (inflateInit2(&stream, 15 + 16) != Z_OK) return absl::InternalError("inflateInit2 failed");
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  stream.avail_in = static_cast<uInt>(compressed.size());
-  std::string out;
-  char chunk[1 << 16];
-  int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
-    stream.next_out = reinterpret_cast<Bytef*>(chunk);
-    stream.avail_out = sizeof(chunk);
-    rc = inflate(&stream, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) {
-      inflateEnd(&stream);
-      return absl::InvalidArgumentError(absl::StrCat("corrupt gzip data (zlib error ", rc, ")"));
-    }
-    out.append(chunk, sizeof(chunk) - stream.avail_out);
-    if (out.size() > limit) {
-      inflateEnd(&stream);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("inflates to more than ", limit, " bytes"));
-    }
-    if (rc == Z_OK && stream.avail_in == 0 && stream.avail_out != 0) {
-      inflateEnd(&stream);
-      return absl::InvalidArgumentError("gzip data ends early");
-    }
-  }
-  inflateEnd(&stream);
-  return out;
-}
-
-}  // namespace
-
 absl::StatusOr<habitat::v1::Trace> ParseSpoolTrace(const std::string& path,
                                                    const std::string& bytes, size_t max_bytes) {
   if (bytes.empty()) {
@@ -81,7 +42,9 @@ absl::StatusOr<habitat::v1::Trace> ParseSpoolTrace(const std::string& path,
   const std::string* data = &bytes;
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
       static_cast<unsigned char>(bytes[1]) == 0x8b) {
-    auto result = InflateAtMost(bytes, max_bytes);
+    // Bounded: a small foreign file must not exhaust the sidecar's memory
+    // (and crash-loop it).
+    auto result = Gunzip(bytes, max_bytes);
     if (absl::IsResourceExhausted(result.status())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", path, "' ", result.status().message(), ", more than the largest upload"));

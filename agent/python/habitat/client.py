@@ -17,10 +17,10 @@ and no generated code ties the package to one protobuf release.
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import time
+import zlib
 from typing import Optional, Sequence, Union
 
 DESCRIPTOR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "habitat_v1.desc")
@@ -32,6 +32,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _TRACE_BATCH_SIZE_FIELD = 5
 _REQUEST_TRACE_FIELD = 1
 _MAX_BATCH_SIZE = 1 << 30  # the CLI's bound on --batch-size
+# The most a gzipped trace may inflate to by default: the server's default
+# --max_message_mb; nothing larger could be sent.
+_MAX_TRACE_BYTES = 64 << 20
 
 _PRICE_KINDS = {"on_demand": 1, "on-demand": 1, "spot": 2}
 _METHOD_NAMES = {
@@ -127,10 +130,42 @@ def _length_delimited(field_number: int, payload: bytes) -> bytes:
     return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def trace_bytes(trace) -> bytes:
+def _inflate_at_most(data: bytes, limit: int, source: str) -> bytes:
+    """Inflates gzip `data` (every member), refusing it as soon as it exceeds
+    `limit` bytes: a small file of zeros inflates a thousandfold, and must not
+    take this process's memory first (the sidecar and the CLI bound theirs
+    the same way, with common/file_io's Gunzip)."""
+    out = bytearray()
+    rest = data
+    while rest[:2] == _GZIP_MAGIC:
+        member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        pending = rest
+        try:
+            while not member.eof:
+                chunk = member.decompress(pending, limit + 1 - len(out))
+                out += chunk
+                if len(out) > limit:
+                    raise ValueError(f"{source} inflates to more than {limit} bytes, more than "
+                                     "the largest trace this client sends (max_message_mb)")
+                pending = member.unconsumed_tail
+                if not pending and not chunk:
+                    break
+        except zlib.error as e:
+            raise ValueError(f"{source} is not valid gzip: {e}") from e
+        if not member.eof:
+            raise ValueError(f"{source} is not valid gzip: the data ends early")
+        rest = member.unused_data
+    if rest.strip(b"\0"):
+        raise ValueError(f"{source} is not valid gzip: unexpected bytes after the data")
+    return bytes(out)
+
+
+def trace_bytes(trace, max_bytes: int = _MAX_TRACE_BYTES) -> bytes:
     """The serialised habitat.v1.Trace of `trace`: a file path, bytes (both
     gzip-compressed or not), a habitat.Trace from the tracker (to_bytes())
-    or a protobuf Trace message (SerializeToString())."""
+    or a protobuf Trace message (SerializeToString()). Gzip data that inflates
+    to more than `max_bytes` is refused (ValueError) without being inflated
+    further."""
     if isinstance(trace, (str, os.PathLike)):
         path = os.fspath(trace)
         try:
@@ -152,10 +187,7 @@ def trace_bytes(trace) -> bytes:
         raise TypeError("trace must be a path, bytes, a habitat.Trace or a Trace message, "
                         f"not {type(trace).__name__}")
     if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise ValueError(f"{source} is not valid gzip: {e}") from e
+        data = _inflate_at_most(data, max_bytes, source)
     if not data:
         raise ValueError(f"{source} is empty")
     if data.lstrip()[:1] in (b"{", b"["):
@@ -250,6 +282,7 @@ class Client:
         self.server = server
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
+        self._max_message_bytes = max_message_mb << 20
         if token is None:
             token = os.environ.get("HABITAT_TOKEN") or None
         if token is not None:
@@ -358,14 +391,14 @@ class Client:
             # concatenation of its fields in any order, so the request is
             # that field followed by the other fields. A trace of many MB
             # is neither parsed nor re-encoded here (the server validates it).
-            data = _with_batch_size(trace_bytes(trace), batch_size)
+            data = _with_batch_size(trace_bytes(trace, self._max_message_bytes), batch_size)
             request = _length_delimited(_REQUEST_TRACE_FIELD, data) + rest.SerializeToString()
         return to_dict(self._call("Predict", request, "PredictResponse"))
 
     def upload(self, trace, batch_size: Optional[int] = None) -> str:
         """Stores `trace` on the server; returns its id ("sha256:...") for
         predict(trace_id=...)."""
-        data = _with_batch_size(trace_bytes(trace), batch_size)
+        data = _with_batch_size(trace_bytes(trace, self._max_message_bytes), batch_size)
         response = self._call("UploadTrace", _length_delimited(_REQUEST_TRACE_FIELD, data),
                               "UploadTraceResponse")
         return response.trace_id
@@ -454,6 +487,44 @@ def _unscaled_percent(p: dict) -> float:
     return 100.0 * unscaled / total
 
 
+def _mode_text(op: dict) -> str:
+    """'tf32>fp32' where the GPU runs the operation in another math mode than
+    the origin did, 'bf16' where both are the same, '' without modes."""
+    origin, target = op.get("origin_math_mode", ""), op.get("target_math_mode", "")
+    if not origin:
+        return ""
+    if origin == target:
+        return _printable(origin)
+    return f"{_printable(origin)}>{_printable(target)}"
+
+
+def _error_text(p: dict) -> str:
+    """The table's expected-error column: '-' for the origin (measured) and
+    where the response has no estimate."""
+    error = p.get("expected_error_percent", 0.0)
+    if p["is_origin"] or not error > 0:
+        return "-"
+    return f"{error:.1f}%"
+
+
+def _top_operations(p: dict, top: int) -> list:
+    ops = sorted(p.get("operations", []),
+                 key=lambda op: (-(op["predicted_forward_ns"] + op["predicted_backward_ns"]),
+                                 op["index"]))
+    return ops[:max(top, 0)]
+
+
+def _breakdown_legend(predictions: list, top: int) -> str:
+    shown = [op for p in predictions for op in _top_operations(p, top)]
+    out = ""
+    if any(_mode_text(op) for op in shown):
+        out += "  mode: math mode on the origin GPU, then on this GPU where it differs (tf32>fp32)\n"
+    if any(op.get("at_hardware_limit") for op in shown):
+        out += "  ^ at_hardware_limit: predicted faster than this GPU's peak FLOPS or bandwidth " \
+               "allow, raised to it\n"
+    return out
+
+
 def _operation_table(p: dict, top: int) -> str:
     ops = sorted(p.get("operations", []),
                  key=lambda op: (-(op["predicted_forward_ns"] + op["predicted_backward_ns"]),
@@ -462,16 +533,18 @@ def _operation_table(p: dict, top: int) -> str:
           "operations by predicted time\n"
     if not ops:
         return out + "    (no per-operation breakdown in the response)\n"
-    out += f"    {'index':>5}  {'operation':<40} {'origin ms':>10} {'fwd ms':>10} " \
-           f"{'bwd ms':>10} {'share':>6}  method\n"
+    out += f"    {'index':>5}  {'operation':<32} {'origin ms':>9} {'fwd ms':>9} " \
+           f"{'bwd ms':>9} {'share':>6}  {'method':<8} mode\n"
     for op in ops[:top]:
         total = op["predicted_forward_ns"] + op["predicted_backward_ns"]
         share = 100.0 * total / p["iteration_ns"] if p["iteration_ns"] > 0 else 0.0
         origin = (op["origin_forward_ns"] + op["origin_backward_ns"]) / 1e6
-        out += f"    {op['index']:>5}  {_truncate(_printable(op['name']), 40):<40} " \
-               f"{origin:>10.3f} {op['predicted_forward_ns'] / 1e6:>10.3f} " \
-               f"{op['predicted_backward_ns'] / 1e6:>10.3f} {share:>5.1f}%  " \
-               f"{_METHOD_NAMES.get(op['method'], '?')}\n"
+        method = _METHOD_NAMES.get(op["method"], "?") + ("^" if op.get("at_hardware_limit") else "")
+        line = f"    {op['index']:>5}  {_truncate(_printable(op['name']), 32):<32} " \
+               f"{origin:>9.3f} {op['predicted_forward_ns'] / 1e6:>9.3f} " \
+               f"{op['predicted_backward_ns'] / 1e6:>9.3f} {share:>5.1f}%  " \
+               f"{method:<8} {_mode_text(op)}"
+        out += line.rstrip(" ") + "\n"
         for warning in op.get("warnings", []):
             out += _wrap("           ! ", _printable(warning), 99)
     return out
@@ -480,8 +553,9 @@ def _operation_table(p: dict, top: int) -> str:
 def format_table(response: dict, model_name: str = "", precision: str = "",
                  breakdown: bool = False, top_operations: int = 10) -> str:
     """The prediction as `habitat predict` prints it: one line per GPU in
-    rank order with GPU ms, wall ms ('!': host-bound), samples/s, price per
-    GPU-hour, cost per 1000 samples, cost rank and the unscaled share."""
+    rank order with GPU ms, its expected error, wall ms ('!': host-bound),
+    samples/s, price per GPU-hour, cost per 1000 samples, cost rank and the
+    unscaled share."""
     predictions = sorted(response.get("predictions", []),
                          key=lambda p: (p["rank_by_time"], p["device_id"]))
     kind = "spot" if response.get("price_kind") == "PRICE_KIND_SPOT" else "on-demand"
@@ -504,7 +578,7 @@ def format_table(response: dict, model_name: str = "", precision: str = "",
     unit = currency if any_price else "price"
     any_wall = any(p["wall_ns"] > 0 for p in predictions)
     any_host_bound = any(p["wall_ns"] > 0 and p["host_bound"] for p in predictions)
-    out += f"{'rank':>4}  {'GPU':<{id_width}} {'GPU ms':>9}"
+    out += f"{'rank':>4}  {'GPU':<{id_width}} {'GPU ms':>9}   ±err"
     if any_wall:
         out += f" {'wall ms':>10}"
     out += f" {'samples/s':>10} {unit + '/GPU-h':>10} {unit + '/1k smp':>12} {'cost#':>5} " \
@@ -522,7 +596,8 @@ def format_table(response: dict, model_name: str = "", precision: str = "",
             cost = f"{p['cost_per_1000_samples']:.{cost_decimals}f}"
             if p["rank_by_cost"] > 0:
                 cost_rank = str(p["rank_by_cost"])
-        out += f"{p['rank_by_time']:>4}  {name:<{id_width}} {p['iteration_ns'] / 1e6:>9.3f}"
+        out += f"{p['rank_by_time']:>4}  {name:<{id_width}} {p['iteration_ns'] / 1e6:>9.3f} " \
+               f"{_error_text(p):>6}"
         if any_wall:
             out += f" {p['wall_ns'] / 1e6:>9.3f}{'!' if p['host_bound'] else ' '}" \
                 if p["wall_ns"] > 0 else f" {'-':>10}"
@@ -534,6 +609,8 @@ def format_table(response: dict, model_name: str = "", precision: str = "",
     if any_host_bound:
         out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n"
     out += "  GPU ms: sum of the operations' predicted GPU time; samples/s and costs use it\n"
+    out += "  ±err: expected error of GPU ms (its operations' expected errors weighted by their " \
+           "time)\n"
 
     # One line per distinct warning, with the GPUs it concerns.
     grouped: dict = {}
@@ -557,4 +634,5 @@ def format_table(response: dict, model_name: str = "", precision: str = "",
         out += "\nbreakdown:\n"
         for p in predictions:
             out += _operation_table(p, top_operations)
+        out += _breakdown_legend(predictions, top_operations)
     return out
