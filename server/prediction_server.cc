@@ -7,7 +7,9 @@
 #include <climits>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -30,6 +32,10 @@ namespace habitat {
 namespace {
 
 constexpr char kReflectionPlugin[] = "proto_server_reflection";
+// /metrics: enough workers that a few idle or slow connections do not block
+// Prometheus, and a read timeout well inside its scrape timeout (10 s).
+constexpr int kMetricsThreads = 8;
+constexpr absl::Duration kMetricsRequestTimeout = absl::Seconds(5);
 
 // Reflection per server instead of the process-wide plugin, so the health
 // port can go without it: with `enabled` false any reflection plugin is
@@ -294,11 +300,21 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   for (const auto& device : impl->backend->devices().devices()) device_ids.push_back(device.id());
   impl->metrics = std::make_unique<ServerMetrics>(*impl->registry, device_ids);
   impl->metrics->SetDevicesLoaded(static_cast<double>(impl->backend->devices().devices().size()));
-  impl->metrics->SetStoredTraces(static_cast<double>(impl->backend->stored_traces()));
+  const size_t stored = impl->backend->stored_traces();
+  impl->metrics->SetStoredTraces(static_cast<double>(stored));
+  // An operator who finds the count at zero after a restart knows at once
+  // that the store is not the one they expected.
+  std::fprintf(stderr, "habitat-server: the trace store holds %zu traces\n", stored);
   impl->StartRefresher(options.stored_traces_refresh);
   if (!options.metrics_address.empty()) {
     try {
-      impl->exposer = std::make_unique<prometheus::Exposer>(options.metrics_address);
+      // civetweb gives each connection a worker thread until the request is
+      // read: with its defaults (2 threads, 30 s) two half-open connections
+      // stall every scrape for 30 s.
+      impl->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+          "listening_ports", options.metrics_address, "num_threads",
+          std::to_string(kMetricsThreads), "request_timeout_ms",
+          std::to_string(absl::ToInt64Milliseconds(kMetricsRequestTimeout))});
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
           "cannot serve metrics on '", options.metrics_address, "': ", e.what()));

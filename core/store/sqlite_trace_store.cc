@@ -138,6 +138,35 @@ absl::Status MakeParentDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
+// An existing file of 0 bytes is a store that lost its contents (truncated,
+// or a failed copy), not a new one: starting on it would silently serve an
+// empty store.
+absl::Status RefuseAnEmptyFile(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_size != 0) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "SQLite trace store '", path,
+      "' exists but is empty (0 bytes): its traces are gone, or it is not a trace store. "
+      "Restore it from a backup, or remove the file to start a new, empty store"));
+}
+
+// A database that already holds other tables but no schema version belongs
+// to something else; the store would add its table beside them. (Our own
+// table may already be there: another server creating the schema on the
+// same new file has committed since the version was read.)
+absl::Status RefuseAForeignDatabase(sqlite3* db, const std::string& path) {
+  HABITAT_ASSIGN_OR_RETURN(std::string tables,
+                           QueryText(db, path, "list the tables",
+                                     "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                     "AND name <> 'habitat_traces'"));
+  if (std::atoi(tables.c_str()) == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "SQLite trace store '", path, "' is a SQLite database with ", tables,
+      " table(s) but no habitat schema version: not a trace store; name another file"));
+}
+
 absl::Status CreateSchema(sqlite3* db, const std::string& path) {
   HABITAT_ASSIGN_OR_RETURN(std::string version,
                            QueryText(db, path, "read the schema version", "PRAGMA user_version"));
@@ -148,6 +177,7 @@ absl::Status CreateSchema(sqlite3* db, const std::string& path) {
         " is newer than this server's (", kSchemaVersion, "); use a newer habitat-server"));
   }
   if (user_version == kSchemaVersion) return absl::OkStatus();
+  HABITAT_RETURN_IF_ERROR(RefuseAForeignDatabase(db, path));
   // Only takes effect before the first table: lets retention give pages
   // back to the file system (PRAGMA incremental_vacuum).
   HABITAT_RETURN_IF_ERROR(
@@ -203,6 +233,7 @@ absl::StatusOr<std::unique_ptr<SqliteTraceStore>> SqliteTraceStore::Open(
         "the SQLite library was built without thread support; the trace store needs it");
   }
   HABITAT_RETURN_IF_ERROR(MakeParentDirectories(path));
+  HABITAT_RETURN_IF_ERROR(RefuseAnEmptyFile(path));
   std::unique_ptr<SqliteTraceStore> store(new SqliteTraceStore(path, std::move(options)));
   HABITAT_ASSIGN_OR_RETURN(Lease lease, store->Borrow());
   HABITAT_RETURN_IF_ERROR(CreateSchema(lease.db(), path));

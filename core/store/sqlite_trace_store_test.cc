@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -105,6 +106,36 @@ TEST(SqliteTraceStoreTest, RefusesAFileFromANewerSchema) {
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(store.status().message()),
               AllOf(HasSubstr(path), HasSubstr("schema version 2")));
+}
+
+TEST(SqliteTraceStoreTest, RefusesAnExistingEmptyFileAndKeepsIt) {
+  ScratchDir dir;
+  const std::string path = dir.path() + "/traces.db";
+  ASSERT_TRUE(WriteFileAtomically(path, "").ok());
+  auto store = SqliteTraceStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(store.status().message()),
+              AllOf(HasSubstr(path), HasSubstr("exists but is empty"),
+                    HasSubstr("remove the file to start a new")));
+  auto bytes = ReadFile(path);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(*bytes, "") << "the refused file is left as it was";
+  ASSERT_EQ(::remove(path.c_str()), 0);
+  EXPECT_TRUE(SqliteTraceStore::Open(path).ok()) << "a missing file is a new store";
+}
+
+TEST(SqliteTraceStoreTest, RefusesAnotherApplicationsDatabase) {
+  ScratchDir dir;
+  const std::string path = dir.path() + "/other.db";
+  RawQuery(path, "CREATE TABLE accounts (id INTEGER)");
+  auto store = SqliteTraceStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(store.status().message()),
+              AllOf(HasSubstr(path), HasSubstr("1 table(s) but no habitat schema")));
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'habitat_traces'"),
+            std::vector<std::string>{"0"});
 }
 
 TEST(SqliteTraceStoreTest, DamagedRowsAreDataLossNamingTheTrace) {

@@ -30,6 +30,7 @@ using ::habitat::agent::testing::DistinctTraces;
 using ::habitat::agent::testing::TempDir;
 using ::habitat::agent::testing::UnusedPort;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class TraceStoreBinaryTest : public ::testing::Test {
  protected:
@@ -126,6 +127,8 @@ TEST_F(TraceStoreBinaryTest, AcknowledgedUploadsSurviveSigkillOnTheSqliteStore) 
 
   auto server = StartServer({store});
   EXPECT_EQ(StoredTracesMetric(*server), static_cast<double>(ids.size()));
+  EXPECT_THAT(server->Stderr(),
+              HasSubstr(absl::StrCat("the trace store holds ", ids.size(), " traces")));
   auto client = Client();
   ASSERT_NE(client, nullptr);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -209,7 +212,12 @@ TEST_F(TraceStoreBinaryTest, TenantsStayApartAcrossRestarts) {
                                           "--token_file=" + tokens};
   std::string id;
   {
+    ASSERT_EQ(::chmod(tokens.c_str(), 0644), 0);
     auto server = StartServer(flags);
+    EXPECT_THAT(server->Stderr(),
+                HasSubstr("warning: --token_file '" + tokens +
+                          "' has mode 0644: every user can read it; chmod 600 it"));
+    EXPECT_THAT(server->Stderr(), Not(HasSubstr(alpha_token)));
     auto alpha = Client(alpha_token);
     auto uploaded = Upload(*alpha, (*traces)[0]);
     ASSERT_TRUE(uploaded.ok()) << uploaded.status();
@@ -217,7 +225,9 @@ TEST_F(TraceStoreBinaryTest, TenantsStayApartAcrossRestarts) {
     alpha.reset();
     Kill(*server);
   }
+  ASSERT_EQ(::chmod(tokens.c_str(), 0640), 0);  // group read: a Kubernetes secret
   auto server = StartServer(flags);
+  EXPECT_THAT(server->Stderr(), Not(HasSubstr("warning: --token_file")));
   auto alpha = Client(alpha_token);
   auto beta = Client(beta_token);
   EXPECT_TRUE(PredictById(*alpha, id).ok());
@@ -286,6 +296,8 @@ TEST_F(TraceStoreBinaryTest, BadStoreFlagsStopTheServerWithExitCode1) {
       {{"--store=memory", "--trace_dir=/tmp/x"}, "pass one"},
       {{"--store=sqlite:" + tmp_.Sub("file/traces.db")}, tmp_.Sub("file/traces.db")},
       {{"--store=sqlite:" + tmp_.path()}, "open the database file"},
+      // A store file truncated to 0 bytes is not silently a new, empty store.
+      {{"--store=sqlite:" + tmp_.Sub("file")}, "exists but is empty"},
       {{"--store=postgres:host=" + tmp_.path() + " connect_timeout=2 password=hidden-pw"},
        "PostgreSQL trace store (host=" + tmp_.path()},
       {{"--trace_retention_days=-1"}, "--trace_retention_days must be >= 0"},
