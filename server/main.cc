@@ -1,6 +1,7 @@
 // habitat-server: the prediction service.
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <csignal>
@@ -16,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "core/store/trace_store_factory.h"
+#include "server/listen_address.h"
 #include "server/prediction_server.h"
 
 #ifndef HABITAT_DEFAULT_DATA_DIR
@@ -26,8 +28,9 @@
 #endif
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address (host:port)");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
-          "Prometheus /metrics listen address (plain HTTP); empty disables it");
+ABSL_FLAG(std::string, metrics_address, ":9464",
+          "Prometheus /metrics listen address (plain HTTP, no authentication); a bare :PORT "
+          "listens on the host of --address; empty disables it");
 ABSL_FLAG(std::string, health_address, "",
           "Plaintext listen address serving only grpc.health.v1 (for probes that cannot "
           "speak TLS); empty disables it");
@@ -204,6 +207,21 @@ rlim_t RaiseFileDescriptorLimit() {
   return limit.rlim_cur;
 }
 
+// Secrets that every user of the machine can read are not secret; a file
+// that others can write lets them add their own token. Group read stays
+// quiet: Kubernetes secret volumes give it (defaultMode 0440 with fsGroup)
+// so that a non-root server can read them.
+void WarnIfOthersCanAccess(const char* flag, const std::string& path) {
+  struct stat info;
+  if (path.empty() || ::stat(path.c_str(), &info) != 0) return;  // reading it reports errors
+  const unsigned mode = info.st_mode & 0777;
+  if ((mode & 027) == 0) return;
+  std::fprintf(stderr,
+               "habitat-server: warning: --%s '%s' has mode %04o: %s; chmod 600 it\n", flag,
+               path.c_str(), mode,
+               (mode & 022) != 0 ? "other users can write it" : "every user can read it");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,12 +239,15 @@ int main(int argc, char** argv) {
 
   habitat::ServerOptions options;
   options.address = absl::GetFlag(FLAGS_address);
-  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.metrics_address = habitat::MetricsListenAddress(absl::GetFlag(FLAGS_metrics_address),
+                                                         absl::GetFlag(FLAGS_address));
   options.health_address = absl::GetFlag(FLAGS_health_address);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.token_file = absl::GetFlag(FLAGS_token_file);
+  WarnIfOthersCanAccess("token_file", options.token_file);
+  WarnIfOthersCanAccess("tls_key", options.tls.key_file);
   options.backend.data_dir = absl::GetFlag(FLAGS_data_dir);
   if (absl::GetFlag(FLAGS_models_dir) != "none") {
     options.backend.models_dir = absl::GetFlag(FLAGS_models_dir);
