@@ -106,6 +106,13 @@ void RefuseCompressedRequests(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
 }
 
+// gRPC sets SO_REUSEPORT by default: a second server started on the same
+// address would then start too and the kernel would split connections
+// between the two (uploads to one, Predict by id on the other: NOT_FOUND).
+void ListenExclusively(grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
 // Descriptors kept free of connections: for the store, /metrics, the
 // health port and self-probes while the main port is flooded.
 int FdReserve() {
@@ -338,6 +345,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     health_builder.RegisterCallbackGenericService(&impl->health_port_fallback);
     AddConnectionLimits(options.connections, health_builder);
     RefuseCompressedRequests(health_builder);
+    ListenExclusively(health_builder);
     health_builder.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(),
                                     &impl->health_port);
     impl->health_server = health_builder.BuildAndStart();
@@ -362,6 +370,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   builder.RegisterService(impl->service.get());
   AddConnectionLimits(options.connections, builder);
   RefuseCompressedRequests(builder);
+  ListenExclusively(builder);
   impl->server = builder.BuildAndStart();
   auto stop_servers = [&impl] {
     if (impl->server != nullptr) impl->server->Shutdown(std::chrono::system_clock::now());
