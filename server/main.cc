@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/program_flags.h"
 #include "core/store/trace_store_factory.h"
 #include "server/listen_address.h"
 #include "server/prediction_server.h"
@@ -225,7 +226,9 @@ void WarnIfOthersCanAccess(const char* flag, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Predicts DNN training iteration time on other GPUs.");
+  habitat::SetProgramFlagsUsage("habitat-server",
+                                "Predicts DNN training iteration time on other GPUs.\n"
+                                "  habitat-server [--address=HOST:PORT] [--store=...] [flags]");
   absl::ParseCommandLine(argc, argv);
 
   // Block the handled signals in every thread; the main thread waits for

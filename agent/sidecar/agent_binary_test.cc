@@ -23,6 +23,7 @@ using ::habitat::agent::testing::WriteSpoolTrace;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 struct Result {
   int exit_code = -1;
@@ -83,6 +84,16 @@ TEST_F(AgentBinaryTest, ShipPrintsTheIdAndIsIdempotent) {
   EXPECT_THAT(second.err, HasSubstr("already stored"));
   EXPECT_THAT(second.out, HasSubstr(IdOf((*traces_)[0])));
   EXPECT_THAT(second.out, MatchesRegex("(.|\n)*H100-SXM\t[0-9.]+ ms\n"));
+}
+
+TEST_F(AgentBinaryTest, HelpListsTheFlagsAndVersionNamesTheProgram) {
+  const Result help = RunAgent({"--help"});
+  EXPECT_THAT(help.out, HasSubstr("--spool_dir"));
+  EXPECT_THAT(help.out, HasSubstr("--server"));
+  EXPECT_THAT(help.out, Not(HasSubstr("No flags matched")));
+  const Result version = RunAgent({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, ::testing::StartsWith("habitat-agent "));
 }
 
 TEST_F(AgentBinaryTest, ShipFailuresAndUsageErrors) {

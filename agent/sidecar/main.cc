@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "agent/sidecar/spool.h"
+#include "common/program_flags.h"
 
 ABSL_FLAG(std::string, spool_dir, "", "Directory the tracker writes NAME.trace files into");
 ABSL_FLAG(std::string, server, "", "Prediction server address, host:port");
@@ -163,7 +164,8 @@ int RunSpool(const std::string& server) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  habitat::SetProgramFlagsUsage(
+      "habitat-agent",
       "Ships habitat traces to the prediction server.\n"
       "  habitat-agent --spool_dir=DIR --server=HOST:PORT [--poll_ms=500] [--max_backoff_s=30]\n"
       "                [--predict_devices=all|ID,ID...]\n"

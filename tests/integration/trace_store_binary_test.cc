@@ -290,6 +290,21 @@ TEST_F(TraceStoreBinaryTest, TraceDirStaysAnAliasOfADirectoryStore) {
   EXPECT_EQ(::stat(absl::StrCat(dir, "/", id->substr(7), ".trace").c_str(), &info), 0);
 }
 
+TEST_F(TraceStoreBinaryTest, HelpListsTheFlagsAndVersionNamesTheProgram) {
+  ChildProcess help({HABITAT_SERVER_BINARY, "--help"}, tmp_.Sub("help.out"),
+                    tmp_.Sub("help.err"));
+  ASSERT_NE(help.Wait(absl::Seconds(30)), -1);
+  EXPECT_THAT(help.Stdout(), HasSubstr("--store"));
+  EXPECT_THAT(help.Stdout(), HasSubstr("--metrics_address"));
+  EXPECT_THAT(help.Stdout(), Not(HasSubstr("No flags matched")));
+  ChildProcess version({HABITAT_SERVER_BINARY, "--version"}, tmp_.Sub("version.out"),
+                       tmp_.Sub("version.err"));
+  const int status = version.Wait(absl::Seconds(30));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_THAT(version.Stdout(), ::testing::StartsWith("habitat-server "));
+}
+
 TEST_F(TraceStoreBinaryTest, BadStoreFlagsStopTheServerWithExitCode1) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--store=mysql:db"}, "--store: store 'mysql:db' is not known"},
