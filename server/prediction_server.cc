@@ -383,6 +383,14 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on '", options.address, "' (in use or not an address?)"));
   }
+  // The service is also known to health checks by its name, not only as the
+  // whole server (""); both follow the same status (SetServingStatus(bool)
+  // sets every registered name).
+  for (grpc::Server* server : {impl->server.get(), impl->health_server.get()}) {
+    if (server == nullptr) continue;
+    server->GetHealthCheckService()->SetServingStatus(
+        std::string(v1::PredictionService::service_full_name()), false);
+  }
   // Unix sockets have no port to guard or probe.
   auto probe_address = ProbeAddressFor(options.address, impl->port);
   if (probe_address.ok()) {

@@ -497,6 +497,11 @@ TEST_F(ServerIntegrationTest, HealthCheckServesAndMetricsCountRequests) {
   EXPECT_EQ(*health, 1);  // SERVING
   auto unknown = testing::HealthCheck(address_, "no.such.Service");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  // Clients that check the service they call by name (grpc-health-probe
+  // -service=..., service-config health checking) get the same answer.
+  auto named = testing::HealthCheck(address_, "habitat.v1.PredictionService");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(*named, 1);
 
   auto before = testing::ScrapeMetrics(server_->metrics_port());
   ASSERT_TRUE(before.ok()) << before.status();
@@ -517,6 +522,8 @@ TEST_F(ServerIntegrationTest, HealthCheckServesAndMetricsCountRequests) {
   server_->Wait();
   auto after_shutdown = testing::HealthCheck(address_, "");
   EXPECT_FALSE(after_shutdown.ok() && *after_shutdown == 1);
+  auto named_after_shutdown = testing::HealthCheck(address_, "habitat.v1.PredictionService");
+  EXPECT_FALSE(named_after_shutdown.ok() && *named_after_shutdown == 1);
   server_.reset();
 }
 
