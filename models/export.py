@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Turns trained weights into the file the server loads.
+"""Writes the parity reference of the served kernel-varying model.
 
-    /usr/bin/python3 models/export.py [--dir models/kernel_varying]
+    /usr/bin/python3 models/export.py
 
-Run with the torch the server links (Debian's python3-torch 1.13, matching
-libtorch-dev 1.13): TorchScript written by a newer torch may not load in an
-older LibTorch. Reads weights.npz + manifest.json (models/train.py), writes
-model.pt, adds its sha256 to manifest.json, and writes parity_reference.json:
-real configurations and origin times from models/data paired with GPUs from
-the spec database, with the features and outputs of this exact model, which
-the C++ parity test (core/mlp) must reproduce.
+Reads models/kernel_varying/{manifest.json, model.json.gz} (models/train.py)
+and writes parity_reference.json: passes over every family, math mode
+(including modes the target lacks, which fall back), pass direction and a
+spread of GPU pairs, with the features, roofline ratio, floor and model
+output the C++ side (core/mlp, kernel_varying_model_test) must reproduce.
+The booster is read back from the gzipped file the server loads, so the
+reference checks that file, not the in-memory model of training.
 """
 import argparse
 import gzip
@@ -20,94 +20,75 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
+import xgboost as xgb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from habitat_models import data as data_lib  # noqa: E402
 from habitat_models import features as feat  # noqa: E402
-import train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-PARITY_ROWS = 96
+CONFIGS = {
+    "linear": [dict(m=8 * 512, n=4096, k=1024, bias=1), dict(m=3, n=4097, k=35, bias=0),
+               dict(m=65536, n=1024, k=4096, bias=1), dict(m=128, n=30522, k=768, bias=1)],
+    "bmm": [dict(b=192, m=512, n=512, k=64), dict(b=1, m=4096, n=4096, k=4096),
+            dict(b=64, m=77, n=77, k=80)],
+    "conv2d": [dict(b=32, c_in=64, c_out=64, kernel=3, stride=1, padding=1, size=56, bias=0),
+               dict(b=32, c_in=3, c_out=64, kernel=7, stride=2, padding=3, size=224, bias=0),
+               dict(b=8, c_in=512, c_out=2048, kernel=1, stride=1, padding=0, size=7, bias=0)],
+    "conv_transpose2d": [dict(b=16, c_in=256, c_out=128, kernel=4, stride=2, padding=1, size=16)],
+    "lstm": [dict(b=64, seq=50, k=1024, n=1024, layers=2, bias=1),
+             dict(b=8, seq=20, k=256, n=512, layers=1, bias=1)],
+    "sdpa": [dict(b=8, heads=16, seq=1024, head_dim=64, causal=1),
+             dict(b=2, heads=32, seq=4096, head_dim=128, causal=0)],
+}
+GPUS = ("H100-SXM", "H200", "A100-SXM-80GB", "V100-PCIE-32GB", "T4", "L4", "RTX3090", "P4",
+        "B200")
+
+
+def rows(devices, seed):
+    rng = random.Random(seed)
+    out = []
+    for family, configs in CONFIGS.items():
+        for config in configs:
+            c = {k: config.get(k, 0) for k in feat.CONFIG_COLUMNS}
+            for mode in feat.MODES:
+                origin = rng.choice(("H100-SXM", "H200"))
+                target = rng.choice([g for g in GPUS if g != origin])
+                backward = rng.random() < 0.5
+                target_mode = feat.target_mode(mode, devices[target])
+                origin_ns = float(rng.choice((25_000, 180_000, 2_500_000, 40_000_000)))
+                x, ratio = feat.features(family, c, mode, target_mode, backward,
+                                         devices[origin], devices[target], origin_ns)
+                out.append({"family": family, "config": c, "origin_mode": mode,
+                            "target_mode": target_mode, "backward": backward, "origin": origin,
+                            "target": target, "origin_ns": origin_ns, "features": x,
+                            "roofline_ratio": ratio,
+                            "floor_ns": feat.floor_ns(family, c, target_mode, backward,
+                                                      devices[target])})
+    return out
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--dir", default=str(ROOT / "models" / "kernel_varying"))
     p.add_argument("--devices", default=str(ROOT / "data" / "devices.textproto"))
-    p.add_argument("--own_dir", default=str(ROOT / "models" / "data"))
-    p.add_argument("--neusight_dir", default=str(ROOT.parent / "shared" / "data" / "neusight"))
+    p.add_argument("--dir", default=str(ROOT / "models" / "kernel_varying"))
+    p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
     out = Path(args.dir)
     manifest = json.loads((out / "manifest.json").read_text())
-    weights = np.load(out / "weights.npz")
-    if manifest["feature_version"] != feat.FEATURE_VERSION:
-        raise SystemExit("weights were trained on another feature version; retrain")
-    state = {k: torch.from_numpy(weights[k]) for k in weights.files
-             if k not in ("hidden_layers", "arch")}
-    arch = str(weights["arch"])
-    # Placeholders of the right length; load_state_dict sets the real ones.
-    width = state["mlp.0.weight"].shape[1] if arch == "free" else len(feat.feature_names())
-    model = train.Predictor([0.0] * width, [1.0] * width,
-                            tuple(int(h) for h in weights["hidden_layers"]), arch)
-    model.load_state_dict(state)
-    model.eval()
-    scripted = torch.jit.script(model)
-    scripted.save(str(out / "model.pt"))
-    manifest["torchscript_sha256"] = hashlib.sha256((out / "model.pt").read_bytes()).hexdigest()
-    # What the server evaluates: the same parameters as plain JSON (float32
-    # values written exactly), run by core/mlp's own forward pass. LibTorch
-    # 1.13 in the server process stops prometheus-cpp's HTTP server from
-    # starting (docs/kernel_varying_accuracy.md), so the server does not
-    # link it; the parity test holds the two to the same outputs.
-    layers = []
-    for i in range(0, len(model.mlp), 2):
-        linear = model.mlp[i]
-        layers.append({"weight": [[float(v) for v in row] for row in linear.weight.tolist()],
-                       "bias": [float(v) for v in linear.bias.tolist()]})
-    served = {"arch": arch, "context": model.context.tolist(),
-              "delta_origin": model.delta_origin.tolist(),
-              "delta_target": model.delta_target.tolist(),
-              "mean": model.mean.tolist(), "std": model.std.tolist(), "layers": layers}
-    # gzip with a fixed mtime: the same weights give the same bytes (and sha).
-    with open(out / "model.json.gz", "wb") as raw:
-        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
-            f.write(json.dumps(served, separators=(",", ":")).encode())
-    manifest["model_file"] = "model.json.gz"
-    manifest["model_sha256"] = hashlib.sha256((out / "model.json.gz").read_bytes()).hexdigest()
-    manifest["exported_with_torch"] = torch.__version__
-    # Which GPUs the training data covers per family and precision, so the
-    # server can say when a prediction extrapolates to an unseen GPU.
+    model_path = out / manifest["model_file"]
+    if hashlib.sha256(model_path.read_bytes()).hexdigest() != manifest["model_sha256"]:
+        raise SystemExit(f"{model_path}: sha256 differs from the manifest")
+    booster = xgb.Booster()
+    booster.load_model(bytearray(gzip.decompress(model_path.read_bytes())))
     devices = feat.load_devices(args.devices)
-    coverage = {}
-    for _, family, _, precision, _, device, _ in data_lib.measurements(
-            args.neusight_dir, args.own_dir, devices):
-        coverage.setdefault(family, {}).setdefault(precision, set()).add(device)
-    manifest["coverage"] = {f: {p: sorted(g) for p, g in sorted(c.items())}
-                            for f, c in sorted(coverage.items())}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
-
-    pairs = data_lib.pairs(list(data_lib.load_own(args.own_dir)))
-    rng = random.Random(7)
-    chosen = rng.sample(pairs, PARITY_ROWS)
-    others = sorted(devices)
-    for i, pair in enumerate(chosen):
-        if i % 2:  # exercise every kind of GPU spec, not only the two measured
-            pair["target"] = others[rng.randrange(len(others))]
-    x = np.array([feat.features(c["family"], c["config"], c["precision"], c["backward"],
-                                devices[c["origin"]], devices[c["target"]], c["origin_ns"])
-                  for c in chosen], dtype=np.float32)
-    loaded = torch.jit.load(str(out / "model.pt"))
-    with torch.no_grad():
-        log2_ratio = loaded(torch.from_numpy(x)).numpy()
-    reference = [{"family": c["family"], "config": c["config"], "precision": c["precision"],
-                  "backward": c["backward"], "origin": c["origin"], "target": c["target"],
-                  "origin_ns": c["origin_ns"], "features": [float(v) for v in row],
-                  "log2_ratio": float(r), "predicted_ratio": float(2.0 ** r)}
-                 for c, row, r in zip(chosen, x, log2_ratio)]
+    reference = rows(devices, args.seed)
+    x = np.array([r["features"] for r in reference], dtype=np.float32)
+    predicted = booster.inplace_predict(x)
+    for r, value, row in zip(reference, predicted, x):
+        r["features"] = [float(v) for v in row]
+        r["log2_correction"] = float(value)
     (out / "parity_reference.json").write_text(json.dumps(reference, indent=1))
-    print(f"wrote {out / 'model.json.gz'} ({manifest['model_sha256'][:12]}), model.pt and "
-          f"{len(reference)} parity rows")
+    print(f"wrote {out / 'parity_reference.json'}: {len(reference)} rows")
     return 0
 
 

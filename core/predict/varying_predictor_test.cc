@@ -366,7 +366,7 @@ TEST_F(VaryingPredictorTest, ModelPredictionBelowTheFloorIsClampedAndFlagged) {
   EXPECT_EQ(op.predicted_forward_ns(), pass.floor_ns);
   EXPECT_EQ(op.origin_math_mode(), "fp32");
   EXPECT_EQ(op.target_math_mode(), "fp32");
-  EXPECT_EQ(op.expected_error_percent(), pass.expected_error_percent);
+  EXPECT_NEAR(op.expected_error_percent(), pass.expected_error_percent, 1e-9);
   EXPECT_TRUE(HasWarning(*prediction,
                          "1 operation(s), 100.0% of the origin GPU time, were predicted faster "
                          "than the target GPU's datasheet peak FLOPS"));

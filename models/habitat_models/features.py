@@ -1,41 +1,64 @@
-"""Features of the kernel-varying predictor.
+"""Features of the kernel-varying predictor (version 2).
 
 The C++ server computes the same vector (core/mlp/features.cc); the parity
 test (core/mlp/mlp_predictor_test.cc) checks both against
 models/kernel_varying/parity_reference.json. Change both or neither, and bump
 FEATURE_VERSION.
 
-The model predicts log2(target time / origin time) of one pass (forward or
-backward) of one operation, from the operation's configuration, the two GPUs'
-specifications (data/devices.textproto) and the measured origin time.
+The prediction of one pass (forward or backward) of one operation moved from
+an origin GPU, where it was measured, to a target GPU:
+
+    target_ns = origin_ns * roofline_ratio * 2 ** model(features)
+
+roofline_ratio is the ratio of the two GPUs' rooflines for the op, each
+max(FLOP / sustained throughput of the math mode the op runs in there,
+DRAM bytes / streaming bandwidth): physics that carries to any GPU with a spec
+entry. The model (gradient-boosted trees) learns only the correction, from
+features that describe the op relative to each GPU (waves, wave
+quantisation, compute against memory time, working set against L2) and how
+far the op stayed from its roofline on the origin; no feature names a GPU,
+so a GPU outside the training data is predicted from what it shares with
+the measured ones.
 """
 import math
 import re
 from pathlib import Path
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 FAMILIES = ("linear", "bmm", "conv2d", "conv_transpose2d", "lstm", "sdpa")
 CONFIG_COLUMNS = ("b", "m", "n", "k", "c_in", "c_out", "kernel", "stride",
                   "padding", "size", "heads", "seq", "head_dim", "layers",
                   "causal", "bias")
-# Families whose fp32 math runs on TF32 tensor cores by PyTorch's default
-# (torch.backends.cudnn.allow_tf32 = True; matmul TF32 is off by default).
-CUDNN_FAMILIES = ("conv2d", "conv_transpose2d", "lstm")
-TILE = 128                     # output tile edge assumed for wave counts
+# Math modes: fp32 on CUDA cores, TF32 / fp16 / bf16 on tensor cores.
+MODES = ("fp32", "tf32", "fp16", "bf16")
+# Output tile edges for wave counts: a large and a small cuBLAS/cuDNN tile.
+TILES = (128, 64)
+# Where a GPU has no measured sustained matmul throughput: this fraction of
+# the datasheet peak (median of the measured fractions in
+# docs/gpu_efficiency_sources.md); kDefaultSustainedFraction in C++.
+DEFAULT_SUSTAINED_FRACTION = 0.75
+# Where a GPU has no measured streaming bandwidth: this fraction of the
+# datasheet bandwidth (kDefaultStreamingEfficiency, core/scaling).
+DEFAULT_STREAMING_FRACTION = 0.82
 DEVICE_FIELDS = ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbps",
                  "l2_cache_bytes", "peak_fp32_tflops", "peak_tf32_tflops",
                  "peak_bf16_tensor_tflops", "peak_fp16_tensor_tflops",
-                 "compute_capability_major", "compute_capability_minor")
+                 "streaming_bandwidth_gbps", "measured_fp32_gemm_tflops",
+                 "measured_tf32_gemm_tflops", "measured_fp16_gemm_tflops",
+                 "measured_bf16_gemm_tflops")
 
 
 def load_devices(path):
-    """Parses data/devices.textproto (flat scalar fields per `devices` block)."""
+    """Parses data/devices.textproto (flat scalar fields per `devices` block).
+    Missing numeric fields read as 0, as in proto3."""
     devices, current = {}, None
     for line in Path(path).read_text().splitlines():
         line = line.strip()
         if line.startswith("devices {"):
             current = {"driver_names": []}
         elif line == "}" and current is not None:
+            for field in DEVICE_FIELDS:
+                current.setdefault(field, 0.0)
             devices[current["id"]] = current
             current = None
         elif current is not None:
@@ -54,112 +77,164 @@ def load_devices(path):
     return devices
 
 
-def peak_tflops(device, family, precision):
-    if precision == "bf16":
-        peak = device["peak_bf16_tensor_tflops"] or device["peak_fp16_tensor_tflops"]
-        return peak or device["peak_fp32_tflops"]
-    if family in CUDNN_FAMILIES and device["peak_tf32_tflops"] > 0:
-        return device["peak_tf32_tflops"]
-    return device["peak_fp32_tflops"]
+def peak_tflops(device, mode):
+    """Datasheet peak of the math mode; 0 where the GPU has no such units."""
+    return {"fp32": device["peak_fp32_tflops"], "tf32": device["peak_tf32_tflops"],
+            "fp16": device["peak_fp16_tensor_tflops"],
+            "bf16": device["peak_bf16_tensor_tflops"]}[mode]
+
+
+def sustained_tflops(device, mode):
+    measured = device[f"measured_{mode}_gemm_tflops"]
+    return measured if measured > 0 else DEFAULT_SUSTAINED_FRACTION * peak_tflops(device, mode)
+
+
+def streaming_gbps(device):
+    measured = device["streaming_bandwidth_gbps"]
+    return measured if measured > 0 else DEFAULT_STREAMING_FRACTION * device["memory_bandwidth_gbps"]
 
 
 def conv_out(size, kernel, stride, padding):
     return max(1, (size + 2 * padding - kernel) // stride + 1)
 
 
-def work(family, c, precision, backward):
-    """(FLOP, DRAM bytes, output tiles) of one pass: the minimum the op must
-    do, not what its kernels happen to do."""
-    elem = 2 if precision == "bf16" else 4
+def element_bytes(mode):
+    return 2 if mode in ("fp16", "bf16") else 4
+
+
+def gemm_view(family, c):
+    """(batch, rows, cols, reduction) of the GEMM the op amounts to: output
+    rows x cols, `batch` times, each output summing `reduction` products."""
+    g = lambda key: float(c.get(key, 0))
+    if family == "linear":
+        return 1.0, g("m"), g("n"), g("k")
+    if family == "bmm":
+        return g("b"), g("m"), g("n"), g("k")
+    if family == "conv2d":
+        o = conv_out(int(g("size")), int(g("kernel")), int(g("stride")), int(g("padding")))
+        return 1.0, g("b") * o * o, g("c_out"), g("c_in") * g("kernel") * g("kernel")
+    if family == "conv_transpose2d":
+        return 1.0, g("b") * g("size") * g("size"), g("c_out"), g("c_in") * g("kernel") * g("kernel")
+    if family == "lstm":
+        return max(1.0, g("layers")) * g("seq"), g("b"), 4 * g("n"), g("k") + g("n")
+    if family == "sdpa":
+        return g("b") * g("heads"), g("seq"), g("seq"), g("head_dim")
+    raise ValueError(family)
+
+
+def work(family, c, mode, backward):
+    """(FLOP, DRAM bytes) of one pass: the minimum the op must do, not what
+    its kernels happen to do."""
+    elem = element_bytes(mode)
     g = lambda key: float(c.get(key, 0))
     if family == "linear":
         m, n, k = g("m"), g("n"), g("k")
-        flop, words, tiles = 2 * m * n * k, m * k + k * n + m * n, _tiles(m, n)
+        flop, words = 2 * m * n * k, m * k + k * n + m * n
     elif family == "bmm":
         b, m, n, k = g("b"), g("m"), g("n"), g("k")
-        flop = 2 * b * m * n * k
-        words, tiles = b * (m * k + k * n + m * n), b * _tiles(m, n)
+        flop, words = 2 * b * m * n * k, b * (m * k + k * n + m * n)
     elif family in ("conv2d", "conv_transpose2d"):
         b, ci, co, kk, s = g("b"), g("c_in"), g("c_out"), g("kernel"), g("size")
         if family == "conv2d":
             o = conv_out(int(s), int(kk), int(g("stride")), int(g("padding")))
             flop = 2 * b * co * o * o * ci * kk * kk
-            rows = b * o * o
         else:
             o = max(1.0, (s - 1) * g("stride") - 2 * g("padding") + kk)
             flop = 2 * b * ci * s * s * co * kk * kk
-            rows = b * s * s
         words = b * ci * s * s + b * co * o * o + ci * co * kk * kk
-        tiles = _tiles(rows, co)
     elif family == "lstm":
         b, t, i, h, layers = g("b"), g("seq"), g("k"), g("n"), max(1.0, g("layers"))
         flop = t * 8 * b * h * ((i + h) + (layers - 1) * 2 * h)
         words = t * b * (i + 4 * h * layers) + 4 * h * (i + h + (layers - 1) * 2 * h)
-        tiles = _tiles(b, 4 * h)
     elif family == "sdpa":
         b, heads, l, d = g("b"), g("heads"), g("seq"), g("head_dim")
         frac = 0.5 if g("causal") else 1.0
         flop = 4 * b * heads * l * l * d * frac
-        words, tiles = 4 * b * heads * l * d, b * heads * math.ceil(l / TILE)
+        words = 4 * b * heads * l * d
     else:
         raise ValueError(family)
     if backward:
         flop, words = 2 * flop, 2 * words
-    return flop, words * elem, max(1.0, tiles)
+    return flop, words * elem
 
 
-def _tiles(rows, cols):
-    return math.ceil(rows / TILE) * math.ceil(cols / TILE)
+def min_arithmetic_flop(family, c, flop):
+    """A lower bound on the arithmetic of a convolution, below the direct
+    count: Winograd F(4x4, 3x3) needs 1/4 of the multiplies of a stride-1
+    3x3 convolution, and FFT methods fewer still for larger kernels (bounded
+    here at kernel^2 / 2). Other families do what their FLOP count says."""
+    if family not in ("conv2d", "conv_transpose2d") or int(c.get("stride", 1)) != 1:
+        return flop
+    kernel = float(c.get("kernel", 1))
+    if kernel < 3:
+        return flop
+    return flop / (4.0 if kernel == 3 else kernel * kernel / 2.0)
 
 
-def _log2p(x):
-    return math.log2(1.0 + max(0.0, x))
+def floor_ns(family, c, mode, backward, device):
+    """The hard limit: no pass can take less than its minimum arithmetic at
+    the datasheet peak of its math mode, nor less than its DRAM bytes at the
+    datasheet bandwidth. Returns 0 when the mode has no units on the GPU."""
+    flop, nbytes = work(family, c, mode, backward)
+    peak = peak_tflops(device, mode)
+    if peak <= 0:
+        return 0.0
+    return max(min_arithmetic_flop(family, c, flop) / (peak * 1e3),
+               nbytes / device["memory_bandwidth_gbps"])
 
 
-def device_features(device, family, precision):
-    return [math.log2(peak_tflops(device, family, precision)),
-            math.log2(device["memory_bandwidth_gbps"]),
-            math.log2(device["sm_count"]),
-            math.log2(device["l2_cache_bytes"] / 2**20),
-            math.log2(device["boost_clock_mhz"]),
-            device["compute_capability_major"] + device["compute_capability_minor"] / 10]
-
-
-def roofline_ns(device, family, precision, flop, nbytes):
-    compute = flop / (peak_tflops(device, family, precision) * 1e3)
-    memory = nbytes / device["memory_bandwidth_gbps"]
-    return max(compute, memory, 1.0)
+def _sides(family, c, mode, backward, device):
+    """(roofline ns, per-GPU features) of one pass on one GPU."""
+    flop, nbytes = work(family, c, mode, backward)
+    compute = flop / (sustained_tflops(device, mode) * 1e3)
+    memory = nbytes / streaming_gbps(device)
+    roofline = max(compute, memory, 1.0)
+    batch, rows, cols, _ = gemm_view(family, c)
+    x = [math.log2(max(compute, 1e-3) / max(memory, 1e-3))]
+    for tile in TILES:
+        tiles = max(1.0, batch * math.ceil(rows / tile) * math.ceil(cols / tile))
+        waves = tiles / device["sm_count"]
+        x += [math.log2(waves), waves / math.ceil(waves)]
+    x += [math.log2(roofline), math.log2((nbytes + 1.0) / device["l2_cache_bytes"])]
+    return roofline, x
 
 
 def feature_names():
-    names = [f"family_{f}" for f in FAMILIES] + ["backward", "bf16"]
-    names += [f"log2p_{c}" for c in CONFIG_COLUMNS]
-    names += ["log2p_flop", "log2p_bytes", "log2_intensity"]
+    names = [f"family_{f}" for f in FAMILIES] + ["backward"]
+    names += [f"origin_mode_{m}" for m in MODES] + [f"target_mode_{m}" for m in MODES]
+    names += ["log2p_batch", "log2p_rows", "log2p_cols", "log2p_reduction"]
     for side in ("origin", "target"):
-        names += [f"{side}_{x}" for x in ("log2_peak_tflops", "log2_bandwidth_gbps",
-                                          "log2_sm_count", "log2_l2_mib",
-                                          "log2_clock_mhz", "compute_capability")]
-    names += ["log2_roofline_origin_ns", "log2_roofline_target_ns", "log2_roofline_ratio"]
-    names += ["log2_waves_origin", "log2_waves_target", "wave_quant_origin", "wave_quant_target"]
-    names += ["log2_origin_ns"]
+        names += [f"{side}_{x}" for x in (
+            "log2_compute_over_memory", "log2_waves_128", "wave_quant_128", "log2_waves_64",
+            "wave_quant_64", "log2_roofline_ns", "log2_bytes_over_l2")]
+    names += ["log2_origin_over_roofline", "log2_roofline_ratio"]
     return names
 
 
-def features(family, config, precision, backward, origin, target, origin_ns):
-    flop, nbytes, tiles = work(family, config, precision, backward)
-    x = [1.0 if family == f else 0.0 for f in FAMILIES]
-    x += [1.0 if backward else 0.0, 1.0 if precision == "bf16" else 0.0]
-    x += [_log2p(float(config.get(c, 0))) for c in CONFIG_COLUMNS]
-    x += [_log2p(flop), _log2p(nbytes), math.log2((flop + 1.0) / (nbytes + 1.0))]
-    x += device_features(origin, family, precision)
-    x += device_features(target, family, precision)
-    ro = roofline_ns(origin, family, precision, flop, nbytes)
-    rt = roofline_ns(target, family, precision, flop, nbytes)
-    x += [math.log2(ro), math.log2(rt), math.log2(rt / ro)]
-    for device in (origin, target):
-        x.append(math.log2(tiles / device["sm_count"]))
-    for device in (origin, target):
-        waves = tiles / device["sm_count"]
-        x.append(math.ceil(waves) / waves)
-    x.append(math.log2(max(origin_ns, 1.0)))
-    return x
+def roofline_ratio(family, c, origin_mode, target_mode, backward, origin, target):
+    ro, _ = _sides(family, c, origin_mode, backward, origin)
+    rt, _ = _sides(family, c, target_mode, backward, target)
+    return rt / ro
+
+
+def features(family, c, origin_mode, target_mode, backward, origin, target, origin_ns):
+    """The feature vector and the roofline ratio of one pass."""
+    ro, xo = _sides(family, c, origin_mode, backward, origin)
+    rt, xt = _sides(family, c, target_mode, backward, target)
+    x = [1.0 if family == f else 0.0 for f in FAMILIES] + [1.0 if backward else 0.0]
+    x += [1.0 if origin_mode == m else 0.0 for m in MODES]
+    x += [1.0 if target_mode == m else 0.0 for m in MODES]
+    x += [math.log2(1.0 + v) for v in gemm_view(family, c)]
+    x += xo + xt
+    x += [math.log2(max(origin_ns, 1.0) / ro), math.log2(rt / ro)]
+    return x, rt / ro
+
+
+def target_mode(origin_mode, device):
+    """The math mode the target GPU runs an op in that ran in `origin_mode`:
+    TF32 falls back to fp32 CUDA cores without TF32 units (before Ampere),
+    bf16 to fp32 without bf16 tensor cores (PyTorch computes bf16 matmuls
+    through fp32 there), fp16 to fp32 without fp16 tensor cores (Pascal)."""
+    if origin_mode != "fp32" and peak_tflops(device, origin_mode) <= 0:
+        return "fp32"
+    return origin_mode
