@@ -537,6 +537,25 @@ void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::Pric
   }
 }
 
+// Asked for spot prices where the catalog has only on-demand ones (some
+// clouds have no spot market): those GPUs come back unpriced, which reads as
+// "not offered" unless said.
+std::optional<std::string> MissingSpotPricesWarning(
+    const v1::PriceCatalog& catalog, const std::vector<DevicePrediction>& predictions) {
+  std::vector<std::string> on_demand_only;
+  for (const auto& p : predictions) {
+    if (!p.has_price() &&
+        PricePerGpuHour(catalog, p.device_id(), v1::PRICE_KIND_ON_DEMAND).has_value()) {
+      on_demand_only.push_back(p.device_id());
+    }
+  }
+  if (on_demand_only.empty()) return std::nullopt;
+  return absl::StrCat("catalog '", catalog.name(), "' has no spot price for ",
+                      absl::StrJoin(on_demand_only, ", "),
+                      " (on-demand prices only), so they are unpriced; ask for on-demand "
+                      "prices to rank them by cost");
+}
+
 PredictionEngine::PredictionEngine(const DeviceDatabase* devices,
                                    std::shared_ptr<PredictionCache> cache,
                                    std::shared_ptr<const VaryingPredictor> varying)
@@ -658,6 +677,10 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
   if (query.catalog != nullptr) {
     response.set_catalog(query.catalog->name());
     response.set_currency(query.catalog->currency());
+  }
+  if (query.catalog != nullptr && query.price_kind == v1::PRICE_KIND_SPOT) {
+    auto warning = MissingSpotPricesWarning(*query.catalog, predictions);
+    if (warning.has_value()) response.add_warnings(*std::move(warning));
   }
   for (auto& p : predictions) *response.add_predictions() = std::move(p);
   if (trace.iteration_gpu_busy_ns() > 0 && trace.iteration_wall_ns() > 0 &&

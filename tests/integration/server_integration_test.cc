@@ -281,8 +281,12 @@ TEST_F(ServerIntegrationTest, PredictWithInlineCatalogAndSpotPrices) {
   price->set_device_id("A100-SXM-80GB");
   price->set_on_demand_per_gpu_hour(4.0);
   price->set_spot_per_gpu_hour(1.0);
+  v1::GpuPrice* on_demand_only = catalog->add_prices();
+  on_demand_only->set_device_id("H200");
+  on_demand_only->set_on_demand_per_gpu_hour(5.0);
   request.add_devices("A100-SXM-80GB");
   request.add_devices("H100-SXM");
+  request.add_devices("H200");
   request.set_price_kind(v1::PRICE_KIND_SPOT);
   auto response = client_->Predict(request);
   ASSERT_TRUE(response.ok()) << response.status();
@@ -295,9 +299,14 @@ TEST_F(ServerIntegrationTest, PredictWithInlineCatalogAndSpotPrices) {
       EXPECT_DOUBLE_EQ(p.price_per_hour(), 1.0);  // the spot price
       EXPECT_EQ(p.rank_by_cost(), 1u);
     } else {
-      EXPECT_FALSE(p.has_price()) << p.device_id();  // not in the inline catalog
+      // H100-SXM: not in the inline catalog; H200: no spot price.
+      EXPECT_FALSE(p.has_price()) << p.device_id();
     }
   }
+  // The GPU with only an on-demand price is named, the one without any is not.
+  EXPECT_THAT(response->warnings(),
+              ::testing::Contains(HasSubstr("has no spot price for H200 (on-demand prices "
+                                            "only), so they are unpriced")));
 }
 
 struct BadCase {
