@@ -85,7 +85,7 @@ def sweep_table(lines):
     served = sweep["served"]
     gpus = list(sweep["candidates"][0]["mape_by_held_out_gpu"])
     lines += ["### Tree size (`models/sweep.py` -> `tree_sweep.json`)", "",
-              "Held-out MAPE % from the H100 (forward and backward, all modes) per tree size. "
+              "Held-out MAPE % from the H100 (fp32 forward: the only public data off Hopper) per tree size. "
               "The served size was picked by the mean over these held-out GPUs, so they are "
               "the selection set as well as the test set: only five older architectures "
               "exist to hold out. Shallower trees generalise better to an unseen GPU.", "",
