@@ -65,6 +65,13 @@ absl::Time ClientDeadline(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+// The status the client sees: once its deadline has passed, gRPC answers it
+// DEADLINE_EXCEEDED whatever the handler sends, so that is what is counted.
+absl::StatusCode CodeTheClientSees(const grpc::CallbackServerContext& context, absl::Time now,
+                                   absl::StatusCode sent) {
+  return now >= ClientDeadline(context) ? absl::StatusCode::kDeadlineExceeded : sent;
+}
+
 }  // namespace
 
 class PredictionServiceImpl::Slot {
@@ -119,7 +126,9 @@ absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(
 grpc::ServerUnaryReactor* PredictionServiceImpl::Finish(grpc::CallbackServerContext* context,
                                                         Rpc rpc, absl::Time started,
                                                         const absl::Status& status) {
-  metrics_->RecordRequest(rpc, status.code(), absl::ToDoubleSeconds(absl::Now() - started));
+  const absl::Time now = absl::Now();
+  metrics_->RecordRequest(rpc, CodeTheClientSees(*context, now, status.code()),
+                          absl::ToDoubleSeconds(now - started));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (status.ok()) {
     reactor->Finish(grpc::Status::OK);

@@ -242,4 +242,37 @@ bool IdleConnection::WaitClosed(absl::Duration timeout) {
   }
 }
 
+int MetricsPort(const ServerProcess& server) {
+  std::smatch match;
+  static const std::regex kPort("metrics on port ([0-9]+)");
+  const std::string log = server.Stderr();
+  return std::regex_search(log, match, kPort) ? std::stoi(match[1]) : 0;
+}
+
+std::string HttpGet(int port, const std::string& path, absl::Duration timeout) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  const absl::Time give_up = absl::Now() + timeout;
+  timeval tv = absl::ToTimeval(timeout);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  std::string response;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
+      send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char buffer[4096];
+    while (absl::Now() < give_up) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;  // closed (HTTP/1.0: the end of the body), error or timeout
+      response.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return response;
+}
+
 }  // namespace habitat::hostile

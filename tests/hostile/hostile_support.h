@@ -55,6 +55,14 @@ class ServerProcess {
   int health_port_ = 0;
 };
 
+// The /metrics port the server logged ("metrics on port N"); 0 if none.
+int MetricsPort(const ServerProcess& server);
+
+// GET `path` over HTTP/1.0 from 127.0.0.1:port: the whole response (status
+// line, headers, body) as far as it came within `timeout`; "" when nothing
+// came back.
+std::string HttpGet(int port, const std::string& path, absl::Duration timeout);
+
 // grpc.health.v1.Health/Check ("" service) on a fresh connection:
 // 1 SERVING, 2 NOT_SERVING; an error status when the call failed.
 absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadline);
