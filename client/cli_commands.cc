@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/cli_args.h"
 #include "client/cli_output.h"
 #include "client/cli_service.h"
@@ -68,14 +69,15 @@ constexpr char kPredictUsage[] =
     "  --breakdown            per GPU, the operations with the largest predicted time\n"
     "  --top N                operations listed per GPU with --breakdown (default 10)\n"
     "  --model NAME           model name (JSON traces; default: the file name)\n"
-    "  --batch-size N         samples per iteration (needed for JSON traces)\n"
+    "  --batch-size N         samples per iteration (needed for JSON traces; a habitat\n"
+    "                         trace that records one takes only that one)\n"
     "  --precision P          fp32, tf32, fp16, bf16, amp_fp16 or amp_bf16 (JSON traces)\n"
     "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n"
     "  --wall-ns N            iteration wall time measured without the profiler, in ns\n"
+    "                         (JSON traces; calibrates the host model)\n"
     "  --host-speed X         the target machines' CPUs run the training loop X times as\n"
     "                         fast as the origin's (0.01 to 100, default 1; changes wall\n"
-    "                         time only)\n"
-    "                         (JSON traces; calibrates the host model)\n";
+    "                         time only)\n";
 
 constexpr char kDevicesUsage[] =
     "usage: habitat devices [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n"
@@ -224,6 +226,17 @@ absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOpti
   if (!trace.ok()) return trace.status();
   if (kind == TraceFileKind::kBinaryTrace) {
     if (!options.model_name.empty()) trace->set_model_name(options.model_name);
+    // Another batch size changes every operation's shapes; relabelling the
+    // recorded one would only scale throughput and cost, not predict them.
+    if (options.batch_size > 0 && trace->batch_size() > 0 &&
+        options.batch_size != trace->batch_size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: the trace records batch size %d; --batch-size %d would relabel the samples "
+          "without predicting them (another batch size changes every operation's shapes and "
+          "times, which habitat does not predict yet): drop --batch-size, or profile at "
+          "batch %d",
+          path, trace->batch_size(), options.batch_size, options.batch_size));
+    }
     if (options.batch_size > 0) trace->set_batch_size(options.batch_size);
     if (options.precision != v1::PRECISION_UNSPECIFIED) trace->set_precision(options.precision);
   }

@@ -92,6 +92,21 @@ TEST(CliCommandsTest, FailuresExitWith1AndNameTheFile) {
   EXPECT_THAT(unreachable.err, HasSubstr("127.0.0.1:1"));
 }
 
+// The agent recorded batch 32: restating it is fine, another batch would
+// only relabel samples/s and cost.
+TEST(CliCommandsTest, ABatchSizeOtherThanTheRecordedOneIsRefused) {
+  const std::string trace =
+      std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz";
+  CliRun other = Habitat({"predict", trace, "--batch-size", "64", "--devices", "H200"});
+  EXPECT_EQ(other.code, kExitFailure);
+  EXPECT_THAT(other.err, HasSubstr("the trace records batch size 32; --batch-size 64 would "
+                                   "relabel the samples without predicting them"));
+  EXPECT_THAT(other.out, IsEmpty());
+  CliRun same = Habitat({"predict", trace, "--batch-size", "32", "--devices", "H200"});
+  EXPECT_EQ(same.code, kExitOk) << same.err;
+  EXPECT_THAT(same.out, HasSubstr("batch 32"));
+}
+
 TEST(CliCommandsTest, DevicesAndCatalogsInEveryFormat) {
   CliRun table = Habitat({"devices"});
   ASSERT_EQ(table.code, kExitOk) << table.err;

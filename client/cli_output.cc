@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/pricing/price_catalog.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace habitat {
@@ -134,9 +135,9 @@ std::string OperationTable(const DevicePrediction& prediction, int top) {
                          "origin ms", "fwd ms", "bwd ms", "share", "method", "mode");
   for (const v1::OperationPrediction* op_pointer : ops) {
     const auto& op = *op_pointer;
-    const double share = prediction.iteration_ns() > 0
+    const double share = prediction.gpu_time_ns() > 0
                              ? 100.0 * static_cast<double>(PredictedNs(op)) /
-                                   static_cast<double>(prediction.iteration_ns())
+                                   static_cast<double>(prediction.gpu_time_ns())
                              : 0.0;
     std::string line = absl::StrFormat(
         "    %5d  %-32s %9.3f %9.3f %9.3f %5.1f%%  %-8s %s", op.index(),
@@ -150,6 +151,15 @@ std::string OperationTable(const DevicePrediction& prediction, int top) {
     for (const auto& warning : op.warnings()) out += Wrap("           ! ", Printable(warning), 99);
   }
   return out;
+}
+
+// The priced instance for the table: its type, "/N" for N GPUs in it.
+std::string InstanceText(const DevicePrediction& prediction) {
+  if (!prediction.has_price()) return "-";
+  const std::string type = Truncate(Printable(prediction.instance_type()), 24);
+  return prediction.gpus_per_instance() > 1
+             ? absl::StrCat(type, "/", prediction.gpus_per_instance())
+             : type;
 }
 
 // The breakdown's legend for the marks its rows use; empty when none.
@@ -192,12 +202,12 @@ std::string Printable(const std::string& text) {
 }
 
 double UnscaledPercent(const DevicePrediction& prediction) {
-  if (prediction.iteration_ns() <= 0) return 0.0;
+  if (prediction.gpu_time_ns() <= 0) return 0.0;
   int64_t unscaled = 0;
   for (const auto& total : prediction.method_totals()) {
     if (total.method() == v1::PREDICTION_METHOD_UNSCALED) unscaled += total.predicted_ns();
   }
-  return 100.0 * static_cast<double>(unscaled) / static_cast<double>(prediction.iteration_ns());
+  return 100.0 * static_cast<double>(unscaled) / static_cast<double>(prediction.gpu_time_ns());
 }
 
 std::string FormatPredictionTable(const PredictResponse& response,
@@ -233,16 +243,17 @@ std::string FormatPredictionTable(const PredictResponse& response,
   // GPU, sets the pace.
   bool any_wall = false, any_host_bound = false;
   for (const auto* p : sorted) {
-    any_wall = any_wall || p->wall_ns() > 0;
-    any_host_bound = any_host_bound || (p->wall_ns() > 0 && p->host_bound());
+    any_wall = any_wall || !p->wall_time_is_gpu_time();
+    any_host_bound = any_host_bound || (!p->wall_time_is_gpu_time() && p->host_bound());
   }
   // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
   out += absl::StrFormat("%4s  %-*s %9s   ±err", "rank", static_cast<int>(id_width), "GPU",
                          "GPU ms");
   if (any_wall) out += absl::StrFormat(" %10s", "wall ms");
-  out += absl::StrFormat(" %10s %10s %12s %5s %9s\n", "samples/s",
+  out += absl::StrFormat(" %10s %10s %12s %5s %9s", "samples/s",
                          absl::StrCat(price_unit, "/GPU-h"), absl::StrCat(price_unit, "/1k smp"),
                          "cost#", "unscaled");
+  out += any_price ? "  instance\n" : "\n";
   // Enough decimals for three significant digits of the cheapest cost, the
   // same for every row so the column lines up.
   int cost_decimals = 4;
@@ -262,15 +273,16 @@ std::string FormatPredictionTable(const PredictResponse& response,
       if (p->rank_by_cost() > 0) cost_rank = absl::StrCat(p->rank_by_cost());
     }
     out += absl::StrFormat("%4d  %-*s %9.3f %6s", p->rank_by_time(), static_cast<int>(id_width),
-                           id, static_cast<double>(p->iteration_ns()) / 1e6, ErrorText(*p));
+                           id, static_cast<double>(p->gpu_time_ns()) / 1e6, ErrorText(*p));
     if (any_wall) {
-      out += p->wall_ns() > 0
-                 ? absl::StrFormat(" %9.3f%s", static_cast<double>(p->wall_ns()) / 1e6,
+      out += !p->wall_time_is_gpu_time()
+                 ? absl::StrFormat(" %9.3f%s", static_cast<double>(p->wall_time_ns()) / 1e6,
                                    p->host_bound() ? "!" : " ")
                  : absl::StrFormat(" %10s", "-");
     }
-    out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%\n", p->samples_per_second(), price,
+    out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%", p->samples_per_second(), price,
                            cost, cost_rank, UnscaledPercent(*p));
+    out += any_price ? absl::StrCat("  ", InstanceText(*p), "\n") : "\n";
   }
   bool origin_listed = false;
   std::string origin_id;
@@ -284,9 +296,22 @@ std::string FormatPredictionTable(const PredictResponse& response,
   if (any_host_bound) {
     out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
   }
-  out += "  GPU ms: sum of the operations' predicted GPU time; samples/s and costs use it\n";
+  out += "  GPU ms: sum of the operations' predicted GPU time\n";
   out += "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
          "time)\n";
+  if (any_wall) {
+    out += "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n"
+           "           samples/s, costs and ranks use it ('-': GPU ms instead)\n";
+  } else {
+    out += "  no host timeline in the trace: samples/s, costs and ranks use GPU ms as the wall "
+           "time\n";
+  }
+  if (any_price) {
+    out += "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n";
+    out += "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
+           "           it holds N GPUs, and the price is its price per GPU-hour\n";
+  }
+  out += "  unscaled: share of GPU ms in operations carried over from the origin unscaled\n";
 
   // The same warning on many GPUs is printed once, with the GPUs it
   // concerns, so a trace with unscaled operations does not print 20 copies.
@@ -327,10 +352,12 @@ std::string FormatPredictionTable(const PredictResponse& response,
 }
 
 const char* PredictionCsvHeader() {
-  return "rank_by_time,device_id,display_name,is_origin,iteration_ms,samples_per_second,"
+  return "rank_by_time,device_id,display_name,is_origin,gpu_time_ms,wall_time_ms,"
+         "wall_time_is_gpu_time,samples_per_second,"
          "catalog,currency,price_kind,has_price,price_per_gpu_hour,cost_per_1000_samples,"
          "samples_per_currency_unit,rank_by_cost,unscaled_percent,warnings,wall_ms,gpu_busy_ms,"
-         "host_bound,expected_error_percent";
+         "host_bound,expected_error_percent,instance_type,gpus_per_instance,"
+         "instance_description,price_region";
 }
 
 std::string FormatPredictionCsv(const PredictResponse& response) {
@@ -341,7 +368,9 @@ std::string FormatPredictionCsv(const PredictResponse& response) {
         CsvField(p->device_id()),
         CsvField(p->display_name()),
         p->is_origin() ? "true" : "false",
-        absl::StrFormat("%.6f", static_cast<double>(p->iteration_ns()) / 1e6),
+        absl::StrFormat("%.6f", static_cast<double>(p->gpu_time_ns()) / 1e6),
+        absl::StrFormat("%.6f", static_cast<double>(p->wall_time_ns()) / 1e6),
+        p->wall_time_is_gpu_time() ? "true" : "false",
         absl::StrFormat("%.3f", p->samples_per_second()),
         CsvField(response.catalog()),
         CsvField(response.currency()),
@@ -360,6 +389,10 @@ std::string FormatPredictionCsv(const PredictResponse& response) {
                          : "",
         p->wall_ns() > 0 ? (p->host_bound() ? "true" : "false") : "",
         absl::StrFormat("%.3f", p->expected_error_percent()),
+        CsvField(p->instance_type()),
+        p->has_price() ? absl::StrCat(p->gpus_per_instance()) : "",
+        CsvField(p->instance_description()),
+        CsvField(p->price_region()),
     };
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
@@ -422,13 +455,13 @@ std::string FormatCatalogsTable(const v1::ListCatalogsResponse& response) {
     absl::StrAppend(&out, "catalog ", Printable(c.name()), " (", Printable(c.provider()), ", ",
                     Printable(c.currency()), ", retrieved ", Printable(c.retrieved()), ")\n");
     if (!c.source().empty()) out += Wrap("  source: ", Printable(c.source()), 96);
-    out += absl::StrFormat("  %-16s %-36s %-14s %10s %10s\n", "GPU", "instance", "region",
-                           "on-demand", "spot");
+    out += absl::StrFormat("  %-16s %-26s %4s %-14s %10s %10s\n", "GPU", "instance", "GPUs",
+                           "region", "on-demand", "spot");
     for (const auto& p : c.prices()) {
       out += absl::StrFormat(
-          "  %-16s %-36s %-14s %10.3f %10s\n", Truncate(Printable(p.device_id()), 16),
-          Truncate(Printable(p.instance_type()), 36), Truncate(Printable(p.region()), 14),
-          p.on_demand_per_gpu_hour(),
+          "  %-16s %-26s %4d %-14s %10.3f %10s\n", Truncate(Printable(p.device_id()), 16),
+          Truncate(Printable(p.instance_type()), 26), GpusPerInstance(p),
+          Truncate(Printable(p.region()), 14), p.on_demand_per_gpu_hour(),
           p.spot_per_gpu_hour() > 0 ? absl::StrFormat("%.3f", p.spot_per_gpu_hour()) : "-");
     }
     out += "\n";
@@ -439,15 +472,16 @@ std::string FormatCatalogsTable(const v1::ListCatalogsResponse& response) {
 
 std::string FormatCatalogsCsv(const v1::ListCatalogsResponse& response) {
   std::string out =
-      "catalog,provider,currency,retrieved,device_id,instance_type,region,"
-      "on_demand_per_gpu_hour,spot_per_gpu_hour\n";
+      "catalog,provider,currency,retrieved,device_id,instance_type,gpus_per_instance,"
+      "instance_description,region,on_demand_per_gpu_hour,spot_per_gpu_hour\n";
   for (const auto& c : response.catalogs()) {
     for (const auto& p : c.prices()) {
       absl::StrAppend(
           &out,
           absl::StrJoin(std::vector<std::string>{CsvField(c.name()), CsvField(c.provider()), CsvField(c.currency()),
                          CsvField(c.retrieved()), CsvField(p.device_id()),
-                         CsvField(p.instance_type()), CsvField(p.region()),
+                         CsvField(p.instance_type()), absl::StrCat(GpusPerInstance(p)),
+                         CsvField(p.instance_description()), CsvField(p.region()),
                          absl::StrFormat("%.6f", p.on_demand_per_gpu_hour()),
                          absl::StrFormat("%.6f", p.spot_per_gpu_hour())},
                         ","),

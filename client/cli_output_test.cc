@@ -14,11 +14,14 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 v1::DevicePrediction* AddPrediction(v1::PredictResponse* response, const std::string& id,
-                                    int rank, int64_t iteration_ns) {
+                                    int rank, int64_t gpu_time_ns) {
   auto* p = response->add_predictions();
   p->set_device_id(id);
   p->set_rank_by_time(rank);
-  p->set_iteration_ns(iteration_ns);
+  p->set_gpu_time_ns(gpu_time_ns);
+  // As the engine fills a prediction without a replayed host timeline.
+  p->set_wall_time_ns(gpu_time_ns);
+  p->set_wall_time_is_gpu_time(true);
   return p;
 }
 
@@ -36,14 +39,46 @@ TEST(CliOutputTest, TableIsSortedByRankAndFitsIn100Columns) {
 TEST(CliOutputTest, WallColumnOnlyWhenTheServiceReplayedTheHost) {
   v1::PredictResponse response;
   AddPrediction(&response, "A", 1, 1000000);
-  EXPECT_THAT(FormatPredictionTable(response, {}, {}), Not(HasSubstr("wall ms")));
+  const std::string without = FormatPredictionTable(response, {}, {});
+  EXPECT_THAT(without, Not(HasSubstr("wall ms")));
+  EXPECT_THAT(without, HasSubstr("no host timeline in the trace: samples/s, costs and ranks use "
+                                 "GPU ms"));
   auto* p = response.mutable_predictions(0);
   p->set_wall_ns(4000000);
+  p->set_wall_time_ns(4000000);
+  p->set_wall_time_is_gpu_time(false);
   p->set_host_bound(true);
   const std::string table = FormatPredictionTable(response, {}, {});
   EXPECT_THAT(table, HasSubstr("wall ms"));
   EXPECT_THAT(table, HasSubstr("4.000!"));
   EXPECT_THAT(table, HasSubstr("host-bound"));
+  EXPECT_THAT(table, HasSubstr("samples/s, costs and ranks use it"));
+}
+
+TEST(CliOutputTest, PricedRowsNameTheirInstance) {
+  v1::PredictResponse response;
+  response.set_catalog("aws");
+  response.set_currency("USD");
+  auto* big = AddPrediction(&response, "B200", 1, 1000000);
+  big->set_has_price(true);
+  big->set_price_per_hour(14.2416);
+  big->set_instance_type("p6-b200.48xlarge");
+  big->set_gpus_per_instance(8);
+  big->set_instance_description("8x B200; 113.9328 $/h");
+  auto* small = AddPrediction(&response, "T4", 2, 9000000);
+  small->set_has_price(true);
+  small->set_price_per_hour(0.526);
+  small->set_instance_type("g4dn.xlarge");
+  small->set_gpus_per_instance(1);
+  AddPrediction(&response, "P4", 3, 9500000);
+  const std::string table = FormatPredictionTable(response, {}, {});
+  EXPECT_THAT(table, HasSubstr("  instance\n"));
+  EXPECT_THAT(table, HasSubstr("  p6-b200.48xlarge/8\n"));
+  EXPECT_THAT(table, HasSubstr("  g4dn.xlarge\n"));
+  EXPECT_THAT(table, HasSubstr("  instance: the instance type priced, the smallest"));
+  const std::string csv = FormatPredictionCsv(response);
+  EXPECT_THAT(csv, HasSubstr(",p6-b200.48xlarge,8,8x B200; 113.9328 $/h,"));
+  EXPECT_THAT(csv, HasSubstr(",g4dn.xlarge,1,,"));
 }
 
 TEST(CliOutputTest, ControlCharactersAreNotPrinted) {
@@ -79,9 +114,9 @@ TEST(CliOutputTest, ExpectedErrorPerGpuInTheTableAndTheCsv) {
   EXPECT_THAT(table, HasSubstr("   1.000      -"));  // the origin is measured
   const std::vector<std::string> lines = absl::StrSplit(FormatPredictionCsv(response), '\n');
   ASSERT_GE(lines.size(), 3u);
-  EXPECT_THAT(lines[0], ::testing::EndsWith(",host_bound,expected_error_percent"));
-  EXPECT_THAT(lines[1], ::testing::EndsWith(",0.000"));
-  EXPECT_THAT(lines[2], ::testing::EndsWith(",12.345"));
+  EXPECT_THAT(lines[0], HasSubstr(",host_bound,expected_error_percent,instance_type,"));
+  EXPECT_THAT(lines[1], HasSubstr(",0.000,"));
+  EXPECT_THAT(lines[2], HasSubstr(",12.345,"));
 }
 
 TEST(CliOutputTest, BreakdownShowsMathModesAndTheHardwareLimit) {
@@ -123,7 +158,7 @@ TEST(CliOutputTest, BreakdownShowsMathModesAndTheHardwareLimit) {
 
 TEST(CliOutputTest, UnscaledPercentIsTheUnscaledShareOfTheIteration) {
   v1::DevicePrediction p;
-  p.set_iteration_ns(400);
+  p.set_gpu_time_ns(400);
   auto* scaled = p.add_method_totals();
   scaled->set_method(v1::PREDICTION_METHOD_WAVE_SCALING);
   scaled->set_predicted_ns(300);

@@ -109,7 +109,7 @@ int Ship(const std::string& path, const std::string& server) {
     return kExitFailure;
   }
   for (const auto& p : response->predictions()) {
-    std::printf("%s\t%.3f ms\n", p.device_id().c_str(), static_cast<double>(p.iteration_ns()) / 1e6);
+    std::printf("%s\t%.3f ms\n", p.device_id().c_str(), static_cast<double>(p.gpu_time_ns()) / 1e6);
   }
   return kExitOk;
 }

@@ -371,7 +371,7 @@ void SpoolUploader::Predict(const std::string& name, const std::string& trace_id
   std::vector<std::string> summary;
   for (const auto& prediction : response->predictions()) {
     summary.push_back(absl::StrFormat("%s %.2f ms", prediction.device_id(),
-                                      static_cast<double>(prediction.iteration_ns()) / 1e6));
+                                      static_cast<double>(prediction.gpu_time_ns()) / 1e6));
   }
   const std::string out_name =
       absl::StrCat(absl::StripSuffix(name, kTraceSuffix), ".prediction.json");

@@ -47,4 +47,15 @@ absl::StatusOr<double> CalibrateHostScale(const habitat::v1::Trace& trace,
 // True when the trace has a host timeline that ReplayIteration can use.
 bool HasHostTimeline(const habitat::v1::Trace& trace);
 
+// An iteration whose GPU idles for more than this share of its wall time is
+// host-bound: the host, not the GPU, sets its pace.
+inline constexpr double kHostBoundIdleShare = 0.15;
+
+// Whether `gpu_busy_ns` out of `wall_ns` leaves the GPU idle for more than
+// kHostBoundIdleShare of the wall time.
+inline bool IsHostBound(Nanoseconds gpu_busy_ns, Nanoseconds wall_ns) {
+  return static_cast<double>(gpu_busy_ns) <
+         (1.0 - kHostBoundIdleShare) * static_cast<double>(wall_ns);
+}
+
 }  // namespace habitat

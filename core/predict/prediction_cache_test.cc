@@ -7,7 +7,7 @@ namespace {
 
 CachedPrediction Prediction(int64_t ns) {
   auto p = std::make_shared<v1::DevicePrediction>();
-  p->set_iteration_ns(ns);
+  p->set_gpu_time_ns(ns);
   return {p, p};
 }
 
@@ -16,7 +16,7 @@ TEST(PredictionCacheTest, HitsAfterInsert) {
   EXPECT_EQ(cache.Lookup("t", "A").full, nullptr);
   cache.Insert("t", "A", Prediction(1));
   ASSERT_NE(cache.Lookup("t", "A").full, nullptr);
-  EXPECT_EQ(cache.Lookup("t", "A").full->iteration_ns(), 1);
+  EXPECT_EQ(cache.Lookup("t", "A").full->gpu_time_ns(), 1);
   EXPECT_EQ(cache.Lookup("u", "A").full, nullptr);
 }
 

@@ -344,7 +344,24 @@ void PredictWallTime(const v1::Trace& trace, const std::vector<double>& pass_sca
   if (!target.ok()) return;
   prediction->set_wall_ns(target->wall_ns);
   prediction->set_gpu_busy_ns(target->gpu_busy_ns);
-  prediction->set_host_bound(target->gpu_busy_ns < target->wall_ns * 85 / 100);
+  prediction->set_host_bound(IsHostBound(target->gpu_busy_ns, target->wall_ns));
+}
+
+// iteration_ns is deprecated for readers; the service still fills it.
+void SetGpuTime(Nanoseconds total, DevicePrediction* prediction) {
+  prediction->set_gpu_time_ns(total);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  prediction->set_iteration_ns(total);
+#pragma GCC diagnostic pop
+}
+
+// What an instance bills: the replayed wall time, or the GPU time where the
+// trace has no host timeline to replay.
+void SetWallTime(DevicePrediction* prediction) {
+  const bool replayed = prediction->wall_ns() > 0;
+  prediction->set_wall_time_ns(replayed ? prediction->wall_ns() : prediction->gpu_time_ns());
+  prediction->set_wall_time_is_gpu_time(!replayed);
 }
 
 }  // namespace
@@ -431,10 +448,11 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     *prediction.add_operations() = std::move(op);
   }
   pass_scale.push_back(unattributed_scale);
-  prediction.set_iteration_ns(total);
+  SetGpuTime(total, &prediction);
   prediction.set_expected_error_percent(IterationExpectedErrorPercent(prediction));
   if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
   if (host_scale.has_value()) PredictWallTime(trace, pass_scale, *host_scale, &prediction);
+  SetWallTime(&prediction);
   if (unscaled_ops > 0 && origin_total > 0) {
     prediction.add_warnings(absl::StrFormat(
         "%d operation(s), %.1f%% of the origin GPU time, were carried over unscaled "
@@ -502,24 +520,37 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
 void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::PriceKind kind,
                   std::vector<DevicePrediction>* predictions) {
   for (auto& p : *predictions) {
-    const double seconds = NsToSeconds(p.iteration_ns());
+    const double seconds = NsToSeconds(p.wall_time_ns());
     p.set_samples_per_second(seconds > 0 ? batch_size / seconds : 0.0);
     p.set_has_price(false);
+    p.clear_instance_type();
+    p.clear_gpus_per_instance();
+    p.clear_instance_description();
+    p.clear_price_region();
     if (catalog == nullptr) continue;
-    std::optional<double> price = PricePerGpuHour(*catalog, p.device_id(), kind);
-    if (!price.has_value()) continue;
+    const v1::GpuPrice* row = ChoosePrice(*catalog, p.device_id(), kind);
+    if (row == nullptr) continue;
+    const double price = PricePerGpuHour(*row, kind);
     p.set_has_price(true);
-    p.set_price_per_hour(*price);
+    p.set_price_per_hour(price);
+    p.set_instance_type(row->instance_type());
+    p.set_gpus_per_instance(GpusPerInstance(*row));
+    p.set_instance_description(row->instance_description());
+    p.set_price_region(row->region());
     p.set_cost_per_1000_samples(p.samples_per_second() > 0
-                                    ? *price / 3600.0 * 1000.0 / p.samples_per_second()
+                                    ? price / 3600.0 * 1000.0 / p.samples_per_second()
                                     : 0.0);
-    p.set_samples_per_currency_unit(*price > 0 ? p.samples_per_second() * 3600.0 / *price
-                                               : 0.0);
+    p.set_samples_per_currency_unit(p.samples_per_second() * 3600.0 / price);
   }
   std::vector<size_t> order(predictions->size());
   std::iota(order.begin(), order.end(), 0);
+  // Where the host sets the pace, several GPUs share one wall time; the one
+  // with less GPU time has more headroom and comes first.
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return (*predictions)[a].iteration_ns() < (*predictions)[b].iteration_ns();
+    const auto& pa = (*predictions)[a];
+    const auto& pb = (*predictions)[b];
+    return std::pair(pa.wall_time_ns(), pa.gpu_time_ns()) <
+           std::pair(pb.wall_time_ns(), pb.gpu_time_ns());
   });
   for (size_t rank = 0; rank < order.size(); ++rank) {
     (*predictions)[order[rank]].set_rank_by_time(static_cast<uint32_t>(rank + 1));
@@ -537,6 +568,8 @@ void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::Pric
   }
 }
 
+namespace {
+
 // Asked for spot prices where the catalog has only on-demand ones (some
 // clouds have no spot market): those GPUs come back unpriced, which reads as
 // "not offered" unless said.
@@ -545,7 +578,7 @@ std::optional<std::string> MissingSpotPricesWarning(
   std::vector<std::string> on_demand_only;
   for (const auto& p : predictions) {
     if (!p.has_price() &&
-        PricePerGpuHour(catalog, p.device_id(), v1::PRICE_KIND_ON_DEMAND).has_value()) {
+        ChoosePrice(catalog, p.device_id(), v1::PRICE_KIND_ON_DEMAND) != nullptr) {
       on_demand_only.push_back(p.device_id());
     }
   }
@@ -555,6 +588,28 @@ std::optional<std::string> MissingSpotPricesWarning(
                       " (on-demand prices only), so they are unpriced; ask for on-demand "
                       "prices to rank them by cost");
 }
+
+// Without a replayed host timeline the GPU time stands in for the wall time,
+// which flatters any GPU the host would keep waiting.
+std::optional<std::string> WallTimeFromGpuTimeWarning(
+    const v1::Trace& trace, const std::vector<DevicePrediction>& predictions) {
+  std::vector<std::string> unreplayed;
+  for (const auto& p : predictions) {
+    if (p.wall_time_is_gpu_time()) unreplayed.push_back(p.device_id());
+  }
+  if (unreplayed.empty()) return std::nullopt;
+  const std::string which = unreplayed.size() == predictions.size()
+                                ? std::string("any GPU")
+                                : absl::StrJoin(unreplayed, ", ");
+  return absl::StrCat(
+      "no wall time could be predicted for ", which,
+      HasHostTimeline(trace) ? " (the host timeline could not be replayed)"
+                             : " (the trace has no host timeline)",
+      ": throughput, cost and ranks take the GPU time as the wall time, as if the GPU never "
+      "waited for the host");
+}
+
+}  // namespace
 
 PredictionEngine::PredictionEngine(const DeviceDatabase* devices,
                                    std::shared_ptr<PredictionCache> cache,
@@ -682,12 +737,15 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
     auto warning = MissingSpotPricesWarning(*query.catalog, predictions);
     if (warning.has_value()) response.add_warnings(*std::move(warning));
   }
+  auto gpu_time_warning = WallTimeFromGpuTimeWarning(trace, predictions);
+  if (gpu_time_warning.has_value()) response.add_warnings(*std::move(gpu_time_warning));
   for (auto& p : predictions) *response.add_predictions() = std::move(p);
   if (trace.iteration_gpu_busy_ns() > 0 && trace.iteration_wall_ns() > 0 &&
-      trace.iteration_gpu_busy_ns() < trace.iteration_wall_ns() * 85 / 100) {
+      IsHostBound(trace.iteration_gpu_busy_ns(), trace.iteration_wall_ns())) {
     response.add_warnings(absl::StrFormat(
-        "the origin iteration was host-bound (GPU busy %.0f%% of wall time); predicted "
-        "times are GPU time, and wall time on the target may be set by the host",
+        "the origin iteration was host-bound (GPU busy %.0f%% of wall time): the wall time "
+        "predicted for each GPU replays the origin's host timeline, assuming a host as fast "
+        "as the origin's; throughput, cost and ranks follow it",
         100.0 * static_cast<double>(trace.iteration_gpu_busy_ns()) /
             static_cast<double>(trace.iteration_wall_ns())));
   }

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/predict/expected_error.h"
+#include "core/predict/host_replay.h"
 #include "core/predict/test_fixtures.h"
 #include "core/trace/trace_totals.h"
 #include "core/trace/trace_validation.h"
@@ -50,7 +51,7 @@ TEST_F(PredictionEngineTest, OriginDeviceGetsTheMeasuredTime) {
   auto prediction = PredictOnDevice(*trace_, **origin, **origin);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
   EXPECT_TRUE(prediction->is_origin());
-  EXPECT_EQ(prediction->iteration_ns(), SumOfPassTimes(*trace_));
+  EXPECT_EQ(prediction->gpu_time_ns(), SumOfPassTimes(*trace_));
   for (const auto& op : prediction->operations()) {
     EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_MEASURED) << op.name();
   }
@@ -76,7 +77,7 @@ TEST_F(PredictionEngineTest, OtherDevicesScaleKernelAlikeOpsAndFlagTheRest) {
   }
   EXPECT_GT(wave, 50);      // batch norms, ReLUs, adds, pooling, optimizer
   EXPECT_GT(unscaled, 20);  // ResNet-50 has 53 convolutions + 1 linear
-  EXPECT_EQ(prediction->iteration_ns(), sum);
+  EXPECT_EQ(prediction->gpu_time_ns(), sum);
   ASSERT_FALSE(prediction->warnings().empty());
   EXPECT_NE(prediction->warnings(0).find("carried over unscaled"), std::string::npos);
 }
@@ -107,7 +108,7 @@ TEST_F(PredictionEngineTest, SameComputeUnitsWaveScaleEvenKernelVaryingOps) {
   }
   EXPECT_EQ(convolutions, 53);
   // More memory bandwidth and the same SMs: never slower here.
-  EXPECT_LT(prediction->iteration_ns(), SumOfPassTimes(*trace_));
+  EXPECT_LT(prediction->gpu_time_ns(), SumOfPassTimes(*trace_));
 }
 
 TEST_F(PredictionEngineTest, SameComputeUnitsNumbersAreUnchanged) {
@@ -119,7 +120,7 @@ TEST_F(PredictionEngineTest, SameComputeUnitsNumbersAreUnchanged) {
   ASSERT_TRUE(origin.ok() && target.ok());
   auto prediction = PredictOnDevice(*trace_, **origin, **target);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
-  EXPECT_EQ(prediction->iteration_ns(), 9'711'921);
+  EXPECT_EQ(prediction->gpu_time_ns(), 9'711'921);
   for (const auto& op : prediction->operations()) {
     EXPECT_FALSE(op.at_hardware_limit()) << op.name();
     EXPECT_TRUE(op.origin_math_mode().empty()) << op.name();
@@ -155,7 +156,7 @@ TEST_F(PredictionEngineTest, ExpectedErrorIsZeroOnTheOriginAndWeightedElsewhere)
                                                op.predicted_backward_ns());
   }
   EXPECT_NEAR(prediction->expected_error_percent(),
-              weighted / static_cast<double>(prediction->iteration_ns()), 1e-9);
+              weighted / static_cast<double>(prediction->gpu_time_ns()), 1e-9);
   EXPECT_GT(prediction->expected_error_percent(), kKernelAlikeErrorPercent);
   EXPECT_LT(prediction->expected_error_percent(), kUnscaledErrorPercent);
 }
@@ -193,7 +194,7 @@ TEST_F(PredictionEngineTest, PredictCoversAllProductsAndRanks) {
     seen[p.rank_by_time()] = true;
     EXPECT_EQ(p.rank_by_cost(), 0u);  // no catalog
     EXPECT_TRUE(p.operations().empty());  // no breakdown asked
-    EXPECT_NEAR(p.samples_per_second(), 16 / (p.iteration_ns() / 1e9), 1e-6);
+    EXPECT_NEAR(p.samples_per_second(), 16 / (p.wall_time_ns() / 1e9), 1e-6);
   }
   EXPECT_EQ(response->origin_device_id(), "H100-SXM");
   EXPECT_TRUE(response->trace_id().rfind("sha256:", 0) == 0);
@@ -217,9 +218,9 @@ TEST_F(PredictionEngineTest, SecondPredictIsServedFromTheCache) {
 TEST_F(PredictionEngineTest, PricesFollowFromTimeAndCatalog) {
   std::vector<v1::DevicePrediction> predictions(2);
   predictions[0].set_device_id("H100-SXM");
-  predictions[0].set_iteration_ns(100'000'000);  // 0.1 s per 64 samples
+  predictions[0].set_wall_time_ns(100'000'000);  // 0.1 s per 64 samples
   predictions[1].set_device_id("T4");
-  predictions[1].set_iteration_ns(400'000'000);
+  predictions[1].set_wall_time_ns(400'000'000);
   v1::PriceCatalog catalog;
   auto* h100 = catalog.add_prices();
   h100->set_device_id("H100-SXM");
@@ -237,6 +238,80 @@ TEST_F(PredictionEngineTest, PricesFollowFromTimeAndCatalog) {
   EXPECT_EQ(predictions[1].rank_by_time(), 2u);
   EXPECT_EQ(predictions[1].rank_by_cost(), 1u);
   EXPECT_EQ(predictions[0].rank_by_cost(), 2u);
+}
+
+// A host-bound iteration: the GPU that is fastest in GPU time waits for the
+// host like the others, so it is neither faster nor cheaper per sample.
+TEST_F(PredictionEngineTest, ThroughputCostAndRanksFollowWallTimeNotGpuTime) {
+  std::vector<v1::DevicePrediction> predictions(3);
+  predictions[0].set_device_id("B200");
+  predictions[0].set_gpu_time_ns(5'000'000);
+  predictions[0].set_wall_time_ns(40'000'000);
+  predictions[1].set_device_id("H100-SXM");
+  predictions[1].set_gpu_time_ns(10'000'000);
+  predictions[1].set_wall_time_ns(40'000'000);
+  predictions[2].set_device_id("T4");
+  predictions[2].set_gpu_time_ns(30'000'000);
+  predictions[2].set_wall_time_ns(45'000'000);
+  v1::PriceCatalog catalog;
+  for (auto [id, price] : {std::pair{"B200", 14.0}, {"H100-SXM", 7.0}, {"T4", 0.5}}) {
+    auto* row = catalog.add_prices();
+    row->set_device_id(id);
+    row->set_on_demand_per_gpu_hour(price);
+  }
+  PriceAndRank(32, &catalog, v1::PRICE_KIND_ON_DEMAND, &predictions);
+  EXPECT_NEAR(predictions[0].samples_per_second(), 32 / 0.040, 1e-9);
+  EXPECT_NEAR(predictions[2].samples_per_second(), 32 / 0.045, 1e-9);
+  EXPECT_NEAR(predictions[0].cost_per_1000_samples(), 14.0 / 3600 * 0.040 / 32 * 1000, 1e-12);
+  // Equal wall times: the one with less GPU time first.
+  EXPECT_EQ(predictions[0].rank_by_time(), 1u);
+  EXPECT_EQ(predictions[1].rank_by_time(), 2u);
+  EXPECT_EQ(predictions[2].rank_by_time(), 3u);
+  // By GPU time the B200 would cost 14/7 * 5/10 = the H100's; by wall time
+  // it costs twice as much, and the T4 is cheapest.
+  EXPECT_EQ(predictions[2].rank_by_cost(), 1u);
+  EXPECT_EQ(predictions[1].rank_by_cost(), 2u);
+  EXPECT_EQ(predictions[0].rank_by_cost(), 3u);
+}
+
+TEST_F(PredictionEngineTest, WallTimeIsTheReplayOrTheGpuTimeAndSaysWhich) {
+  auto origin = devices_->Get("H100-SXM");
+  auto target = devices_->Get("A100-SXM-80GB");
+  ASSERT_TRUE(origin.ok() && target.ok());
+  auto replayed = PredictOnDevice(*trace_, **origin, **target);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  ASSERT_TRUE(HasHostTimeline(*trace_));
+  EXPECT_GT(replayed->wall_ns(), 0);
+  EXPECT_EQ(replayed->wall_time_ns(), replayed->wall_ns());
+  EXPECT_FALSE(replayed->wall_time_is_gpu_time());
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_EQ(replayed->iteration_ns(), replayed->gpu_time_ns());  // deprecated, still filled
+#pragma GCC diagnostic pop
+
+  v1::Trace no_host = *trace_;
+  for (auto& op : *no_host.mutable_operations()) {
+    for (auto& kernel : *op.mutable_forward()->mutable_kernels()) {
+      kernel.set_has_launch_time(false);
+    }
+  }
+  ASSERT_FALSE(HasHostTimeline(no_host));
+  auto gpu_only = PredictOnDevice(no_host, **origin, **target);
+  ASSERT_TRUE(gpu_only.ok()) << gpu_only.status();
+  EXPECT_EQ(gpu_only->wall_ns(), 0);
+  EXPECT_EQ(gpu_only->wall_time_ns(), gpu_only->gpu_time_ns());
+  EXPECT_TRUE(gpu_only->wall_time_is_gpu_time());
+
+  PredictionEngine engine(devices_, nullptr);
+  PredictionQuery query;
+  query.devices = {"T4"};
+  auto response = engine.Predict(no_host, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  bool said = false;
+  for (const auto& w : response->warnings()) {
+    said = said || w.find("the trace has no host timeline") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << response->DebugString();
 }
 
 TEST_F(PredictionEngineTest, BadQueriesAreRejected) {

@@ -60,6 +60,10 @@ absl::Status ValidateFileCatalog(const PriceCatalog& catalog) {
       return absl::InvalidArgumentError(
           absl::StrCat("prices[", i, "].region must not be empty"));
     }
+    if (price.gpus_per_instance() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prices[", i, "].gpus_per_instance must be at least 1"));
+    }
   }
   return absl::OkStatus();
 }
@@ -119,22 +123,33 @@ absl::Status ValidateCatalog(const PriceCatalog& catalog,
   return absl::OkStatus();
 }
 
-std::optional<double> PricePerGpuHour(const PriceCatalog& catalog,
-                                      absl::string_view device_id,
-                                      PriceKind kind) {
-  if (kind != habitat::v1::PRICE_KIND_UNSPECIFIED &&
-      kind != habitat::v1::PRICE_KIND_ON_DEMAND &&
-      kind != habitat::v1::PRICE_KIND_SPOT) {
-    return std::nullopt;
+double PricePerGpuHour(const GpuPrice& price, PriceKind kind) {
+  switch (kind) {
+    case habitat::v1::PRICE_KIND_UNSPECIFIED:
+    case habitat::v1::PRICE_KIND_ON_DEMAND:
+      return price.on_demand_per_gpu_hour();
+    case habitat::v1::PRICE_KIND_SPOT:
+      return price.spot_per_gpu_hour();
+    default:
+      return 0.0;
   }
-  std::optional<double> best;
+}
+
+uint32_t GpusPerInstance(const GpuPrice& price) {
+  return std::max<uint32_t>(price.gpus_per_instance(), 1);
+}
+
+const GpuPrice* ChoosePrice(const PriceCatalog& catalog, absl::string_view device_id,
+                            PriceKind kind) {
+  const GpuPrice* best = nullptr;
   for (const GpuPrice& price : catalog.prices()) {
     if (price.device_id() != device_id) continue;
-    const double value = kind == habitat::v1::PRICE_KIND_SPOT
-                             ? price.spot_per_gpu_hour()
-                             : price.on_demand_per_gpu_hour();
-    if (!(value > 0)) continue;  // no spot price published (or bad entry)
-    if (!best || value < *best) best = value;
+    if (!(PricePerGpuHour(price, kind) > 0)) continue;  // no spot price published
+    if (best == nullptr ||
+        std::pair(GpusPerInstance(price), PricePerGpuHour(price, kind)) <
+            std::pair(GpusPerInstance(*best), PricePerGpuHour(*best, kind))) {
+      best = &price;
+    }
   }
   return best;
 }

@@ -2,7 +2,7 @@
 // with a request: loading, validation, and the price of one GPU-hour.
 #pragma once
 
-#include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,12 +23,21 @@ absl::Status ValidateCatalog(const habitat::v1::PriceCatalog& catalog,
                              const DeviceDatabase& devices,
                              absl::string_view field_prefix = "inline_catalog");
 
-// The lowest price per GPU-hour for `device_id` among the catalog's entries
-// (several instance types or regions may offer the same GPU). For SPOT only
-// entries with a published spot price count. nullopt if none matches.
-std::optional<double> PricePerGpuHour(const habitat::v1::PriceCatalog& catalog,
-                                      absl::string_view device_id,
-                                      habitat::v1::PriceKind kind);
+// The catalog entry that prices `device_id`: the smallest instance with
+// that GPU (fewest GPUs: a user who needs one GPU cannot rent a share of an
+// 8-GPU instance, whose per-GPU price is often lower), the cheaper per
+// GPU-hour among instances of the same size. For SPOT only entries with a
+// published spot price count. nullptr if none matches.
+const habitat::v1::GpuPrice* ChoosePrice(const habitat::v1::PriceCatalog& catalog,
+                                         absl::string_view device_id,
+                                         habitat::v1::PriceKind kind);
+
+// The entry's price per GPU-hour of that kind (UNSPECIFIED: on demand); 0
+// where it has none.
+double PricePerGpuHour(const habitat::v1::GpuPrice& price, habitat::v1::PriceKind kind);
+
+// gpus_per_instance, with 0 (not stated) read as 1.
+uint32_t GpusPerInstance(const habitat::v1::GpuPrice& price);
 
 class CatalogSet {
  public:

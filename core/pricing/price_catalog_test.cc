@@ -13,6 +13,7 @@
 namespace habitat {
 namespace {
 
+using habitat::v1::GpuPrice;
 using habitat::v1::PriceCatalog;
 using ::testing::HasSubstr;
 
@@ -59,6 +60,7 @@ constexpr char kValidFileCatalog[] = R"pb(
   prices {
     device_id: "T4"
     instance_type: "x.1"
+    gpus_per_instance: 1
     region: "r1"
     on_demand_per_gpu_hour: 0.5
   }
@@ -98,22 +100,40 @@ TEST(PriceCatalogTest, RealCatalogsArePlausible) {
   }
 }
 
-// The real AWS catalog lists T4 in two shapes and H100 in one shape without
-// a spot price: the cheapest shape wins, and a shape without spot is skipped.
-TEST(PriceCatalogTest, RealAwsCatalogPicksCheapestShape) {
+// The real catalogs list several instance sizes for some GPUs; the price is
+// the smallest instance's, whose per-GPU price is often higher than an 8-GPU
+// box's, and a shape without spot is skipped for spot prices.
+TEST(PriceCatalogTest, RealCatalogsPriceTheSmallestInstance) {
   auto set = CatalogSet::LoadFromDirectory(kDataDir + "/catalogs", Devices());
   ASSERT_TRUE(set.ok()) << set.status();
-  auto aws = set->Get("aws");
-  ASSERT_TRUE(aws.ok()) << aws.status();
   using habitat::v1::PRICE_KIND_ON_DEMAND;
   using habitat::v1::PRICE_KIND_SPOT;
-  // g4dn.xlarge 0.526 $/h beats g4dn.metal 7.824 $/h / 8 GPUs.
-  EXPECT_DOUBLE_EQ(*PricePerGpuHour(**aws, "T4", PRICE_KIND_ON_DEMAND), 0.526);
+  auto aws = set->Get("aws");
+  ASSERT_TRUE(aws.ok()) << aws.status();
+  const GpuPrice* t4 = ChoosePrice(**aws, "T4", PRICE_KIND_ON_DEMAND);
+  ASSERT_NE(t4, nullptr);
+  EXPECT_EQ(t4->instance_type(), "g4dn.xlarge");
+  EXPECT_DOUBLE_EQ(PricePerGpuHour(*t4, PRICE_KIND_ON_DEMAND), 0.526);
   // p5.4xlarge publishes no spot price; p5.48xlarge's spot applies.
-  EXPECT_DOUBLE_EQ(*PricePerGpuHour(**aws, "H100-SXM", PRICE_KIND_SPOT),
-                   17.6289 / 8);
-  EXPECT_EQ(PricePerGpuHour(**aws, "RTX4090", PRICE_KIND_ON_DEMAND),
-            std::nullopt);
+  const GpuPrice* h100_spot = ChoosePrice(**aws, "H100-SXM", PRICE_KIND_SPOT);
+  ASSERT_NE(h100_spot, nullptr);
+  EXPECT_EQ(h100_spot->instance_type(), "p5.48xlarge");
+  EXPECT_EQ(GpusPerInstance(*h100_spot), 8u);
+  EXPECT_DOUBLE_EQ(PricePerGpuHour(*h100_spot, PRICE_KIND_SPOT), 17.6289 / 8);
+  EXPECT_EQ(ChoosePrice(**aws, "H100-SXM", PRICE_KIND_ON_DEMAND)->instance_type(), "p5.4xlarge");
+  EXPECT_EQ(ChoosePrice(**aws, "RTX4090", PRICE_KIND_ON_DEMAND), nullptr);
+  // Lambda's 1x H100 costs 4.29 per GPU-hour, its 8x box 3.99.
+  auto lambda = set->Get("lambda");
+  ASSERT_TRUE(lambda.ok()) << lambda.status();
+  const GpuPrice* h100 = ChoosePrice(**lambda, "H100-SXM", PRICE_KIND_ON_DEMAND);
+  ASSERT_NE(h100, nullptr);
+  EXPECT_EQ(GpusPerInstance(*h100), 1u);
+  EXPECT_DOUBLE_EQ(PricePerGpuHour(*h100, PRICE_KIND_ON_DEMAND), 4.29);
+  // GCP: a2-highgpu-1g, not the 16-GPU a2-megagpu-16g.
+  auto gcp = set->Get("gcp");
+  ASSERT_TRUE(gcp.ok()) << gcp.status();
+  EXPECT_EQ(ChoosePrice(**gcp, "A100-SXM-40GB", PRICE_KIND_ON_DEMAND)->instance_type(),
+            "a2-highgpu-1g");
 }
 
 TEST(PriceCatalogTest, GetUnknownListsNames) {
@@ -125,30 +145,42 @@ TEST(PriceCatalogTest, GetUnknownListsNames) {
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("aws, azure, gcp, lambda"));
 }
 
-TEST(PricePerGpuHourTest, LowestMatchingPrice) {
+TEST(ChoosePriceTest, SmallestInstanceThenLowestPrice) {
   const PriceCatalog catalog = ParseCatalog(R"pb(
     currency: "USD"
-    prices { device_id: "A100-SXM-40GB" on_demand_per_gpu_hour: 4.1 spot_per_gpu_hour: 0 }
-    prices { device_id: "A100-SXM-40GB" on_demand_per_gpu_hour: 3.9 spot_per_gpu_hour: 2.5 }
-    prices { device_id: "A100-SXM-40GB" on_demand_per_gpu_hour: 4.0 spot_per_gpu_hour: 1.5 }
+    prices { device_id: "A100-SXM-40GB" instance_type: "one-a" gpus_per_instance: 1
+             on_demand_per_gpu_hour: 4.1 spot_per_gpu_hour: 0 }
+    prices { device_id: "A100-SXM-40GB" instance_type: "eight" gpus_per_instance: 8
+             on_demand_per_gpu_hour: 3.0 spot_per_gpu_hour: 1.0 }
+    prices { device_id: "A100-SXM-40GB" instance_type: "one-b" gpus_per_instance: 1
+             on_demand_per_gpu_hour: 3.9 spot_per_gpu_hour: 2.5 }
+    prices { device_id: "A100-SXM-40GB" instance_type: "two" gpus_per_instance: 2
+             on_demand_per_gpu_hour: 3.5 spot_per_gpu_hour: 1.5 }
     prices { device_id: "T4" on_demand_per_gpu_hour: 0.35 }
   )pb");
   using habitat::v1::PRICE_KIND_ON_DEMAND;
   using habitat::v1::PRICE_KIND_SPOT;
   using habitat::v1::PRICE_KIND_UNSPECIFIED;
-  EXPECT_EQ(PricePerGpuHour(catalog, "A100-SXM-40GB", PRICE_KIND_ON_DEMAND), 3.9);
-  // Unspecified means on demand.
-  EXPECT_EQ(PricePerGpuHour(catalog, "A100-SXM-40GB", PRICE_KIND_UNSPECIFIED),
-            3.9);
-  // Spot: the entry without a spot price does not count as free.
-  EXPECT_EQ(PricePerGpuHour(catalog, "A100-SXM-40GB", PRICE_KIND_SPOT), 1.5);
-  EXPECT_EQ(PricePerGpuHour(catalog, "T4", PRICE_KIND_ON_DEMAND), 0.35);
-  EXPECT_EQ(PricePerGpuHour(catalog, "T4", PRICE_KIND_SPOT), std::nullopt);
-  EXPECT_EQ(PricePerGpuHour(catalog, "H100-SXM", PRICE_KIND_ON_DEMAND),
-            std::nullopt);
-  EXPECT_EQ(PricePerGpuHour(catalog, "A100-SXM-40GB",
-                            static_cast<habitat::v1::PriceKind>(7)),
-            std::nullopt);
+  auto chosen = [&](const char* id, habitat::v1::PriceKind kind) {
+    const GpuPrice* price = ChoosePrice(catalog, id, kind);
+    return price == nullptr ? std::string("none") : price->instance_type();
+  };
+  // One-GPU instances first, the cheaper of them; the 8-GPU box's lower
+  // per-GPU price does not count.
+  EXPECT_EQ(chosen("A100-SXM-40GB", PRICE_KIND_ON_DEMAND), "one-b");
+  EXPECT_EQ(chosen("A100-SXM-40GB", PRICE_KIND_UNSPECIFIED), "one-b");  // = on demand
+  EXPECT_EQ(chosen("A100-SXM-40GB", PRICE_KIND_SPOT), "one-b");
+  // T4 states no GPU count: read as one GPU.
+  EXPECT_EQ(chosen("T4", PRICE_KIND_ON_DEMAND), "");
+  EXPECT_EQ(GpusPerInstance(*ChoosePrice(catalog, "T4", PRICE_KIND_ON_DEMAND)), 1u);
+  EXPECT_EQ(chosen("T4", PRICE_KIND_SPOT), "none");  // no spot price is not free
+  EXPECT_EQ(chosen("H100-SXM", PRICE_KIND_ON_DEMAND), "none");
+  EXPECT_EQ(chosen("A100-SXM-40GB", static_cast<habitat::v1::PriceKind>(7)), "none");
+  // Without the one-GPU spot price, spot goes to the smallest that has one.
+  PriceCatalog no_small_spot = catalog;
+  no_small_spot.mutable_prices(2)->set_spot_per_gpu_hour(0);
+  EXPECT_EQ(ChoosePrice(no_small_spot, "A100-SXM-40GB", PRICE_KIND_SPOT)->instance_type(),
+            "two");
 }
 
 TEST(ValidateCatalogTest, AcceptsMinimalInlineCatalog) {
@@ -295,6 +327,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "prices[0].instance_type must not be empty"},
         FileCase{"NoRegion", Without("region: \"r1\""),
                  "prices[0].region must not be empty"},
+        FileCase{"NoGpusPerInstance", Without("gpus_per_instance: 1"),
+                 "prices[0].gpus_per_instance must be at least 1"},
         FileCase{"UnknownDevice",
                  absl::StrCat(kValidFileCatalog,
                               "prices { device_id: \"GTX1080\" instance_type: "

@@ -101,11 +101,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         habitat::kMinTargetHostSpeed * (4.0 + uploaded->second)
                   : 0.0;
   for (const auto& p : response->predictions()) {
-    HABITAT_FUZZ_CHECK(p.iteration_ns() >= 0);
+    HABITAT_FUZZ_CHECK(p.gpu_time_ns() >= 0);
     HABITAT_FUZZ_CHECK(p.wall_ns() >= 0);
+    HABITAT_FUZZ_CHECK(p.wall_time_ns() == (p.wall_time_is_gpu_time() ? p.gpu_time_ns()
+                                                                        : p.wall_ns()));
     if (known_trace) {
       HABITAT_FUZZ_CHECK(static_cast<double>(p.wall_ns()) <=
-                         2.0 * static_cast<double>(p.iteration_ns()) + host_bound);
+                         2.0 * static_cast<double>(p.gpu_time_ns()) + host_bound);
     }
     HABITAT_FUZZ_CHECK(p.rank_by_time() >= 1 && p.rank_by_time() <= static_cast<uint32_t>(n));
   }

@@ -415,7 +415,7 @@ class BadInputTest : public ::testing::TestWithParam<BadInputCase> {
     ASSERT_TRUE(good.ok()) << good.status();
     ASSERT_EQ(good->predictions_size(), 1);
     EXPECT_EQ(good->predictions(0).device_id(), "H200");
-    EXPECT_GT(good->predictions(0).iteration_ns(), 0);
+    EXPECT_GT(good->predictions(0).gpu_time_ns(), 0);
   }
 
   static void ExpectCase(const BadInputCase& c, const absl::Status& status) {

@@ -137,7 +137,7 @@ TEST_F(TraceStoreBinaryTest, AcknowledgedUploadsSurviveSigkillOnTheSqliteStore) 
     ASSERT_EQ(predicted->predictions_size(), before[i].predictions_size());
     for (int d = 0; d < predicted->predictions_size(); ++d) {
       EXPECT_EQ(predicted->predictions(d).device_id(), before[i].predictions(d).device_id());
-      EXPECT_EQ(predicted->predictions(d).iteration_ns(), before[i].predictions(d).iteration_ns());
+      EXPECT_EQ(predicted->predictions(d).gpu_time_ns(), before[i].predictions(d).gpu_time_ns());
     }
     bool created = true;
     ASSERT_TRUE(Upload(*client, (*traces)[i], &created).ok());

@@ -25,6 +25,7 @@
 #include "common/file_io.h"
 #include "core/devices/device_database.h"
 #include "core/kineto/kineto_import.h"
+#include "core/predict/host_replay.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/varying_predictor.h"
 #include "core/trace/trace_totals.h"
@@ -175,7 +176,7 @@ int Run() {
           continue;
         }
         const double origin_sum = static_cast<double>(SumOfPassTimes(*trace));
-        const double ratio = static_cast<double>(prediction->iteration_ns()) / origin_sum;
+        const double ratio = static_cast<double>(prediction->gpu_time_ns()) / origin_sum;
         const double predicted = origin_case.busy_ns * ratio;
         const double same_flops = origin_case.busy_ns * origin_spec.peak_fp32_tflops() /
                                   target_spec.peak_fp32_tflops();
@@ -211,7 +212,7 @@ int Run() {
                     100.0 * (predicted - target_busy) / target_busy,
                     100.0 * (same_flops - target_busy) / target_busy,
                     100.0 * (bandwidth - target_busy) / target_busy,
-                    100.0 * unscaled / prediction->iteration_ns());
+                    100.0 * unscaled / prediction->gpu_time_ns());
       }
     }
   }
@@ -230,7 +231,7 @@ int Run() {
   std::map<std::string, std::vector<double>> gpu_bound_speed_errors, host_bound_speed_errors;
   for (const auto& w : walls) {
     const double error = (static_cast<double>(w.predicted_wall) - w.target_wall) / w.target_wall;
-    const bool gpu_bound = w.target_host_share < 0.15;
+    const bool gpu_bound = w.target_host_share < habitat::kHostBoundIdleShare;
     (gpu_bound ? gpu_bound_errors : host_bound_errors)[w.direction].push_back(std::abs(error));
     const double speed_error =
         w.predicted_wall_host_speed > 0

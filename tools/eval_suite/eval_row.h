@@ -39,7 +39,7 @@ struct EvalRow {
   bool has_prediction = false;
   Nanoseconds predicted_wall_ns = 0;      // host-timeline replay
   Nanoseconds predicted_gpu_busy_ns = 0;  // union of kernels in that replay
-  Nanoseconds predicted_op_sum_ns = 0;    // iteration_ns: sum of op predictions
+  Nanoseconds predicted_op_sum_ns = 0;    // gpu_time_ns: sum of op predictions
   bool host_bound = false;
   // tools/eval_fixtures' estimate: measured origin busy x predicted op sum /
   // measured op sum.

@@ -192,7 +192,7 @@ absl::Status Predict(PredictionClient& client, EvalRow& row) {
   row.has_prediction = true;
   row.predicted_wall_ns = on_target->wall_ns();
   row.predicted_gpu_busy_ns = on_target->gpu_busy_ns();
-  row.predicted_op_sum_ns = on_target->iteration_ns();
+  row.predicted_op_sum_ns = on_target->gpu_time_ns();
   row.host_bound = on_target->host_bound();
   row.replayed_origin_wall_ns = on_origin->wall_ns();
   row.replayed_origin_busy_ns = on_origin->gpu_busy_ns();

@@ -360,7 +360,7 @@ def markdown(rows, csv_paths, svg_link, source="kineto"):
         "Columns. *Habitat (server)*: the response's `gpu_busy_ns` (GPU time) and "
         "`wall_ns` (wall time) from replaying the trace's host timeline with the predicted "
         "kernel times, and its `host_bound` flag. *Σ op times*: the response's "
-        "`iteration_ns`, the paper's method without a host model, compared with both GPU "
+        "`gpu_time_ns`, the paper's method without a host model, compared with both GPU "
         "and wall time. *eval_fixtures scaling*: measured origin busy × Σ predicted / "
         "Σ measured op times, the estimate of `tools/eval_fixtures` (docs/accuracy.md §2). "
         "*Same FLOPS* and *bandwidth ratio*: the origin's measured time × the origin/target "

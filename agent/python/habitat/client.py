@@ -199,15 +199,23 @@ def trace_bytes(trace, max_bytes: int = _MAX_TRACE_BYTES) -> bytes:
 
 
 def _with_batch_size(data: bytes, batch_size: Optional[int]) -> bytes:
-    """Sets Trace.batch_size by appending the field: for a scalar field the
-    last occurrence wins when a message is parsed (protobuf encoding rules),
-    so the trace itself need not be decoded."""
+    """Sets Trace.batch_size where the trace does not record one, by
+    appending the field (for a scalar field the last occurrence wins when a
+    message is parsed). A batch size other than the recorded one is refused:
+    it would relabel the samples, not predict them."""
     if batch_size is None:
         return data
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) \
             or not 1 <= batch_size <= _MAX_BATCH_SIZE:
         raise ValueError(f"batch_size must be an integer in [1, {_MAX_BATCH_SIZE}], "
                          f"got {batch_size!r}")
+    recorded = messages()["Trace"].FromString(data).batch_size
+    if recorded and recorded != batch_size:
+        raise ValueError(
+            f"the trace records batch size {recorded}; batch_size={batch_size} would relabel "
+            "the samples without predicting them (another batch size changes every "
+            "operation's shapes and times, which habitat does not predict yet): leave "
+            f"batch_size out, or profile at batch {batch_size}")
     return data + _varint(_TRACE_BATCH_SIZE_FIELD << 3 | 0) + _varint(batch_size)
 
 
@@ -479,12 +487,20 @@ def _wrap(first: str, text: str, width: int) -> str:
 
 
 def _unscaled_percent(p: dict) -> float:
-    total = p.get("iteration_ns", 0)
+    total = p.get("gpu_time_ns", 0)
     if total <= 0:
         return 0.0
     unscaled = sum(t.get("predicted_ns", 0) for t in p.get("method_totals", [])
                    if t.get("method") == "PREDICTION_METHOD_UNSCALED")
     return 100.0 * unscaled / total
+
+
+def _instance_text(p: dict) -> str:
+    """The priced instance for the table: its type, '/N' for N GPUs in it."""
+    if not p["has_price"]:
+        return "-"
+    text = _truncate(_printable(p["instance_type"]), 24)
+    return f"{text}/{p['gpus_per_instance']}" if p["gpus_per_instance"] > 1 else text
 
 
 def _mode_text(op: dict) -> str:
@@ -537,7 +553,7 @@ def _operation_table(p: dict, top: int) -> str:
            f"{'bwd ms':>9} {'share':>6}  {'method':<8} mode\n"
     for op in ops[:top]:
         total = op["predicted_forward_ns"] + op["predicted_backward_ns"]
-        share = 100.0 * total / p["iteration_ns"] if p["iteration_ns"] > 0 else 0.0
+        share = 100.0 * total / p["gpu_time_ns"] if p["gpu_time_ns"] > 0 else 0.0
         origin = (op["origin_forward_ns"] + op["origin_backward_ns"]) / 1e6
         method = _METHOD_NAMES.get(op["method"], "?") + ("^" if op.get("at_hardware_limit") else "")
         line = f"    {op['index']:>5}  {_truncate(_printable(op['name']), 32):<32} " \
@@ -555,7 +571,7 @@ def format_table(response: dict, model_name: str = "", precision: str = "",
     """The prediction as `habitat predict` prints it: one line per GPU in
     rank order with GPU ms, its expected error, wall ms ('!': host-bound),
     samples/s, price per GPU-hour, cost per 1000 samples, cost rank and the
-    unscaled share."""
+    unscaled share. Throughput, cost and both ranks follow the wall time."""
     predictions = sorted(response.get("predictions", []),
                          key=lambda p: (p["rank_by_time"], p["device_id"]))
     kind = "spot" if response.get("price_kind") == "PRICE_KIND_SPOT" else "on-demand"
@@ -576,13 +592,14 @@ def format_table(response: dict, model_name: str = "", precision: str = "",
 
     id_width = min(max([3] + [len(p["device_id"]) + 1 for p in predictions]), 24)
     unit = currency if any_price else "price"
-    any_wall = any(p["wall_ns"] > 0 for p in predictions)
-    any_host_bound = any(p["wall_ns"] > 0 and p["host_bound"] for p in predictions)
+    any_wall = any(not p["wall_time_is_gpu_time"] for p in predictions)
+    any_host_bound = any(not p["wall_time_is_gpu_time"] and p["host_bound"] for p in predictions)
     out += f"{'rank':>4}  {'GPU':<{id_width}} {'GPU ms':>9}   ±err"
     if any_wall:
         out += f" {'wall ms':>10}"
     out += f" {'samples/s':>10} {unit + '/GPU-h':>10} {unit + '/1k smp':>12} {'cost#':>5} " \
-           f"{'unscaled':>9}\n"
+           f"{'unscaled':>9}"
+    out += "  instance\n" if any_price else "\n"
     cost_decimals = 4
     for p in predictions:
         if p["has_price"] and p["cost_per_1000_samples"] > 0:
@@ -596,21 +613,33 @@ def format_table(response: dict, model_name: str = "", precision: str = "",
             cost = f"{p['cost_per_1000_samples']:.{cost_decimals}f}"
             if p["rank_by_cost"] > 0:
                 cost_rank = str(p["rank_by_cost"])
-        out += f"{p['rank_by_time']:>4}  {name:<{id_width}} {p['iteration_ns'] / 1e6:>9.3f} " \
+        out += f"{p['rank_by_time']:>4}  {name:<{id_width}} {p['gpu_time_ns'] / 1e6:>9.3f} " \
                f"{_error_text(p):>6}"
         if any_wall:
-            out += f" {p['wall_ns'] / 1e6:>9.3f}{'!' if p['host_bound'] else ' '}" \
-                if p["wall_ns"] > 0 else f" {'-':>10}"
+            out += f" {p['wall_time_ns'] / 1e6:>9.3f}{'!' if p['host_bound'] else ' '}" \
+                if not p["wall_time_is_gpu_time"] else f" {'-':>10}"
         out += f" {p['samples_per_second']:>10.1f} {price:>10} {cost:>12} {cost_rank:>5} " \
-               f"{_unscaled_percent(p):>8.1f}%\n"
+               f"{_unscaled_percent(p):>8.1f}%"
+        out += f"  {_instance_text(p)}\n" if any_price else "\n"
     origins = [_printable(p["device_id"]) for p in predictions if p["is_origin"]]
     if origins:
         out += "  * origin GPU: the measured time, not a prediction\n"
     if any_host_bound:
         out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n"
-    out += "  GPU ms: sum of the operations' predicted GPU time; samples/s and costs use it\n"
+    out += "  GPU ms: sum of the operations' predicted GPU time\n"
     out += "  ±err: expected error of GPU ms (its operations' expected errors weighted by their " \
            "time)\n"
+    if any_wall:
+        out += "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n" \
+               "           samples/s, costs and ranks use it ('-': GPU ms instead)\n"
+    else:
+        out += "  no host timeline in the trace: samples/s, costs and ranks use GPU ms as the " \
+               "wall time\n"
+    if any_price:
+        out += "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n"
+        out += "  instance: the instance type priced, the smallest with that GPU in the catalog; " \
+               "/N:\n           it holds N GPUs, and the price is its price per GPU-hour\n"
+    out += "  unscaled: share of GPU ms in operations carried over from the origin unscaled\n"
 
     # One line per distinct warning, with the GPUs it concerns.
     grouped: dict = {}

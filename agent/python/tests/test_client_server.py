@@ -122,8 +122,12 @@ class ClientServerTest(unittest.TestCase):
         self.assertIn("H200", ids)
         self.assertEqual(ids, set(self.by_device(self.response)))
         for p in self.response["predictions"]:
-            self.assertGreater(p["iteration_ns"], 0, p["device_id"])
+            self.assertGreater(p["gpu_time_ns"], 0, p["device_id"])
             self.assertGreater(p["samples_per_second"], 0, p["device_id"])
+            # Throughput follows the wall time (an instance bills it), not the GPU time.
+            self.assertGreater(p["wall_time_ns"], 0, p["device_id"])
+            self.assertAlmostEqual(p["samples_per_second"], 32 / (p["wall_time_ns"] / 1e9),
+                                   delta=1e-6 * p["samples_per_second"])
         self.assertEqual(self.response["batch_size"], 32)
 
     def test_origin_gets_the_measured_time(self):
@@ -132,13 +136,13 @@ class ClientServerTest(unittest.TestCase):
         self.assertTrue(origin["is_origin"])
         ops_sum = sum(op.forward.time_ns + op.backward.time_ns
                       for op in self.trace_message.operations)
-        self.assertEqual(origin["iteration_ns"], ops_sum)
+        self.assertEqual(origin["gpu_time_ns"], ops_sum)
         self.assertEqual({t["method"] for t in origin["method_totals"]},
                          {"PREDICTION_METHOD_MEASURED"})
         self.assertEqual([p for p in self.response["predictions"] if p["is_origin"]], [origin])
 
     def test_h200_gpu_time_within_5_percent_of_the_measurement(self):
-        predicted = self.by_device(self.response)["H200"]["iteration_ns"]
+        predicted = self.by_device(self.response)["H200"]["gpu_time_ns"]
         actual = measured("h200", CASE)["gpu_busy_ns_median"]
         error = predicted / actual - 1
         print(f"\nH200 {CASE}: predicted {predicted / 1e6:.3f} ms, measured GPU busy "
@@ -146,19 +150,21 @@ class ClientServerTest(unittest.TestCase):
         self.assertLess(abs(error), 0.05)
 
     def test_inputs_path_gzip_bytes_and_subset(self):
-        # The .gz file itself, by path; two devices; a batch-size override.
+        # The .gz file itself, by path; two devices; the recorded batch size
+        # may be restated, another one is refused (it would only relabel).
+        with self.assertRaisesRegex(ValueError, "records batch size 32; batch_size=64"):
+            client.predict(TRACE_GZ, server=self.server.address, devices="H200", batch_size=64)
         response = client.predict(TRACE_GZ, server=self.server.address,
-                                  devices=["H200", "A100-SXM-80GB"], batch_size=64,
+                                  devices=["H200", "A100-SXM-80GB"], batch_size=32,
                                   include_breakdown=True, catalog="aws")
         by_device = self.by_device(response)
         self.assertEqual(set(by_device), {"H200", "A100-SXM-80GB"})
-        self.assertEqual(response["batch_size"], 64)
+        self.assertEqual(response["batch_size"], 32)
         self.assertEqual(response["catalog"], "aws")
         h200 = by_device["H200"]
         full = self.by_device(self.response)["H200"]
-        # The same kernels, twice the samples per iteration.
-        self.assertEqual(h200["iteration_ns"], full["iteration_ns"])
-        self.assertAlmostEqual(h200["samples_per_second"], 2 * full["samples_per_second"],
+        self.assertEqual(h200["gpu_time_ns"], full["gpu_time_ns"])
+        self.assertAlmostEqual(h200["samples_per_second"], full["samples_per_second"],
                                delta=1e-6 * h200["samples_per_second"])
         self.assertEqual(len(h200["operations"]), len(self.trace_message.operations))
         table = client.format_table(response, breakdown=True)
@@ -171,8 +177,8 @@ class ClientServerTest(unittest.TestCase):
         response = client.predict(trace_id=trace_id, server=self.server.address,
                                   devices="H200")
         self.assertEqual(response["trace_id"], trace_id)
-        self.assertEqual(response["predictions"][0]["iteration_ns"],
-                         self.by_device(self.response)["H200"]["iteration_ns"])
+        self.assertEqual(response["predictions"][0]["gpu_time_ns"],
+                         self.by_device(self.response)["H200"]["gpu_time_ns"])
 
     def test_unknown_device_gives_the_servers_message(self):
         with self.assertRaises(client.ServiceError) as raised:
@@ -199,8 +205,8 @@ class ClientServerTest(unittest.TestCase):
         self.assertEqual(raised.exception.code, "UNAUTHENTICATED")
         response = client.predict(self.trace, server=self.secured.address, token=TOKEN,
                                   devices=["H200"])
-        self.assertEqual(response["predictions"][0]["iteration_ns"],
-                         self.by_device(self.response)["H200"]["iteration_ns"])
+        self.assertEqual(response["predictions"][0]["gpu_time_ns"],
+                         self.by_device(self.response)["H200"]["gpu_time_ns"])
 
     def test_unreachable_server(self):
         with self.assertRaises(client.ServiceError) as raised:
@@ -223,8 +229,8 @@ class ClientServerTest(unittest.TestCase):
             self.skipTest(f"habitat.tracker not importable here: {e}")
         trace = Trace(self.trace, {})
         response = trace.predict(server=self.server.address, devices=["H200"])
-        self.assertEqual(response["predictions"][0]["iteration_ns"],
-                         self.by_device(self.response)["H200"]["iteration_ns"])
+        self.assertEqual(response["predictions"][0]["gpu_time_ns"],
+                         self.by_device(self.response)["H200"]["gpu_time_ns"])
         self.assertRegex(trace.upload(server=self.server.address), r"^sha256:")
 
     def test_table_matches_the_cli(self):
@@ -233,9 +239,9 @@ class ClientServerTest(unittest.TestCase):
         devices = ["H200", "A100-SXM-80GB", "H100-SXM", "T4", "L4"]
         runs = [
             ([], {}, {}),
-            (["--breakdown", "--top", "3", "--spot", "--host-speed", "2", "--batch-size", "64"],
+            (["--breakdown", "--top", "3", "--spot", "--host-speed", "2", "--batch-size", "32"],
              {"include_breakdown": True, "price_kind": "spot", "target_host_speed": 2,
-              "batch_size": 64},
+              "batch_size": 32},
              {"breakdown": True, "top_operations": 3}),
         ]
         for cli_flags, call, table in runs:
