@@ -8,6 +8,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<OptionSpec> kSpecs = {
     {"server", true}, {"format", true}, {"spot", false}, {"devices", true}, {"top", true}};
@@ -27,6 +28,28 @@ TEST(CliArgsTest, DoubleDashEndsOptions) {
   auto args = CliArgs::Parse({"--spot", "--", "--weird-file-name"}, kSpecs);
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_THAT(args->positional(), ElementsAre("--weird-file-name"));
+}
+
+TEST(CliArgsTest, UnknownOptionsSuggestTheClosestKnownOne) {
+  auto message = [](std::vector<std::string> words) {
+    return std::string(CliArgs::Parse(words, kSpecs).status().message());
+  };
+  EXPECT_THAT(message({"--servr", "h:1"}), HasSubstr("(did you mean '--server'?)"));
+  EXPECT_THAT(message({"--formt=json"}), HasSubstr("(did you mean '--format'?)"));
+  EXPECT_THAT(message({"--dev", "T4"}), HasSubstr("(did you mean '--devices'?)"));  // a prefix
+  EXPECT_THAT(message({"--colour"}), Not(HasSubstr("did you mean")));  // nothing close
+}
+
+TEST(CliArgsTest, DashHIsHelp) {
+  std::vector<OptionSpec> specs = kSpecs;
+  specs.push_back({"help", false});
+  auto args = CliArgs::Parse({"-h"}, specs);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_TRUE(args->Has("help"));
+  // After "--" it is a file name like any other.
+  args = CliArgs::Parse({"--", "-h"}, specs);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(args->positional(), ElementsAre("-h"));
 }
 
 TEST(CliArgsTest, RejectsUnknownMissingRepeatedAndMisusedOptions) {

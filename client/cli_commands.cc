@@ -278,6 +278,14 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (!devices.ok()) return ctx.Usage(devices.status());
   absl::StatusOr<std::optional<int64_t>> top = args->GetInt("top", 1, 100000);
   if (!top.ok()) return ctx.Usage(top.status());
+  if (top->has_value() && !args->Has("breakdown")) {
+    return ctx.Usage(absl::InvalidArgumentError("--top N limits --breakdown; give both"));
+  }
+  if (*format == OutputFormat::kCsv && args->Has("breakdown")) {
+    return ctx.Usage(absl::InvalidArgumentError(
+        "--format csv has one row per GPU and no per-operation breakdown; use --format json "
+        "or table with --breakdown"));
+  }
   absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
 
@@ -360,6 +368,7 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
       break;
     }
     case OutputFormat::kJson: {
+      if (top->has_value()) KeepTopOperations(static_cast<int>(**top), &*response);
       absl::StatusOr<std::string> json = FormatJson(*response);
       if (!json.ok()) return ctx.Fail(json.status());
       *ctx.out << *json;

@@ -37,6 +37,9 @@ TEST(CliCommandsTest, HelpAndVersion) {
   CliRun predict_help = Habitat({"predict", "--help"});
   EXPECT_EQ(predict_help.code, kExitOk);
   EXPECT_THAT(predict_help.out, HasSubstr("--catalog-file"));
+  CliRun predict_h = Habitat({"predict", "-h"});  // as 'habitat -h' works
+  EXPECT_EQ(predict_h.code, kExitOk);
+  EXPECT_EQ(predict_h.out, predict_help.out);
   EXPECT_EQ(Habitat({"--version"}).out, "habitat test\n");
 }
 
@@ -105,6 +108,27 @@ TEST(CliCommandsTest, ABatchSizeOtherThanTheRecordedOneIsRefused) {
   CliRun same = Habitat({"predict", trace, "--batch-size", "32", "--devices", "H200"});
   EXPECT_EQ(same.code, kExitOk) << same.err;
   EXPECT_THAT(same.out, HasSubstr("batch 32"));
+}
+
+// --breakdown and --top do what they say in every format, or are refused.
+TEST(CliCommandsTest, BreakdownAndTopInEveryFormat) {
+  const std::string trace =
+      std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz";
+  CliRun top_alone = Habitat({"predict", trace, "--devices", "T4", "--top", "2"});
+  EXPECT_EQ(top_alone.code, kExitUsage);
+  EXPECT_THAT(top_alone.err, HasSubstr("--top N limits --breakdown"));
+  CliRun csv = Habitat({"predict", trace, "--devices", "T4", "--format", "csv", "--breakdown"});
+  EXPECT_EQ(csv.code, kExitUsage);
+  EXPECT_THAT(csv.err, HasSubstr("no per-operation breakdown"));
+  CliRun json = Habitat({"predict", trace, "--devices", "T4,L4", "--format", "json",
+                         "--breakdown", "--top", "2"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  size_t operations = 0;
+  for (size_t at = json.out.find("\"index\":"); at != std::string::npos;
+       at = json.out.find("\"index\":", at + 1)) {
+    ++operations;
+  }
+  EXPECT_EQ(operations, 4u);  // two GPUs, two operations each
 }
 
 TEST(CliCommandsTest, DevicesAndCatalogsInEveryFormat) {

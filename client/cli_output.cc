@@ -10,7 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/pricing/price_catalog.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 
 namespace habitat {
 namespace {
@@ -183,6 +185,14 @@ std::string BreakdownLegend(const std::vector<const DevicePrediction*>& predicti
 }
 
 }  // namespace
+
+void KeepTopOperations(int top, PredictResponse* response) {
+  for (auto& prediction : *response->mutable_predictions()) {
+    google::protobuf::RepeatedPtrField<v1::OperationPrediction> kept;
+    for (const v1::OperationPrediction* op : TopOperations(prediction, top)) *kept.Add() = *op;
+    prediction.mutable_operations()->Swap(&kept);
+  }
+}
 
 absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& text) {
   if (text == "table") return OutputFormat::kTable;
@@ -399,6 +409,38 @@ std::string FormatPredictionCsv(const PredictResponse& response) {
   return out;
 }
 
+namespace {
+
+// The proto JSON mapping prints 64-bit integers as strings (JavaScript
+// numbers lose precision past 2^53); people pipe this output to jq, pandas
+// and scripts that expect numbers, and our nanosecond values stay far
+// below 2^53. `json` is `descriptor`'s message as printed with proto field
+// names.
+void IntegersAsNumbers(const google::protobuf::Descriptor& descriptor, nlohmann::ordered_json* json) {
+  using google::protobuf::FieldDescriptor;
+  for (int i = 0; i < descriptor.field_count(); ++i) {
+    const FieldDescriptor& field = *descriptor.field(i);
+    auto it = json->find(field.name());
+    if (it == json->end()) continue;
+    auto convert = [&field](nlohmann::ordered_json* value) {
+      if (field.cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        if (value->is_object()) IntegersAsNumbers(*field.message_type(), value);
+      } else if (value->is_string() && field.cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
+        *value = std::stoll(value->get<std::string>());
+      } else if (value->is_string() && field.cpp_type() == FieldDescriptor::CPPTYPE_UINT64) {
+        *value = std::stoull(value->get<std::string>());
+      }
+    };
+    if (field.is_repeated() && it->is_array()) {
+      for (auto& element : *it) convert(&element);
+    } else {
+      convert(&*it);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
@@ -409,8 +451,10 @@ absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message)
   if (!status.ok()) {
     return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
   }
-  if (json.empty() || json.back() != '\n') json += '\n';
-  return json;
+  nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(json, nullptr, false);
+  if (parsed.is_discarded()) return absl::InternalError("cannot re-read the printed JSON");
+  IntegersAsNumbers(*message.GetDescriptor(), &parsed);
+  return parsed.dump(1) + "\n";
 }
 
 std::string FormatDevicesTable(const v1::ListDevicesResponse& response) {

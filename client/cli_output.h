@@ -36,7 +36,12 @@ std::string FormatPredictionTable(const habitat::v1::PredictResponse& response,
 const char* PredictionCsvHeader();
 std::string FormatPredictionCsv(const habitat::v1::PredictResponse& response);
 
-// JSON of any response: proto field names, zero values printed, indented.
+// Keeps each prediction's `top` operations with the longest predicted time
+// (the table's --breakdown order), for output formats that list them all.
+void KeepTopOperations(int top, habitat::v1::PredictResponse* response);
+
+// JSON of any response: proto field names, zero values printed, indented;
+// 64-bit integers as numbers, unlike the proto JSON mapping's strings.
 absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& message);
 
 std::string FormatDevicesTable(const habitat::v1::ListDevicesResponse& response);

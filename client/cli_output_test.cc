@@ -178,6 +178,22 @@ TEST(CliOutputTest, JsonUsesProtoFieldNamesAndPrintsZeroes) {
   EXPECT_THAT(*json, HasSubstr("\"has_price\": false"));
 }
 
+TEST(CliOutputTest, JsonPrints64BitIntegersAsNumbers) {
+  v1::PredictResponse response;
+  auto* p = AddPrediction(&response, "A", 1, 329115595);
+  auto* total = p->add_method_totals();
+  total->set_method(v1::PREDICTION_METHOD_MLP);
+  total->set_predicted_ns(254348847);
+  p->add_operations()->set_predicted_forward_ns(1234);
+  auto json = FormatJson(response);
+  ASSERT_TRUE(json.ok());
+  EXPECT_THAT(*json, HasSubstr("\"gpu_time_ns\": 329115595,"));  // not "329115595"
+  EXPECT_THAT(*json, HasSubstr("\"predicted_ns\": 254348847"));  // in a repeated message
+  EXPECT_THAT(*json, HasSubstr("\"predicted_forward_ns\": 1234,"));
+  EXPECT_THAT(*json, HasSubstr("\"method\": \"PREDICTION_METHOD_MLP\""));  // enums stay names
+  EXPECT_THAT(*json, HasSubstr("\"device_id\": \"A\""));
+}
+
 TEST(CliOutputTest, FormatNamesAreChecked) {
   EXPECT_TRUE(ParseOutputFormat("csv").ok());
   EXPECT_THAT(ParseOutputFormat("xml").status().message(), HasSubstr("table, json or csv"));
