@@ -30,6 +30,11 @@ CliRun Habitat(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
+// A habitat trace the agent recorded at batch 32 on an H100.
+std::string AgentTrace() {
+  return std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz";
+}
+
 TEST(CliCommandsTest, HelpAndVersion) {
   CliRun help = Habitat({"--help"});
   EXPECT_EQ(help.code, kExitOk);
@@ -98,8 +103,7 @@ TEST(CliCommandsTest, FailuresExitWith1AndNameTheFile) {
 // The agent recorded batch 32: restating it is fine, another batch would
 // only relabel samples/s and cost.
 TEST(CliCommandsTest, ABatchSizeOtherThanTheRecordedOneIsRefused) {
-  const std::string trace =
-      std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz";
+  const std::string trace = AgentTrace();
   CliRun other = Habitat({"predict", trace, "--batch-size", "64", "--devices", "H200"});
   EXPECT_EQ(other.code, kExitFailure);
   EXPECT_THAT(other.err, HasSubstr("the trace records batch size 32; --batch-size 64 would "
@@ -112,8 +116,7 @@ TEST(CliCommandsTest, ABatchSizeOtherThanTheRecordedOneIsRefused) {
 
 // --breakdown and --top do what they say in every format, or are refused.
 TEST(CliCommandsTest, BreakdownAndTopInEveryFormat) {
-  const std::string trace =
-      std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz";
+  const std::string trace = AgentTrace();
   CliRun top_alone = Habitat({"predict", trace, "--devices", "T4", "--top", "2"});
   EXPECT_EQ(top_alone.code, kExitUsage);
   EXPECT_THAT(top_alone.err, HasSubstr("--top N limits --breakdown"));
