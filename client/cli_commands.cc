@@ -21,6 +21,7 @@
 #include "core/backend/prediction_backend.h"
 #include "core/devices/text_proto_file.h"
 #include "core/trace/trace_id.h"
+#include "core/trace/trace_validation.h"
 
 namespace habitat {
 namespace {
@@ -37,11 +38,12 @@ constexpr char kMainUsage[] =
     "  catalogs             list the price catalogs\n"
     "  upload TRACE         store a trace on a server and print its id\n"
     "  import-kineto IN OUT convert a torch.profiler JSON trace to a habitat trace\n"
+    "  health               ask a habitat-server whether it serves (exit 0 if so)\n"
     "\n"
     "Without --server, commands run the predictor in-process on the data files in\n"
     "--data-dir. 'habitat COMMAND --help' describes a command.\n"
     "\n"
-    "server options (predict, devices, catalogs, upload):\n"
+    "server options (predict, devices, catalogs, upload, health):\n"
     "  --server HOST:PORT     the habitat-server to ask\n"
     "  --token-file FILE      bearer token for servers that require one (default:\n"
     "                         $HABITAT_TOKEN)\n"
@@ -49,6 +51,17 @@ constexpr char kMainUsage[] =
     "  --tls-ca FILE          ... or against these PEM CA certificates (implies --tls)\n"
     "  --tls-cert/--tls-key   PEM client certificate and key (mutual TLS)\n"
     "  --tls-server-name NAME name the server's certificate must carry\n";
+
+constexpr char kHealthUsage[] =
+    "usage: habitat health --server HOST:PORT [--service NAME] [--timeout-s S]\n"
+    "                      [--token-file FILE] [--tls] [--tls-ca FILE] ...\n"
+    "\n"
+    "Asks the server's gRPC health service (grpc.health.v1) whether it serves and\n"
+    "prints the answer. Exit 0 when SERVING; 1 when NOT_SERVING (draining, or its\n"
+    "listener was lost), unknown or unreachable within --timeout-s (default 5).\n"
+    "Usable as a Docker HEALTHCHECK or a Kubernetes exec probe.\n"
+    "  --service NAME  one service, e.g. habitat.v1.PredictionService (default:\n"
+    "                  the whole server)\n";
 
 constexpr char kPredictUsage[] =
     "usage: habitat predict TRACE [options]\n"
@@ -499,6 +512,15 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
     return ctx.Fail(absl::InvalidArgumentError(
         absl::StrCat(in, ": is already a habitat trace, not a torch.profiler JSON trace")));
   }
+  // Never write a trace that `predict` would refuse. A missing batch size
+  // is the one thing `predict --batch-size` can still supply.
+  v1::Trace check = *trace;
+  if (check.batch_size() == 0) check.set_batch_size(1);
+  if (absl::Status valid = ValidateTrace(check); !valid.ok()) {
+    return ctx.Fail(absl::Status(
+        valid.code(), absl::StrCat(in, ": the imported trace would be refused, so '", out,
+                                   "' was not written: ", valid.message())));
+  }
   absl::Status saved = SaveTraceFile(out, *trace);
   if (!saved.ok()) {
     return ctx.Fail(absl::Status(saved.code(),
@@ -515,6 +537,41 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
     *ctx.err << "note: no --batch-size given; 'habitat predict' will need one\n";
   }
   return kExitOk;
+}
+
+int Health(const std::vector<std::string>& words, const Context& ctx) {
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(
+      words, Concat({kRemoteOptions, {{"help", false}, {"service", true}, {"timeout-s", true}}}));
+  if (!args.ok()) return ctx.Usage(args.status());
+  if (args->Has("help")) {
+    *ctx.out << kHealthUsage;
+    return kExitOk;
+  }
+  if (!args->positional().empty()) {
+    return ctx.Usage(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args->positional()[0], "'")));
+  }
+  if (args->Get("server").empty()) {
+    return ctx.Usage(absl::InvalidArgumentError("--server HOST:PORT is required"));
+  }
+  absl::StatusOr<std::optional<int64_t>> timeout = args->GetInt("timeout-s", 1, 3600);
+  if (!timeout.ok()) return ctx.Usage(timeout.status());
+  absl::StatusOr<CliServiceOptions> options = ServiceOptions(*args, ctx);
+  if (!options.ok()) return ctx.Usage(options.status());
+  if (absl::Status token = ReadToken(*args, &*options); !token.ok()) return ctx.Fail(token);
+  // One attempt within the timeout: a probe has its own schedule.
+  options->client.deadline = absl::Seconds(timeout->value_or(5));
+  options->client.max_attempts = 1;
+  absl::StatusOr<std::unique_ptr<PredictionClient>> client =
+      PredictionClient::Connect(options->server, options->client);
+  if (!client.ok()) return ctx.Fail(client.status());
+  absl::StatusOr<int> status = (*client)->Health(args->Get("service"));
+  if (!status.ok()) return ctx.Fail(status.status());
+  static constexpr const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING",
+                                           "SERVICE_UNKNOWN"};
+  const char* name = *status >= 0 && *status < 4 ? kNames[*status] : "UNKNOWN";
+  *ctx.out << name << "\n";
+  return *status == 1 ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -542,7 +599,7 @@ int RunHabitatCli(const std::vector<std::string>& args, const CliEnvironment& en
   const Command commands[] = {
       {"predict", Predict},   {"devices", Devices},
       {"catalogs", Catalogs}, {"upload", Upload},
-      {"import-kineto", ImportKineto},
+      {"import-kineto", ImportKineto}, {"health", Health},
   };
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   for (const auto& c : commands) {

@@ -3,8 +3,10 @@
 // traces are covered by tests/golden.
 #include "client/cli_commands.h"
 
+#include <filesystem>
 #include <sstream>
 
+#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -115,6 +117,28 @@ TEST(CliCommandsTest, ABatchSizeOtherThanTheRecordedOneIsRefused) {
 }
 
 // --breakdown and --top do what they say in every format, or are refused.
+// import-kineto never writes a trace that predict would refuse: a profile
+// whose kernel claims 300 registers per thread (CUDA allows 255).
+TEST(CliCommandsTest, ImportRefusesToWriteAnInvalidTrace) {
+  auto json = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/dcgan_b64_fp32.json.gz");
+  ASSERT_TRUE(json.ok()) << json.status();
+  const std::string needle = "\"registers per thread\":255";
+  const size_t at = json->find(needle);
+  ASSERT_NE(at, std::string::npos);
+  json->replace(at, needle.size(), "\"registers per thread\":300");
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "import_refuses_invalid";
+  std::filesystem::create_directories(dir);
+  const std::string in = (dir / "bad.json").string();
+  const std::string out = (dir / "bad.trace.gz").string();
+  ASSERT_TRUE(WriteFileAtomically(in, *json).ok());
+  CliRun run = Habitat({"import-kineto", in, out, "--batch-size", "64"});
+  EXPECT_EQ(run.code, kExitFailure) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("registers_per_thread"));
+  EXPECT_THAT(run.err, HasSubstr("was not written"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 TEST(CliCommandsTest, BreakdownAndTopInEveryFormat) {
   const std::string trace = AgentTrace();
   CliRun top_alone = Habitat({"predict", trace, "--devices", "T4", "--top", "2"});

@@ -7,7 +7,12 @@
 #include "absl/time/clock.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
+#include "absl/synchronization/notification.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -84,13 +89,16 @@ absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
   }
   auto stub = habitat::v1::PredictionService::NewStub(channel);
   return std::unique_ptr<PredictionClient>(
-      new PredictionClient(address, std::move(options), std::move(stub)));
+      new PredictionClient(address, std::move(options), channel, std::move(stub)));
 }
 
 PredictionClient::PredictionClient(
-    std::string address, ClientOptions options,
+    std::string address, ClientOptions options, std::shared_ptr<grpc::Channel> channel,
     std::unique_ptr<habitat::v1::PredictionService::Stub> stub)
-    : address_(std::move(address)), options_(std::move(options)), stub_(std::move(stub)) {}
+    : address_(std::move(address)),
+      options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(std::move(stub)) {}
 
 template <typename Response, typename Call>
 absl::StatusOr<Response> PredictionClient::Invoke(const char* rpc_name, Call&& call) {
@@ -106,7 +114,7 @@ absl::StatusOr<Response> PredictionClient::Invoke(const char* rpc_name, Call&& c
     if (!options_.bearer_token.empty()) {
       context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.bearer_token));
     }
-    Response response;
+    Response response{};
     status = call(&context, &response);
     if (status.ok()) {
       last_attempts_ = attempt;
@@ -166,6 +174,73 @@ absl::StatusOr<v1::ListCatalogsResponse> PredictionClient::ListCatalogs(
       "ListCatalogs", [&](grpc::ClientContext* context, v1::ListCatalogsResponse* response) {
         return stub_->ListCatalogs(context, request, response);
       });
+}
+
+namespace {
+
+// grpc.health.v1.HealthCheckRequest{service}: the health proto is not in
+// the Debian packages' headers, and its two messages have one field each.
+std::string HealthCheckRequest(const std::string& service) {
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream out(&stream);
+  if (!service.empty()) {
+    out.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        1, google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    out.WriteVarint32(static_cast<uint32_t>(service.size()));
+    out.WriteString(service);
+  }
+  out.Trim();
+  return bytes;
+}
+
+// HealthCheckResponse.status (field 1, an enum); 0 (UNKNOWN) when absent.
+absl::StatusOr<int> HealthStatusOf(const std::string& bytes) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  int status = 0;
+  while (const uint32_t tag = in.ReadTag()) {
+    using google::protobuf::internal::WireFormatLite;
+    if (WireFormatLite::GetTagFieldNumber(tag) == 1 &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_VARINT) {
+      uint32_t value = 0;
+      if (!in.ReadVarint32(&value)) break;
+      status = static_cast<int>(value);
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return absl::DataLossError("the health response is not a HealthCheckResponse");
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<int> PredictionClient::Health(const std::string& service) {
+  grpc::GenericStub generic(channel_);
+  return Invoke<int>("Health.Check", [&](grpc::ClientContext* context, int* response) {
+    const std::string request_bytes = HealthCheckRequest(service);
+    grpc::Slice slice(request_bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer reply;
+    absl::Notification done;
+    grpc::Status status;
+    generic.UnaryCall(context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &reply, [&](grpc::Status s) {
+                        status = std::move(s);
+                        done.Notify();
+                      });
+    done.WaitForNotification();
+    if (!status.ok()) return status;
+    grpc::Slice flat;
+    if (!reply.TrySingleSlice(&flat).ok() && !reply.DumpToSingleSlice(&flat).ok()) {
+      return grpc::Status(grpc::StatusCode::DATA_LOSS, "unreadable health response");
+    }
+    auto parsed = HealthStatusOf(std::string(reinterpret_cast<const char*>(flat.begin()),
+                                             flat.size()));
+    if (!parsed.ok()) return grpc::Status(grpc::StatusCode::DATA_LOSS, "bad health response");
+    *response = *parsed;
+    return grpc::Status::OK;
+  });
 }
 
 }  // namespace habitat

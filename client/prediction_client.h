@@ -67,6 +67,11 @@ class PredictionClient {
   absl::StatusOr<habitat::v1::ListCatalogsResponse> ListCatalogs(
       const habitat::v1::ListCatalogsRequest& request = {});
 
+  // grpc.health.v1.Health/Check for `service` ("" is the whole server):
+  // 1 SERVING, 2 NOT_SERVING (draining, or its listener lost), 3
+  // SERVICE_UNKNOWN. Health needs no token; one is sent if set.
+  absl::StatusOr<int> Health(const std::string& service = "");
+
   const std::string& address() const { return address_; }
   // Attempts made by the most recent call to finish (for tests and
   // diagnostics). The client is safe to share between threads.
@@ -74,6 +79,7 @@ class PredictionClient {
 
  private:
   PredictionClient(std::string address, ClientOptions options,
+                   std::shared_ptr<grpc::Channel> channel,
                    std::unique_ptr<habitat::v1::PredictionService::Stub> stub);
 
   // Runs `call(context, response)` with deadline and retries.
@@ -82,6 +88,7 @@ class PredictionClient {
 
   std::string address_;
   ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<habitat::v1::PredictionService::Stub> stub_;
   std::atomic<int> last_attempts_{0};
 };

@@ -53,6 +53,12 @@ ABSL_FLAG(int, trace_retention_days, 0,
           "Delete traces stored more than this many days ago, at start-up and hourly "
           "(0: keep forever)");
 ABSL_FLAG(int, cache_entries, 4096, "Memoised (trace, device) predictions kept");
+ABSL_FLAG(int, cache_mib, static_cast<int>(habitat::kDefaultPredictionCacheBytes >> 20),
+          "Memory the memoised predictions may take, in MiB (0: no cache)");
+ABSL_FLAG(int64_t, max_predict_work, habitat::kDefaultMaxPredictWork,
+          "Most work one Predict may start: trace entries (operations, kernels, memory "
+          "activities, host events) times GPUs not in the cache; more is refused with "
+          "RESOURCE_EXHAUSTED before any work (0: no limit)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS on --address");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -63,6 +69,9 @@ ABSL_FLAG(std::string, token_file, "",
 ABSL_FLAG(int, max_message_mb, 64, "Largest request accepted, in MiB");
 ABSL_FLAG(int, max_concurrent_rpcs, 64,
           "RPCs handled at once; more get RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(int, work_threads, 0,
+          "Threads computing Predict and UploadTrace calls (0: one per CPU); admitted calls "
+          "wait for one, up to --max_concurrent_rpcs in all");
 ABSL_FLAG(double, max_request_seconds, 60,
           "Cap on one request's handling time, on top of the client's deadline (0: none)");
 ABSL_FLAG(int64_t, max_trace_operations, habitat::TraceLimits().max_operations,
@@ -70,7 +79,9 @@ ABSL_FLAG(int64_t, max_trace_operations, habitat::TraceLimits().max_operations,
 ABSL_FLAG(int64_t, max_trace_kernels_per_pass, habitat::TraceLimits().max_kernels_per_pass,
           "Most kernels in one forward or backward pass");
 ABSL_FLAG(int64_t, max_trace_kernels, habitat::TraceLimits().max_total_kernels,
-          "Most kernels in one trace");
+          "Most kernels and memory activities in one trace");
+ABSL_FLAG(int64_t, max_trace_host_events, habitat::TraceLimits().max_host_events,
+          "Most host events (synchronisations, waits) in one trace");
 ABSL_FLAG(int64_t, max_trace_name_bytes, habitat::TraceLimits().max_name_bytes,
           "Longest name (operation, kernel, argument) in a trace, in bytes");
 ABSL_FLAG(int, shutdown_grace_seconds, 10,
@@ -112,8 +123,10 @@ absl::StatusOr<habitat::TraceLimits> TraceLimitsFromFlags() {
   limits.max_operations = absl::GetFlag(FLAGS_max_trace_operations);
   limits.max_kernels_per_pass = absl::GetFlag(FLAGS_max_trace_kernels_per_pass);
   limits.max_total_kernels = absl::GetFlag(FLAGS_max_trace_kernels);
+  limits.max_host_events = absl::GetFlag(FLAGS_max_trace_host_events);
   limits.max_name_bytes = absl::GetFlag(FLAGS_max_trace_name_bytes);
   const std::pair<const char*, int64_t> checks[] = {
+      {"max_trace_host_events", limits.max_host_events},
       {"max_trace_operations", limits.max_operations},
       {"max_trace_kernels_per_pass", limits.max_kernels_per_pass},
       {"max_trace_kernels", limits.max_total_kernels},
@@ -274,6 +287,15 @@ int main(int argc, char** argv) {
                    : absl::StrCat("retention ", options.backend.trace_retention_days, " days")
                          .c_str());
   options.backend.cache_entries = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_cache_entries)));
+  const int cache_mib = absl::GetFlag(FLAGS_cache_mib);
+  const int64_t max_work = absl::GetFlag(FLAGS_max_predict_work);
+  if (cache_mib < 0 || max_work < 0) {
+    std::fprintf(stderr,
+                 "habitat-server: cannot start: --cache_mib and --max_predict_work must be >= 0\n");
+    return 1;
+  }
+  options.backend.cache_bytes = static_cast<size_t>(cache_mib) << 20;
+  options.backend.max_predict_work = max_work;
   const int message_mb = absl::GetFlag(FLAGS_max_message_mb);
   if (message_mb < 1 || message_mb > 2047) {
     std::fprintf(stderr, "habitat-server: cannot start: --max_message_mb must be 1..2047\n");
@@ -281,6 +303,11 @@ int main(int argc, char** argv) {
   }
   options.max_receive_message_bytes = message_mb << 20;
   options.max_concurrent_rpcs = absl::GetFlag(FLAGS_max_concurrent_rpcs);
+  options.work_threads = absl::GetFlag(FLAGS_work_threads);
+  if (options.work_threads < 0) {
+    std::fprintf(stderr, "habitat-server: cannot start: --work_threads must be >= 0\n");
+    return 1;
+  }
   const double request_seconds = absl::GetFlag(FLAGS_max_request_seconds);
   if (!(request_seconds >= 0)) {  // also NaN
     std::fprintf(stderr, "habitat-server: cannot start: --max_request_seconds must be >= 0\n");

@@ -25,8 +25,10 @@
 #include "prometheus/registry.h"
 #include "server/connection_guard.h"
 #include "server/prediction_service.h"
+#include "server/process_metrics.h"
 #include "server/server_metrics.h"
 #include "server/token_auth.h"
+#include "server/work_queue.h"
 
 namespace habitat {
 namespace {
@@ -153,8 +155,13 @@ class PredictionServer::Impl {
   std::unique_ptr<PredictionBackend> backend;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<ServerMetrics> metrics;
+  std::shared_ptr<ProcessMetrics> process_metrics =
+      std::make_shared<ProcessMetrics>(HABITAT_VERSION, HABITAT_REVISION);
   std::unique_ptr<prometheus::Exposer> exposer;
   std::unique_ptr<Authenticator> authenticator;
+  // Declared before the service and the server: destroyed after them, once
+  // every call has finished.
+  std::unique_ptr<WorkQueue> work;
   std::unique_ptr<PredictionServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
   // Answers every method but health on the health port with UNIMPLEMENTED.
@@ -327,14 +334,19 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
           "cannot serve metrics on '", options.metrics_address, "': ", e.what()));
     }
     impl->exposer->RegisterCollectable(impl->registry);
+    impl->exposer->RegisterCollectable(impl->process_metrics);
     auto ports = impl->exposer->GetListeningPorts();
     impl->metrics_port = ports.empty() ? 0 : ports.front();
   }
   ServiceLimits limits;
   limits.max_concurrent_rpcs = options.max_concurrent_rpcs;
   limits.max_request_time = options.max_request_time;
+  impl->work = std::make_unique<WorkQueue>(
+      options.work_threads > 0 ? options.work_threads
+                               : static_cast<int>(std::thread::hardware_concurrency()));
   impl->service = std::make_unique<PredictionServiceImpl>(
-      impl->backend.get(), impl->metrics.get(), impl->authenticator.get(), limits);
+      impl->backend.get(), impl->metrics.get(), impl->authenticator.get(), impl->work.get(),
+      limits);
 
   // The health service is not behind the token check (only
   // PredictionService handlers authenticate), so probes need no token.
@@ -440,6 +452,8 @@ absl::StatusOr<size_t> PredictionServer::ReloadTokens() {
 void PredictionServer::Shutdown(absl::Duration grace) {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
+  // Counted from here: the grace the operator gave is for the calls.
+  impl_->service->StopWorkAt(absl::Now() + grace);
   impl_->SetDraining();
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           absl::ToChronoMilliseconds(grace));

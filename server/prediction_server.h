@@ -66,6 +66,8 @@ struct ServerOptions {
   int max_concurrent_rpcs = 0;
   // Cap on one request's handling time; zero: the client's deadline only.
   absl::Duration max_request_time = absl::ZeroDuration();
+  // Threads computing Predict and UploadTrace calls; 0: one per CPU.
+  int work_threads = 0;
   // How often habitat_stored_traces is re-read from the store, so that it
   // follows retention sweeps and other replicas' uploads, not only this
   // server's uploads. Must be positive.

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <exception>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -112,6 +114,9 @@ absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(
   }
   request_context.deadline = ClientDeadline(*context);
   request_context.deadline_source = "the client's deadline";
+  request_context.cancelled = [context, this] {
+    return context->IsCancelled() || absl::GetCurrentTimeNanos() >= stop_work_at_ns_.load();
+  };
   if (limits_.max_request_time > absl::ZeroDuration() &&
       started + limits_.max_request_time < request_context.deadline) {
     request_context.deadline = started + limits_.max_request_time;
@@ -124,12 +129,12 @@ absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::Finish(grpc::CallbackServerContext* context,
+                                                        grpc::ServerUnaryReactor* reactor,
                                                         Rpc rpc, absl::Time started,
                                                         const absl::Status& status) {
   const absl::Time now = absl::Now();
   metrics_->RecordRequest(rpc, CodeTheClientSees(*context, now, status.code()),
                           absl::ToDoubleSeconds(now - started));
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (status.ok()) {
     reactor->Finish(grpc::Status::OK);
   } else {
@@ -139,70 +144,93 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::Finish(grpc::CallbackServerCont
   return reactor;
 }
 
+grpc::ServerUnaryReactor* PredictionServiceImpl::AdmitAndQueue(
+    grpc::CallbackServerContext* context, Rpc rpc,
+    absl::AnyInvocable<absl::Status(const RequestContext&) &&> compute) {
+  const absl::Time started = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto slot = std::make_unique<Slot>(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
+  auto admitted = Admit(context, started, *slot);
+  if (!admitted.ok()) return Finish(context, reactor, rpc, started, admitted.status());
+  metrics_->AddQueued(1);
+  work_->Submit([this, context, reactor, rpc, started, slot = std::move(slot),
+                 request_context = *std::move(admitted),
+                 compute = std::move(compute)]() mutable {
+    metrics_->AddQueued(-1);
+    const absl::Status status =
+        Guarded([&]() -> absl::Status { return std::move(compute)(request_context); });
+    // Free the slot before answering: a client that calls again as soon as
+    // it has its answer must not find it still taken.
+    slot.reset();
+    Finish(context, reactor, rpc, started, status);
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  const absl::Time started = absl::Now();
-  Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
-  auto admitted = Admit(context, started, slot);
-  if (!admitted.ok()) return Finish(context, Rpc::kPredict, started, admitted.status());
-  PredictionStats stats;
-  absl::Status status = Guarded([&]() -> absl::Status {
-    v1::PredictRequest parsed;
-    HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
-    HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse result,
-                             backend_->Predict(parsed, *admitted, &stats));
-    return SerializeResponse(result, response);
+  return AdmitAndQueue(context, Rpc::kPredict, [this, request, response](
+                                                   const RequestContext& admitted) {
+    PredictionStats stats;
+    absl::Status status = [&]() -> absl::Status {
+      v1::PredictRequest parsed;
+      HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+      HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse result,
+                               backend_->Predict(parsed, admitted, &stats));
+      return SerializeResponse(result, response);
+    }();
+    metrics_->RecordCache(stats.cache_hits, stats.cache_misses, backend_->cache().bytes());
+    for (const auto& device : stats.operations_by_device) {
+      metrics_->RecordPredictions(device.device_id, device.by_method);
+    }
+    return status;
   });
-  metrics_->RecordCache(stats.cache_hits, stats.cache_misses);
-  for (const auto& device : stats.operations_by_device) {
-    metrics_->RecordPredictions(device.device_id, device.by_method);
-  }
-  return Finish(context, Rpc::kPredict, started, status);
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::UploadTrace(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  const absl::Time started = absl::Now();
-  Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
-  auto admitted = Admit(context, started, slot);
-  if (!admitted.ok()) return Finish(context, Rpc::kUploadTrace, started, admitted.status());
-  bool created = false;
-  absl::Status status = Guarded([&]() -> absl::Status {
+  return AdmitAndQueue(context, Rpc::kUploadTrace, [this, request, response](
+                                                       const RequestContext& admitted) {
     v1::UploadTraceRequest parsed;
     HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
     HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse result,
-                             backend_->UploadTrace(parsed, *admitted));
-    created = result.created();
-    return SerializeResponse(result, response);
+                             backend_->UploadTrace(parsed, admitted));
+    HABITAT_RETURN_IF_ERROR(SerializeResponse(result, response));
+    if (result.created()) {
+      metrics_->SetStoredTraces(static_cast<double>(backend_->stored_traces()));
+    }
+    return absl::OkStatus();
   });
-  if (created) {
-    metrics_->SetStoredTraces(static_cast<double>(backend_->stored_traces()));
-  }
-  return Finish(context, Rpc::kUploadTrace, started, status);
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::ListDevices(
     grpc::CallbackServerContext* context, const v1::ListDevicesRequest* request,
     v1::ListDevicesResponse* response) {
   const absl::Time started = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
   auto admitted = Admit(context, started, slot);
-  if (!admitted.ok()) return Finish(context, Rpc::kListDevices, started, admitted.status());
+  if (!admitted.ok()) {
+    return Finish(context, reactor, Rpc::kListDevices, started, admitted.status());
+  }
   *response = backend_->ListDevices(*request);
-  return Finish(context, Rpc::kListDevices, started, absl::OkStatus());
+  return Finish(context, reactor, Rpc::kListDevices, started, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::ListCatalogs(
     grpc::CallbackServerContext* context, const v1::ListCatalogsRequest* request,
     v1::ListCatalogsResponse* response) {
   const absl::Time started = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
   auto admitted = Admit(context, started, slot);
-  if (!admitted.ok()) return Finish(context, Rpc::kListCatalogs, started, admitted.status());
+  if (!admitted.ok()) {
+    return Finish(context, reactor, Rpc::kListCatalogs, started, admitted.status());
+  }
   *response = backend_->ListCatalogs();
-  return Finish(context, Rpc::kListCatalogs, started, absl::OkStatus());
+  return Finish(context, reactor, Rpc::kListCatalogs, started, absl::OkStatus());
 }
 
 }  // namespace habitat

@@ -10,12 +10,16 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <limits>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
 #include "core/backend/prediction_backend.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
 #include "server/server_metrics.h"
 #include "server/token_auth.h"
+#include "server/work_queue.h"
 
 namespace habitat {
 
@@ -35,10 +39,15 @@ using PredictionServiceBase = habitat::v1::PredictionService::WithRawCallbackMet
 
 class PredictionServiceImpl final : public PredictionServiceBase {
  public:
-  // All must outlive the service.
+  // All must outlive the service. Predict and UploadTrace compute on `work`.
   PredictionServiceImpl(PredictionBackend* backend, ServerMetrics* metrics,
-                        const Authenticator* authenticator, ServiceLimits limits)
-      : backend_(backend), metrics_(metrics), authenticator_(authenticator), limits_(limits) {}
+                        const Authenticator* authenticator, WorkQueue* work,
+                        ServiceLimits limits)
+      : backend_(backend),
+        metrics_(metrics),
+        authenticator_(authenticator),
+        work_(work),
+        limits_(limits) {}
 
   // Bytes of a PredictRequest in, of a PredictResponse out.
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
@@ -55,6 +64,11 @@ class PredictionServiceImpl final : public PredictionServiceBase {
                                          const habitat::v1::ListCatalogsRequest* request,
                                          habitat::v1::ListCatalogsResponse* response) override;
 
+  // Calls still working at `when` stop with CANCELLED: the end of the
+  // shutdown grace. gRPC cancels them then too, but a handler computing on
+  // its thread only notices when it looks.
+  void StopWorkAt(absl::Time when) { stop_work_at_ns_ = absl::ToUnixNanos(when); }
+
  private:
   // Holds one of the max_concurrent_rpcs slots while a handler runs.
   class Slot;
@@ -62,14 +76,24 @@ class PredictionServiceImpl final : public PredictionServiceBase {
   // The request context of an admitted call, or the status to refuse it with.
   absl::StatusOr<RequestContext> Admit(grpc::CallbackServerContext* context, absl::Time started,
                                        const Slot& slot);
-  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, Rpc rpc,
+  // Records the call and finishes `reactor` (the context's DefaultReactor,
+  // taken once per call).
+  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                   grpc::ServerUnaryReactor* reactor, Rpc rpc,
                                    absl::Time started, const absl::Status& status);
+  // Admits the call here, on gRPC's thread, then runs `compute` (the
+  // call's status) on the work queue, holding its slot until it finishes.
+  grpc::ServerUnaryReactor* AdmitAndQueue(
+      grpc::CallbackServerContext* context, Rpc rpc,
+      absl::AnyInvocable<absl::Status(const RequestContext&) &&> compute);
 
   PredictionBackend* backend_;
   ServerMetrics* metrics_;
   const Authenticator* authenticator_;
+  WorkQueue* work_;
   const ServiceLimits limits_;
   std::atomic<int> in_flight_{0};
+  std::atomic<int64_t> stop_work_at_ns_{std::numeric_limits<int64_t>::max()};
 };
 
 }  // namespace habitat

@@ -69,6 +69,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
                     .Register(registry);
   cache_hits_ = &cache.Add({{"result", "hit"}});
   cache_misses_ = &cache.Add({{"result", "miss"}});
+  cache_bytes_ = &prometheus::BuildGauge()
+                      .Name("habitat_prediction_cache_bytes")
+                      .Help("Bytes held by memoised predictions (bounded by --cache_mib)")
+                      .Register(registry)
+                      .Add({});
   stored_traces_ = &prometheus::BuildGauge()
                         .Name("habitat_stored_traces")
                         .Help("Traces in the trace store")
@@ -84,6 +89,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
                     .Help("RPCs being handled now")
                     .Register(registry)
                     .Add({});
+  queued_ = &prometheus::BuildGauge()
+                 .Name("habitat_rpcs_queued")
+                 .Help("Admitted Predict and UploadTrace calls waiting for a work thread")
+                 .Register(registry)
+                 .Add({});
   auto& reloads = prometheus::BuildCounter()
                       .Name("habitat_token_reloads_total")
                       .Help("Reloads of the token file (SIGHUP) by result")
@@ -123,14 +133,16 @@ void ServerMetrics::RecordPredictions(absl::string_view device_id,
   }
 }
 
-void ServerMetrics::RecordCache(int hits, int misses) {
+void ServerMetrics::RecordCache(int hits, int misses, size_t bytes) {
   if (hits > 0) cache_hits_->Increment(hits);
   if (misses > 0) cache_misses_->Increment(misses);
+  cache_bytes_->Set(static_cast<double>(bytes));
 }
 
 void ServerMetrics::SetStoredTraces(double count) { stored_traces_->Set(count); }
 void ServerMetrics::SetDevicesLoaded(double count) { devices_loaded_->Set(count); }
 void ServerMetrics::AddInFlight(double delta) { in_flight_->Increment(delta); }
+void ServerMetrics::AddQueued(double delta) { queued_->Increment(delta); }
 void ServerMetrics::RecordTokenReload(bool ok) {
   (ok ? token_reloads_ok_ : token_reloads_failed_)->Increment();
 }

@@ -37,11 +37,14 @@ class ServerMetrics {
   // by method (index = PredictionMethod value).
   void RecordPredictions(absl::string_view device_id,
                          const int64_t (&by_method)[habitat::v1::PredictionMethod_ARRAYSIZE]);
-  void RecordCache(int hits, int misses);
+  // Cache lookups of one Predict, and the cache's size after it.
+  void RecordCache(int hits, int misses, size_t bytes);
   void SetStoredTraces(double count);
   void SetDevicesLoaded(double count);
   // RPCs being handled now (admitted or about to be refused).
   void AddInFlight(double delta);
+  // Admitted RPCs waiting for a work thread.
+  void AddQueued(double delta);
   // One reload of the token file (SIGHUP), successful or not.
   void RecordTokenReload(bool ok);
 
@@ -63,9 +66,11 @@ class ServerMetrics {
       ABSL_GUARDED_BY(extra_mutex_);
   prometheus::Counter* cache_hits_;
   prometheus::Counter* cache_misses_;
+  prometheus::Gauge* cache_bytes_;
   prometheus::Gauge* stored_traces_;
   prometheus::Gauge* devices_loaded_;
   prometheus::Gauge* in_flight_;
+  prometheus::Gauge* queued_;
   prometheus::Counter* token_reloads_ok_;
   prometheus::Counter* token_reloads_failed_;
 };

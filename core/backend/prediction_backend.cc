@@ -13,10 +13,8 @@
 namespace habitat {
 namespace {
 
-absl::Status CheckDeadline(const RequestContext& context, const char* stage) {
-  if (absl::Now() <= context.deadline) return absl::OkStatus();
-  return absl::DeadlineExceededError(
-      absl::StrCat("stopped ", stage, ": past ", context.deadline_source));
+StopCondition StopFor(const RequestContext& context) {
+  return StopCondition(context.deadline, context.deadline_source, context.cancelled);
 }
 
 }  // namespace
@@ -80,10 +78,11 @@ PredictionBackend::PredictionBackend(const BackendOptions& options, DeviceDataba
                                      std::unique_ptr<TraceStore> store,
                                      std::shared_ptr<const VaryingPredictor> varying)
     : limits_(options.trace_limits),
+      max_predict_work_(options.max_predict_work),
       devices_(std::move(devices)),
       catalogs_(std::move(catalogs)),
       store_(std::move(store)),
-      cache_(std::make_shared<PredictionCache>(options.cache_entries)),
+      cache_(std::make_shared<PredictionCache>(options.cache_entries, options.cache_bytes)),
       varying_(std::move(varying)),
       engine_(&devices_, cache_, varying_) {}
 
@@ -96,7 +95,8 @@ size_t PredictionBackend::stored_traces() {
 absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
     const v1::PredictRequest& request, const RequestContext& context,
     PredictionStats* stats) {
-  HABITAT_RETURN_IF_ERROR(CheckDeadline(context, "before reading the trace"));
+  const StopCondition stop = StopFor(context);
+  HABITAT_RETURN_IF_ERROR(stop.Check("before reading the trace"));
   std::shared_ptr<const v1::Trace> trace;
   std::string trace_id;
   switch (request.trace_source_case()) {
@@ -149,7 +149,9 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
     HABITAT_RETURN_IF_ERROR(ValidateCatalog(request.inline_catalog(), devices_));
     query.catalog = &request.inline_catalog();
   }
-  HABITAT_RETURN_IF_ERROR(CheckDeadline(context, "before predicting"));
+  HABITAT_RETURN_IF_ERROR(stop.Check("before predicting"));
+  query.stop = &stop;
+  query.max_work = max_predict_work_;
   return engine_.Predict(*trace, std::move(trace_id), query, stats);
 }
 
@@ -158,12 +160,13 @@ absl::StatusOr<v1::UploadTraceResponse> PredictionBackend::UploadTrace(
   if (!request.has_trace()) {
     return absl::InvalidArgumentError("UploadTrace needs `trace`");
   }
-  HABITAT_RETURN_IF_ERROR(CheckDeadline(context, "before validating the trace"));
+  const StopCondition stop = StopFor(context);
+  HABITAT_RETURN_IF_ERROR(stop.Check("before validating the trace"));
   HABITAT_RETURN_IF_ERROR(ValidateTrace(request.trace(), limits_));
   // Reject traces we could never predict from before storing them.
   HABITAT_RETURN_IF_ERROR(engine_.ResolveOrigin(request.trace()).status());
   // Checked before the write only: once stored, the id is acknowledged.
-  HABITAT_RETURN_IF_ERROR(CheckDeadline(context, "before storing the trace"));
+  HABITAT_RETURN_IF_ERROR(stop.Check("before storing the trace"));
   HABITAT_ASSIGN_OR_RETURN(StoredTrace stored, store_->Put(context.tenant, request.trace()));
   v1::UploadTraceResponse response;
   response.set_trace_id(stored.id);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,7 +42,9 @@ struct BackendOptions {
   int trace_retention_days = 0;
   // How often retention sweeps after the start-up one (tests shorten it).
   absl::Duration trace_retention_interval = absl::Hours(1);
+  // Bounds of the prediction cache: entries and bytes (PredictionCache).
   size_t cache_entries = 4096;
+  size_t cache_bytes = kDefaultPredictionCacheBytes;
   // Holds kernel_varying/ (model.pt, manifest.json: models/train.py and
   // models/export.py). Empty: no kernel-varying predictor; those operations
   // are then carried over unscaled, with a warning.
@@ -50,6 +53,10 @@ struct BackendOptions {
   size_t model_memo_entries = 1 << 16;
   // Applied to every uploaded or inline trace.
   TraceLimits trace_limits;
+  // Most work one Predict may start (PredictionWork: trace entries times
+  // GPUs not in the cache); more is RESOURCE_EXHAUSTED before any is done.
+  // 0: no limit.
+  int64_t max_predict_work = kDefaultMaxPredictWork;
 };
 
 // Who is asking and until when. The server fills it from the authenticated
@@ -58,12 +65,15 @@ struct RequestContext {
   // "" is the anonymous tenant (authentication off). Each tenant sees only
   // the traces it uploaded.
   std::string tenant;
-  // Work stops with DEADLINE_EXCEEDED once this passes (checked between
-  // stages: a started prediction is not interrupted).
+  // Work stops with DEADLINE_EXCEEDED once this passes: checked between
+  // stages and, while predicting, between GPUs and batches of operations.
   absl::Time deadline = absl::InfiniteFuture();
   // Says where the deadline came from, for the error message, e.g. "the
   // client's deadline".
   std::string deadline_source = "the request deadline";
+  // Work stops with CANCELLED once this returns true (the client went away,
+  // the server's shutdown grace ran out); empty: never.
+  std::function<bool()> cancelled;
 };
 
 // True for names usable as a tenant: 1-64 of [A-Za-z0-9._-], not starting
@@ -111,6 +121,7 @@ class PredictionBackend {
                     std::shared_ptr<const VaryingPredictor> varying);
 
   const TraceLimits limits_;
+  const int64_t max_predict_work_;
   DeviceDatabase devices_;
   CatalogSet catalogs_;
   std::unique_ptr<TraceStore> store_;

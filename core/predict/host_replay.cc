@@ -210,10 +210,16 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
 }
 
 absl::StatusOr<double> CalibrateHostScale(const v1::Trace& trace,
-                                          Nanoseconds measured_wall_ns) {
+                                          Nanoseconds measured_wall_ns,
+                                          const StopCondition* stop) {
   const std::vector<double> identity(2 * trace.operations_size() + 1, 1.0);
   double low = 0.05, high = 1.0;
   auto wall_at = [&](double scale) -> absl::StatusOr<Nanoseconds> {
+    if (stop != nullptr) {
+      if (absl::Status go_on = stop->Check("calibrating the host timeline"); !go_on.ok()) {
+        return go_on;
+      }
+    }
     auto replay = ReplayIteration(trace, identity, scale);
     if (!replay.ok()) return replay.status();
     return replay->wall_ns;

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/time_units.h"
+#include "core/predict/stop_condition.h"
 #include "habitat/v1/trace.pb.h"
 
 namespace habitat {
@@ -41,8 +42,11 @@ absl::StatusOr<ReplayResult> ReplayIteration(const habitat::v1::Trace& trace,
 // `measured_wall_ns`, the wall time measured without a profiler; clamped to
 // [0.05, 1] (a GPU-bound iteration cannot tell how fast its host is, and
 // then the smallest scale that still explains the wall time is returned).
+// It replays the iteration 25 times; `stop` (may be null) is checked
+// between replays and its status returned when it says to give up.
 absl::StatusOr<double> CalibrateHostScale(const habitat::v1::Trace& trace,
-                                          Nanoseconds measured_wall_ns);
+                                          Nanoseconds measured_wall_ns,
+                                          const StopCondition* stop = nullptr);
 
 // True when the trace has a host timeline that ReplayIteration can use.
 bool HasHostTimeline(const habitat::v1::Trace& trace);

@@ -366,21 +366,30 @@ void SetWallTime(DevicePrediction* prediction) {
 
 }  // namespace
 
-std::optional<double> HostScaleFor(const v1::Trace& trace) {
+absl::StatusOr<std::optional<double>> HostScaleFor(const v1::Trace& trace,
+                                                   const StopCondition* stop) {
   if (!HasHostTimeline(trace)) return std::nullopt;
   // A profiled host runs slower than an unprofiled one: with a measured wall
   // time, scale the host timeline until replaying the origin reproduces it.
   if (trace.iteration_wall_ns() <= 0) return 1.0;
-  auto scale = CalibrateHostScale(trace, trace.iteration_wall_ns());
-  if (!scale.ok()) return std::nullopt;
-  return *scale;
+  auto scale = CalibrateHostScale(trace, trace.iteration_wall_ns(), stop);
+  if (scale.ok()) return *scale;
+  if (stop != nullptr) HABITAT_RETURN_IF_ERROR(stop->Check("calibrating the host timeline"));
+  return std::nullopt;  // no usable timeline: GPU time only
+}
+
+std::optional<double> HostScaleFor(const v1::Trace& trace) {
+  return *HostScaleFor(trace, nullptr);
 }
 
 absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
                                                  const DeviceSpec& origin,
                                                  const DeviceSpec& target,
                                                  std::optional<double> host_scale,
-                                                 const VaryingPassTable* varying) {
+                                                 const VaryingPassTable* varying,
+                                                 const StopCondition* stop) {
+  const StopCondition never;
+  if (stop == nullptr) stop = &never;
   DevicePrediction prediction;
   prediction.set_device_id(target.id());
   prediction.set_display_name(target.display_name());
@@ -401,6 +410,9 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   OpShare target_untrained[mlp::kMathModeCount];
   OpShare at_limit;
   for (int i = 0; i < trace.operations_size(); ++i) {
+    if (i % kOperationsPerStopCheck == 0) {
+      HABITAT_RETURN_IF_ERROR(stop->Check(absl::StrCat("predicting ", target.id())));
+    }
     VaryingNotes notes;
     OperationPrediction op =
         PredictOperation(trace, trace.operations(i), static_cast<uint32_t>(i), origin, target,
@@ -430,6 +442,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   }
   double unattributed_scale = 1.0;
   if (trace.unattributed_kernels_size() > 0) {
+    HABITAT_RETURN_IF_ERROR(stop->Check(absl::StrCat("predicting ", target.id())));
     // Kernels the capture could not tie to an op still take GPU time.
     v1::Operation loose;
     loose.set_name("(kernels not attributed to an operation)");
@@ -450,6 +463,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   pass_scale.push_back(unattributed_scale);
   SetGpuTime(total, &prediction);
   prediction.set_expected_error_percent(IterationExpectedErrorPercent(prediction));
+  HABITAT_RETURN_IF_ERROR(
+      stop->Check(absl::StrCat("replaying the host timeline for ", target.id())));
   if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
   if (host_scale.has_value()) PredictWallTime(trace, pass_scale, *host_scale, &prediction);
   SetWallTime(&prediction);
@@ -570,6 +585,27 @@ void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::Pric
 
 namespace {
 
+// Whether a cache entry can answer: one without the breakdown cannot
+// answer a call that asks for it.
+bool Answers(const CachedPrediction& entry, bool include_breakdown) {
+  return include_breakdown ? entry.full != nullptr : entry.summary != nullptr;
+}
+
+// The breakdown is kept only when it was asked for: it is most of an
+// entry's size and most calls do not read it.
+CachedPrediction ForTheCache(DevicePrediction fresh, bool include_breakdown) {
+  // Swapped out, not cleared: a cleared repeated field keeps its elements
+  // allocated for reuse, so a "summary" would still hold the breakdown.
+  google::protobuf::RepeatedPtrField<OperationPrediction> operations;
+  operations.Swap(fresh.mutable_operations());
+  CachedPrediction entry;
+  entry.summary = std::make_shared<const DevicePrediction>(fresh);
+  if (!include_breakdown) return entry;
+  fresh.mutable_operations()->Swap(&operations);
+  entry.full = std::make_shared<const DevicePrediction>(std::move(fresh));
+  return entry;
+}
+
 // Asked for spot prices where the catalog has only on-demand ones (some
 // clouds have no spot market): those GPUs come back unpriced, which reads as
 // "not offered" unless said.
@@ -610,6 +646,16 @@ std::optional<std::string> WallTimeFromGpuTimeWarning(
 }
 
 }  // namespace
+
+int64_t PredictionWorkPerDevice(const v1::Trace& trace) {
+  int64_t work = int64_t{trace.operations_size()} + trace.unattributed_kernels_size() +
+                 trace.host_events_size();
+  for (const auto& op : trace.operations()) {
+    work += op.forward().kernels_size() + op.forward().memory_size() +
+            op.backward().kernels_size() + op.backward().memory_size();
+  }
+  return work;
+}
 
 PredictionEngine::PredictionEngine(const DeviceDatabase* devices,
                                    std::shared_ptr<PredictionCache> cache,
@@ -677,12 +723,23 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
   std::vector<const DeviceSpec*> missed;
   for (size_t t = 0; t < targets.size(); ++t) {
     if (cache_ != nullptr) cached[t] = cache_->Lookup(cache_key, targets[t]->id());
-    if (cached[t].full == nullptr) missed.push_back(targets[t]);
+    if (!Answers(cached[t], query.include_breakdown)) missed.push_back(targets[t]);
+  }
+  if (query.max_work > 0 && !missed.empty()) {
+    const int64_t work = PredictionWorkPerDevice(trace) * static_cast<int64_t>(missed.size());
+    if (work > query.max_work) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "predicting this trace on ", missed.size(), " GPUs is ", work,
+          " units of work (trace entries x GPUs), above this server's limit of ",
+          query.max_work, " (--max_predict_work): ask for fewer GPUs (devices) or send a "
+          "smaller trace"));
+    }
   }
   // Kernel-varying ops of every missed target in one batched model pass.
   std::vector<VaryingPassTable> varying_tables;
   if (varying_ != nullptr && !missed.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(varying_tables, varying_->PredictTrace(trace, *origin, missed));
+    HABITAT_ASSIGN_OR_RETURN(varying_tables,
+                             varying_->PredictTrace(trace, *origin, missed, query.stop));
   }
   std::vector<DevicePrediction> predictions;
   predictions.reserve(targets.size());
@@ -693,20 +750,21 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
   for (size_t t = 0; t < targets.size(); ++t) {
     const DeviceSpec* target = targets[t];
     CachedPrediction& entry = cached[t];
-    if (entry.full != nullptr) {
+    if (Answers(entry, query.include_breakdown)) {
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
       if (!host_scale.has_value()) {
-        host_scale = HostScaleFor(trace);
+        HABITAT_ASSIGN_OR_RETURN(host_scale, HostScaleFor(trace, query.stop));
         // A faster host takes proportionally less time for its share.
         if (host_scale->has_value()) **host_scale /= query.host_speed;
       }
       const VaryingPassTable* table =
           varying_tables.empty() ? nullptr : &varying_tables[miss_index];
       ++miss_index;
-      HABITAT_ASSIGN_OR_RETURN(DevicePrediction fresh,
-                               PredictOnDevice(trace, *origin, *target, *host_scale, table));
+      HABITAT_ASSIGN_OR_RETURN(
+          DevicePrediction fresh,
+          PredictOnDevice(trace, *origin, *target, *host_scale, table, query.stop));
       PredictionStats::DeviceOperations& by_device =
           stats->operations_by_device.emplace_back();
       by_device.device_id = target->id();
@@ -714,10 +772,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
         ++stats->operations_by_method[op.method()];
         ++by_device.by_method[op.method()];
       }
-      auto summary = std::make_shared<DevicePrediction>(fresh);
-      summary->clear_operations();
-      entry.full = std::make_shared<const DevicePrediction>(std::move(fresh));
-      entry.summary = std::move(summary);
+      entry = ForTheCache(std::move(fresh), query.include_breakdown);
       if (cache_ != nullptr) cache_->Insert(cache_key, target->id(), entry);
     }
     predictions.push_back(query.include_breakdown ? *entry.full : *entry.summary);

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_cache.h"
+#include "core/predict/stop_condition.h"
 #include "core/predict/varying_predictor.h"
 #include "core/pricing/price_catalog.h"
 #include "habitat/v1/prediction_service.pb.h"
@@ -31,7 +32,24 @@ struct PredictionQuery {
   bool trace_already_validated = false;
   // Target host speed relative to the origin's (PredictRequest field).
   double host_speed = 1.0;
+  // Checked between GPUs and batches of operations; null: never stops.
+  const StopCondition* stop = nullptr;
+  // Most work the call may start: PredictionWorkPerDevice times the GPUs
+  // not in the cache. More is RESOURCE_EXHAUSTED before any work. 0: none.
+  int64_t max_work = 0;
 };
+
+// What predicting `trace` on one GPU costs, in trace entries: operations,
+// kernels, memory activities and host events (each costs about the same to
+// scale and replay).
+int64_t PredictionWorkPerDevice(const habitat::v1::Trace& trace);
+
+// The servers' default for PredictionQuery::max_work: work that would not
+// finish within the default per-request cap of 60 s anyway (one unit took
+// about 1.3 us on the 2-core reference machine: an 80,000-operation trace,
+// 4.9 million units over 21 GPUs, in 6.3 s). A GPT-style trace (~10^5
+// entries) on all 21 GPUs is about 2 million.
+inline constexpr int64_t kDefaultMaxPredictWork = 40'000'000;
 
 // Counts of what a Predict did, for metrics.
 struct PredictionStats {
@@ -81,15 +99,20 @@ class PredictionEngine {
 // it depends only on the trace, so callers predicting many GPUs pass it in.
 // `varying`: the kernel-varying predictions for this target
 // (VaryingPredictor::PredictTrace); null carries those ops over unscaled.
+// `stop` (may be null) is checked every kOperationsPerStopCheck operations.
 // Exposed for tests and the evaluation tools.
 absl::StatusOr<habitat::v1::DevicePrediction> PredictOnDevice(
     const habitat::v1::Trace& trace, const habitat::v1::DeviceSpec& origin,
     const habitat::v1::DeviceSpec& target, std::optional<double> host_scale = std::nullopt,
-    const VaryingPassTable* varying = nullptr);
+    const VaryingPassTable* varying = nullptr, const StopCondition* stop = nullptr);
 
 // How fast the host ran relative to the profiled timeline (see
 // CalibrateHostScale); nullopt when the trace has no host timeline.
 std::optional<double> HostScaleFor(const habitat::v1::Trace& trace);
+// The same, giving up with `stop`'s status when it says to (calibration
+// replays the iteration 25 times).
+absl::StatusOr<std::optional<double>> HostScaleFor(const habitat::v1::Trace& trace,
+                                                   const StopCondition* stop);
 
 // Fills throughput, prices and both ranks of `predictions` in place.
 void PriceAndRank(uint32_t batch_size, const habitat::v1::PriceCatalog* catalog,

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "absl/time/clock.h"
 #include "core/predict/expected_error.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/test_fixtures.h"
@@ -213,6 +214,67 @@ TEST_F(PredictionEngineTest, SecondPredictIsServedFromTheCache) {
   EXPECT_EQ(second.cache_hits, 2);
   EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
   EXPECT_FALSE(a->predictions(0).operations().empty());
+}
+
+// The breakdown is kept only when asked for: most of an entry's bytes, and
+// most calls do not read it. A later call that asks for it predicts again.
+TEST_F(PredictionEngineTest, CacheKeepsTheBreakdownOnlyWhenAsked) {
+  auto cache = std::make_shared<PredictionCache>(100);
+  PredictionEngine engine(devices_, cache);
+  PredictionQuery query;
+  query.devices = {"H200", "A100-SXM-80GB"};
+  ASSERT_TRUE(engine.Predict(*trace_, "", query).ok());
+  const size_t summaries = cache->bytes();
+  query.include_breakdown = true;
+  PredictionStats with_breakdown;
+  auto full = engine.Predict(*trace_, "", query, &with_breakdown);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(with_breakdown.cache_misses, 2);
+  EXPECT_FALSE(full->predictions(0).operations().empty());
+  // The breakdown of ~300 operations dwarfs the summaries.
+  EXPECT_GT(cache->bytes(), 10 * summaries);
+  query.include_breakdown = false;
+  PredictionStats summary_again;
+  auto summary = engine.Predict(*trace_, "", query, &summary_again);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary_again.cache_hits, 2);
+  EXPECT_TRUE(summary->predictions(0).operations().empty());
+}
+
+TEST_F(PredictionEngineTest, StopsWhenItsStopConditionSays) {
+  PredictionEngine engine(devices_, nullptr);
+  PredictionQuery query;
+  const StopCondition late(absl::Now() - absl::Seconds(1), "the test's deadline");
+  query.stop = &late;
+  auto response = engine.Predict(*trace_, "", query);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded) << response.status();
+  EXPECT_NE(response.status().message().find("the test's deadline"), absl::string_view::npos);
+
+  // Cancelled after the third check: part of the way through the GPUs.
+  int checks = 0;
+  const StopCondition cancelled(absl::InfiniteFuture(), "", [&checks] { return ++checks > 3; });
+  query.stop = &cancelled;
+  response = engine.Predict(*trace_, "", query);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kCancelled) << response.status();
+  EXPECT_EQ(checks, 4);
+}
+
+TEST_F(PredictionEngineTest, RefusesWorkAboveItsLimitBeforeDoingAny) {
+  PredictionEngine engine(devices_, nullptr);
+  PredictionQuery query;
+  const int64_t per_device = PredictionWorkPerDevice(*trace_);
+  EXPECT_GT(per_device, trace_->operations_size());
+  query.max_work = 3 * per_device;
+  query.devices = {"H200", "A100-SXM-80GB", "T4", "L4"};
+  int checks = 0;
+  const StopCondition counting(absl::InfiniteFuture(), "", [&checks] { return ++checks < 0; });
+  query.stop = &counting;
+  auto response = engine.Predict(*trace_, "", query);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted) << response.status();
+  EXPECT_NE(response.status().message().find("fewer GPUs"), absl::string_view::npos);
+  EXPECT_EQ(checks, 0) << "work started before the refusal";
+  query.devices.pop_back();
+  EXPECT_TRUE(engine.Predict(*trace_, "", query).ok());
 }
 
 TEST_F(PredictionEngineTest, PricesFollowFromTimeAndCatalog) {

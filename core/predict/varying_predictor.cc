@@ -104,13 +104,40 @@ int64_t VaryingPredictor::memo_misses() const {
   return misses_;
 }
 
+// The model's rows in chunks, `stop` checked between them: one trace can
+// hold hundreds of thousands of distinct signatures.
+absl::StatusOr<std::vector<double>> VaryingPredictor::EvaluateInChunks(
+    const std::vector<float>& batch, size_t rows, const StopCondition& stop) const {
+  constexpr size_t kRowsPerChunk = 16 * kOperationsPerStopCheck;
+  HABITAT_RETURN_IF_ERROR(stop.Check("evaluating the kernel-varying model"));
+  if (rows <= kRowsPerChunk) return model_->PredictLog2Corrections(batch, rows);
+  std::vector<double> out;
+  out.reserve(rows);
+  for (size_t first = 0; first < rows; first += kRowsPerChunk) {
+    if (first > 0) HABITAT_RETURN_IF_ERROR(stop.Check("evaluating the kernel-varying model"));
+    const size_t count = std::min(kRowsPerChunk, rows - first);
+    const std::vector<float> chunk(
+        batch.begin() + static_cast<std::ptrdiff_t>(first * mlp::kFeatureCount),
+        batch.begin() + static_cast<std::ptrdiff_t>((first + count) * mlp::kFeatureCount));
+    HABITAT_ASSIGN_OR_RETURN(std::vector<double> part,
+                             model_->PredictLog2Corrections(chunk, count));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     const v1::Trace& trace, const v1::DeviceSpec& origin,
-    const std::vector<const v1::DeviceSpec*>& targets) const {
+    const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop) const {
+  const StopCondition never;
+  if (stop == nullptr) stop = &never;
   // 1. Group the covered passes by signature.
   std::vector<Group> groups;
   absl::flat_hash_map<std::string, size_t> group_index;
   for (int i = 0; i < trace.operations_size(); ++i) {
+    if (i % kOperationsPerStopCheck == 0) {
+      HABITAT_RETURN_IF_ERROR(stop->Check("grouping kernel-varying operations"));
+    }
     const v1::Operation& op = trace.operations(i);
     if (ClassifyOperation(op.name()) != OpKind::kKernelVarying) continue;
     auto signature = mlp::ExtractOpSignature(op);
@@ -164,7 +191,11 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   }
   std::vector<float> batch;
   batch.reserve(pending.size() * mlp::kFeatureCount);
-  for (const auto& [t, g] : pending) {
+  for (size_t p = 0; p < pending.size(); ++p) {
+    if (p % kOperationsPerStopCheck == 0) {
+      HABITAT_RETURN_IF_ERROR(stop->Check("computing kernel-varying features"));
+    }
+    const auto [t, g] = pending[p];
     const Group& group = groups[g];
     const v1::DeviceSpec& target = *targets[t];
     const MathMode target_mode = mlp::TargetMathMode(group.origin_mode, target);
@@ -178,8 +209,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
                                  group.backward, target));
   }
   if (!pending.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
-                             model_->PredictLog2Corrections(batch, pending.size()));
+    HABITAT_ASSIGN_OR_RETURN(std::vector<double> out, EvaluateInChunks(batch, pending.size(), *stop));
     absl::MutexLock lock(&mu_);
     // Bounded by dropping everything: signatures recur across requests in
     // bursts (the same model re-uploaded), so recency tracking buys little.

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/time_units.h"
 #include "core/mlp/kernel_varying_model.h"
+#include "core/predict/stop_condition.h"
 #include "core/trace/math_mode.h"
 #include "habitat/v1/device.pb.h"
 #include "habitat/v1/trace.pb.h"
@@ -87,10 +88,12 @@ class VaryingPredictor {
   // One table per target, in order. Identical signatures in the same math
   // mode within the trace (e.g. the same layer repeated) are evaluated once,
   // at the median of their origin times, and the ratio applied to each.
-  // INVALID_ARGUMENT when a GPU lacks a spec the features need.
+  // INVALID_ARGUMENT when a GPU lacks a spec the features need; the
+  // status of `stop` (may be null) when it says to give up.
   absl::StatusOr<std::vector<VaryingPassTable>> PredictTrace(
       const v1::Trace& trace, const v1::DeviceSpec& origin,
-      const std::vector<const v1::DeviceSpec*>& targets) const;
+      const std::vector<const v1::DeviceSpec*>& targets,
+      const StopCondition* stop = nullptr) const;
 
   const mlp::KernelVaryingModel& model() const { return *model_; }
   // Model evaluations answered from the memo / computed, since start.
@@ -98,6 +101,10 @@ class VaryingPredictor {
   int64_t memo_misses() const;
 
  private:
+  absl::StatusOr<std::vector<double>> EvaluateInChunks(const std::vector<float>& batch,
+                                                       size_t rows,
+                                                       const StopCondition& stop) const;
+
   // What one model evaluation gives a group of passes on one target.
   struct Evaluation {
     double log2_correction = 0;

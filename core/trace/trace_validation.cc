@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -22,6 +23,15 @@ absl::Status Invalid(absl::string_view field, absl::string_view rule) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", rule));
 }
 
+// U+202A-U+202E (embeddings, overrides) and U+2066-U+2069 (isolates) in
+// UTF-8 at byte `i`: E2 80 AA-AE, E2 81 A6-A9.
+bool IsBidiControl(const std::string& s, size_t i) {
+  if (i + 2 >= s.size() || static_cast<unsigned char>(s[i]) != 0xE2) return false;
+  const unsigned char b1 = static_cast<unsigned char>(s[i + 1]);
+  const unsigned char b2 = static_cast<unsigned char>(s[i + 2]);
+  return (b1 == 0x80 && b2 >= 0xAA && b2 <= 0xAE) || (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9);
+}
+
 // Names end up in tables, JSON and metric labels: require printable UTF-8
 // without control characters and a bounded length.
 absl::Status CheckName(const std::string& field, const std::string& name,
@@ -37,6 +47,10 @@ absl::Status CheckName(const std::string& field, const std::string& name,
     if (c < 0x20 || c == 0x7f) {
       return Invalid(field, absl::StrCat("contains control character 0x",
                                          absl::Hex(c), " at byte ", i));
+    }
+    if (IsBidiControl(name, i)) {
+      return Invalid(field, absl::StrCat("contains a bidirectional text control at byte ", i,
+                                         " (it would reorder what terminals show)"));
     }
     if (c >= 0x80) {
       // Lead byte tells how many continuation bytes (10xxxxxx) follow.
@@ -137,7 +151,13 @@ absl::Status CheckPass(const std::string& field, const Pass& pass,
         field, ".kernels has ", pass.kernels_size(),
         " kernels; the limit (max_kernels_per_pass) is ", limits.max_kernels_per_pass));
   }
-  *total_kernels += pass.kernels_size();
+  if (pass.memory_size() > limits.max_memory_activities_per_pass) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".memory has ", pass.memory_size(),
+        " memory activities; the limit (max_memory_activities_per_pass) is ",
+        limits.max_memory_activities_per_pass));
+  }
+  *total_kernels += pass.kernels_size() + pass.memory_size();
   for (int i = 0; i < pass.kernels_size(); ++i) {
     HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat(field, ".kernels[", i, "]"),
                                         pass.kernels(i), limits));
@@ -160,6 +180,13 @@ absl::Status CheckArguments(const std::string& field, const Operation& op,
     const auto& arg = op.arguments(i);
     const std::string arg_field = absl::StrCat(field, ".arguments[", i, "]");
     HABITAT_RETURN_IF_ERROR(CheckName(arg_field + ".name", arg.name(), limits, false));
+    HABITAT_RETURN_IF_ERROR(CheckName(arg_field + ".text", arg.text(), limits, false));
+    if (arg.integers().values_size() > limits.max_argument_values) {
+      return Invalid(arg_field + ".integers",
+                     absl::StrCat("has ", arg.integers().values_size(),
+                                  " values; the limit (max_argument_values) is ",
+                                  limits.max_argument_values));
+    }
     if (!arg.has_tensor()) continue;
     const auto& shape = arg.tensor().shape();
     if (shape.size() > limits.max_tensor_rank) {
@@ -235,6 +262,42 @@ absl::Status CheckMath(const habitat::v1::MathSettings& math, const TraceLimits&
   return CheckName("math.source", math.source(), source_limits, false);
 }
 
+absl::Status CheckTotalKernels(int64_t total, const TraceLimits& limits) {
+  if (total <= limits.max_total_kernels) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the trace has more than ", limits.max_total_kernels,
+      " kernels and memory activities, unattributed kernels included (max_total_kernels)"));
+}
+
+absl::Status CheckMetadata(const Trace& trace, const TraceLimits& limits) {
+  if (trace.metadata_size() > limits.max_metadata_entries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata has ", trace.metadata_size(),
+                     " entries; the limit (max_metadata_entries) is ", limits.max_metadata_entries));
+  }
+  for (const auto& [key, value] : trace.metadata()) {
+    HABITAT_RETURN_IF_ERROR(CheckName("metadata key", key, limits, false));
+    HABITAT_RETURN_IF_ERROR(CheckName(absl::StrCat("metadata[", key.substr(0, 64), "]"), value,
+                                      limits, false));
+  }
+  return absl::OkStatus();
+}
+
+// Version strings are short; bounded like MathSettings.source.
+absl::Status CheckFrameworks(const habitat::v1::FrameworkVersions& frameworks,
+                             const TraceLimits& limits) {
+  TraceLimits short_limits = limits;
+  short_limits.max_name_bytes = std::min<int64_t>(limits.max_name_bytes, 256);
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string*>{"frameworks.torch", &frameworks.torch()},
+        {"frameworks.cuda", &frameworks.cuda()},
+        {"frameworks.cudnn", &frameworks.cudnn()},
+        {"frameworks.habitat", &frameworks.habitat()}}) {
+    HABITAT_RETURN_IF_ERROR(CheckName(field, *value, short_limits, false));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
@@ -251,9 +314,20 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
   HABITAT_RETURN_IF_ERROR(
       CheckName("origin.device_id", trace.origin().device_id(), limits, false));
   HABITAT_RETURN_IF_ERROR(CheckName("model_name", trace.model_name(), limits, false));
+  HABITAT_RETURN_IF_ERROR(CheckName("source", trace.source(), limits, false));
+  HABITAT_RETURN_IF_ERROR(CheckFrameworks(trace.frameworks(), limits));
   if (trace.batch_size() == 0) {
     return Invalid("batch_size", "must be >= 1 (samples per iteration; needed for "
                                  "throughput and cost per sample)");
+  }
+  // Samples per iteration beyond 2^30 describe no training job, and make
+  // throughput and cost per sample meaningless.
+  if (trace.batch_size() > (1u << 30)) {
+    return Invalid("batch_size", absl::StrCat("is ", trace.batch_size(), "; the limit is 2^30"));
+  }
+  if (!habitat::v1::Precision_IsValid(trace.precision())) {
+    return Invalid("precision", absl::StrCat("is ", static_cast<int>(trace.precision()),
+                                             ", not a known Precision value"));
   }
   if (trace.operations_size() == 0 && trace.unattributed_kernels_size() == 0) {
     return Invalid("operations", "is empty: the trace holds no operations to predict");
@@ -282,18 +356,22 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
       HABITAT_RETURN_IF_ERROR(
           CheckPass(field + ".backward", op.backward(), limits, &total_kernels));
     }
-    if (total_kernels > limits.max_total_kernels) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the trace has more than ", limits.max_total_kernels,
-                       " kernels (max_total_kernels)"));
-    }
+    HABITAT_RETURN_IF_ERROR(CheckTotalKernels(total_kernels, limits));
   }
+  HABITAT_RETURN_IF_ERROR(
+      CheckTotalKernels(total_kernels + trace.unattributed_kernels_size(), limits));
   for (int i = 0; i < trace.unattributed_kernels_size(); ++i) {
     HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat("unattributed_kernels[", i, "]"),
                                         trace.unattributed_kernels(i), limits));
   }
+  if (trace.host_events_size() > limits.max_host_events) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host_events has ", trace.host_events_size(),
+                     " entries; the limit (max_host_events) is ", limits.max_host_events));
+  }
   for (int i = 0; i < trace.host_events_size(); ++i) {
     const std::string field = absl::StrCat("host_events[", i, "]");
+    HABITAT_RETURN_IF_ERROR(CheckName(field + ".name", trace.host_events(i).name(), limits, false));
     HABITAT_RETURN_IF_ERROR(
         CheckOffset(field + ".cpu_start_ns", trace.host_events(i).cpu_start_ns(), limits,
                     true));
@@ -301,6 +379,7 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
         CheckDuration(field + ".cpu_duration_ns", trace.host_events(i).cpu_duration_ns(), limits));
   }
   if (trace.has_math()) HABITAT_RETURN_IF_ERROR(CheckMath(trace.math(), limits));
+  HABITAT_RETURN_IF_ERROR(CheckMetadata(trace, limits));
   return CheckTotalGpuTime(trace, limits);
 }
 

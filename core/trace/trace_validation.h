@@ -9,14 +9,22 @@
 
 namespace habitat {
 
-// Limits on what one trace may hold. The defaults are far above any real
-// training iteration (a GPT-style model has ~10^4 ops and ~10^5 kernels).
+// Limits on what one trace may hold: every repeated field is counted. The
+// defaults are far above any real training iteration (a GPT-style model has
+// ~10^4 ops, ~10^5 kernels and fewer host events than kernels).
 struct TraceLimits {
   int64_t max_operations = 200000;
   int64_t max_kernels_per_pass = 10000;
+  int64_t max_memory_activities_per_pass = 10000;
+  // Kernels and memory activities of all passes plus the unattributed
+  // kernels.
   int64_t max_total_kernels = 2000000;
+  int64_t max_host_events = 1000000;
+  int64_t max_metadata_entries = 1024;
   int64_t max_arguments_per_operation = 256;
   int64_t max_tensor_rank = 16;
+  // Values of one integer-list argument (sizes, strides, split sizes).
+  int64_t max_argument_values = 4096;
   // Templated kernel names run to several KiB (5,050 bytes for one in DCGAN).
   int64_t max_name_bytes = 65536;
   // One kernel or pass longer than this is not a measurement we trust.

@@ -132,5 +132,83 @@ TEST(TraceValidationTest, MathSettingsTakeKnownValuesOnly) {
   ExpectInvalid(trace, "math.source");
 }
 
+// Every repeated field counts against a limit: 3,000,000 memory activities,
+// host events or metadata entries used to be accepted, and unattributed
+// kernels did not count toward max_total_kernels.
+TEST(TraceValidationTest, EveryRepeatedFieldIsBounded) {
+  TraceLimits small;
+  small.max_memory_activities_per_pass = 2;
+  small.max_total_kernels = 3;
+  small.max_host_events = 2;
+  small.max_metadata_entries = 2;
+  small.max_argument_values = 2;
+  auto expect_invalid = [&](const v1::Trace& trace, absl::string_view needle) {
+    const absl::Status status = ValidateTrace(trace, small);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find(needle), absl::string_view::npos) << status;
+  };
+  ASSERT_TRUE(ValidateTrace(OneKernelTrace(), small).ok());
+
+  v1::Trace trace = OneKernelTrace();
+  for (int i = 0; i < 3; ++i) trace.mutable_operations(0)->mutable_forward()->add_memory();
+  expect_invalid(trace, "max_memory_activities_per_pass");
+
+  trace = OneKernelTrace();  // 1 kernel + 2 memory activities + 1 unattributed
+  for (int i = 0; i < 2; ++i) trace.mutable_operations(0)->mutable_forward()->add_memory();
+  ASSERT_TRUE(ValidateTrace(trace, small).ok());
+  *trace.add_unattributed_kernels() = trace.operations(0).forward().kernels(0);
+  expect_invalid(trace, "max_total_kernels");
+
+  trace = OneKernelTrace();
+  for (int i = 0; i < 3; ++i) trace.add_host_events()->set_name("cudaDeviceSynchronize");
+  expect_invalid(trace, "max_host_events");
+
+  trace = OneKernelTrace();
+  for (int i = 0; i < 3; ++i) (*trace.mutable_metadata())[std::to_string(i)] = "x";
+  expect_invalid(trace, "max_metadata_entries");
+
+  trace = OneKernelTrace();
+  auto* values = trace.mutable_operations(0)->add_arguments()->mutable_integers();
+  for (int i = 0; i < 3; ++i) values->add_values(i);
+  expect_invalid(trace, "operations[0].arguments[0].integers");
+}
+
+// Free-form strings end up in tables and logs: no control characters.
+TEST(TraceValidationTest, FreeFormStringsArePrintable) {
+  v1::Trace trace = OneKernelTrace();
+  (*trace.mutable_metadata())["note"] = "a\x1b[2Jb";
+  ExpectInvalid(trace, "metadata[note]");
+  trace = OneKernelTrace();
+  trace.add_host_events()->set_name("sync\n");
+  ExpectInvalid(trace, "host_events[0].name");
+  trace = OneKernelTrace();
+  trace.mutable_operations(0)->add_arguments()->set_text("\x07");
+  ExpectInvalid(trace, "operations[0].arguments[0].text");
+  trace = OneKernelTrace();
+  trace.set_source("agent\r");
+  ExpectInvalid(trace, "source");
+  trace = OneKernelTrace();
+  trace.mutable_frameworks()->set_torch(std::string(300, '2'));
+  ExpectInvalid(trace, "frameworks.torch");
+  trace = OneKernelTrace();
+  trace.set_model_name("resnet\xE2\x80\xAE" "fp32");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  ExpectInvalid(trace, "bidirectional");
+  trace = OneKernelTrace();
+  trace.set_model_name("r\xC3\xA9seau \xE2\x80\x94 \xE2\x80\xA6");  // é, em dash, ellipsis
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+}
+
+TEST(TraceValidationTest, BatchSizeAndPrecisionAreMeaningful) {
+  v1::Trace trace = OneKernelTrace();
+  trace.set_batch_size((1u << 30) + 1);
+  ExpectInvalid(trace, "batch_size");
+  trace = OneKernelTrace();
+  trace.set_precision(static_cast<v1::Precision>(99));
+  ExpectInvalid(trace, "precision");
+  trace = OneKernelTrace();
+  trace.set_precision(v1::PRECISION_AMP_BF16);
+  EXPECT_TRUE(ValidateTrace(trace).ok());
+}
+
 }  // namespace
 }  // namespace habitat

@@ -194,6 +194,24 @@ TEST_F(ClientSecurityTest, CliReachesATlsServerWithAToken) {
             kExitOk)
       << err;
   EXPECT_THAT(out, HasSubstr("H100-SXM"));
+  // `habitat health` (the image's HEALTHCHECK) needs no token, over TLS too.
+  EXPECT_EQ(run({"health", "--server", address_, "--tls-ca", File("ca.pem")}, &out, &err),
+            kExitOk)
+      << err;
+  EXPECT_EQ(out, "SERVING\n");
+  EXPECT_EQ(run({"health", "--server", address_, "--tls-ca", File("ca.pem"), "--service",
+                 "habitat.v1.PredictionService"},
+                &out, &err),
+            kExitOk)
+      << err;
+  EXPECT_EQ(run({"health", "--server", address_, "--tls-ca", File("ca.pem"), "--service",
+                 "no.such.Service"},
+                &out, &err),
+            kExitFailure);
+  EXPECT_THAT(err, HasSubstr("service name unknown"));  // gRPC: NOT_FOUND
+  EXPECT_EQ(run({"health", "--server", "127.0.0.1:1", "--timeout-s", "2"}, &out, &err),
+            kExitFailure);
+  EXPECT_THAT(err, HasSubstr("cannot reach"));
   // Without the token: the server's message reaches the user, exit 1.
   EXPECT_EQ(run({"devices", "--server", address_, "--tls-ca", File("ca.pem")}, &out, &err),
             kExitFailure);

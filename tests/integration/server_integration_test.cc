@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -323,6 +324,28 @@ v1::Kernel* FirstKernel(v1::Trace* trace) {
     if (op.forward().kernels_size() > 0) return op.mutable_forward()->mutable_kernels(0);
   }
   return nullptr;
+}
+
+// Operators expect the build's identity and the process_* metrics every
+// Prometheus client exports; prometheus-cpp has no process collector.
+TEST_F(ServerIntegrationTest, MetricsCarryBuildInfoAndProcessMetrics) {
+  auto scrape = testing::ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_THAT(*scrape, ::testing::ContainsRegex(
+                           "habitat_build_info\\{revision=\"[0-9a-z]+\",version=\"[0-9.]+\"\\} 1"));
+  auto value = [&](const std::string& name) {
+    const std::regex line("\n" + name + " ([0-9.e+]+)");
+    std::smatch match;
+    return std::regex_search(*scrape, match, line) ? std::stod(match[1]) : -1.0;
+  };
+  EXPECT_GT(value("process_resident_memory_bytes"), 1e6);
+  EXPECT_GT(value("process_virtual_memory_bytes"), value("process_resident_memory_bytes"));
+  EXPECT_GE(value("process_cpu_seconds_total"), 0.0);
+  EXPECT_GE(value("process_open_fds"), 3.0);
+  EXPECT_GE(value("process_max_fds"), value("process_open_fds"));
+  // This process started the server moments ago.
+  const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  EXPECT_NEAR(value("process_start_time_seconds"), now, 3600.0);
 }
 
 TEST_F(ServerIntegrationTest, BadRequestsGetClearErrorsAndTheServerKeepsAnswering) {
