@@ -15,8 +15,8 @@ namespace habitat {
 namespace {
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::UnavailableError(
-      absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
+  const int error = errno;
+  return ErrnoStatus(error, absl::StrCat(what, " '", path, "': ", std::strerror(error)));
 }
 
 bool IsGzip(absl::string_view data) {
@@ -25,6 +25,13 @@ bool IsGzip(absl::string_view data) {
 }
 
 }  // namespace
+
+absl::Status ErrnoStatus(int error, absl::string_view message) {
+  if (error == ENOSPC || error == EDQUOT || error == EFBIG) {
+    return absl::ResourceExhaustedError(absl::StrCat(message, " (out of space)"));
+  }
+  return absl::UnavailableError(message);
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_inflated_bytes) {
   std::ifstream in(path, std::ios::binary);

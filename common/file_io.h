@@ -11,6 +11,12 @@
 
 namespace habitat {
 
+// `message` as a status whose code follows `error` (an errno value): out of
+// space (ENOSPC, EDQUOT, EFBIG) is RESOURCE_EXHAUSTED, as the SQLite and
+// PostgreSQL stores say it, not UNAVAILABLE, which clients retry and the
+// sidecar reads as "server down"; anything else is UNAVAILABLE.
+absl::Status ErrnoStatus(int error, absl::string_view message);
+
 // No bound on inflated sizes (for trusted files).
 inline constexpr size_t kNoInflateLimit = std::numeric_limits<size_t>::max();
 

@@ -1,7 +1,10 @@
 #include "common/file_io.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <string>
 
@@ -61,6 +64,28 @@ TEST(FileIoTest, GunzipStopsAtItsLimit) {
   EXPECT_EQ(ReadFile(path, 1 << 20).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(ReadFile(path).ok());
   unlink(path.c_str());
+}
+
+// A full disk is RESOURCE_EXHAUSTED, as the SQLite and PostgreSQL stores say
+// it; it used to be UNAVAILABLE, which the sidecar reads as "server down".
+// A file size limit gives the same kind of write error (EFBIG) as a full
+// disk (ENOSPC) without needing one.
+TEST(FileIoTest, OutOfSpaceIsResourceExhausted) {
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string path = TempPath("too_big");
+  const absl::Status status = WriteFileAtomically(path, std::string(1 << 16, 'x'));
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("out of space"), absl::string_view::npos) << status;
+  EXPECT_NE(ReadFile(path).status().code(), absl::StatusCode::kOk) << "a partial file was left";
+  EXPECT_EQ(ErrnoStatus(ENOSPC, "m").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrnoStatus(EIO, "m").code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(FileIoTest, MissingFileIsNotFound) {

@@ -206,8 +206,8 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::UploadTrace(
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::ListDevices(
-    grpc::CallbackServerContext* context, const v1::ListDevicesRequest* request,
-    v1::ListDevicesResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   const absl::Time started = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
@@ -215,13 +215,17 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::ListDevices(
   if (!admitted.ok()) {
     return Finish(context, reactor, Rpc::kListDevices, started, admitted.status());
   }
-  *response = backend_->ListDevices(*request);
-  return Finish(context, reactor, Rpc::kListDevices, started, absl::OkStatus());
+  const absl::Status status = Guarded([&]() -> absl::Status {
+    v1::ListDevicesRequest parsed;
+    HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+    return SerializeResponse(backend_->ListDevices(parsed), response);
+  });
+  return Finish(context, reactor, Rpc::kListDevices, started, status);
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::ListCatalogs(
-    grpc::CallbackServerContext* context, const v1::ListCatalogsRequest* request,
-    v1::ListCatalogsResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   const absl::Time started = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
@@ -229,8 +233,12 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::ListCatalogs(
   if (!admitted.ok()) {
     return Finish(context, reactor, Rpc::kListCatalogs, started, admitted.status());
   }
-  *response = backend_->ListCatalogs();
-  return Finish(context, reactor, Rpc::kListCatalogs, started, absl::OkStatus());
+  const absl::Status status = Guarded([&]() -> absl::Status {
+    v1::ListCatalogsRequest parsed;
+    HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+    return SerializeResponse(backend_->ListCatalogs(), response);
+  });
+  return Finish(context, reactor, Rpc::kListCatalogs, started, status);
 }
 
 }  // namespace habitat

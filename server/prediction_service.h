@@ -3,7 +3,7 @@
 // deadline cap) before the backend sees it; the handlers record metrics and
 // convert statuses; all prediction logic is in the backend.
 //
-// Predict and UploadTrace take raw bytes and parse them here: gRPC 1.51's
+// Every method takes raw bytes and parses them here: gRPC 1.51's
 // callback server answers an unparsable request with UNIMPLEMENTED and no
 // message, which sends callers looking for a missing method. Parsing here
 // gives INVALID_ARGUMENT saying the bytes are not a valid request.
@@ -33,8 +33,8 @@ struct ServiceLimits {
 
 using PredictionServiceBase = habitat::v1::PredictionService::WithRawCallbackMethod_Predict<
     habitat::v1::PredictionService::WithRawCallbackMethod_UploadTrace<
-        habitat::v1::PredictionService::WithCallbackMethod_ListDevices<
-            habitat::v1::PredictionService::WithCallbackMethod_ListCatalogs<
+        habitat::v1::PredictionService::WithRawCallbackMethod_ListDevices<
+            habitat::v1::PredictionService::WithRawCallbackMethod_ListCatalogs<
                 habitat::v1::PredictionService::Service>>>>;
 
 class PredictionServiceImpl final : public PredictionServiceBase {
@@ -57,12 +57,14 @@ class PredictionServiceImpl final : public PredictionServiceBase {
   grpc::ServerUnaryReactor* UploadTrace(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  // Raw too, so that garbage gets INVALID_ARGUMENT with a message (they are
+  // cheap: answered on gRPC's thread, not queued).
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
-                                        const habitat::v1::ListDevicesRequest* request,
-                                        habitat::v1::ListDevicesResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListCatalogs(grpc::CallbackServerContext* context,
-                                         const habitat::v1::ListCatalogsRequest* request,
-                                         habitat::v1::ListCatalogsResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
 
   // Calls still working at `when` stop with CANCELLED: the end of the
   // shutdown grace. gRPC cancels them then too, but a handler computing on

@@ -36,8 +36,9 @@ bool IsStorableTenant(const std::string& tenant) {
 
 absl::Status MakeDirectory(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create trace directory '", dir, "': ", std::strerror(errno)));
+    const int error = errno;
+    return ErrnoStatus(error, absl::StrCat("cannot create trace directory '", dir,
+                                           "': ", std::strerror(error)));
   }
   return absl::OkStatus();
 }
@@ -168,8 +169,9 @@ absl::StatusOr<StoredTrace> DirectoryTraceStore::Put(const std::string& tenant,
   const timespec stamp = absl::ToTimespec(clock_());
   const timespec times[2] = {stamp, stamp};
   if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot set the time of '", path, "': ", std::strerror(errno)));
+    const int error = errno;
+    return ErrnoStatus(error, absl::StrCat("cannot set the time of '", path,
+                                           "': ", std::strerror(error)));
   }
   return StoredTrace{id, true};
 }

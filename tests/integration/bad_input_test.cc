@@ -57,8 +57,8 @@ struct Env {
   absl::Status Predict(const PredictRequest& request) const {
     return client->Predict(request).status();
   }
-  absl::Status Raw(const std::string& bytes) const {
-    auto result = testing::RawUnaryCall(channel, kPredictMethod, bytes);
+  absl::Status Raw(const std::string& bytes, const char* method = kPredictMethod) const {
+    auto result = testing::RawUnaryCall(channel, method, bytes);
     return absl::Status(static_cast<absl::StatusCode>(result.status.error_code()),
                         result.status.error_message());
   }
@@ -123,6 +123,17 @@ std::vector<BadInputCase> AllCases() {
        }},
       {"garbage_bytes", C::kInvalidArgument, kNotARequest,
        [](const Env& env) { return env.Raw(std::string(64, '\xff')); }},
+      // The listing methods used to answer gRPC's bare UNIMPLEMENTED.
+      {"garbage_bytes_to_list_devices", C::kInvalidArgument,
+       "not a valid habitat.v1.ListDevicesRequest",
+       [](const Env& env) {
+         return env.Raw(std::string(64, '\xff'), "/habitat.v1.PredictionService/ListDevices");
+       }},
+      {"garbage_bytes_to_list_catalogs", C::kInvalidArgument,
+       "not a valid habitat.v1.ListCatalogsRequest",
+       [](const Env& env) {
+         return env.Raw(std::string(64, '\xff'), "/habitat.v1.PredictionService/ListCatalogs");
+       }},
       {"length_prefix_beyond_message", C::kInvalidArgument, kNotARequest,
        // Field 1 (trace), length-delimited, claiming 2^31 - 1 bytes.
        [](const Env& env) { return env.Raw(std::string("\x0a\xff\xff\xff\xff\x07", 6)); }},
