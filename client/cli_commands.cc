@@ -394,17 +394,32 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   return kExitOk;
 }
 
-int Devices(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args =
-      CliArgs::Parse(words, Concat({kServiceOptions, {{"include-test-only", false}}}));
-  if (!args.ok()) return ctx.Usage(args.status());
-  if (args->Has("help")) {
-    *ctx.out << kDevicesUsage;
+// Parses the options of a command that takes no positional arguments into
+// `args`. Returns the exit code when the command ends here: --help printed
+// `usage`, or the command line was wrong.
+std::optional<int> ParseWithoutPositionals(const std::vector<std::string>& words,
+                                           const std::vector<OptionSpec>& options,
+                                           const char* usage, const Context& ctx,
+                                           absl::StatusOr<CliArgs>* args) {
+  *args = CliArgs::Parse(words, options);
+  if (!args->ok()) return ctx.Usage(args->status());
+  if ((*args)->Has("help")) {
+    *ctx.out << usage;
     return kExitOk;
   }
-  if (!args->positional().empty()) {
+  if (!(*args)->positional().empty()) {
     return ctx.Usage(absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args->positional()[0], "'")));
+        absl::StrCat("unexpected argument '", (*args)->positional()[0], "'")));
+  }
+  return std::nullopt;
+}
+
+int Devices(const std::vector<std::string>& words, const Context& ctx) {
+  absl::StatusOr<CliArgs> args;
+  if (auto done = ParseWithoutPositionals(
+          words, Concat({kServiceOptions, {{"include-test-only", false}}}), kDevicesUsage, ctx,
+          &args)) {
+    return *done;
   }
   absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
   if (!format.ok()) return ctx.Usage(format.status());
@@ -427,15 +442,9 @@ int Devices(const std::vector<std::string>& words, const Context& ctx) {
 }
 
 int Catalogs(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(words, kServiceOptions);
-  if (!args.ok()) return ctx.Usage(args.status());
-  if (args->Has("help")) {
-    *ctx.out << kCatalogsUsage;
-    return kExitOk;
-  }
-  if (!args->positional().empty()) {
-    return ctx.Usage(absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args->positional()[0], "'")));
+  absl::StatusOr<CliArgs> args;
+  if (auto done = ParseWithoutPositionals(words, kServiceOptions, kCatalogsUsage, ctx, &args)) {
+    return *done;
   }
   absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
   if (!format.ok()) return ctx.Usage(format.status());
@@ -540,16 +549,12 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
 }
 
 int Health(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(
-      words, Concat({kRemoteOptions, {{"help", false}, {"service", true}, {"timeout-s", true}}}));
-  if (!args.ok()) return ctx.Usage(args.status());
-  if (args->Has("help")) {
-    *ctx.out << kHealthUsage;
-    return kExitOk;
-  }
-  if (!args->positional().empty()) {
-    return ctx.Usage(absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args->positional()[0], "'")));
+  absl::StatusOr<CliArgs> args;
+  if (auto done = ParseWithoutPositionals(
+          words,
+          Concat({kRemoteOptions, {{"help", false}, {"service", true}, {"timeout-s", true}}}),
+          kHealthUsage, ctx, &args)) {
+    return *done;
   }
   if (args->Get("server").empty()) {
     return ctx.Usage(absl::InvalidArgumentError("--server HOST:PORT is required"));

@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -34,25 +33,6 @@ constexpr int kOperations = 80000;
 // hundred; generous for sanitizer builds on 2 cores.
 constexpr absl::Duration kStopSlack = absl::Seconds(2);
 
-v1::Trace HeavyTrace() {
-  auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
-                            "/agent_suite/h100/resnet50_b32_fp32.trace.gz",
-                        size_t{1} << 30);
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  v1::Trace base;
-  EXPECT_TRUE(base.ParseFromString(*bytes));
-  v1::Trace heavy = base;
-  heavy.set_model_name("heavy");
-  while (heavy.operations_size() < kOperations) {
-    for (const auto& op : base.operations()) {
-      if (heavy.operations_size() >= kOperations) break;
-      *heavy.add_operations() = op;
-    }
-    for (const auto& event : base.host_events()) *heavy.add_host_events() = event;
-  }
-  return heavy;
-}
-
 double InFlight(int metrics_port) {
   const std::string scrape = HttpGet(metrics_port, "/metrics", absl::Seconds(5));
   std::smatch match;
@@ -70,7 +50,8 @@ class HeavyTraceTest : public testing::Test {
     stub_ = v1::PredictionService::NewStub(
         grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
     v1::UploadTraceRequest upload;
-    *upload.mutable_trace() = HeavyTrace();
+    *upload.mutable_trace() = RepeatedAgentTrace(kOperations, /*with_host_events=*/true);
+    upload.mutable_trace()->set_model_name("heavy");
     ASSERT_LT(upload.ByteSizeLong(), size_t{60} << 20) << "over the server's message limit";
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));

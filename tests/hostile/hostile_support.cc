@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/file_io.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -137,6 +138,29 @@ bool ServerProcess::WaitForStderr(const std::string& needle, absl::Duration time
     absl::SleepFor(absl::Milliseconds(50));
   } while (absl::Now() < end);
   return false;
+}
+
+habitat::v1::Trace RepeatedAgentTrace(int operations, bool with_host_events) {
+  auto bytes = habitat::ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                                     "/agent_suite/h100/resnet50_b32_fp32.trace.gz",
+                                 size_t{1} << 30);
+  habitat::v1::Trace base;
+  if (!bytes.ok() || !base.ParseFromString(*bytes) || base.operations_size() == 0) {
+    std::fprintf(stderr, "cannot read the ResNet-50 agent trace: %s\n",
+                 bytes.status().ToString().c_str());
+    std::abort();
+  }
+  habitat::v1::Trace trace = base;
+  while (trace.operations_size() < operations) {
+    for (const auto& op : base.operations()) {
+      if (trace.operations_size() >= operations) break;
+      *trace.add_operations() = op;
+    }
+    if (with_host_events) {
+      for (const auto& event : base.host_events()) *trace.add_host_events() = event;
+    }
+  }
+  return trace;
 }
 
 absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadline) {

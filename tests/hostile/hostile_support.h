@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "habitat/v1/trace.pb.h"
 
 namespace habitat::hostile {
 
@@ -54,6 +55,12 @@ class ServerProcess {
   int port_ = 0;
   int health_port_ = 0;
 };
+
+// The real ResNet-50 trace the agent recorded on an H100 (batch 32), its
+// operations repeated until there are `operations`, and with
+// `with_host_events` its host events once per repetition: heavy input made
+// of real records.
+habitat::v1::Trace RepeatedAgentTrace(int operations, bool with_host_events);
 
 // The /metrics port the server logged ("metrics on port N"); 0 if none.
 int MetricsPort(const ServerProcess& server);

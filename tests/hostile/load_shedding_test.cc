@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -30,20 +29,6 @@ constexpr int kCalls = 16;
 // second of work for all GPUs, so the calls overlap on one work thread.
 constexpr int kOperations = 8000;
 
-v1::Trace MediumTrace() {
-  auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
-                            "/agent_suite/h100/resnet50_b32_fp32.trace.gz",
-                        size_t{1} << 30);
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  v1::Trace base;
-  EXPECT_TRUE(base.ParseFromString(*bytes));
-  v1::Trace trace = base;
-  while (trace.operations_size() < kOperations) {
-    for (const auto& op : base.operations()) *trace.add_operations() = op;
-  }
-  return trace;
-}
-
 TEST(LoadSheddingTest, CallsBeyondTheLimitAreRefusedAtOnce) {
   ServerSpec spec;
   spec.flags = {"--metrics_address=127.0.0.1:0", absl::StrCat("--max_concurrent_rpcs=", kMaxConcurrent),
@@ -52,7 +37,7 @@ TEST(LoadSheddingTest, CallsBeyondTheLimitAreRefusedAtOnce) {
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();
   auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   auto stub = v1::PredictionService::NewStub(channel);
-  const v1::Trace trace = MediumTrace();
+  const v1::Trace trace = RepeatedAgentTrace(kOperations, /*with_host_events=*/false);
 
   std::atomic<int> ok{0}, refused{0}, other{0};
   std::atomic<int> ready{0};
