@@ -214,11 +214,10 @@ absl::StatusOr<double> CalibrateHostScale(const v1::Trace& trace,
                                           const StopCondition* stop) {
   const std::vector<double> identity(2 * trace.operations_size() + 1, 1.0);
   double low = 0.05, high = 1.0;
+  if (stop == nullptr) stop = &StopCondition::Never();
   auto wall_at = [&](double scale) -> absl::StatusOr<Nanoseconds> {
-    if (stop != nullptr) {
-      if (absl::Status go_on = stop->Check("calibrating the host timeline"); !go_on.ok()) {
-        return go_on;
-      }
+    if (absl::Status go_on = stop->Check("calibrating the host timeline"); !go_on.ok()) {
+      return go_on;
     }
     auto replay = ReplayIteration(trace, identity, scale);
     if (!replay.ok()) return replay.status();

@@ -374,7 +374,7 @@ absl::StatusOr<std::optional<double>> HostScaleFor(const v1::Trace& trace,
   if (trace.iteration_wall_ns() <= 0) return 1.0;
   auto scale = CalibrateHostScale(trace, trace.iteration_wall_ns(), stop);
   if (scale.ok()) return *scale;
-  if (stop != nullptr) HABITAT_RETURN_IF_ERROR(stop->Check("calibrating the host timeline"));
+  if (StopCondition::IsStop(scale.status())) return scale.status();
   return std::nullopt;  // no usable timeline: GPU time only
 }
 
@@ -388,8 +388,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
                                                  std::optional<double> host_scale,
                                                  const VaryingPassTable* varying,
                                                  const StopCondition* stop) {
-  const StopCondition never;
-  if (stop == nullptr) stop = &never;
+  if (stop == nullptr) stop = &StopCondition::Never();
   DevicePrediction prediction;
   prediction.set_device_id(target.id());
   prediction.set_display_name(target.display_name());
@@ -411,7 +410,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   OpShare at_limit;
   for (int i = 0; i < trace.operations_size(); ++i) {
     if (i % kOperationsPerStopCheck == 0) {
-      HABITAT_RETURN_IF_ERROR(stop->Check(absl::StrCat("predicting ", target.id())));
+      HABITAT_RETURN_IF_ERROR(stop->Check("predicting ", target.id()));
     }
     VaryingNotes notes;
     OperationPrediction op =
@@ -442,7 +441,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   }
   double unattributed_scale = 1.0;
   if (trace.unattributed_kernels_size() > 0) {
-    HABITAT_RETURN_IF_ERROR(stop->Check(absl::StrCat("predicting ", target.id())));
+    HABITAT_RETURN_IF_ERROR(stop->Check("predicting ", target.id()));
     // Kernels the capture could not tie to an op still take GPU time.
     v1::Operation loose;
     loose.set_name("(kernels not attributed to an operation)");
@@ -463,8 +462,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
   pass_scale.push_back(unattributed_scale);
   SetGpuTime(total, &prediction);
   prediction.set_expected_error_percent(IterationExpectedErrorPercent(prediction));
-  HABITAT_RETURN_IF_ERROR(
-      stop->Check(absl::StrCat("replaying the host timeline for ", target.id())));
+  HABITAT_RETURN_IF_ERROR(stop->Check("replaying the host timeline for ", target.id()));
   if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
   if (host_scale.has_value()) PredictWallTime(trace, pass_scale, *host_scale, &prediction);
   SetWallTime(&prediction);
@@ -599,8 +597,11 @@ CachedPrediction ForTheCache(DevicePrediction fresh, bool include_breakdown) {
   google::protobuf::RepeatedPtrField<OperationPrediction> operations;
   operations.Swap(fresh.mutable_operations());
   CachedPrediction entry;
+  if (!include_breakdown) {
+    entry.summary = std::make_shared<const DevicePrediction>(std::move(fresh));
+    return entry;
+  }
   entry.summary = std::make_shared<const DevicePrediction>(fresh);
-  if (!include_breakdown) return entry;
   fresh.mutable_operations()->Swap(&operations);
   entry.full = std::make_shared<const DevicePrediction>(std::move(fresh));
   return entry;

@@ -5,14 +5,24 @@
 
 namespace habitat {
 
-absl::Status StopCondition::Check(absl::string_view stage) const {
+const StopCondition& StopCondition::Never() {
+  static const StopCondition* const never = new StopCondition();
+  return *never;
+}
+
+absl::Status StopCondition::Check(absl::string_view stage, absl::string_view subject) const {
   if (cancelled_ && cancelled_()) {
     return absl::CancelledError(
-        absl::StrCat("stopped ", stage, ": the call was cancelled (client gone or server "
-                     "shutting down)"));
+        absl::StrCat("stopped ", stage, subject,
+                     ": the call was cancelled (client gone or server shutting down)"));
   }
   if (deadline_ == absl::InfiniteFuture() || absl::Now() <= deadline_) return absl::OkStatus();
-  return absl::DeadlineExceededError(absl::StrCat("stopped ", stage, ": past ", deadline_source_));
+  return absl::DeadlineExceededError(
+      absl::StrCat("stopped ", stage, subject, ": past ", deadline_source_));
+}
+
+bool StopCondition::IsStop(const absl::Status& status) {
+  return absl::IsCancelled(status) || absl::IsDeadlineExceeded(status);
 }
 
 }  // namespace habitat

@@ -27,8 +27,16 @@ class StopCondition {
         deadline_source_(std::move(deadline_source)),
         cancelled_(std::move(cancelled)) {}
 
-  // OK, DEADLINE_EXCEEDED or CANCELLED, naming the `stage` work stopped at.
-  absl::Status Check(absl::string_view stage) const;
+  // One that never stops, for callers that pass none.
+  static const StopCondition& Never();
+
+  // OK, DEADLINE_EXCEEDED or CANCELLED, naming the stage work stopped at
+  // (`stage` followed by `subject`, joined only when it stops: checks are
+  // frequent and nearly always pass).
+  absl::Status Check(absl::string_view stage, absl::string_view subject = "") const;
+
+  // Whether `status` is what Check returns when work must stop.
+  static bool IsStop(const absl::Status& status);
 
  private:
   absl::Time deadline_ = absl::InfiniteFuture();

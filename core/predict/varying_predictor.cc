@@ -129,8 +129,7 @@ absl::StatusOr<std::vector<double>> VaryingPredictor::EvaluateInChunks(
 absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     const v1::Trace& trace, const v1::DeviceSpec& origin,
     const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop) const {
-  const StopCondition never;
-  if (stop == nullptr) stop = &never;
+  if (stop == nullptr) stop = &StopCondition::Never();
   // 1. Group the covered passes by signature.
   std::vector<Group> groups;
   absl::flat_hash_map<std::string, size_t> group_index;
