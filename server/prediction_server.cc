@@ -312,7 +312,8 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   HABITAT_ASSIGN_OR_RETURN(impl->backend, PredictionBackend::Create(options.backend));
   std::vector<std::string> device_ids;
   for (const auto& device : impl->backend->devices().devices()) device_ids.push_back(device.id());
-  impl->metrics = std::make_unique<ServerMetrics>(*impl->registry, device_ids);
+  impl->metrics = std::make_unique<ServerMetrics>(*impl->registry, device_ids,
+                                                 options.max_request_time);
   impl->metrics->SetDevicesLoaded(static_cast<double>(impl->backend->devices().devices().size()));
   const size_t stored = impl->backend->stored_traces();
   impl->metrics->SetStoredTraces(static_cast<double>(stored));

@@ -1,5 +1,6 @@
 #include "server/server_metrics.h"
 
+#include <iterator>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -16,6 +17,22 @@ const char* RpcName(Rpc rpc) {
   }
 }
 
+std::vector<double> LatencyBuckets(absl::Duration max_request_time) {
+  // 1-2.5-5 steps below a second, then the round numbers people set caps to.
+  static constexpr double kBounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                       0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5,
+                                       5.0,    10.0,    30.0,   60.0,  120.0,  300.0, 600.0};
+  const double cap = max_request_time > absl::ZeroDuration()
+                         ? absl::ToDoubleSeconds(max_request_time)
+                         : kBounds[std::size(kBounds) - 1];
+  std::vector<double> buckets;
+  for (double bound : kBounds) {
+    if (bound < cap) buckets.push_back(bound);
+  }
+  buckets.push_back(cap);
+  return buckets;
+}
+
 namespace {
 const char* MethodLabel(int method) {
   switch (method) {
@@ -29,7 +46,8 @@ const char* MethodLabel(int method) {
 }  // namespace
 
 ServerMetrics::ServerMetrics(prometheus::Registry& registry,
-                             const std::vector<std::string>& device_ids) {
+                             const std::vector<std::string>& device_ids,
+                             absl::Duration max_request_time) {
   auto& requests = prometheus::BuildCounter()
                        .Name("habitat_requests_total")
                        .Help("Finished RPCs by method and gRPC status code")
@@ -38,9 +56,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
                       .Name("habitat_request_duration_seconds")
                       .Help("RPC handling time in seconds, by method")
                       .Register(registry);
-  const prometheus::Histogram::BucketBoundaries buckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-      0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
+  const prometheus::Histogram::BucketBoundaries buckets = LatencyBuckets(max_request_time);
   for (int rpc = 0; rpc < static_cast<int>(Rpc::kCount); ++rpc) {
     const char* name = RpcName(static_cast<Rpc>(rpc));
     for (int code = 0; code < kCodes; ++code) {

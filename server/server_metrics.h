@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -24,12 +25,19 @@ enum class Rpc { kPredict = 0, kUploadTrace, kListDevices, kListCatalogs, kCount
 
 const char* RpcName(Rpc rpc);
 
+// Upper bounds, in seconds, of the latency histogram's buckets: from 100 us
+// up to the longest a call may run (`max_request_time`, the server's cap;
+// zero means no cap, and the buckets then end at ten minutes), so a slow
+// call lands in a bucket that says how slow instead of only in +Inf.
+std::vector<double> LatencyBuckets(absl::Duration max_request_time);
+
 class ServerMetrics {
  public:
   // `device_ids`: the GPUs predictions can target (the device database);
   // their per-device children are created here, so counting one is a hash
   // lookup with no allocation and no lock.
-  ServerMetrics(prometheus::Registry& registry, const std::vector<std::string>& device_ids);
+  ServerMetrics(prometheus::Registry& registry, const std::vector<std::string>& device_ids,
+                absl::Duration max_request_time);
 
   // Records one finished RPC with its status code and latency.
   void RecordRequest(Rpc rpc, absl::StatusCode code, double seconds);

@@ -9,7 +9,9 @@ panel or an alert that can never fire. Checks:
   * every metric name in a panel, template variable or alert expression is
     one the server exports (histograms: _bucket/_sum/_count), and every label
     matcher names a label the server or Prometheus sets;
-  * every metric family the server exports is shown by some panel.
+  * every metric family the server exports is shown by some panel;
+  * every alert has severity critical or warning and a runbook_url naming a
+    section (heading) of a document in this repository.
 With --print-exprs it prints the dashboard's expressions, template variables
 replaced by concrete values, one per line, for prometheus_scrape_test.sh to
 run against a real Prometheus.
@@ -18,6 +20,7 @@ usage: check_observability.py SERVER_METRICS_CC DASHBOARD_JSON [ALERTS_YML]
                               [--print-exprs]
 """
 import json
+import os
 import re
 import sys
 
@@ -30,6 +33,35 @@ KEYWORDS = {
 SCRAPE_LABELS = {"job", "instance", "le", "__name__"}
 # Series Prometheus itself generates per target; alerts may use them.
 SCRAPE_SERIES = {"up"}
+SEVERITIES = {"critical", "warning"}
+
+
+def heading_anchors(markdown):
+    """The anchors GitHub-style renderers give a document's headings."""
+    anchors = set()
+    for title in re.findall(r"^#+\s+(.*?)\s*$", markdown, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+def check_alert_conventions(rule, repo_root):
+    """Errors in one alert's severity label and runbook_url annotation."""
+    where = f"alert {rule.get('alert')}"
+    errors = []
+    severity = rule.get("labels", {}).get("severity")
+    if severity not in SEVERITIES:
+        errors.append(f"{where}: severity '{severity}' is not one of {sorted(SEVERITIES)}")
+    runbook = rule.get("annotations", {}).get("runbook_url", "")
+    doc, _, anchor = runbook.partition("#")
+    path = os.path.join(repo_root, doc)
+    if not doc or not anchor or not os.path.isfile(path):
+        errors.append(f"{where}: runbook_url '{runbook}' is not DOC.md#SECTION of this repository")
+        return errors
+    with open(path, encoding="utf-8") as f:
+        if anchor not in heading_anchors(f.read()):
+            errors.append(f"{where}: {doc} has no heading with the anchor '#{anchor}'")
+    return errors
 
 
 def exported_families(source):
@@ -131,9 +163,11 @@ def main(argv):
         import yaml  # PyYAML, in the test's virtual environment
         with open(args[2], encoding="utf-8") as f:
             rules = yaml.safe_load(f)
+        repo_root = os.path.join(os.path.dirname(os.path.abspath(args[2])), "..", "..")
         for group in rules.get("groups", []):
             for rule in group.get("rules", []):
                 exprs.append((f"alert {rule.get('alert')}", rule["expr"]))
+                errors.extend(check_alert_conventions(rule, repo_root))
 
     used = set()
     for where, expr in exprs:
