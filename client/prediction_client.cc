@@ -16,7 +16,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "server/grpc_status.h"
+#include "common/grpc/grpc_status.h"
 
 namespace habitat {
 namespace {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc/grpc_status.h"
 #include "common/status_macros.h"
 
 namespace habitat {
@@ -129,18 +130,14 @@ absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::Finish(grpc::CallbackServerContext* context,
-                                                        grpc::ServerUnaryReactor* reactor,
-                                                        Rpc rpc, absl::Time started,
+                                                        grpc::ServerUnaryReactor* reactor, Rpc rpc,
+                                                        absl::Time started,
                                                         const absl::Status& status) {
   const absl::Time now = absl::Now();
   metrics_->RecordRequest(rpc, CodeTheClientSees(*context, now, status.code()),
                           absl::ToDoubleSeconds(now - started));
-  if (status.ok()) {
-    reactor->Finish(grpc::Status::OK);
-  } else {
-    reactor->Finish(grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                                 BoundedMessage(status.message())));
-  }
+  reactor->Finish(ToGrpcStatus(
+      status.ok() ? status : absl::Status(status.code(), BoundedMessage(status.message()))));
   return reactor;
 }
 

@@ -24,7 +24,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "server/grpc_status.h"
+#include "common/grpc/grpc_status.h"
 
 #ifndef HABITAT_TESTDATA_DIR
 #error "HABITAT_TESTDATA_DIR must be defined"
