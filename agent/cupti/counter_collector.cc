@@ -13,7 +13,7 @@
 #include <set>
 #include <utility>
 
-#include "agent/core/kernel_counters.h"
+#include "agent/capture/kernel_counters.h"
 #include "agent/cupti/cupti_source.h"
 
 namespace habitat {

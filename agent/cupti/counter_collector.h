@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/core/counter_source.h"
-#include "agent/core/status.h"
+#include "agent/capture/counter_source.h"
+#include "agent/capture/status.h"
 
 namespace habitat {
 namespace agent {

@@ -21,7 +21,7 @@
 
 #include <cupti.h>
 
-#include "agent/core/kernel_source.h"
+#include "agent/capture/kernel_source.h"
 
 namespace habitat {
 namespace agent {

@@ -56,12 +56,12 @@ def cuda_include():
     return None
 
 
-core = [str(AGENT / "core" / n) for n in
-        ("kernel_counters.cc", "records.cc", "summary.cc", "trace_assembler.cc",
-         "wire_format.cc")]
+capture = [str(AGENT / "capture" / n) for n in
+           ("kernel_counters.cc", "records.cc", "summary.cc", "trace_assembler.cc",
+            "wire_format.cc")]
 torch_part = [str(AGENT / "torch" / n) for n in
               ("op_recorder.cc", "tracker.cc", "bindings.cc")]
-sources = core + torch_part
+sources = capture + torch_part
 include_dirs = [str(ROOT)]
 library_dirs, libraries, macros, link_args = [], [], [], []
 

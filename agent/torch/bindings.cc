@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "agent/core/summary.h"
-#include "agent/core/wire_format.h"
+#include "agent/capture/summary.h"
+#include "agent/capture/wire_format.h"
 #include "agent/torch/host_only_source.h"
 #include "agent/torch/tracker.h"
 #ifdef HABITAT_AGENT_WITH_CUPTI

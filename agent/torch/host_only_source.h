@@ -6,7 +6,7 @@
 #include <chrono>
 #include <vector>
 
-#include "agent/core/kernel_source.h"
+#include "agent/capture/kernel_source.h"
 
 namespace habitat {
 namespace agent {

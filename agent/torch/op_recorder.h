@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/core/kernel_source.h"
-#include "agent/core/records.h"
-#include "agent/core/status.h"
+#include "agent/capture/kernel_source.h"
+#include "agent/capture/records.h"
+#include "agent/capture/status.h"
 
 namespace habitat {
 namespace agent {

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "agent/core/counter_source.h"
-#include "agent/core/kernel_counters.h"
-#include "agent/core/kernel_source.h"
-#include "agent/core/records.h"
-#include "agent/core/status.h"
-#include "agent/core/trace_assembler.h"
-#include "agent/core/trace_model.h"
+#include "agent/capture/counter_source.h"
+#include "agent/capture/kernel_counters.h"
+#include "agent/capture/kernel_source.h"
+#include "agent/capture/records.h"
+#include "agent/capture/status.h"
+#include "agent/capture/trace_assembler.h"
+#include "agent/capture/trace_model.h"
 #include "agent/torch/op_recorder.h"
 
 namespace habitat {

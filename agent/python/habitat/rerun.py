@@ -65,7 +65,7 @@ class Skip(Exception):
 def forward_operations(ops: List[dict]) -> List[Tuple[dict, bool]]:
     """The top-level forward ops (what becomes a trace Operation with a
     forward pass), in start order, each with whether a backward node was
-    linked to it. Mirrors agent/core/trace_assembler.cc: a node links to the
+    linked to it. Mirrors agent/capture/trace_assembler.cc: a node links to the
     forward top-level op on its forward thread whose subtree recorded its
     sequence number and that started last before the node's top-level op."""
     by_id = {o["id"]: o for o in ops}

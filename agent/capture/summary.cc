@@ -1,4 +1,4 @@
-#include "agent/core/summary.h"
+#include "agent/capture/summary.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "agent/core/kernel_counters.h"
+#include "agent/capture/kernel_counters.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/core/trace_model.h"
+#include "agent/capture/trace_model.h"
 
 namespace habitat {
 namespace agent {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "agent/core/trace_model.h"
+#include "agent/capture/trace_model.h"
 
 namespace habitat {
 namespace agent {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/core/kernel_source.h"
+#include "agent/capture/kernel_source.h"
 
 namespace habitat {
 namespace agent {

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "agent/core/records.h"
-#include "agent/core/status.h"
+#include "agent/capture/records.h"
+#include "agent/capture/status.h"
 
 namespace habitat {
 namespace agent {

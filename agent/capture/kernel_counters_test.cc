@@ -1,11 +1,11 @@
-#include "agent/core/kernel_counters.h"
+#include "agent/capture/kernel_counters.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "agent/core/fake_counter_source.h"
+#include "agent/capture/fake_counter_source.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/core/status.h"
+#include "agent/capture/status.h"
 
 namespace habitat {
 namespace agent {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/core/counter_source.h"
+#include "agent/capture/counter_source.h"
 
 namespace habitat {
 namespace agent {

@@ -24,10 +24,10 @@
 #include <tuple>
 #include <vector>
 
-#include "agent/core/counter_source.h"
-#include "agent/core/records.h"
-#include "agent/core/status.h"
-#include "agent/core/trace_model.h"
+#include "agent/capture/counter_source.h"
+#include "agent/capture/records.h"
+#include "agent/capture/status.h"
+#include "agent/capture/trace_model.h"
 
 namespace habitat {
 namespace agent {

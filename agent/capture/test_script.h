@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "agent/core/fake_kernel_source.h"
-#include "agent/core/records.h"
+#include "agent/capture/fake_kernel_source.h"
+#include "agent/capture/records.h"
 
 namespace habitat {
 namespace agent {

@@ -1,4 +1,4 @@
-#include "agent/core/wire_format.h"
+#include "agent/capture/wire_format.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,12 +1,12 @@
-#include "agent/core/wire_format.h"
+#include "agent/capture/wire_format.h"
 
 #include <cstdint>
 #include <limits>
 #include <string>
 
-#include "agent/core/fake_kernel_source.h"
-#include "agent/core/test_script.h"
-#include "agent/core/trace_assembler.h"
+#include "agent/capture/fake_kernel_source.h"
+#include "agent/capture/test_script.h"
+#include "agent/capture/trace_assembler.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "gtest/gtest.h"

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "agent/core/trace_model.h"
+#include "agent/capture/trace_model.h"
 
 namespace habitat {
 namespace agent {

@@ -1,10 +1,10 @@
-#include "agent/core/trace_assembler.h"
+#include "agent/capture/trace_assembler.h"
 
 #include <string>
 #include <vector>
 
-#include "agent/core/fake_kernel_source.h"
-#include "agent/core/test_script.h"
+#include "agent/capture/fake_kernel_source.h"
+#include "agent/capture/test_script.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

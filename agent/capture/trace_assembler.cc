@@ -1,4 +1,4 @@
-#include "agent/core/trace_assembler.h"
+#include "agent/capture/trace_assembler.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "agent/core/records.h"
+#include "agent/capture/records.h"
 
 #include <unordered_map>
 
