@@ -57,9 +57,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_inflate
   return data;
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+  const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);
   size_t written = 0;
@@ -84,6 +83,20 @@ absl::Status WriteFileAtomically(const std::string& path,
     ::unlink(tmp.c_str());
     return error;
   }
+  const size_t slash = path.rfind('/');
+  return SyncDirectory(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open directory", dir);
+  const int rc = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0 && error != EINVAL) {
+    errno = error;
+    return ErrnoError("cannot fsync directory", dir);
+  }
   return absl::OkStatus();
 }
 
@@ -93,8 +106,7 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, size_t max_infl
   if (inflateInit2(&stream, 15 + 32) != Z_OK) {
     return absl::InternalError("zlib inflateInit2 failed");
   }
-  stream.next_in =
-      reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   stream.avail_in = static_cast<uInt>(compressed.size());
   std::string out;
   char chunk[1 << 16];

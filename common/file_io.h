@@ -25,10 +25,18 @@ inline constexpr size_t kNoInflateLimit = std::numeric_limits<size_t>::max();
 absl::StatusOr<std::string> ReadFile(const std::string& path,
                                      size_t max_inflated_bytes = kNoInflateLimit);
 
-// Writes to `path` through a temporary file, fsync and rename, so a reader
-// never sees a partial file.
+// Writes to `path` through a temporary file (PATH.<pid>.tmp: it ends in
+// ".tmp", never in a suffix a reader of the directory looks for), fsync,
+// rename and a sync of the directory: a reader never sees a partial file,
+// and once this returns OK the file survives a crash.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
+
+// Flushes a directory's entries (a rename or unlink in it) to disk. File
+// systems that cannot sync a directory at all (EINVAL: FUSE, some network
+// mounts) count as done, as PostgreSQL does: failing there would make every
+// write on them fail.
+absl::Status SyncDirectory(const std::string& dir);
 
 // Inflates gzip or zlib data. Past `max_inflated_bytes` it stops with
 // RESOURCE_EXHAUSTED ("inflates to more than N bytes"), having held no more

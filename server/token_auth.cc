@@ -1,7 +1,5 @@
 #include "server/token_auth.h"
 
-#include <openssl/sha.h>
-
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -9,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_io.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "core/backend/prediction_backend.h"
 
@@ -17,11 +16,8 @@ namespace {
 
 constexpr size_t kMaxTokenLength = 1024;
 
-std::string Digest(absl::string_view token) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
-  return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
-}
+// Tokens are kept and looked up by digest, so the table never holds them.
+std::string Digest(absl::string_view token) { return Sha256Hex(token); }
 
 // Tokens travel in an HTTP/2 header: visible ASCII only.
 bool IsTokenCharacter(char c) { return c > 0x20 && c < 0x7f; }

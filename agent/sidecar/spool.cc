@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/trace/trace_id.h"
 #include "google/protobuf/util/json_util.h"
@@ -312,9 +313,8 @@ absl::Status SpoolUploader::Acknowledge(const std::string& name, const FileConte
   receipt.created = ack.created();
   receipt.uploaded_at = absl::Now();
   receipt.server = options_.server_label;
-  HABITAT_RETURN_IF_ERROR(WriteFileDurably(options_.spool_dir,
-                                           absl::StrCat(name, kReceiptSuffix),
-                                           FormatReceipt(receipt)));
+  HABITAT_RETURN_IF_ERROR(WriteFileAtomically(
+      absl::StrCat(options_.spool_dir, "/", name, kReceiptSuffix), FormatReceipt(receipt)));
   const std::string path = absl::StrCat(options_.spool_dir, "/", name);
   if (!IsSameFile(path, file)) {
     // A writer renamed a new trace onto this name while we uploaded; it is
@@ -377,7 +377,7 @@ void SpoolUploader::Predict(const std::string& name, const std::string& trace_id
       absl::StrCat(absl::StripSuffix(name, kTraceSuffix), ".prediction.json");
   absl::Status status =
       google::protobuf::util::MessageToJsonString(*response, &json, print).ok()
-          ? WriteFileDurably(options_.spool_dir, out_name, json)
+          ? WriteFileAtomically(absl::StrCat(options_.spool_dir, "/", out_name), json)
           : absl::InternalError("cannot print the prediction as JSON");
   if (!status.ok()) {
     UpdateStats([](SpoolStats& s) { ++s.prediction_failures; });

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
 
 namespace habitat::agent {
@@ -25,19 +26,6 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path, int err
 
 std::string Join(const std::string& dir, absl::string_view name) {
   return absl::StrCat(dir, "/", name);
-}
-
-absl::Status WriteAll(int fd, absl::string_view contents, const std::string& path) {
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError("cannot write", path, errno);
-    }
-    written += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
 }
 
 bool Exists(const std::string& path) {
@@ -71,39 +59,6 @@ absl::StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir) {
     return a.modified != b.modified ? a.modified < b.modified : a.name < b.name;
   });
   return entries;
-}
-
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open directory", dir, errno);
-  const int rc = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  // Some file systems (FUSE, some network mounts) cannot fsync a directory
-  // at all and say EINVAL; PostgreSQL treats that as success too. Failing
-  // here would make every acknowledged trace look unacknowledged forever.
-  if (rc != 0 && error != EINVAL) return ErrnoError("cannot fsync directory", dir, error);
-  return absl::OkStatus();
-}
-
-absl::Status WriteFileDurably(const std::string& dir, const std::string& name,
-                              absl::string_view contents) {
-  const std::string path = Join(dir, name);
-  // ".tmp" never ends in ".trace", so a half-written file is never picked up.
-  const std::string tmp = absl::StrCat(path, ".", ::getpid(), ".tmp");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp, errno);
-  absl::Status status = WriteAll(fd, contents, tmp);
-  if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("cannot fsync", tmp, errno);
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", tmp, errno);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot rename to", path, errno);
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  return SyncDirectory(dir);
 }
 
 absl::StatusOr<FileContents> ReadSpoolFile(const std::string& path) {
@@ -167,7 +122,7 @@ absl::StatusOr<std::string> MoveToRejected(const std::string& dir, const std::st
   }
   // The reason first: a crash in between leaves a stray .reason file, never
   // a rejected trace without one.
-  HABITAT_RETURN_IF_ERROR(WriteFileDurably(rejected, target + ".reason", reason));
+  HABITAT_RETURN_IF_ERROR(WriteFileAtomically(Join(rejected, target + ".reason"), reason));
   const std::string from = Join(dir, name);
   const std::string to = Join(rejected, target);
   if (::rename(from.c_str(), to.c_str()) != 0) {

@@ -38,13 +38,9 @@ struct SpoolEntry {
 // traces are shipped in the order they were written.
 absl::StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir);
 
-// fsync of a directory, making renames and unlinks in it durable.
-absl::Status SyncDirectory(const std::string& dir);
-
-// Write to a temporary file, fsync, rename, fsync the directory: once this
-// returns OK the file survives a crash or power loss.
-absl::Status WriteFileDurably(const std::string& dir, const std::string& name,
-                              absl::string_view contents);
+// Files are written with WriteFileAtomically and directories synced with
+// SyncDirectory (common/file_io.h): once a write returns OK the file
+// survives a crash or power loss.
 
 // A file's bytes and which file they came from.
 struct FileContents {

@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "agent/sidecar/spool_test_support.h"
+#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -59,13 +60,15 @@ TEST(ListSpoolTest, MissingDirectoryIsAnErrorNamingIt) {
   EXPECT_THAT(entries.status().message(), HasSubstr("/nonexistent/spool"));
 }
 
-TEST(SpoolFilesTest, WriteFileDurablyReplacesAtomicallyAndLeavesNoTemporary) {
+// The spool's writes go through the shared atomic writer, whose temporary
+// ends in ".tmp" (swept at start-up, never taken for a trace).
+TEST(SpoolFilesTest, WritesReplaceAtomicallyAndLeaveNoTemporary) {
   TempDir dir;
-  ASSERT_TRUE(WriteFileDurably(dir.path(), "r.done", "one").ok());
-  ASSERT_TRUE(WriteFileDurably(dir.path(), "r.done", "two").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.Sub("r.done"), "one").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.Sub("r.done"), "two").ok());
   EXPECT_EQ(Slurp(dir.Sub("r.done")), "two");
   EXPECT_THAT(FilesWithSuffix(dir.path(), ".tmp"), ElementsAre());
-  EXPECT_FALSE(WriteFileDurably("/nonexistent", "r.done", "x").ok());
+  EXPECT_FALSE(WriteFileAtomically("/nonexistent/r.done", "x").ok());
 }
 
 TEST(SpoolFilesTest, ReadTellsAVanishedFileFromAnUnreadableOne) {

@@ -105,10 +105,7 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
       trace = std::shared_ptr<const v1::Trace>(std::shared_ptr<void>(), &request.trace());
       break;
     case v1::PredictRequest::kTraceId: {
-      if (!IsWellFormedTraceId(request.trace_id())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "trace_id '", request.trace_id(), "' is not of the form sha256:<64 hex digits>"));
-      }
+      HABITAT_RETURN_IF_ERROR(CheckTraceId(request.trace_id()));
       // Another tenant's trace is not in this tenant's namespace, so the
       // answer is the same NOT_FOUND as for an id nobody uploaded.
       HABITAT_ASSIGN_OR_RETURN(trace, store_->Get(context.tenant, request.trace_id()));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/stats.h"
 #include "common/status_macros.h"
 #include "core/mlp/features.h"
 #include "core/mlp/op_signature.h"
@@ -44,11 +45,6 @@ std::string GroupKey(const mlp::OpSignature& signature, MathMode origin_mode, bo
   return absl::StrCat(mlp::FamilyName(signature.family), "|", absl::StrJoin(signature.config, ","),
                       "|", MathModeName(origin_mode), "|", backward ? "b" : "f", "|",
                       signature.direction_factor);
-}
-
-Nanoseconds Median(std::vector<Nanoseconds> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 // What the origin ran: an inferred mode it has no units for (TF32 by
@@ -159,7 +155,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   for (auto& group : groups) {
     std::vector<Nanoseconds> times;
     for (const auto& pass : group.passes) times.push_back(pass.time_ns);
-    group.feature_origin_ns = Median(std::move(times)) / group.signature.direction_factor;
+    group.feature_origin_ns = UpperMedian(std::move(times)) / group.signature.direction_factor;
   }
 
   // 2. Memo lookups; the rest go into one batch.

@@ -67,12 +67,6 @@ absl::Status CheckTenantName(const std::string& tenant) {
   return absl::InternalError("the tenant name is not usable in the trace store");
 }
 
-absl::Status CheckTraceId(const std::string& id) {
-  if (IsWellFormedTraceId(id)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("trace_id '", id, "' is not of the form sha256:<64 hex digits>"));
-}
-
 absl::StatusOr<StoredTrace> InMemoryTraceStore::Put(const std::string& tenant,
                                                     const v1::Trace& trace) {
   HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/store/trace_cache.h"
+#include "core/trace/trace_id.h"
 #include "habitat/v1/trace.pb.h"
 
 namespace habitat {
@@ -42,8 +43,6 @@ struct TraceStoreOptions {
 // The NOT_FOUND every store gives for an id the tenant has not stored,
 // whether or not another tenant has: the answer leaks nothing.
 absl::Status TraceNotFoundError(const std::string& id);
-// INVALID_ARGUMENT unless `id` is of the form ComputeTraceId returns.
-absl::Status CheckTraceId(const std::string& id);
 // INTERNAL unless `tenant` is "" or 1-64 of [A-Za-z0-9._-] not starting
 // with '.' (the server's token-file rule: names become directory names and
 // cache keys). Tenants come from the server's configuration, never from a

@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -35,6 +36,12 @@ bool IsWellFormedTraceId(const std::string& id) {
     if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return false;
   }
   return true;
+}
+
+absl::Status CheckTraceId(const std::string& id) {
+  if (IsWellFormedTraceId(id)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("trace_id '", id, "' is not of the form sha256:<64 hex digits>"));
 }
 
 }  // namespace habitat

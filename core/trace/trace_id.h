@@ -14,5 +14,7 @@ absl::StatusOr<std::string> ComputeTraceId(const habitat::v1::Trace& trace);
 
 // True for strings of the form ComputeTraceId returns.
 bool IsWellFormedTraceId(const std::string& id);
+// INVALID_ARGUMENT, saying the form, unless IsWellFormedTraceId(id).
+absl::Status CheckTraceId(const std::string& id);
 
 }  // namespace habitat

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
+#include "common/stats.h"
 #include "core/predict/op_traffic.h"
 #include "core/trace/op_classification.h"
 #include "core/trace/trace_totals.h"
@@ -82,13 +83,6 @@ uint64_t PassDramBytes(const habitat::v1::Pass& p) {
   uint64_t b = 0;
   for (const auto& k : p.kernels()) b += k.counters().dram_read_bytes() + k.counters().dram_write_bytes();
   return b;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 void PerOpSums(const std::string& tag, const std::vector<Case>& cases) {

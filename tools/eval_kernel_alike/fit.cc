@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/stats.h"
 
 namespace habitat::eval {
 namespace {
@@ -13,12 +14,6 @@ namespace {
 constexpr size_t kFloorConfigs = 30;
 constexpr double kClearOfFloor = 3.0;
 constexpr int kMinLineRows = 20;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int64_t TotalBytes(const Config& c) {
   const DramTraffic t = AnalyticDramTraffic(c);

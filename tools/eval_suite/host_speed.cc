@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
+#include "common/stats.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -62,9 +63,7 @@ std::optional<double> HostSpeedFromOtherModels(const std::string& case_name,
     ratios.push_back(static_cast<double>(origin_ns) / static_cast<double>(it->second));
   }
   if (ratios.empty()) return std::nullopt;
-  std::sort(ratios.begin(), ratios.end());
-  const size_t n = ratios.size();
-  return n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  return Median(std::move(ratios));
 }
 
 }  // namespace eval
