@@ -9,7 +9,10 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev prometheus openssl
   libsqlite3-dev libpq-dev postgresql
-  python3-grpcio python3-protobuf  # agent/python's habitat.client test (client_server_test)
+  python3-grpcio python3-protobuf  # the Python client's tests (client/python, client_server_test)
+  # python_client_fresh_venv_install: venv (with pip and setuptools from
+  # ensurepip) and wheel, which setuptools builds the wheel with offline.
+  python3-venv python3-wheel
   # The kernel-varying model: the server predicts with libxgboost's C API;
   # models/train.py trains with the same XGBoost version. `xgboost` (the
   # command-line program) only because libxgboost-dev's CMake config

@@ -2,7 +2,12 @@
 that is installed (torch.utils.cpp_extension), with CUPTI when its headers
 and library are found.
 
-    cd agent/python && python setup.py build_ext --inplace   # or pip install .
+    cd agent/python && python setup.py build_ext --inplace
+    pip install --no-build-isolation ./client/python ./agent/python   # from the root
+
+Build isolation would hide the installed torch, hence --no-build-isolation.
+The prediction client is the habitat-client package (client/python), which
+this one depends on and which needs no torch.
 
 CUPTI is looked for, in order, in $HABITAT_CUPTI_ROOT, in the nvidia-cuda-cupti
 wheel next to torch (the copy torch itself loads), and in the CUDA toolkit
@@ -17,7 +22,18 @@ import sys
 from pathlib import Path
 
 from setuptools import setup
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension
+
+try:
+    from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension
+except ImportError as e:
+    # A message instead of a traceback: the usual cause is pip's build
+    # isolation, or wanting only the client.
+    sys.exit(
+        "habitat-agent builds a PyTorch C++ extension against the torch you train with, and "
+        f"torch is not importable here ({e}). Install torch, then build without pip's build "
+        "isolation (it hides the installed torch): `pip install --no-build-isolation "
+        "./client/python ./agent/python` from the repository root. To predict without the "
+        "agent, the client alone needs no torch: `pip install ./client/python`.")
 
 HERE = Path(__file__).resolve().parent
 AGENT = HERE.parent
@@ -104,8 +120,8 @@ setup(
     name="habitat-agent",
     version="0.1.0",
     packages=["habitat"],
-    # habitat.client's message classes come from this descriptor set.
-    package_data={"habitat": ["habitat_v1.desc"]},
+    # habitat.client re-exports habitat_client (client/python).
+    install_requires=["habitat-client"],
     ext_modules=[
         CppExtension(
             "habitat._C",

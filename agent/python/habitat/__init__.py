@@ -9,7 +9,8 @@
     trace.save("resnet50.trace")     # a habitat.v1.Trace protobuf file
 
 Then predict with the CLI: `habitat predict resnet50.trace`, or from Python:
-`trace.predict(server="HOST:50051")` (habitat.client: grpcio and protobuf).
+`trace.predict(server="HOST:50051")` (habitat.client, which re-exports the
+habitat-client package: grpcio and protobuf, no torch).
 """
 
 __all__ = ["OperationTracker", "Trace", "TrackingError", "measure_gpu_busy",

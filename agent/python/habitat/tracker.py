@@ -216,7 +216,7 @@ def _client():
     # Imported on use: grpcio and protobuf are needed only to predict; an
     # ImportError without them says `pip install grpcio protobuf`.
     from habitat import client
-    client._import_grpc()
+    client.check_dependencies()
     return client
 
 

@@ -1,4 +1,4 @@
-# Regenerates the descriptor set of proto/habitat/v1 that habitat.client
+# Regenerates the descriptor set of proto/habitat/v1 that habitat_client
 # loads and fails if the committed habitat_v1.desc differs, so the Python
 # client cannot drift from the protos.
 # cmake -DPROTOC=... -DPROTO_DIR=... -DCOMMITTED=... -DOUT=... -P check_descriptor.cmake
@@ -16,7 +16,7 @@ if(NOT differ EQUAL 0)
     "${COMMITTED} does not match proto/ (a .proto changed?). Regenerate it from the source "
     "root with protoc 3.21 (Debian 12's; other protoc versions may encode the same "
     "descriptors differently):\n"
-    "  protoc --include_imports --descriptor_set_out=agent/python/habitat/habitat_v1.desc "
+    "  protoc --include_imports --descriptor_set_out=client/python/habitat_client/habitat_v1.desc "
     "-I proto proto/habitat/v1/prediction_service.proto")
 endif()
 message(STATUS "habitat_v1.desc matches proto/")

@@ -1,0 +1,301 @@
+"""The gRPC client of habitat.v1.PredictionService."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import warnings
+from typing import Optional, Sequence, Union
+
+from . import _messages, _traces
+from ._results import PredictionResult
+
+logger = logging.getLogger("habitat_client")
+
+_SERVICE = "habitat.v1.PredictionService"
+_PRICE_KINDS = {"on_demand": "PRICE_KIND_ON_DEMAND", "on-demand": "PRICE_KIND_ON_DEMAND",
+                "spot": "PRICE_KIND_SPOT"}
+
+
+class PredictionWarning(UserWarning):
+    """A warning the server attached to a whole prediction (its response's
+    `warnings`), issued through the warnings module."""
+
+
+class ServiceError(RuntimeError):
+    """A call to habitat-server failed.
+
+    `code` is the gRPC status code's name ("INVALID_ARGUMENT", "NOT_FOUND",
+    "UNAUTHENTICATED", "UNAVAILABLE", ...) and `details` the server's
+    message, which says what to change.
+    """
+
+    def __init__(self, code: str, details: str, server: str = "", method: str = ""):
+        self.code = code
+        self.details = details
+        self.server = server
+        self.method = method
+        where = f"{method} on {server}" if server else method
+        super().__init__(f"habitat-server {where}: {code}: {details}")
+
+
+def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] = None,
+                          catalog: Optional[str] = None, price_kind: Optional[str] = None,
+                          batch_size: Optional[int] = None,
+                          target_host_speed: Optional[float] = None,
+                          include_breakdown: bool = False, trace_id: Optional[str] = None,
+                          habitat_cli: Optional[str] = None,
+                          max_trace_bytes: int = _traces.MAX_TRACE_BYTES):
+    """The habitat.v1.PredictRequest message Client.predict sends; see there."""
+    PredictRequest = _messages.messages()["PredictRequest"]
+    request = PredictRequest()
+    if isinstance(devices, str):
+        devices = [devices]
+    if devices is not None:
+        for device in devices:
+            if not isinstance(device, str) or not device:
+                raise ValueError(f"devices must be non-empty device ids, got {device!r}")
+        request.devices.extend(devices)
+    if catalog:
+        request.catalog = catalog
+    if price_kind is not None:
+        kind = _PRICE_KINDS.get(str(price_kind).lower())
+        if kind is None:
+            raise ValueError(f"price_kind must be 'on_demand' or 'spot', got {price_kind!r}")
+        request.price_kind = _messages.enum_value(PredictRequest, "price_kind", kind)
+    if target_host_speed is not None:
+        # The server's range (kMinTargetHostSpeed, kMaxTargetHostSpeed).
+        if not (isinstance(target_host_speed, (int, float)) and math.isfinite(target_host_speed)
+                and 0.01 <= target_host_speed <= 100):
+            raise ValueError("target_host_speed must be within [0.01, 100], "
+                             f"got {target_host_speed!r}")
+        request.target_host_speed = float(target_host_speed)
+    request.include_breakdown = bool(include_breakdown)
+    if (trace is None) == (trace_id is None):
+        raise ValueError("give exactly one of trace and trace_id")
+    if trace_id is not None:
+        if batch_size is not None:
+            raise ValueError("batch_size applies to a trace, not to a stored trace_id")
+        request.trace_id = trace_id
+    else:
+        # The trace is parsed and re-encoded rather than spliced in as bytes:
+        # a bad file fails here with a clear message, and the batch size is
+        # set on the message. It costs little (a 1.3 MB trace: 0.05 s with
+        # the upb/C++ runtimes, 0.5 s with protobuf 3.20's pure Python one).
+        request.trace.CopyFrom(_traces.load_trace(trace, batch_size, habitat_cli,
+                                                  max_trace_bytes))
+    return request
+
+
+def _report_warnings(result: PredictionResult) -> None:
+    """The server's warnings: the response's own through the warnings module
+    (they concern the whole request), each device's through logging at INFO
+    (they stay in the result and in format_table; one line per distinct
+    warning with the GPUs it concerns)."""
+    for text in result.warnings:
+        warnings.warn(text, PredictionWarning, stacklevel=3)
+    grouped: dict = {}
+    for p in result.predictions:
+        for text in p.warnings:
+            grouped.setdefault(text, []).append(p.device_id)
+    for text, devices in grouped.items():
+        logger.info("%s: %s", ", ".join(devices), text)
+
+
+class Client:
+    """A connection to one habitat-server; reuse it for several calls.
+
+    server: "host:port". token: sent as `authorization: Bearer <token>`
+    (default: $HABITAT_TOKEN). tls: verify the server against the system's
+    CAs, or against tls_ca (a PEM file; implies TLS); tls_cert/tls_key: a
+    client certificate for servers that require one; tls_server_name: the
+    name the server's certificate must carry when `server` is an IP.
+    timeout_s: per attempt; UNAVAILABLE is retried (max_attempts in all),
+    every RPC of the service being idempotent. habitat_cli: the `habitat`
+    CLI that converts torch.profiler JSON traces (default: $HABITAT_CLI, or
+    `habitat` on PATH).
+    """
+
+    def __init__(self, server: str, token: Optional[str] = None, tls: bool = False,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
+                 timeout_s: float = 60.0, max_attempts: int = 3, max_message_mb: int = 64,
+                 habitat_cli: Optional[str] = None):
+        grpc = _messages.check_dependencies()
+        self._grpc = grpc
+        if not server or not isinstance(server, str):
+            raise ValueError("server must be 'host:port' (habitat-server's --address)")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+        self.server = server
+        self.timeout_s = timeout_s
+        self.max_attempts = max_attempts
+        self.habitat_cli = habitat_cli
+        self._max_message_bytes = max_message_mb << 20
+        if token is None:
+            token = os.environ.get("HABITAT_TOKEN") or None
+        if token is not None:
+            token = token.strip()
+            if not token:
+                raise ValueError("token is empty")
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        options = [("grpc.max_send_message_length", max_message_mb << 20),
+                   ("grpc.max_receive_message_length", max_message_mb << 20)]
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        if tls or tls_ca or tls_cert or tls_server_name:
+            def read(path, what):
+                if path is None:
+                    return None
+                try:
+                    with open(path, "rb") as f:
+                        return f.read()
+                except OSError as e:
+                    raise ValueError(f"cannot read {what} '{path}': {e}") from e
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=read(tls_ca, "tls_ca"),
+                private_key=read(tls_key, "tls_key"),
+                certificate_chain=read(tls_cert, "tls_cert"))
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            self._channel = grpc.secure_channel(server, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(server, options=options)
+        self._messages = _messages.messages()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, method: str, request, response_type: str):
+        grpc = self._grpc
+        callable_ = self._channel.unary_unary(
+            f"/{_SERVICE}/{method}",
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=self._messages[response_type].FromString)
+        backoff = 0.1
+        started = time.monotonic()
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                response = callable_(request, timeout=self.timeout_s, metadata=self._metadata)
+                logger.debug("%s on %s: %.3f s", method, self.server, time.monotonic() - started)
+                return response
+            except grpc.RpcError as e:
+                code = e.code() if hasattr(e, "code") else None
+                if code == grpc.StatusCode.UNAVAILABLE and attempt < self.max_attempts:
+                    logger.debug("%s on %s: UNAVAILABLE, attempt %d of %d, retrying in %.1f s",
+                                 method, self.server, attempt, self.max_attempts, backoff)
+                    time.sleep(backoff)
+                    backoff *= 2
+                    continue
+                name = code.name if code is not None else "UNKNOWN"
+                details = e.details() if hasattr(e, "details") else str(e)
+                raise ServiceError(name, details or "", self.server, method) from None
+
+    def predict_message(self, trace=None, devices: Union[str, Sequence[str], None] = None,
+                        catalog: Optional[str] = None, price_kind: Optional[str] = None,
+                        batch_size: Optional[int] = None,
+                        target_host_speed: Optional[float] = None,
+                        include_breakdown: bool = False, trace_id: Optional[str] = None):
+        """As predict, returning the habitat.v1.PredictResponse message."""
+        request = build_predict_request(
+            trace, devices=devices, catalog=catalog, price_kind=price_kind,
+            batch_size=batch_size, target_host_speed=target_host_speed,
+            include_breakdown=include_breakdown, trace_id=trace_id,
+            habitat_cli=self.habitat_cli, max_trace_bytes=self._max_message_bytes)
+        return self._call("Predict", request, "PredictResponse")
+
+    def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
+                catalog: Optional[str] = None, price_kind: Optional[str] = None,
+                batch_size: Optional[int] = None, target_host_speed: Optional[float] = None,
+                include_breakdown: bool = False,
+                trace_id: Optional[str] = None) -> PredictionResult:
+        """Predicts one iteration of `trace` or of an uploaded `trace_id` on
+        `devices` (ids from list_devices; None: every listed GPU).
+
+        trace: a habitat trace file's path or bytes (gzip or not), a
+        habitat.Trace from the agent, a Trace message, or a torch.profiler
+        JSON trace (path or bytes, gzip or not), which the `habitat` CLI
+        converts (see the Client's habitat_cli; without a CLI it is refused
+        with a KinetoConversionError saying how to convert it).
+        catalog: a server-side price catalog ("aws", ...); price_kind:
+        "on_demand" (default) or "spot"; batch_size: the trace's batch size
+        where it records none (a torch.profiler trace); target_host_speed:
+        how fast the targets' CPUs run the host code relative to the
+        origin's (wall-time predictions only).
+
+        Returns a PredictionResult. The server's warnings are in it, and are
+        also reported: the response's own through warnings.warn
+        (PredictionWarning), each device's through the logger
+        "habitat_client" at INFO."""
+        result = PredictionResult.from_message(self.predict_message(
+            trace, devices=devices, catalog=catalog, price_kind=price_kind,
+            batch_size=batch_size, target_host_speed=target_host_speed,
+            include_breakdown=include_breakdown, trace_id=trace_id))
+        _report_warnings(result)
+        return result
+
+    def upload(self, trace, batch_size: Optional[int] = None) -> str:
+        """Stores `trace` (as for predict) on the server; returns its id
+        ("sha256:...") for predict(trace_id=...)."""
+        request = self._messages["UploadTraceRequest"]()
+        request.trace.CopyFrom(_traces.load_trace(trace, batch_size, self.habitat_cli,
+                                                  self._max_message_bytes))
+        return self._call("UploadTrace", request, "UploadTraceResponse").trace_id
+
+    def list_devices(self, include_test_only: bool = False) -> list:
+        """The GPUs the server predicts for, as dicts (DeviceSpec fields)."""
+        request = self._messages["ListDevicesRequest"](include_test_only=include_test_only)
+        response = self._call("ListDevices", request, "ListDevicesResponse")
+        return _messages.to_dict(response)["devices"]
+
+    def list_catalogs(self) -> list:
+        """The server's price catalogs, as dicts (PriceCatalog fields)."""
+        request = self._messages["ListCatalogsRequest"]()
+        response = self._call("ListCatalogs", request, "ListCatalogsResponse")
+        return _messages.to_dict(response)["catalogs"]
+
+
+CONNECTION_ARGS = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name",
+                   "timeout_s", "max_attempts", "max_message_mb", "habitat_cli")
+
+
+def split_connection_args(kwargs: dict):
+    """(the Client's arguments, the call's arguments) of `kwargs`."""
+    connection = {k: v for k, v in kwargs.items() if k in CONNECTION_ARGS}
+    call = {k: v for k, v in kwargs.items() if k not in CONNECTION_ARGS}
+    return connection, call
+
+
+def predict(trace=None, server: str = "", **kwargs) -> PredictionResult:
+    """One-shot Client(server, ...).predict(trace, ...); see both."""
+    connection, call = split_connection_args(kwargs)
+    with Client(server, **connection) as client:
+        return client.predict(trace, **call)
+
+
+def upload(trace, server: str = "", **kwargs) -> str:
+    connection, call = split_connection_args(kwargs)
+    with Client(server, **connection) as client:
+        return client.upload(trace, **call)
+
+
+def list_devices(server: str = "", **kwargs) -> list:
+    connection, call = split_connection_args(kwargs)
+    with Client(server, **connection) as client:
+        return client.list_devices(**call)
+
+
+def list_catalogs(server: str = "", **kwargs) -> list:
+    connection, call = split_connection_args(kwargs)
+    with Client(server, **connection) as client:
+        return client.list_catalogs(**call)

@@ -1,0 +1,220 @@
+"""The prediction as a text table, byte-for-byte as `habitat predict` prints
+it (client/cli_output.cc FormatPredictionTable; client_server_test compares
+the two)."""
+
+from __future__ import annotations
+
+import math
+
+_METHOD_NAMES = {
+    "PREDICTION_METHOD_WAVE_SCALING": "wave", "PREDICTION_METHOD_MLP": "mlp",
+    "PREDICTION_METHOD_UNSCALED": "unscaled", "PREDICTION_METHOD_MEASURED": "measured",
+}
+
+
+def _printable(text) -> str:
+    return "".join("?" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in str(text))
+
+
+def _truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _wrap(first: str, text: str, width: int) -> str:
+    indent = " " * len(first)
+    out, column, line_empty = first, len(first), True
+    for word in text.split():
+        if not line_empty and column + 1 + len(word) > width:
+            out += "\n" + indent
+            column, line_empty = len(indent), True
+        if not line_empty:
+            out += " "
+            column += 1
+        out += word
+        column += len(word)
+        line_empty = False
+    return out + "\n"
+
+
+def _unscaled_percent(p: dict) -> float:
+    total = p.get("gpu_time_ns", 0)
+    if total <= 0:
+        return 0.0
+    unscaled = sum(t.get("predicted_ns", 0) for t in p.get("method_totals", [])
+                   if t.get("method") == "PREDICTION_METHOD_UNSCALED")
+    return 100.0 * unscaled / total
+
+
+def _instance_text(p: dict) -> str:
+    """The priced instance for the table: its type, '/N' for N GPUs in it."""
+    if not p["has_price"]:
+        return "-"
+    text = _truncate(_printable(p["instance_type"]), 24)
+    return f"{text}/{p['gpus_per_instance']}" if p["gpus_per_instance"] > 1 else text
+
+
+def _mode_text(op: dict) -> str:
+    """'tf32>fp32' where the GPU runs the operation in another math mode than
+    the origin did, 'bf16' where both are the same, '' without modes."""
+    origin, target = op.get("origin_math_mode", ""), op.get("target_math_mode", "")
+    if not origin:
+        return ""
+    if origin == target:
+        return _printable(origin)
+    return f"{_printable(origin)}>{_printable(target)}"
+
+
+def _error_text(p: dict) -> str:
+    """The table's expected-error column: '-' for the origin (measured) and
+    where the response has no estimate."""
+    error = p.get("expected_error_percent", 0.0)
+    if p["is_origin"] or not error > 0:
+        return "-"
+    return f"{error:.1f}%"
+
+
+def _top_operations(p: dict, top: int) -> list:
+    ops = sorted(p.get("operations", []),
+                 key=lambda op: (-(op["predicted_forward_ns"] + op["predicted_backward_ns"]),
+                                 op["index"]))
+    return ops[:max(top, 0)]
+
+
+def _breakdown_legend(predictions: list, top: int) -> str:
+    shown = [op for p in predictions for op in _top_operations(p, top)]
+    out = ""
+    if any(_mode_text(op) for op in shown):
+        out += "  mode: math mode on the origin GPU, then on this GPU where it differs (tf32>fp32)\n"
+    if any(op.get("at_hardware_limit") for op in shown):
+        out += "  ^ at_hardware_limit: predicted faster than this GPU's peak FLOPS or bandwidth " \
+               "allow, raised to it\n"
+    return out
+
+
+def _operation_table(p: dict, top: int) -> str:
+    ops = sorted(p.get("operations", []),
+                 key=lambda op: (-(op["predicted_forward_ns"] + op["predicted_backward_ns"]),
+                                 op["index"]))
+    out = f"  {_printable(p['device_id'])}: top {min(top, len(ops))} of {len(ops)} " \
+          "operations by predicted time\n"
+    if not ops:
+        return out + "    (no per-operation breakdown in the response)\n"
+    out += f"    {'index':>5}  {'operation':<32} {'origin ms':>9} {'fwd ms':>9} " \
+           f"{'bwd ms':>9} {'share':>6}  {'method':<8} mode\n"
+    for op in ops[:top]:
+        total = op["predicted_forward_ns"] + op["predicted_backward_ns"]
+        share = 100.0 * total / p["gpu_time_ns"] if p["gpu_time_ns"] > 0 else 0.0
+        origin = (op["origin_forward_ns"] + op["origin_backward_ns"]) / 1e6
+        method = _METHOD_NAMES.get(op["method"], "?") + ("^" if op.get("at_hardware_limit") else "")
+        line = f"    {op['index']:>5}  {_truncate(_printable(op['name']), 32):<32} " \
+               f"{origin:>9.3f} {op['predicted_forward_ns'] / 1e6:>9.3f} " \
+               f"{op['predicted_backward_ns'] / 1e6:>9.3f} {share:>5.1f}%  " \
+               f"{method:<8} {_mode_text(op)}"
+        out += line.rstrip(" ") + "\n"
+        for warning in op.get("warnings", []):
+            out += _wrap("           ! ", _printable(warning), 99)
+    return out
+
+
+def format_table(response, model_name: str = "", precision: str = "",
+                 breakdown: bool = False, top_operations: int = 10) -> str:
+    """The prediction as `habitat predict` prints it: one line per GPU in
+    rank order with GPU ms, its expected error, wall ms ('!': host-bound),
+    samples/s, price per GPU-hour, cost per 1000 samples, cost rank and the
+    unscaled share. Throughput, cost and both ranks follow the wall time.
+    `response`: a PredictionResult, or the response as a dict (to_dict)."""
+    if hasattr(response, "to_dict"):
+        response = response.to_dict()
+    predictions = sorted(response.get("predictions", []),
+                         key=lambda p: (p["rank_by_time"], p["device_id"]))
+    kind = "spot" if response.get("price_kind") == "PRICE_KIND_SPOT" else "on-demand"
+    origin = response.get("origin_device_id") or "?"
+    out = f"model {_printable(model_name) if model_name else '?'}  batch " \
+          f"{response.get('batch_size', 0)}  precision {precision or '?'}  " \
+          f"origin GPU {_printable(origin)}\n"
+    any_price = any(p["has_price"] for p in predictions)
+    currency = _printable(response.get("currency") or "?")
+    if response.get("catalog"):
+        out += f"prices: catalog {_printable(response['catalog'])}, {currency} per GPU-hour, " \
+               f"{kind}\n"
+    else:
+        out += "prices: none (no catalog given)\n"
+    if response.get("trace_id"):
+        out += f"trace: {response['trace_id']}\n"
+    out += "\n"
+
+    id_width = min(max([3] + [len(p["device_id"]) + 1 for p in predictions]), 24)
+    unit = currency if any_price else "price"
+    any_wall = any(not p["wall_time_is_gpu_time"] for p in predictions)
+    any_host_bound = any(not p["wall_time_is_gpu_time"] and p["host_bound"] for p in predictions)
+    out += f"{'rank':>4}  {'GPU':<{id_width}} {'GPU ms':>9}   ±err"
+    if any_wall:
+        out += f" {'wall ms':>10}"
+    out += f" {'samples/s':>10} {unit + '/GPU-h':>10} {unit + '/1k smp':>12} {'cost#':>5} " \
+           f"{'unscaled':>9}"
+    out += "  instance\n" if any_price else "\n"
+    cost_decimals = 4
+    for p in predictions:
+        if p["has_price"] and p["cost_per_1000_samples"] > 0:
+            needed = 2 - math.floor(math.log10(p["cost_per_1000_samples"]))
+            cost_decimals = max(cost_decimals, min(needed, 9))
+    for p in predictions:
+        name = _truncate(_printable(p["device_id"]) + ("*" if p["is_origin"] else ""), id_width)
+        price = cost = cost_rank = "-"
+        if p["has_price"]:
+            price = f"{p['price_per_hour']:.3f}"
+            cost = f"{p['cost_per_1000_samples']:.{cost_decimals}f}"
+            if p["rank_by_cost"] > 0:
+                cost_rank = str(p["rank_by_cost"])
+        out += f"{p['rank_by_time']:>4}  {name:<{id_width}} {p['gpu_time_ns'] / 1e6:>9.3f} " \
+               f"{_error_text(p):>6}"
+        if any_wall:
+            out += f" {p['wall_time_ns'] / 1e6:>9.3f}{'!' if p['host_bound'] else ' '}" \
+                if not p["wall_time_is_gpu_time"] else f" {'-':>10}"
+        out += f" {p['samples_per_second']:>10.1f} {price:>10} {cost:>12} {cost_rank:>5} " \
+               f"{_unscaled_percent(p):>8.1f}%"
+        out += f"  {_instance_text(p)}\n" if any_price else "\n"
+    origins = [_printable(p["device_id"]) for p in predictions if p["is_origin"]]
+    if origins:
+        out += "  * origin GPU: the measured time, not a prediction\n"
+    if any_host_bound:
+        out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n"
+    out += "  GPU ms: sum of the operations' predicted GPU time\n"
+    out += "  ±err: expected error of GPU ms (its operations' expected errors weighted by their " \
+           "time)\n"
+    if any_wall:
+        out += "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n" \
+               "           samples/s, costs and ranks use it ('-': GPU ms instead)\n"
+    else:
+        out += "  no host timeline in the trace: samples/s, costs and ranks use GPU ms as the " \
+               "wall time\n"
+    if any_price:
+        out += "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n"
+        out += "  instance: the instance type priced, the smallest with that GPU in the catalog; " \
+               "/N:\n           it holds N GPUs, and the price is its price per GPU-hour\n"
+    out += "  unscaled: share of GPU ms in operations carried over from the origin unscaled\n"
+
+    # One line per distinct warning, with the GPUs it concerns.
+    grouped: dict = {}
+    for p in predictions:
+        for warning in p.get("warnings", []):
+            grouped.setdefault(warning, []).append(_printable(p["device_id"]))
+    if grouped or response.get("warnings"):
+        out += "\nwarnings:\n"
+        for text, devices in grouped.items():
+            if len(devices) == len(predictions) and len(devices) > 1:
+                who = "all GPUs"
+            elif origins and len(devices) + 1 == len(predictions) and len(devices) > 1 \
+                    and origins[0] not in devices:
+                who = "all GPUs but the origin"
+            else:
+                who = ", ".join(devices)
+            out += _wrap("  - ", f"{who}: {_printable(text)}", 99)
+        for warning in response.get("warnings", []):
+            out += _wrap("  - ", _printable(warning), 99)
+    if breakdown:
+        out += "\nbreakdown:\n"
+        for p in predictions:
+            out += _operation_table(p, top_operations)
+        out += _breakdown_legend(predictions, top_operations)
+    return out

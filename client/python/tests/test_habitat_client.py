@@ -1,0 +1,464 @@
+"""Unit tests of habitat_client that need no server, no torch and no network.
+
+    python3 -m unittest discover -s client/python/tests -p 'test_*.py' -v
+
+Needs protobuf for most tests (grpcio for the Client ones); without them
+those are skipped. Run by CTest (python_client_unit_test). With
+$HABITAT_CLI (the `habitat` binary) a committed torch.profiler trace is
+converted for real.
+"""
+
+import contextlib
+import dataclasses
+import gzip
+import io
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+import warnings
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_ROOT = os.path.dirname(HERE)
+SOURCE = os.path.abspath(os.path.join(PACKAGE_ROOT, "..", ".."))
+sys.path.insert(0, PACKAGE_ROOT)
+
+import habitat_client  # noqa: E402
+from habitat_client import _results  # noqa: E402
+
+TESTDATA = os.path.join(SOURCE, "tests", "testdata")
+TRACE_GZ = os.path.join(TESTDATA, "agent", "h100", "smallcnn_b8_fp32.trace.gz")
+KINETO_GZ = os.path.join(TESTDATA, "kineto", "h100", "resnet50_b64_fp32.json.gz")
+
+
+def _importable(*names):
+    try:
+        for name in names:
+            __import__(name)
+        return True
+    except ImportError:
+        return False
+
+
+HAVE_PROTOBUF = _importable("google.protobuf")
+HAVE_GRPC = HAVE_PROTOBUF and _importable("grpc")
+needs_protobuf = unittest.skipUnless(HAVE_PROTOBUF, "protobuf not importable here")
+needs_grpc = unittest.skipUnless(HAVE_GRPC, "grpcio not importable here")
+
+
+def raw_trace() -> bytes:
+    with gzip.open(TRACE_GZ, "rb") as f:
+        return f.read()
+
+
+@contextlib.contextmanager
+def no_habitat_cli():
+    """Neither $HABITAT_CLI nor a `habitat` on PATH."""
+    env = {k: v for k, v in os.environ.items() if k != "HABITAT_CLI"}
+    with tempfile.TemporaryDirectory() as empty:
+        env["PATH"] = empty
+        with mock.patch.dict(os.environ, env, clear=True):
+            yield
+
+
+class ImportTest(unittest.TestCase):
+    def test_import_loads_no_torch_grpc_or_protobuf(self):
+        # In a fresh interpreter: the package is importable where only the
+        # trace-reading part can work (the gzip bomb test runs it so).
+        check = ("import sys; import habitat_client; "
+                 "bad = [m for m in ('torch', 'grpc', 'google.protobuf', 'habitat') "
+                 "if m in sys.modules]; assert not bad, bad")
+        env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+        run = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+
+
+class TraceReadingTest(unittest.TestCase):
+    def test_raw_gzip_path_and_bytes_read_the_same(self):
+        raw = raw_trace()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.trace")
+            with open(path, "wb") as f:
+                f.write(raw)
+            self.assertEqual(habitat_client.trace_bytes(path), raw)
+        self.assertEqual(habitat_client.trace_bytes(TRACE_GZ), raw)
+        with open(TRACE_GZ, "rb") as f:
+            self.assertEqual(habitat_client.trace_bytes(f.read()), raw)
+        self.assertEqual(habitat_client.trace_bytes(bytearray(raw)), raw)
+        # Several gzip members, as `cat a.gz b.gz` makes.
+        half = len(raw) // 2
+        self.assertEqual(habitat_client.trace_bytes(gzip.compress(raw[:half])
+                                                    + gzip.compress(raw[half:])), raw)
+
+    def test_bad_input_gives_clear_errors(self):
+        with self.assertRaisesRegex(ValueError, "cannot read trace file '/nonexistent"):
+            habitat_client.trace_bytes("/nonexistent/x.trace")
+        with self.assertRaisesRegex(ValueError, "is empty"):
+            habitat_client.trace_bytes(b"  \n")
+        with self.assertRaisesRegex(ValueError, "is empty"):
+            habitat_client.trace_bytes(gzip.compress(b""))
+        with self.assertRaisesRegex(TypeError, "trace must be a path, bytes"):
+            habitat_client.trace_bytes(42)
+        data = gzip.compress(raw_trace())
+        with self.assertRaisesRegex(ValueError, "not valid gzip: the data ends early"):
+            habitat_client.trace_bytes(data[:len(data) // 2])
+        with self.assertRaisesRegex(ValueError, "not valid gzip: unexpected bytes"):
+            habitat_client.trace_bytes(data + b"garbage")
+
+    def test_gzip_bomb_refused_at_the_limit(self):
+        bomb = gzip.compress(b"\0" * (1 << 20))
+        with self.assertRaisesRegex(ValueError, "inflates to more than 65536 bytes"):
+            habitat_client.trace_bytes(bomb, max_bytes=1 << 16)
+
+    @needs_protobuf
+    def test_not_a_trace(self):
+        with self.assertRaisesRegex(ValueError, "not a habitat trace"):
+            habitat_client.load_trace(b"\xff\xff\xff\xff")
+
+    @needs_protobuf
+    def test_batch_size(self):
+        trace = habitat_client.load_trace(TRACE_GZ)
+        self.assertEqual(trace.batch_size, 8)
+        self.assertEqual(habitat_client.load_trace(TRACE_GZ, batch_size=8).batch_size, 8)
+        with self.assertRaisesRegex(ValueError, "records batch size 8; batch_size=16"):
+            habitat_client.load_trace(TRACE_GZ, batch_size=16)
+        for bad in (0, -1, True, "8", 1 << 31):
+            with self.assertRaisesRegex(ValueError, "batch_size must be an integer"):
+                habitat_client.load_trace(TRACE_GZ, batch_size=bad)
+        trace.batch_size = 0  # a trace that records none gets the one given
+        self.assertEqual(habitat_client.load_trace(trace, batch_size=4).batch_size, 4)
+        self.assertEqual(trace.batch_size, 0, "the caller's message is left alone")
+
+
+class KinetoTest(unittest.TestCase):
+    JSON = b'{"schemaVersion": 1, "traceEvents": []}'
+
+    def fake_cli(self, tmp, exit_code=0, batch_size=0):
+        """A `habitat` stand-in: records its arguments and keeps its input,
+        then writes a trace as import-kineto would (source "kineto-import")
+        or fails."""
+        out = os.path.join(tmp, "converted.bin")
+        Trace = habitat_client.messages()["Trace"]
+        with open(out, "wb") as f:
+            f.write(Trace(source="kineto-import", model_name="fake",
+                          batch_size=batch_size).SerializeToString())
+        script = os.path.join(tmp, "habitat")
+        with open(script, "w") as f:  # Python: the tests run it with an empty PATH
+            f.write(f"#!{sys.executable}\nimport shutil, sys\n"
+                    f"open({os.path.join(tmp, 'args')!r}, 'w').write(' '.join(sys.argv[1:]))\n"
+                    f"shutil.copy(sys.argv[2], {os.path.join(tmp, 'input')!r})\n"
+                    f"if {exit_code}:\n"
+                    f"    sys.exit('bad trace: no kernels')\n"
+                    f"shutil.copy({out!r}, sys.argv[3])\n")
+        os.chmod(script, os.stat(script).st_mode | stat.S_IXUSR)
+        return script
+
+    def test_json_without_a_cli_is_refused_with_the_way_out(self):
+        with no_habitat_cli():
+            for trace in (self.JSON, gzip.compress(self.JSON)):
+                with self.assertRaises(habitat_client.KinetoConversionError) as raised:
+                    habitat_client.trace_bytes(trace)
+                message = str(raised.exception)
+                self.assertIn("torch.profiler (Kineto) JSON trace", message)
+                self.assertIn("habitat import-kineto", message)
+                self.assertIn("habitat_cli=", message)
+            # A ValueError, as the client raised for JSON before it converted.
+            self.assertTrue(issubclass(habitat_client.KinetoConversionError, ValueError))
+
+    def test_not_an_executable(self):
+        with self.assertRaisesRegex(habitat_client.KinetoConversionError,
+                                    "not an executable file"):
+            habitat_client.trace_bytes(self.JSON, habitat_cli="/nonexistent/habitat")
+
+    @needs_protobuf
+    def test_converted_by_the_cli(self):
+        with tempfile.TemporaryDirectory() as tmp, no_habitat_cli():
+            cli = self.fake_cli(tmp)
+            trace = habitat_client.load_trace(gzip.compress(self.JSON), batch_size=12,
+                                              habitat_cli=cli)
+            self.assertEqual((trace.source, trace.model_name, trace.batch_size),
+                             ("kineto-import", "fake", 12))
+            with open(os.path.join(tmp, "args")) as f:
+                args = f.read().split()
+            self.assertEqual(args[0], "import-kineto")
+            self.assertEqual(args[3:], ["--batch-size", "12"])
+            # $HABITAT_CLI is the default.
+            with mock.patch.dict(os.environ, {"HABITAT_CLI": cli}):
+                self.assertEqual(habitat_client.load_trace(self.JSON, batch_size=3).batch_size, 3)
+
+    @needs_protobuf
+    def test_large_json_goes_to_the_importer_unbounded_here(self):
+        # JSON inflates to far more than the trace it becomes: the 64 MiB
+        # trace bound (here 1 KiB) is not applied to it; the importer's is.
+        big = b"\n" * 5000 + b'{"traceEvents": [' + b'{"ph": "X"},' * 10000 + b'{}]}'
+        with tempfile.TemporaryDirectory() as tmp:
+            cli = self.fake_cli(tmp)
+            trace = habitat_client.load_trace(gzip.compress(big), batch_size=2,
+                                              habitat_cli=cli, max_bytes=1024)
+            self.assertEqual(trace.source, "kineto-import")
+            with gzip.open(os.path.join(tmp, "input"), "rb") as f:  # passed on as given
+                self.assertEqual(f.read(), big)
+        # A binary trace is still bounded.
+        with self.assertRaisesRegex(ValueError, "inflates to more than 1024 bytes"):
+            habitat_client.trace_bytes(gzip.compress(raw_trace()), max_bytes=1024)
+
+    @needs_protobuf
+    def test_kineto_trace_needs_a_batch_size(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli = self.fake_cli(tmp)
+            with self.assertRaisesRegex(ValueError, "records no batch size: pass batch_size"):
+                habitat_client.load_trace(self.JSON, habitat_cli=cli)
+
+    def test_cli_refusal_carries_its_message(self):
+        if not HAVE_PROTOBUF:
+            self.skipTest("protobuf not importable here")
+        with tempfile.TemporaryDirectory() as tmp:
+            cli = self.fake_cli(tmp, exit_code=1)
+            with self.assertRaisesRegex(habitat_client.KinetoConversionError,
+                                        "refused trace bytes.*bad trace: no kernels"):
+                habitat_client.trace_bytes(self.JSON, habitat_cli=cli)
+
+    @needs_protobuf
+    def test_real_cli_converts_a_committed_profile(self):
+        cli = os.environ.get("HABITAT_CLI")
+        if not cli or not os.access(cli, os.X_OK):
+            self.skipTest("HABITAT_CLI (the habitat binary) not set")
+        trace = habitat_client.load_trace(KINETO_GZ, batch_size=64, habitat_cli=cli)
+        self.assertEqual(trace.source, "kineto-import")
+        self.assertEqual(trace.batch_size, 64)
+        self.assertEqual(trace.model_name, "resnet50_b64_fp32")  # the file's stem
+        self.assertGreater(len(trace.operations), 100)
+
+
+def device_prediction(messages, device_id, rank, gpu_ms, priced=True, warnings_=(),
+                      origin=False):
+    p = messages["DevicePrediction"](
+        device_id=device_id, display_name=device_id + " GPU", iteration_ns=gpu_ms * 10**6,
+        gpu_time_ns=gpu_ms * 10**6, wall_time_ns=(gpu_ms + 2) * 10**6, wall_ns=(gpu_ms + 2) * 10**6,
+        gpu_busy_ns=gpu_ms * 10**6, samples_per_second=1000.0 / (gpu_ms + 2),
+        has_price=priced, price_per_hour=4.5 if priced else 0.0,
+        cost_per_1000_samples=0.01 if priced else 0.0, rank_by_time=rank,
+        rank_by_cost=rank if priced else 0, is_origin=origin,
+        expected_error_percent=0.0 if origin else 7.5,
+        instance_type="p5.48xlarge" if priced else "", gpus_per_instance=8 if priced else 0)
+    p.warnings.extend(warnings_)
+    method = "PREDICTION_METHOD_MEASURED" if origin else "PREDICTION_METHOD_MLP"
+    number = messages["MethodTotal"].DESCRIPTOR.fields_by_name["method"] \
+        .enum_type.values_by_name[method].number
+    p.method_totals.add(method=number, operations=3, predicted_ns=gpu_ms * 10**6)
+    p.operations.add(index=0, name="aten::conv2d", predicted_forward_ns=10**6, method=number,
+                     origin_math_mode="tf32", target_math_mode="fp32", warnings=["slow"])
+    return p
+
+
+def sample_response():
+    messages = habitat_client.messages()
+    response = messages["PredictResponse"](
+        trace_id="sha256:" + "0" * 64, origin_device_id="H100-SXM", catalog="aws",
+        currency="USD", batch_size=8, warnings=["the trace has no host timeline"])
+    response.price_kind = response.DESCRIPTOR.fields_by_name["price_kind"] \
+        .enum_type.values_by_name["PRICE_KIND_SPOT"].number
+    # Not in rank order, as a server may send them.
+    response.predictions.extend([
+        device_prediction(messages, "T4", 3, 40, priced=False, warnings_=["old GPU"]),
+        device_prediction(messages, "H200", 1, 9, warnings_=["old GPU"]),
+        device_prediction(messages, "H100-SXM", 2, 10, origin=True),
+    ])
+    return response
+
+
+@needs_protobuf
+class ResultsTest(unittest.TestCase):
+    def test_dataclasses_mirror_the_proto(self):
+        messages = habitat_client.messages()
+        for cls, name in ((habitat_client.PredictionResult, "PredictResponse"),
+                          (habitat_client.DevicePrediction, "DevicePrediction"),
+                          (habitat_client.OperationPrediction, "OperationPrediction"),
+                          (habitat_client.MethodTotal, "MethodTotal")):
+            proto = {f.name for f in messages[name].DESCRIPTOR.fields}
+            ours = {f.name for f in dataclasses.fields(cls) if f.metadata.get("proto", True)}
+            self.assertEqual(ours, proto - _results.OMITTED_FIELDS.get(name, set()), name)
+
+    def test_typed_fields(self):
+        message = sample_response()
+        result = habitat_client.PredictionResult.from_message(message)
+        self.assertIs(result.message, message)
+        self.assertEqual(result.price_kind, "PRICE_KIND_SPOT")
+        self.assertEqual(result.warnings, ("the trace has no host timeline",))
+        self.assertEqual([p.device_id for p in result.ranked()], ["H200", "H100-SXM", "T4"])
+        h200 = result.device("H200")
+        self.assertIsInstance(h200, habitat_client.DevicePrediction)
+        self.assertEqual((h200.gpu_time_ns, h200.wall_time_ns, h200.wall_time_is_gpu_time),
+                         (9 * 10**6, 11 * 10**6, False))
+        self.assertEqual((h200.instance_type, h200.gpus_per_instance, h200.price_per_hour),
+                         ("p5.48xlarge", 8, 4.5))
+        self.assertEqual((h200.rank_by_time, h200.rank_by_cost), (1, 1))
+        self.assertEqual(h200.method_totals[0],
+                         habitat_client.MethodTotal("PREDICTION_METHOD_MLP", 3, 9 * 10**6))
+        self.assertEqual(h200.operations[0].warnings, ("slow",))
+        self.assertEqual(result.origin.device_id, "H100-SXM")
+        with self.assertRaisesRegex(KeyError, "no prediction for device 'B200'"):
+            result.device("B200")
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            h200.gpu_time_ns = 1
+
+    def test_to_dict_and_table_match_the_message(self):
+        message = sample_response()
+        result = habitat_client.PredictionResult.from_message(message)
+        plain = result.to_dict()
+        json.dumps(plain)  # plain values only
+        expected = habitat_client.to_dict(message)
+        for p in expected["predictions"]:
+            del p["iteration_ns"]  # deprecated: the same as gpu_time_ns
+        self.assertEqual(plain, expected)
+        self.assertEqual(habitat_client.format_table(result, breakdown=True),
+                         habitat_client.format_table(habitat_client.to_dict(message),
+                                                     breakdown=True))
+        self.assertIn("p5.48xlarge/8", result.format_table())
+
+    def test_to_pandas_without_pandas(self):
+        result = habitat_client.PredictionResult.from_message(sample_response())
+        with mock.patch.dict(sys.modules, {"pandas": None}):  # import pandas fails
+            with self.assertRaisesRegex(ImportError, "needs pandas.*pip install pandas"):
+                result.to_pandas()
+            with self.assertRaisesRegex(ImportError, "needs pandas"):
+                result.operations_to_pandas()
+
+    def test_to_pandas_rows(self):
+        captured = []
+        fake = types.ModuleType("pandas")
+        fake.DataFrame = lambda rows, columns: captured.append((rows, columns)) or "frame"
+        result = habitat_client.PredictionResult.from_message(sample_response())
+        with mock.patch.dict(sys.modules, {"pandas": fake}):
+            self.assertEqual(result.to_pandas(), "frame")
+            result.operations_to_pandas()
+        rows, columns = captured[0]
+        self.assertEqual([r["device_id"] for r in rows], ["H200", "H100-SXM", "T4"])
+        for name in ("gpu_time_ns", "wall_time_ns", "wall_time_is_gpu_time", "price_per_hour",
+                     "instance_type", "rank_by_time", "rank_by_cost", "warnings"):
+            self.assertIn(name, columns)
+        self.assertNotIn("operations", columns)
+        self.assertEqual(rows[0]["warnings"], ["old GPU"])
+        op_rows, op_columns = captured[1]
+        self.assertEqual(op_columns[0], "device_id")
+        self.assertEqual([r["device_id"] for r in op_rows], ["H200", "H100-SXM", "T4"])
+
+    @unittest.skipUnless(_importable("pandas"), "pandas not installed")
+    def test_to_pandas_real(self):
+        frame = habitat_client.PredictionResult.from_message(sample_response()).to_pandas()
+        self.assertEqual(list(frame["device_id"]), ["H200", "H100-SXM", "T4"])
+
+
+@needs_grpc
+class ClientTest(unittest.TestCase):
+    """Client.predict with the RPC replaced: request built, result typed,
+    warnings reported."""
+
+    def setUp(self):
+        self.client = habitat_client.Client("127.0.0.1:1")  # never connected
+        self.sent = []
+
+        def call(method, request, response_type):
+            self.sent.append((method, request, response_type))
+            return sample_response()
+
+        self.client._call = call
+
+    def tearDown(self):
+        self.client.close()
+
+    def test_predict(self):
+        log = io.StringIO()
+        handler = logging.StreamHandler(log)
+        logger = logging.getLogger("habitat_client")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            with warnings.catch_warnings(record=True) as caught, \
+                    contextlib.redirect_stdout(io.StringIO()) as out, \
+                    contextlib.redirect_stderr(io.StringIO()) as err:
+                warnings.simplefilter("always")
+                result = self.client.predict(TRACE_GZ, devices=["H200", "T4"], catalog="aws",
+                                             price_kind="spot", target_host_speed=2)
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(logging.NOTSET)
+        self.assertIsInstance(result, habitat_client.PredictionResult)
+        method, request, response_type = self.sent[0]
+        self.assertEqual((method, response_type), ("Predict", "PredictResponse"))
+        self.assertEqual(list(request.devices), ["H200", "T4"])
+        self.assertEqual(request.catalog, "aws")
+        self.assertEqual(request.price_kind, 2)  # PRICE_KIND_SPOT in device.proto
+        self.assertEqual(request.target_host_speed, 2.0)
+        self.assertEqual(request.trace.SerializeToString(),
+                         habitat_client.messages()["Trace"].FromString(raw_trace())
+                         .SerializeToString())
+        # The response's warning through warnings, each device's once through logging.
+        self.assertEqual([(w.category, str(w.message)) for w in caught],
+                         [(habitat_client.PredictionWarning, "the trace has no host timeline")])
+        self.assertEqual(log.getvalue(), "T4, H200: old GPU\n")
+        self.assertEqual((out.getvalue(), err.getvalue()), ("", ""), "nothing printed")
+
+    def test_request_arguments_are_checked(self):
+        cases = [
+            (dict(trace=TRACE_GZ, price_kind="cheap"), "price_kind must be"),
+            (dict(trace=TRACE_GZ, target_host_speed=1000), "target_host_speed must be within"),
+            (dict(trace=TRACE_GZ, devices=[""]), "non-empty device ids"),
+            (dict(), "exactly one of trace and trace_id"),
+            (dict(trace=TRACE_GZ, trace_id="sha256:0"), "exactly one of trace and trace_id"),
+            (dict(trace_id="sha256:0", batch_size=8), "batch_size applies to a trace"),
+        ]
+        for kwargs, message in cases:
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaisesRegex(ValueError, message):
+                    self.client.predict(**kwargs)
+        self.assertEqual(self.sent, [])
+
+    def test_predict_by_id_and_upload(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", habitat_client.PredictionWarning)
+            self.client.predict(trace_id="sha256:abc", devices="H200")
+        request = self.sent[0][1]
+        self.assertEqual((request.WhichOneof("trace_source"), request.trace_id),
+                         ("trace_id", "sha256:abc"))
+        self.client._call = lambda method, request, response_type: self.sent.append(
+            (method, request)) or habitat_client.messages()["UploadTraceResponse"](
+                trace_id="sha256:def")
+        self.assertEqual(self.client.upload(TRACE_GZ), "sha256:def")
+        self.assertEqual(self.sent[-1][0], "UploadTrace")
+        self.assertEqual(self.sent[-1][1].trace.batch_size, 8)
+
+    def test_connection_arguments(self):
+        with self.assertRaisesRegex(ValueError, "server must be 'host:port'"):
+            habitat_client.Client("")
+        with self.assertRaisesRegex(ValueError, "tls_cert and tls_key go together"):
+            habitat_client.Client("localhost:1", tls_cert="x.pem")
+        connection, call = habitat_client.split_connection_args(
+            {"token": "t", "habitat_cli": "/bin/habitat", "devices": ["H200"]})
+        self.assertEqual(connection, {"token": "t", "habitat_cli": "/bin/habitat"})
+        self.assertEqual(call, {"devices": ["H200"]})
+
+    def test_agent_module_keeps_returning_dicts(self):
+        sys.path.insert(0, os.path.join(SOURCE, "agent", "python"))
+        try:
+            from habitat import client as legacy
+        finally:
+            sys.path.pop(0)
+        self.assertIs(legacy.ServiceError, habitat_client.ServiceError)
+        with legacy.Client("127.0.0.1:1") as c:
+            c._call = lambda *args: sample_response()
+            response = c.predict(TRACE_GZ)
+        self.assertIsInstance(response, dict)
+        self.assertEqual(response["predictions"][1]["device_id"], "H200")
+        self.assertEqual(response["price_kind"], "PRICE_KIND_SPOT")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
