@@ -82,9 +82,11 @@ constexpr char kPredictUsage[] =
     "  --breakdown            per GPU, the operations with the largest predicted time\n"
     "  --top N                operations listed per GPU with --breakdown (default 10)\n"
     "  --model NAME           model name (JSON traces; default: the file name)\n"
-    "  --batch-size N         samples per iteration (needed for JSON traces; a habitat\n"
-    "                         trace that records one takes only that one)\n"
-    "  --precision P          fp32, tf32, fp16, bf16, amp_fp16 or amp_bf16 (JSON traces)\n"
+    "  --batch-size N         samples per iteration (JSON traces: inferred from the\n"
+    "                         layers' input shapes when not given; a habitat trace\n"
+    "                         that records one takes only that one)\n"
+    "  --precision P          fp32, tf32, fp16, bf16, amp_fp16 or amp_bf16 (JSON traces:\n"
+    "                         inferred from autocast and the GEMM input types if not given)\n"
     "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n"
     "  --wall-ns N            iteration wall time measured without the profiler, in ns\n"
     "                         (JSON traces; calibrates the host model)\n"
@@ -231,13 +233,20 @@ absl::StatusOr<TraceLoadOptions> TraceOptions(const CliArgs& args) {
   return options;
 }
 
+// What the loader inferred, on stderr: the user should see a guessed label.
+void PrintNotes(const TraceLoadReport& report, const Context& ctx) {
+  for (const std::string& note : report.notes) *ctx.err << "note: " << note << "\n";
+}
+
 // Loads a trace file and applies explicitly given overrides to binary traces
 // too (a JSON import already took them).
-absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOptions& options) {
-  TraceFileKind kind;
-  absl::StatusOr<v1::Trace> trace = LoadTraceFile(path, options, &kind);
+absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOptions& options,
+                                    const Context& ctx) {
+  TraceLoadReport report;
+  absl::StatusOr<v1::Trace> trace = LoadTraceFile(path, options, &report);
   if (!trace.ok()) return trace.status();
-  if (kind == TraceFileKind::kBinaryTrace) {
+  PrintNotes(report, ctx);
+  if (report.kind == TraceFileKind::kBinaryTrace) {
     if (!options.model_name.empty()) trace->set_model_name(options.model_name);
     // Another batch size changes every operation's shapes; relabelling the
     // recorded one would only scale throughput and cost, not predict them.
@@ -255,8 +264,8 @@ absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOpti
   }
   if (trace->batch_size() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": the trace does not say how many samples an iteration processes; "
-              "pass --batch-size N"));
+        path, ": the trace does not say how many samples an iteration processes (and its "
+              "operators' input shapes do not show it); pass --batch-size N"));
   }
   return trace;
 }
@@ -320,7 +329,7 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (by_id) {
     request.set_trace_id(trace_arg);
   } else {
-    absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, *trace_options);
+    absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, *trace_options, ctx);
     if (!trace.ok()) return ctx.Fail(trace.status());
     header.model_name = trace->model_name();
     header.precision = trace->precision() == v1::PRECISION_UNSPECIFIED
@@ -484,7 +493,7 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
   if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
     return ctx.Usage(remote.status());
   }
-  absl::StatusOr<v1::Trace> trace = LoadTrace(args->positional()[0], *trace_options);
+  absl::StatusOr<v1::Trace> trace = LoadTrace(args->positional()[0], *trace_options, ctx);
   if (!trace.ok()) return ctx.Fail(trace.status());
   bool usage_error = false;
   absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
@@ -514,10 +523,10 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
   const std::string& in = args->positional()[0];
   const std::string& out = args->positional()[1];
-  TraceFileKind kind;
-  absl::StatusOr<v1::Trace> trace = LoadTraceFile(in, *trace_options, &kind);
+  TraceLoadReport report;
+  absl::StatusOr<v1::Trace> trace = LoadTraceFile(in, *trace_options, &report);
   if (!trace.ok()) return ctx.Fail(trace.status());
-  if (kind != TraceFileKind::kKinetoJson) {
+  if (report.kind != TraceFileKind::kKinetoJson) {
     return ctx.Fail(absl::InvalidArgumentError(
         absl::StrCat(in, ": is already a habitat trace, not a torch.profiler JSON trace")));
   }
@@ -539,6 +548,7 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
   for (const auto& op : trace->operations()) {
     kernels += op.forward().kernels_size() + op.backward().kernels_size();
   }
+  PrintNotes(report, ctx);
   *ctx.err << "wrote " << out << ": model " << Printable(trace->model_name()) << ", "
            << trace->operations_size() << " operations, " << kernels << " kernels, GPU busy "
            << static_cast<double>(trace->iteration_gpu_busy_ns()) / 1e6 << " ms\n";

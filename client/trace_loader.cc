@@ -13,6 +13,7 @@
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/kineto/kineto_import.h"
+#include "core/trace/trace_inference.h"
 
 namespace habitat {
 namespace {
@@ -35,6 +36,35 @@ constexpr std::array<PrecisionName, 6> kPrecisions = {{
 bool LooksLikeTrace(const v1::Trace& trace) {
   return trace.has_origin() || !trace.model_name().empty() || trace.operations_size() > 0 ||
          trace.unattributed_kernels_size() > 0 || trace.format_version() > 0;
+}
+
+// Labels a torch.profiler trace does not record, from its operators'
+// inputs. An option the user gave wins over the inference (which can be
+// misled, e.g. by a sequence-first RNN), with a note when they disagree.
+void ApplyInferredLabels(const TraceLoadOptions& options, v1::Trace* trace,
+                         std::vector<std::string>* notes) {
+  if (auto batch = InferBatchSize(*trace)) {
+    if (options.batch_size == 0) {
+      trace->set_batch_size(batch->value);
+      notes->push_back(absl::StrCat("batch size ", batch->value, " inferred from ",
+                                    batch->evidence, "; --batch-size N sets another"));
+    } else if (options.batch_size != batch->value) {
+      notes->push_back(absl::StrCat("--batch-size ", options.batch_size, " is used, although ",
+                                    batch->evidence, " is ", batch->value));
+    }
+  }
+  if (auto precision = InferPrecision(*trace)) {
+    if (options.precision == v1::PRECISION_UNSPECIFIED) {
+      trace->set_precision(precision->value);
+      notes->push_back(absl::StrCat("precision ", habitat::PrecisionName(precision->value),
+                                    " inferred from ", precision->evidence,
+                                    "; --precision P sets another"));
+    } else if (options.precision != precision->value) {
+      notes->push_back(absl::StrCat("--precision ", habitat::PrecisionName(options.precision),
+                                    " is used, although ", precision->evidence, " suggests ",
+                                    habitat::PrecisionName(precision->value)));
+    }
+  }
 }
 
 }  // namespace
@@ -79,7 +109,9 @@ std::string PrecisionName(v1::Precision precision) {
 
 absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
                                         const TraceLoadOptions& options,
-                                        TraceFileKind* kind) {
+                                        TraceLoadReport* report) {
+  TraceLoadReport unused;
+  if (report == nullptr) report = &unused;
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
     return absl::InvalidArgumentError(
@@ -117,7 +149,8 @@ absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
                           absl::StrCat(path, ": cannot import the torch.profiler JSON trace: ",
                                        trace.status().message()));
     }
-    if (kind != nullptr) *kind = TraceFileKind::kKinetoJson;
+    report->kind = TraceFileKind::kKinetoJson;
+    ApplyInferredLabels(options, &*trace, &report->notes);
     return trace;
   }
   v1::Trace trace;
@@ -126,7 +159,7 @@ absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
         path, ": not a habitat trace or a torch.profiler JSON trace (it is neither "
               "JSON nor a binary habitat.v1.Trace)"));
   }
-  if (kind != nullptr) *kind = TraceFileKind::kBinaryTrace;
+  report->kind = TraceFileKind::kBinaryTrace;
   return trace;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,13 +34,24 @@ struct TraceLoadOptions {
 // The kind of content LoadTraceFile found.
 enum class TraceFileKind { kBinaryTrace, kKinetoJson };
 
+// What LoadTraceFile found, and what it told the user it inferred.
+struct TraceLoadReport {
+  TraceFileKind kind = TraceFileKind::kBinaryTrace;
+  // One sentence per label a JSON trace did not carry and the loader
+  // inferred from its operators' inputs (batch size, precision), or per
+  // option that disagrees with what they show; for the user to check.
+  std::vector<std::string> notes;
+};
+
 // Reads `path` (gzip inflated transparently). Content whose first
 // non-whitespace character is '{' or '[' is imported as Kineto JSON;
 // anything else must parse as a binary habitat.v1.Trace. Errors name the
-// file. `kind`, when not null, receives what the file was.
+// file. A JSON trace's batch size and precision come from the options when
+// given, else from InferBatchSize / InferPrecision (core/trace/
+// trace_inference.h), saying so in `report` (when not null).
 absl::StatusOr<habitat::v1::Trace> LoadTraceFile(const std::string& path,
                                                  const TraceLoadOptions& options,
-                                                 TraceFileKind* kind = nullptr);
+                                                 TraceLoadReport* report = nullptr);
 
 // Writes the binary proto atomically; gzipped when `path` ends in ".gz".
 absl::Status SaveTraceFile(const std::string& path, const habitat::v1::Trace& trace);

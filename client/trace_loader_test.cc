@@ -4,6 +4,7 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_replace.h"
 #include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -13,7 +14,10 @@ namespace habitat {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
 
 class TraceLoaderTest : public ::testing::Test {
  protected:
@@ -124,10 +128,11 @@ TEST_F(TraceLoaderTest, SaveThenLoadRoundTripsPlainAndGzip) {
   for (const char* name : {"t.pb", "t.pb.gz"}) {
     const std::string path = (dir_ / name).string();
     ASSERT_TRUE(SaveTraceFile(path, trace).ok());
-    TraceFileKind kind = TraceFileKind::kKinetoJson;
-    auto loaded = LoadTraceFile(path, {}, &kind);
+    TraceLoadReport report;
+    report.kind = TraceFileKind::kKinetoJson;
+    auto loaded = LoadTraceFile(path, {}, &report);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
-    EXPECT_EQ(kind, TraceFileKind::kBinaryTrace);
+    EXPECT_EQ(report.kind, TraceFileKind::kBinaryTrace);
     EXPECT_TRUE(MessageDifferencer::Equals(*loaded, trace));
   }
   auto raw = ReadFile((dir_ / "t.pb.gz").string());  // inflates
@@ -158,7 +163,6 @@ TEST(PrecisionTest, ParsesAndNamesEveryPrecision) {
   EXPECT_EQ(PrecisionName(v1::PRECISION_UNSPECIFIED), "unspecified");
 }
 
-
 // On the real H100 capture (tests/testdata/kineto/h100, see
 // tests/testdata/capture/README.md).
 class TraceLoaderFixtureTest : public TraceLoaderTest {
@@ -172,12 +176,14 @@ TEST_F(TraceLoaderFixtureTest, ImportsTheGzippedKinetoTrace) {
   TraceLoadOptions options;
   options.batch_size = 16;
   options.precision = v1::PRECISION_FP32;
-  TraceFileKind kind = TraceFileKind::kBinaryTrace;
-  auto trace = LoadTraceFile(Fixture(), options, &kind);
+  TraceLoadReport report;
+  report.kind = TraceFileKind::kBinaryTrace;
+  auto trace = LoadTraceFile(Fixture(), options, &report);
   ASSERT_TRUE(trace.ok()) << trace.status();
-  EXPECT_EQ(kind, TraceFileKind::kKinetoJson);
+  EXPECT_EQ(report.kind, TraceFileKind::kKinetoJson);
   EXPECT_EQ(trace->model_name(), "resnet50_b16_fp32");  // the file stem
   EXPECT_EQ(trace->batch_size(), 16u);
+  EXPECT_THAT(report.notes, IsEmpty());  // the options agree with the shapes
   EXPECT_EQ(trace->precision(), v1::PRECISION_FP32);
   EXPECT_THAT(trace->origin().name(), HasSubstr("H100"));
   EXPECT_GT(trace->operations_size(), 100);
@@ -187,6 +193,49 @@ TEST_F(TraceLoaderFixtureTest, ImportsTheGzippedKinetoTrace) {
   auto named = LoadTraceFile(Fixture(), options);
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(named->model_name(), "resnet50");
+}
+
+// A torch.profiler trace says nothing of its batch or precision; the
+// layers' input shapes and types do, and the user is told what was taken.
+TEST_F(TraceLoaderFixtureTest, InfersBatchAndPrecisionAndSaysSo) {
+  TraceLoadReport report;
+  auto trace = LoadTraceFile(Fixture(), {}, &report);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->batch_size(), 16u);
+  EXPECT_EQ(trace->precision(), v1::PRECISION_FP32);
+  ASSERT_EQ(report.notes.size(), 2u);
+  EXPECT_THAT(report.notes[0], HasSubstr("batch size 16 inferred from the leading dimension"));
+  EXPECT_THAT(report.notes[1], HasSubstr("precision fp32 inferred from the data type"));
+}
+
+// An option wins over the inference, which can be misled; the disagreement
+// is said.
+TEST_F(TraceLoaderFixtureTest, AnOptionThatDisagreesIsUsedWithANote) {
+  TraceLoadOptions options;
+  options.batch_size = 32;
+  options.precision = v1::PRECISION_BF16;
+  TraceLoadReport report;
+  auto trace = LoadTraceFile(Fixture(), options, &report);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->batch_size(), 32u);
+  EXPECT_EQ(trace->precision(), v1::PRECISION_BF16);
+  EXPECT_THAT(report.notes, ElementsAre(HasSubstr("--batch-size 32 is used, although"),
+                                        HasSubstr("--precision bf16 is used, although")));
+}
+
+// Without recorded shapes (record_shapes=False) nothing is inferred: no
+// made-up batch size.
+TEST_F(TraceLoaderFixtureTest, NoShapesNoInferredBatch) {
+  auto json = ReadFile(Fixture());
+  ASSERT_TRUE(json.ok()) << json.status();
+  const std::string without_shapes = Write(
+      "no_shapes.json", absl::StrReplaceAll(*json, {{"\"Input Dims\"", "\"Unrecorded dims\""},
+                                                    {"\"Input type\"", "\"Unrecorded type\""}}));
+  TraceLoadReport report;
+  auto trace = LoadTraceFile(without_shapes, {}, &report);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->batch_size(), 0u);
+  for (const std::string& note : report.notes) EXPECT_THAT(note, Not(HasSubstr("batch")));
 }
 
 TEST_F(TraceLoaderFixtureTest, PlainAndGzippedJsonGiveTheSameTrace) {
@@ -229,10 +278,11 @@ TEST_F(TraceLoaderFixtureTest, ImportedTraceSurvivesSaveAndLoad) {
   ASSERT_TRUE(trace.ok());
   const std::string path = (dir_ / "resnet50.pb.gz").string();
   ASSERT_TRUE(SaveTraceFile(path, *trace).ok());
-  TraceFileKind kind = TraceFileKind::kKinetoJson;
-  auto loaded = LoadTraceFile(path, {}, &kind);
+  TraceLoadReport report;
+  report.kind = TraceFileKind::kKinetoJson;
+  auto loaded = LoadTraceFile(path, {}, &report);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(kind, TraceFileKind::kBinaryTrace);
+  EXPECT_EQ(report.kind, TraceFileKind::kBinaryTrace);
   EXPECT_TRUE(MessageDifferencer::Equals(*loaded, *trace));
 }
 

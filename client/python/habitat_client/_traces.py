@@ -10,12 +10,15 @@ available and otherwise refuses JSON with a message saying how to convert.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import zlib
 from typing import Optional, Tuple
+
+logger = logging.getLogger("habitat_client")
 
 _GZIP_MAGIC = b"\x1f\x8b"
 # The most a gzipped trace may inflate to by default: the server's default
@@ -161,7 +164,7 @@ def convert_kineto(trace, batch_size: Optional[int] = None, model_name: Optional
             "habitat traces (habitat.v1.Trace), and the JSON is converted by the C++ importer "
             "of the `habitat` CLI, which was not found: pass habitat_cli='/path/to/habitat' "
             "(or set $HABITAT_CLI, or put `habitat` on PATH), or convert first with "
-            "`habitat import-kineto IN OUT.trace.gz --batch-size N` and predict OUT.trace.gz")
+            "`habitat import-kineto IN OUT.trace.gz` and predict OUT.trace.gz")
     with tempfile.TemporaryDirectory(prefix="habitat-kineto-") as tmp:
         if isinstance(trace, (str, os.PathLike)):
             json_path = os.fspath(trace)  # the CLI names the model after the file
@@ -187,6 +190,11 @@ def convert_kineto(trace, batch_size: Optional[int] = None, model_name: Optional
             raise KinetoConversionError(
                 f"`habitat import-kineto` ({cli}) refused {source} (exit {run.returncode}): "
                 f"{run.stderr.strip() or run.stdout.strip()}")
+        # What the importer inferred (batch size, precision from the layers'
+        # inputs) is a guess the user should see.
+        for line in run.stderr.splitlines():
+            if line.startswith("note: "):
+                logger.warning("%s: %s", source, line[len("note: "):])
         with open(out_path, "rb") as f:
             return f.read()
 
@@ -241,6 +249,7 @@ def load_trace(trace, batch_size: Optional[int] = None, habitat_cli: Optional[st
                 f"leave batch_size out, or profile at batch {batch_size}")
         message.batch_size = batch_size
     elif not recorded and message.source == "kineto-import":
-        raise ValueError("a torch.profiler trace records no batch size: pass batch_size=N "
-                         "(the samples in the profiled iteration)")
+        raise ValueError("the torch.profiler trace does not show its batch size (no input "
+                         "shapes recorded): pass batch_size=N (the samples in the profiled "
+                         "iteration)")
     return message

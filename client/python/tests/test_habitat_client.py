@@ -210,10 +210,10 @@ class KinetoTest(unittest.TestCase):
             habitat_client.trace_bytes(gzip.compress(raw_trace()), max_bytes=1024)
 
     @needs_protobuf
-    def test_kineto_trace_needs_a_batch_size(self):
+    def test_kineto_trace_without_shapes_needs_a_batch_size(self):
         with tempfile.TemporaryDirectory() as tmp:
             cli = self.fake_cli(tmp)
-            with self.assertRaisesRegex(ValueError, "records no batch size: pass batch_size"):
+            with self.assertRaisesRegex(ValueError, "does not show its batch size.*pass batch_size"):
                 habitat_client.load_trace(self.JSON, habitat_cli=cli)
 
     def test_cli_refusal_carries_its_message(self):
@@ -235,6 +235,12 @@ class KinetoTest(unittest.TestCase):
         self.assertEqual(trace.batch_size, 64)
         self.assertEqual(trace.model_name, "resnet50_b64_fp32")  # the file's stem
         self.assertGreater(len(trace.operations), 100)
+        # Without batch_size the importer infers it from the layers' input
+        # shapes and says so through the logger.
+        with self.assertLogs("habitat_client", level="WARNING") as logs:
+            inferred = habitat_client.load_trace(KINETO_GZ, habitat_cli=cli)
+        self.assertEqual(inferred.batch_size, 64)
+        self.assertTrue(any("batch size 64 inferred" in line for line in logs.output), logs.output)
 
 
 def device_prediction(messages, device_id, rank, gpu_ms, priced=True, warnings_=(),
