@@ -211,13 +211,17 @@ std::string Printable(const std::string& text) {
   return out;
 }
 
+// Of the origin GPU time, as the response's warning about the same
+// operations says it.
 double UnscaledPercent(const DevicePrediction& prediction) {
-  if (prediction.gpu_time_ns() <= 0) return 0.0;
-  int64_t unscaled = 0;
+  double unscaled = 0, origin = 0;
   for (const auto& total : prediction.method_totals()) {
-    if (total.method() == v1::PREDICTION_METHOD_UNSCALED) unscaled += total.predicted_ns();
+    origin += static_cast<double>(total.origin_ns());
+    if (total.method() == v1::PREDICTION_METHOD_UNSCALED) {
+      unscaled += static_cast<double>(total.origin_ns());
+    }
   }
-  return 100.0 * static_cast<double>(unscaled) / static_cast<double>(prediction.gpu_time_ns());
+  return origin > 0 ? 100.0 * unscaled / origin : 0.0;
 }
 
 std::string FormatPredictionTable(const PredictResponse& response,
@@ -321,7 +325,7 @@ std::string FormatPredictionTable(const PredictResponse& response,
     out += "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
            "           it holds N GPUs, and the price is its price per GPU-hour\n";
   }
-  out += "  unscaled: share of GPU ms in operations carried over from the origin unscaled\n";
+  out += "  unscaled: share of the origin GPU time in operations carried over unscaled\n";
 
   // The same warning on many GPUs is printed once, with the GPUs it
   // concerns, so a trace with unscaled operations does not print 20 copies.

@@ -156,15 +156,20 @@ TEST(CliOutputTest, BreakdownShowsMathModesAndTheHardwareLimit) {
   EXPECT_THAT(FormatPredictionTable(response, {}, options), Not(HasSubstr("^ at_hardware_limit")));
 }
 
-TEST(CliOutputTest, UnscaledPercentIsTheUnscaledShareOfTheIteration) {
+// The share of the origin GPU time, the denominator the response's warning
+// about the same operations uses: here 100 of 400 ns on the origin, although
+// the scaled operations got 3x faster on the target (100 of 200 predicted).
+TEST(CliOutputTest, UnscaledPercentIsTheUnscaledShareOfTheOriginTime) {
   v1::DevicePrediction p;
-  p.set_gpu_time_ns(400);
+  p.set_gpu_time_ns(200);
   auto* scaled = p.add_method_totals();
   scaled->set_method(v1::PREDICTION_METHOD_WAVE_SCALING);
-  scaled->set_predicted_ns(300);
+  scaled->set_predicted_ns(100);
+  scaled->set_origin_ns(300);
   auto* unscaled = p.add_method_totals();
   unscaled->set_method(v1::PREDICTION_METHOD_UNSCALED);
   unscaled->set_predicted_ns(100);
+  unscaled->set_origin_ns(100);
   EXPECT_DOUBLE_EQ(UnscaledPercent(p), 25.0);
   EXPECT_DOUBLE_EQ(UnscaledPercent(v1::DevicePrediction()), 0.0);
 }

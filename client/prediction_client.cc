@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
@@ -53,15 +54,34 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(
 
 }  // namespace
 
+std::string RetryServiceConfig(const ClientOptions& options) {
+  if (options.max_attempts <= 1) return "{}";
+  // Seconds as the JSON form of google.protobuf.Duration ("0.100000000s").
+  auto seconds = [](absl::Duration d) {
+    return absl::StrFormat("%.9fs", absl::ToDoubleSeconds(d));
+  };
+  const absl::Duration max_backoff =
+      options.initial_backoff * (int64_t{1} << (options.max_attempts - 2));
+  return absl::StrCat(
+      R"({"methodConfig":[{"name":[{"service":"habitat.v1.PredictionService"},)",
+      R"({"service":"grpc.health.v1.Health"}],"retryPolicy":{"maxAttempts":)",
+      options.max_attempts, R"(,"initialBackoff":")", seconds(options.initial_backoff),
+      R"(","maxBackoff":")", seconds(max_backoff),
+      R"(","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]})");
+}
+
 absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
     const std::string& address, ClientOptions options) {
   if (address.empty()) {
     return absl::InvalidArgumentError("server address is empty; expected host:port");
   }
-  if (options.max_attempts < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ClientOptions.max_attempts must be at least 1, got ",
-                     options.max_attempts));
+  if (options.max_attempts < 1 || options.max_attempts > kMaxClientAttempts) {
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.max_attempts must be 1 to ",
+                                                   kMaxClientAttempts, " (gRPC's limit), got ",
+                                                   options.max_attempts));
+  }
+  if (options.initial_backoff <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("ClientOptions.initial_backoff must be positive");
   }
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("ClientOptions.deadline must be positive");
@@ -75,6 +95,10 @@ absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
+  // Ours, not one a DNS TXT record could substitute.
+  args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  args.SetServiceConfigJSON(RetryServiceConfig(options));
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (options.tls.enabled) {
     HABITAT_ASSIGN_OR_RETURN(credentials, TlsCredentials(options.tls));
@@ -102,40 +126,24 @@ PredictionClient::PredictionClient(
 
 template <typename Response, typename Call>
 absl::StatusOr<Response> PredictionClient::Invoke(const char* rpc_name, Call&& call) {
-  absl::Duration backoff = options_.initial_backoff;
-  grpc::Status status;
-  int attempt = 0;
-  while (true) {
-    ++attempt;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         absl::ToChronoMilliseconds(options_.deadline));
-    context.set_wait_for_ready(options_.wait_for_ready);
-    if (!options_.bearer_token.empty()) {
-      context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.bearer_token));
-    }
-    Response response{};
-    status = call(&context, &response);
-    if (status.ok()) {
-      last_attempts_ = attempt;
-      return response;
-    }
-    // Only UNAVAILABLE means the request did not reach a handler (or the
-    // connection dropped); anything else is the server's answer.
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        attempt >= options_.max_attempts) {
-      break;
-    }
-    absl::SleepFor(backoff);
-    backoff *= 2;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoMilliseconds(options_.deadline));
+  context.set_wait_for_ready(options_.wait_for_ready);
+  if (!options_.bearer_token.empty()) {
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.bearer_token));
   }
-  last_attempts_ = attempt;
+  Response response{};
+  const grpc::Status status = call(&context, &response);
+  if (status.ok()) return response;
   const absl::Status converted = FromGrpcStatus(status);
   switch (converted.code()) {
     case absl::StatusCode::kUnavailable:
       return absl::UnavailableError(absl::StrCat(
           "cannot reach the prediction server at '", address_, "' (", rpc_name, ", ",
-          attempt, attempt == 1 ? " attempt" : " attempts", "): ", converted.message()));
+          options_.max_attempts == 1 ? "1 attempt" : absl::StrCat("up to ", options_.max_attempts,
+                                                                  " attempts"),
+          "): ", converted.message()));
     case absl::StatusCode::kDeadlineExceeded:
       return absl::DeadlineExceededError(absl::StrCat(
           rpc_name, " to '", address_, "' did not finish within ",

@@ -4,7 +4,6 @@
 // under its hash, so a repeated upload is a no-op).
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 
@@ -32,22 +31,34 @@ struct ClientTlsOptions {
   std::string server_name;
 };
 
+// gRPC caps a retry policy's maxAttempts at 5.
+inline constexpr int kMaxClientAttempts = 5;
+
 struct ClientOptions {
-  // Per attempt; a retried call gets a fresh deadline for each attempt.
+  // For the whole call, retries included.
   absl::Duration deadline = absl::Seconds(30);
   // Largest message sent or received.
   int max_message_bytes = 64 << 20;
   // true: an attempt waits (up to the deadline) for the channel to connect
   // instead of failing fast with UNAVAILABLE.
   bool wait_for_ready = false;
-  // Attempts per call, counting the first; only UNAVAILABLE is retried.
+  // Attempts per call, counting the first, 1 to kMaxClientAttempts; only
+  // UNAVAILABLE (the call reached no handler, or the connection dropped) is
+  // retried, by gRPC's own retry policy (RetryServiceConfig).
   int max_attempts = 3;
-  // Delay before the second attempt; doubled for each later one.
+  // gRPC waits a random time up to this before the second attempt, up to
+  // twice it before the third, and so on.
   absl::Duration initial_backoff = absl::Milliseconds(100);
   // Sent as `authorization: Bearer <token>` on every call; empty: none.
   std::string bearer_token;
   ClientTlsOptions tls;
 };
+
+// The channel's service config: gRPC retries UNAVAILABLE on every method of
+// the prediction and health services, `options.max_attempts` attempts with
+// exponential backoff from `options.initial_backoff`; no retry policy for
+// one attempt.
+std::string RetryServiceConfig(const ClientOptions& options);
 
 class PredictionClient {
  public:
@@ -72,17 +83,16 @@ class PredictionClient {
   // SERVICE_UNKNOWN. Health needs no token; one is sent if set.
   absl::StatusOr<int> Health(const std::string& service = "");
 
+  // The client is safe to share between threads.
   const std::string& address() const { return address_; }
-  // Attempts made by the most recent call to finish (for tests and
-  // diagnostics). The client is safe to share between threads.
-  int last_attempts() const { return last_attempts_.load(); }
 
  private:
   PredictionClient(std::string address, ClientOptions options,
                    std::shared_ptr<grpc::Channel> channel,
                    std::unique_ptr<habitat::v1::PredictionService::Stub> stub);
 
-  // Runs `call(context, response)` with deadline and retries.
+  // Runs `call(context, response)` with the deadline and token; the channel
+  // retries.
   template <typename Response, typename Call>
   absl::StatusOr<Response> Invoke(const char* rpc_name, Call&& call);
 
@@ -90,7 +100,6 @@ class PredictionClient {
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<habitat::v1::PredictionService::Stub> stub_;
-  std::atomic<int> last_attempts_{0};
 };
 
 }  // namespace habitat

@@ -317,19 +317,19 @@ std::string DisplayModeName(MathMode mode) {
 }
 
 void AddToTotals(const OperationPrediction& op, DevicePrediction* prediction) {
-  for (auto& total : *prediction->mutable_method_totals()) {
-    if (total.method() == op.method()) {
-      total.set_operations(total.operations() + 1);
-      total.set_predicted_ns(SaturatingAdd(
-          total.predicted_ns(),
-          SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns())));
-      return;
-    }
+  v1::MethodTotal* total = nullptr;
+  for (auto& existing : *prediction->mutable_method_totals()) {
+    if (existing.method() == op.method()) total = &existing;
   }
-  auto* total = prediction->add_method_totals();
-  total->set_method(op.method());
-  total->set_operations(1);
-  total->set_predicted_ns(SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns()));
+  if (total == nullptr) {
+    total = prediction->add_method_totals();
+    total->set_method(op.method());
+  }
+  total->set_operations(total->operations() + 1);
+  total->set_predicted_ns(SaturatingAdd(
+      total->predicted_ns(), SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns())));
+  total->set_origin_ns(SaturatingAdd(
+      total->origin_ns(), SaturatingAdd(op.origin_forward_ns(), op.origin_backward_ns())));
 }
 
 double Ratio(Nanoseconds predicted, Nanoseconds origin) {

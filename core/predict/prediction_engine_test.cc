@@ -58,6 +58,29 @@ TEST_F(PredictionEngineTest, OriginDeviceGetsTheMeasuredTime) {
   }
 }
 
+// Method totals carry the origin time of their operations too, so shares
+// "of the origin GPU time" can be taken from a summary without the
+// breakdown; together they are the whole origin iteration.
+TEST_F(PredictionEngineTest, MethodTotalsAddUpToTheOriginTime) {
+  auto origin = devices_->Get("H100-SXM");
+  auto target = devices_->Get("T4");
+  ASSERT_TRUE(origin.ok() && target.ok());
+  auto prediction = PredictOnDevice(*trace_, **origin, **target);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  int64_t predicted = 0, from_totals = 0, from_ops = 0;
+  for (const auto& total : prediction->method_totals()) {
+    predicted += total.predicted_ns();
+    from_totals += total.origin_ns();
+  }
+  for (const auto& op : prediction->operations()) {
+    from_ops += op.origin_forward_ns() + op.origin_backward_ns();
+  }
+  for (const auto& kernel : trace_->unattributed_kernels()) from_ops += kernel.duration_ns();
+  EXPECT_EQ(predicted, prediction->gpu_time_ns());
+  EXPECT_EQ(from_totals, from_ops);
+  EXPECT_GT(from_totals, 0);
+}
+
 TEST_F(PredictionEngineTest, OtherDevicesScaleKernelAlikeOpsAndFlagTheRest) {
   auto origin = devices_->Get("H100-SXM");
   auto target = devices_->Get("A100-SXM-80GB");

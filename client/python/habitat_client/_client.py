@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -17,6 +18,28 @@ logger = logging.getLogger("habitat_client")
 _SERVICE = "habitat.v1.PredictionService"
 _PRICE_KINDS = {"on_demand": "PRICE_KIND_ON_DEMAND", "on-demand": "PRICE_KIND_ON_DEMAND",
                 "spot": "PRICE_KIND_SPOT"}
+
+
+# gRPC caps a retry policy's maxAttempts at 5.
+MAX_ATTEMPTS = 5
+_INITIAL_BACKOFF_S = 0.1
+
+
+def retry_service_config(max_attempts: int) -> str:
+    """The channel's service config: gRPC retries UNAVAILABLE on every
+    method of the service, max_attempts in all, with exponential backoff;
+    no retry policy for one attempt."""
+    if max_attempts <= 1:
+        return "{}"
+    policy = {
+        "maxAttempts": max_attempts,
+        "initialBackoff": f"{_INITIAL_BACKOFF_S:.9f}s",
+        "maxBackoff": f"{_INITIAL_BACKOFF_S * 2 ** (max_attempts - 2):.9f}s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    return json.dumps({"methodConfig": [{"name": [{"service": _SERVICE}],
+                                         "retryPolicy": policy}]})
 
 
 class PredictionWarning(UserWarning):
@@ -112,8 +135,9 @@ class Client:
     CAs, or against tls_ca (a PEM file; implies TLS); tls_cert/tls_key: a
     client certificate for servers that require one; tls_server_name: the
     name the server's certificate must carry when `server` is an IP.
-    timeout_s: per attempt; UNAVAILABLE is retried (max_attempts in all),
-    every RPC of the service being idempotent. habitat_cli: the `habitat`
+    timeout_s: for a whole call, retries included. UNAVAILABLE is retried
+    by gRPC's own retry policy (the channel's service config), max_attempts
+    (1 to 5) in all, every RPC of the service being idempotent. habitat_cli: the `habitat`
     CLI that converts torch.profiler JSON traces (default: $HABITAT_CLI, or
     `habitat` on PATH).
     """
@@ -129,8 +153,10 @@ class Client:
             raise ValueError("server must be 'host:port' (habitat-server's --address)")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) \
+                or not 1 <= max_attempts <= MAX_ATTEMPTS:
+            raise ValueError(f"max_attempts must be 1 to {MAX_ATTEMPTS} (gRPC's limit), "
+                             f"got {max_attempts!r}")
         self.server = server
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
@@ -144,7 +170,10 @@ class Client:
                 raise ValueError("token is empty")
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         options = [("grpc.max_send_message_length", max_message_mb << 20),
-                   ("grpc.max_receive_message_length", max_message_mb << 20)]
+                   ("grpc.max_receive_message_length", max_message_mb << 20),
+                   ("grpc.enable_retries", 1),
+                   ("grpc.service_config_disable_resolution", 1),
+                   ("grpc.service_config", retry_service_config(max_attempts))]
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("tls_cert and tls_key go together: give both or neither")
         if tls or tls_ca or tls_cert or tls_server_name:
@@ -182,24 +211,18 @@ class Client:
             f"/{_SERVICE}/{method}",
             request_serializer=type(request).SerializeToString,
             response_deserializer=self._messages[response_type].FromString)
-        backoff = 0.1
         started = time.monotonic()
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                response = callable_(request, timeout=self.timeout_s, metadata=self._metadata)
-                logger.debug("%s on %s: %.3f s", method, self.server, time.monotonic() - started)
-                return response
-            except grpc.RpcError as e:
-                code = e.code() if hasattr(e, "code") else None
-                if code == grpc.StatusCode.UNAVAILABLE and attempt < self.max_attempts:
-                    logger.debug("%s on %s: UNAVAILABLE, attempt %d of %d, retrying in %.1f s",
-                                 method, self.server, attempt, self.max_attempts, backoff)
-                    time.sleep(backoff)
-                    backoff *= 2
-                    continue
-                name = code.name if code is not None else "UNKNOWN"
-                details = e.details() if hasattr(e, "details") else str(e)
-                raise ServiceError(name, details or "", self.server, method) from None
+        try:
+            response = callable_(request, timeout=self.timeout_s, metadata=self._metadata)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            name = code.name if code is not None else "UNKNOWN"
+            details = e.details() if hasattr(e, "details") else str(e)
+            if code == grpc.StatusCode.UNAVAILABLE:
+                details = f"{details} (up to {self.max_attempts} attempts)"
+            raise ServiceError(name, details or "", self.server, method) from None
+        logger.debug("%s on %s: %.3f s", method, self.server, time.monotonic() - started)
+        return response
 
     def predict_message(self, trace=None, devices: Union[str, Sequence[str], None] = None,
                         catalog: Optional[str] = None, price_kind: Optional[str] = None,

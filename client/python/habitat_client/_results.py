@@ -62,11 +62,12 @@ def _from_message(cls, message):
 
 @dataclass(frozen=True)
 class MethodTotal:
-    """How many operations of one device's prediction used one method, and
-    their predicted time."""
+    """How many operations of one device's prediction used one method, their
+    predicted time and their measured time on the origin GPU."""
     method: str
     operations: int
     predicted_ns: int
+    origin_ns: int
 
 
 @dataclass(frozen=True)

@@ -307,7 +307,7 @@ class ResultsTest(unittest.TestCase):
                          ("p5.48xlarge", 8, 4.5))
         self.assertEqual((h200.rank_by_time, h200.rank_by_cost), (1, 1))
         self.assertEqual(h200.method_totals[0],
-                         habitat_client.MethodTotal("PREDICTION_METHOD_MLP", 3, 9 * 10**6))
+                         habitat_client.MethodTotal("PREDICTION_METHOD_MLP", 3, 9 * 10**6, 0))
         self.assertEqual(h200.operations[0].warnings, ("slow",))
         self.assertEqual(result.origin.device_id, "H100-SXM")
         with self.assertRaisesRegex(KeyError, "no prediction for device 'B200'"):
@@ -363,6 +363,67 @@ class ResultsTest(unittest.TestCase):
 
 
 @needs_grpc
+class RetryTest(unittest.TestCase):
+    """UNAVAILABLE is retried by gRPC's retry policy, which marks retried
+    attempts with grpc-previous-rpc-attempts (a hand-written loop does not);
+    other codes are the server's answer and are not retried."""
+
+    def flaky_server(self, code, failures):
+        import grpc
+        from concurrent import futures
+        calls, marked = [], []
+
+        def list_devices(request, context):
+            if any(k == "grpc-previous-rpc-attempts" for k, _ in context.invocation_metadata()):
+                marked.append(1)
+            calls.append(1)
+            if len(calls) <= failures:
+                context.abort(code, "flaky")
+            return b""  # an empty ListDevicesResponse
+
+        handler = grpc.method_handlers_generic_handler("habitat.v1.PredictionService", {
+            "ListDevices": grpc.unary_unary_rpc_method_handler(list_devices)})
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=[handler])
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self.addCleanup(server.stop, None)
+        return f"127.0.0.1:{port}", calls, marked
+
+    @unittest.skipUnless(HAVE_GRPC, "grpc not importable here")
+    def test_unavailable_is_retried_by_grpc(self):
+        import grpc
+        address, calls, marked = self.flaky_server(grpc.StatusCode.UNAVAILABLE, 2)
+        with habitat_client.Client(address, max_attempts=3, timeout_s=10) as client:
+            self.assertEqual(client.list_devices(), [])
+        self.assertEqual(len(calls), 3)
+        self.assertEqual(len(marked), 2)
+
+    @unittest.skipUnless(HAVE_GRPC, "grpc not importable here")
+    def test_attempts_are_bounded_and_other_codes_not_retried(self):
+        import grpc
+        address, calls, _ = self.flaky_server(grpc.StatusCode.UNAVAILABLE, 100)
+        with habitat_client.Client(address, max_attempts=2, timeout_s=10) as client:
+            with self.assertRaisesRegex(habitat_client.ServiceError, "up to 2 attempts"):
+                client.list_devices()
+        self.assertEqual(len(calls), 2)
+        address, calls, _ = self.flaky_server(grpc.StatusCode.INVALID_ARGUMENT, 1)
+        with habitat_client.Client(address, max_attempts=3, timeout_s=10) as client:
+            with self.assertRaises(habitat_client.ServiceError) as raised:
+                client.list_devices()
+        self.assertEqual(raised.exception.code, "INVALID_ARGUMENT")
+        self.assertEqual(len(calls), 1)
+
+    @unittest.skipUnless(HAVE_GRPC, "grpc not importable here")
+    def test_service_config(self):
+        from habitat_client import _client
+        self.assertEqual(_client.retry_service_config(1), "{}")
+        policy = json.loads(_client.retry_service_config(3))["methodConfig"][0]["retryPolicy"]
+        self.assertEqual(policy["maxAttempts"], 3)
+        self.assertEqual(policy["retryableStatusCodes"], ["UNAVAILABLE"])
+        with self.assertRaisesRegex(ValueError, "gRPC's limit"):
+            habitat_client.Client("127.0.0.1:1", max_attempts=6)
+
+
 class ClientTest(unittest.TestCase):
     """Client.predict with the RPC replaced: request built, result typed,
     warnings reported."""
