@@ -338,16 +338,16 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
     *request.mutable_trace() = std::move(*trace);
   }
   for (const auto& device : *devices) request.add_devices(device);
-  request.set_price_kind(args->Has("spot") ? v1::PRICE_KIND_SPOT : v1::PRICE_KIND_ON_DEMAND);
+  // Without --spot the backend's default (on-demand) applies.
+  if (args->Has("spot")) request.set_price_kind(v1::PRICE_KIND_SPOT);
   request.set_include_breakdown(args->Has("breakdown"));
   if (args->Has("host-speed")) {
     double speed = 0;
-    if (!absl::SimpleAtod(args->Get("host-speed"), &speed) ||
-        !(speed >= kMinTargetHostSpeed && speed <= kMaxTargetHostSpeed)) {
+    // The range is the backend's to check, for every client alike.
+    if (!absl::SimpleAtod(args->Get("host-speed"), &speed)) {
       return ctx.Usage(absl::InvalidArgumentError(absl::StrCat(
-          "--host-speed must be a number in [", kMinTargetHostSpeed, ", ", kMaxTargetHostSpeed,
-          "] (the target host's speed relative to the origin's), got '",
-          args->Get("host-speed"), "'")));
+          "--host-speed must be a number (the target host's speed relative to the origin's), "
+          "got '", args->Get("host-speed"), "'")));
     }
     request.set_target_host_speed(speed);
   }

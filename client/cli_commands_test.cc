@@ -116,6 +116,22 @@ TEST(CliCommandsTest, ABatchSizeOtherThanTheRecordedOneIsRefused) {
   EXPECT_THAT(same.out, HasSubstr("batch 32"));
 }
 
+// Request values have one owner, the backend: the CLI only parses them, and
+// an out-of-range --host-speed gets the backend's answer; without --spot the
+// backend's default price kind (on-demand) applies.
+TEST(CliCommandsTest, TheBackendChecksRequestValuesAndSetsDefaults) {
+  const std::string trace = AgentTrace();
+  CliRun fast = Habitat({"predict", trace, "--host-speed", "1000", "--devices", "H200"});
+  EXPECT_EQ(fast.code, kExitFailure);
+  EXPECT_THAT(fast.err, HasSubstr("target_host_speed must be within [0.01, 100]"));
+  CliRun word = Habitat({"predict", trace, "--host-speed", "fast", "--devices", "H200"});
+  EXPECT_EQ(word.code, kExitUsage);
+  EXPECT_THAT(word.err, HasSubstr("--host-speed must be a number"));
+  CliRun plain = Habitat({"predict", trace, "--devices", "H200", "--catalog", "aws"});
+  EXPECT_EQ(plain.code, kExitOk) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("on-demand"));
+}
+
 // --breakdown and --top do what they say in every format, or are refused.
 // import-kineto never writes a trace that predict would refuse: a profile
 // whose kernel claims 300 registers per thread (CUDA allows 255).

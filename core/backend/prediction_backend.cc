@@ -137,9 +137,8 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
     return absl::InvalidArgumentError(
         absl::StrCat("price_kind ", request.price_kind(), " is not a known PriceKind"));
   }
-  query.price_kind = request.price_kind() == v1::PRICE_KIND_UNSPECIFIED
-                         ? v1::PRICE_KIND_ON_DEMAND
-                         : request.price_kind();
+  // Unspecified keeps PredictionQuery's default (on-demand).
+  if (request.price_kind() != v1::PRICE_KIND_UNSPECIFIED) query.price_kind = request.price_kind();
   if (request.pricing_case() == v1::PredictRequest::kCatalog && !request.catalog().empty()) {
     HABITAT_ASSIGN_OR_RETURN(query.catalog, catalogs_.Get(request.catalog()));
   } else if (request.pricing_case() == v1::PredictRequest::kInlineCatalog) {

@@ -710,11 +710,6 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
     }
   }
 
-  if (!(query.host_speed > 0.0 && query.host_speed <= 100.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "target_host_speed must be within (0, 100] (the target host's speed relative to the "
-        "origin's; 0 or unset means 1), got ", query.host_speed));
-  }
   // Predictions for another host speed are other predictions.
   const std::string cache_key =
       query.host_speed == 1.0 ? trace_id : absl::StrCat(trace_id, "|host_speed=", query.host_speed);

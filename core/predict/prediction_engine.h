@@ -30,7 +30,8 @@ struct PredictionQuery {
   // True for traces that were validated when stored (UploadTrace), so a
   // repeated Predict by id does not re-check them.
   bool trace_already_validated = false;
-  // Target host speed relative to the origin's (PredictRequest field).
+  // Target host speed relative to the origin's (PredictRequest field),
+  // positive; PredictionBackend is the one that checks requests' values.
   double host_speed = 1.0;
   // Checked between GPUs and batches of operations; null: never stops.
   const StopCondition* stop = nullptr;
