@@ -13,11 +13,9 @@ Exits 77 (CTest: skipped) when grpcio or protobuf is not importable.
 import gzip
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,6 +31,10 @@ except ImportError as e:
 
 from habitat import client  # noqa: E402
 
+# The server launcher the client package's tests use too.
+sys.path.insert(0, os.path.join(SOURCE, "client", "python", "tests"))
+import server_process  # noqa: E402
+
 SERVER = os.environ.get("HABITAT_SERVER", os.path.join(SOURCE, "build", "server", "habitat-server"))
 CLI = os.environ.get("HABITAT_CLI", "")  # the C++ `habitat` CLI, for the table comparison
 DATA_DIR = os.path.join(SOURCE, "data")
@@ -43,45 +45,11 @@ TRACE_GZ = os.path.join(SUITE, "h100", CASE + ".trace.gz")
 TOKEN = "s3cret-token-for-the-client-test"
 
 
-class ServerProcess:
-    """habitat-server on a free port; the port is read from its start-up line."""
+class ServerProcess(server_process.ServerProcess):
+    """habitat-server on a free port with this checkout's data and models."""
 
     def __init__(self, *extra_args):
-        self.log = []
-        self.process = subprocess.Popen(
-            [SERVER, "--address=127.0.0.1:0", "--metrics_address=", "--store=memory",
-             f"--data_dir={DATA_DIR}", f"--models_dir={MODELS_DIR}",
-             "--shutdown_grace_seconds=1", *extra_args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        found = threading.Event()
-        self.port = None
-
-        def read():
-            for line in self.process.stderr:
-                self.log.append(line)
-                match = re.search(r"serving on port (\d+)", line)
-                if match and self.port is None:
-                    self.port = int(match.group(1))
-                    found.set()
-            found.set()
-
-        self.reader = threading.Thread(target=read, daemon=True)
-        self.reader.start()
-        if not found.wait(120) or self.port is None:
-            self.stop()
-            raise RuntimeError("habitat-server did not start:\n" + "".join(self.log))
-        self.address = f"127.0.0.1:{self.port}"
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.reader.join(10)
-        self.process.stderr.close()
+        super().__init__(SERVER, DATA_DIR, MODELS_DIR, *extra_args)
 
 
 def measured(gpu, case):

@@ -37,12 +37,14 @@ def _wrap(first: str, text: str, width: int) -> str:
 
 
 def _unscaled_percent(p: dict) -> float:
-    total = p.get("gpu_time_ns", 0)
-    if total <= 0:
+    """Of the origin GPU time, as the CLI's table and the warning say it."""
+    totals = p.get("method_totals", [])
+    origin = sum(t.get("origin_ns", 0) for t in totals)
+    if origin <= 0:
         return 0.0
-    unscaled = sum(t.get("predicted_ns", 0) for t in p.get("method_totals", [])
+    unscaled = sum(t.get("origin_ns", 0) for t in totals
                    if t.get("method") == "PREDICTION_METHOD_UNSCALED")
-    return 100.0 * unscaled / total
+    return 100.0 * unscaled / origin
 
 
 def _instance_text(p: dict) -> str:
@@ -192,7 +194,7 @@ def format_table(response, model_name: str = "", precision: str = "",
         out += "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n"
         out += "  instance: the instance type priced, the smallest with that GPU in the catalog; " \
                "/N:\n           it holds N GPUs, and the price is its price per GPU-hour\n"
-    out += "  unscaled: share of GPU ms in operations carried over from the origin unscaled\n"
+    out += "  unscaled: share of the origin GPU time in operations carried over unscaled\n"
 
     # One line per distinct warning, with the GPUs it concerns.
     grouped: dict = {}

@@ -18,12 +18,12 @@ when this interpreter lacks grpcio or protobuf, which the venv inherits.
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
+
+from server_process import ServerProcess  # beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -89,45 +89,6 @@ def outside(venv: str, source: str) -> None:
     print("PASS: habitat-client installs into a fresh venv offline and works without torch")
 
 
-class Server:
-    """habitat-server on a free loopback port, read from its start-up line."""
-
-    def __init__(self, binary: str, source: str):
-        self.log = []
-        self.process = subprocess.Popen(
-            [binary, "--address=127.0.0.1:0", "--metrics_address=", "--store=memory",
-             f"--data_dir={os.path.join(source, 'data')}",
-             f"--models_dir={os.path.join(source, 'models')}", "--shutdown_grace_seconds=1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.port = None
-        found = threading.Event()
-
-        def read():
-            for line in self.process.stderr:
-                self.log.append(line)
-                match = re.search(r"serving on port (\d+)", line)
-                if match and self.port is None:
-                    self.port = int(match.group(1))
-                    found.set()
-            found.set()
-
-        self.reader = threading.Thread(target=read, daemon=True)
-        self.reader.start()
-        if not found.wait(120) or self.port is None:
-            self.stop()
-            raise RuntimeError("habitat-server did not start:\n" + "".join(self.log))
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.reader.join(10)
-
-
 def check(condition, message):
     if not condition:
         fail(message)
@@ -163,7 +124,8 @@ def inside(venv: str, source: str) -> None:
     if binary:
         if not os.access(binary, os.X_OK):
             fail(f"HABITAT_SERVER={binary} is not an executable")
-        server = Server(binary, source)
+        server = ServerProcess(binary, os.path.join(source, "data"),
+                               os.path.join(source, "models"))
         try:
             result = habitat_client.predict(trace, server=f"127.0.0.1:{server.port}",
                                             devices=["H200", "A100-SXM-80GB"], catalog="aws")
