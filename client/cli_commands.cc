@@ -214,7 +214,7 @@ absl::StatusOr<std::unique_ptr<CliService>> Open(const CliArgs& args, const Cont
 absl::StatusOr<TraceLoadOptions> TraceOptions(const CliArgs& args) {
   TraceLoadOptions options;
   options.model_name = args.Get("model");
-  absl::StatusOr<std::optional<int64_t>> batch = args.GetInt("batch-size", 1, 1 << 30);
+  absl::StatusOr<std::optional<int64_t>> batch = args.GetInt("batch-size", 1, kMaxBatchSize);
   if (!batch.ok()) return batch.status();
   if (batch->has_value()) options.batch_size = static_cast<uint32_t>(**batch);
   if (args.Has("precision")) {

@@ -132,13 +132,6 @@ Family FamilyOf(absl::string_view name) {
   return Family::kMatmul;
 }
 
-std::optional<MathMode> HalfOfDtype(absl::string_view dtype) {
-  if (absl::EndsWith(dtype, "BFloat16")) return MathMode::kBf16;
-  if (absl::EndsWith(dtype, "Half")) return MathMode::kFp16;
-  return std::nullopt;
-}
-
-bool IsFloatDtype(absl::string_view dtype) { return dtype == "float"; }
 
 // The half type of the op's tensor arguments (the more frequent one).
 std::optional<MathMode> HalfOfTensors(const Operation& op) {
@@ -355,5 +348,13 @@ std::optional<v1::MathSettings> InferMathSettings(const Trace& trace) {
   m.set_source("inferred");
   return m;
 }
+
+std::optional<MathMode> HalfOfDtype(absl::string_view dtype) {
+  if (absl::EndsWith(dtype, "BFloat16")) return MathMode::kBf16;
+  if (absl::EndsWith(dtype, "Half")) return MathMode::kFp16;
+  return std::nullopt;
+}
+
+bool IsFloatDtype(absl::string_view dtype) { return dtype == "float"; }
 
 }  // namespace habitat

@@ -52,6 +52,12 @@ OpMathMode InferOpMathMode(const v1::Trace& trace, const v1::Operation& op,
 // "fp32", "tf32", "fp16", "bf16".
 absl::string_view MathModeName(MathMode mode);
 
+// A recorded tensor dtype as torch spells it: bf16 or fp16 for its half
+// types ("c10::BFloat16", "c10::Half"), nullopt otherwise; IsFloatDtype is
+// true for fp32 ("float").
+std::optional<MathMode> HalfOfDtype(absl::string_view dtype);
+bool IsFloatDtype(absl::string_view dtype);
+
 // What one kernel's name says about the units it ran on.
 enum class KernelMath {
   kNone,  // not a matmul/convolution/attention kernel, or the name does not say

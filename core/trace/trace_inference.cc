@@ -2,9 +2,11 @@
 
 #include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/trace/math_mode.h"
+#include "core/trace/op_classification.h"
+#include "core/trace/trace_validation.h"
 
 namespace habitat {
 namespace {
@@ -43,18 +45,13 @@ const v1::TensorArgument* Input(const v1::Operation& op, int index) {
   return nullptr;
 }
 
-// The data type of a GEMM or convolution input, as torch spells it.
+// The precision of a kernel-varying op's input, from the dtype as torch
+// spells it (math_mode.h reads the spelling).
 std::optional<v1::Precision> PrecisionOfDtype(absl::string_view dtype) {
-  if (dtype == "float") return v1::PRECISION_FP32;
-  if (dtype == "c10::BFloat16") return v1::PRECISION_BF16;
-  if (dtype == "c10::Half") return v1::PRECISION_FP16;
-  return std::nullopt;
-}
-
-bool IsMatrixOrConvolution(absl::string_view name) {
-  return name == "aten::linear" || name == "aten::matmul" || name == "aten::mm" ||
-         name == "aten::bmm" || name == "aten::addmm" || name == "aten::baddbmm" ||
-         absl::StartsWith(name, "aten::conv");
+  if (IsFloatDtype(dtype)) return v1::PRECISION_FP32;
+  const std::optional<MathMode> half = HalfOfDtype(dtype);
+  if (!half.has_value()) return std::nullopt;
+  return *half == MathMode::kBf16 ? v1::PRECISION_BF16 : v1::PRECISION_FP16;
 }
 
 template <typename T>
@@ -81,7 +78,7 @@ std::optional<Inferred<uint32_t>> InferBatchSize(const v1::Trace& trace) {
   }
   if (layers == 0) return std::nullopt;
   const auto [batch, agreeing] = MostCommon(leading);
-  if (2 * agreeing <= layers || batch > (int64_t{1} << 30)) return std::nullopt;
+  if (2 * agreeing <= layers || batch > kMaxBatchSize) return std::nullopt;
   return Inferred<uint32_t>{
       static_cast<uint32_t>(batch),
       absl::StrCat("the leading dimension of ", agreeing, " of ", layers,
@@ -99,7 +96,7 @@ std::optional<Inferred<v1::Precision>> InferPrecision(const v1::Trace& trace) {
   std::map<v1::Precision, int> dtypes;
   int inputs = 0;
   for (const auto& op : trace.operations()) {
-    if (!IsMatrixOrConvolution(op.name())) continue;
+    if (ClassifyOperation(op.name()) != OpKind::kKernelVarying) continue;
     const v1::TensorArgument* input = Input(op, 0);
     if (input == nullptr) continue;
     const std::optional<v1::Precision> precision = PrecisionOfDtype(input->dtype());
@@ -112,7 +109,7 @@ std::optional<Inferred<v1::Precision>> InferPrecision(const v1::Trace& trace) {
   if (2 * agreeing <= inputs) return std::nullopt;
   return Inferred<v1::Precision>{precision,
                                  absl::StrCat("the data type of ", agreeing, " of ", inputs,
-                                              " matrix-multiply and convolution inputs")};
+                                              " kernel-varying op inputs (matrix multiplies, convolutions, RNNs, attention)")};
 }
 
 }  // namespace habitat

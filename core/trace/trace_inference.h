@@ -29,7 +29,8 @@ std::optional<Inferred<uint32_t>> InferBatchSize(const habitat::v1::Trace& trace
 
 // AMP_BF16 / AMP_FP16 when the trace's math settings say autocast ran
 // (inferred from kernel names by the importer); otherwise the dtype most
-// matrix-multiply and convolution inputs have: fp32, fp16 or bf16 (TF32 is
+// kernel-varying ops' first inputs have (matrix multiplies, convolutions,
+// RNNs, attention): fp32, fp16 or bf16 (TF32 is
 // a math mode, not a data type: `math` says whether fp32 ran as TF32).
 std::optional<Inferred<habitat::v1::Precision>> InferPrecision(const habitat::v1::Trace& trace);
 

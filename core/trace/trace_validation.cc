@@ -320,9 +320,7 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     return Invalid("batch_size", "must be >= 1 (samples per iteration; needed for "
                                  "throughput and cost per sample)");
   }
-  // Samples per iteration beyond 2^30 describe no training job, and make
-  // throughput and cost per sample meaningless.
-  if (trace.batch_size() > (1u << 30)) {
+  if (trace.batch_size() > kMaxBatchSize) {
     return Invalid("batch_size", absl::StrCat("is ", trace.batch_size(), "; the limit is 2^30"));
   }
   if (!habitat::v1::Precision_IsValid(trace.precision())) {

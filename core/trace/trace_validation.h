@@ -9,6 +9,10 @@
 
 namespace habitat {
 
+// Samples per iteration beyond 2^30 describe no training job, and make
+// throughput and cost per sample meaningless.
+inline constexpr uint32_t kMaxBatchSize = uint32_t{1} << 30;
+
 // Limits on what one trace may hold: every repeated field is counted. The
 // defaults are far above any real training iteration (a GPT-style model has
 // ~10^4 ops, ~10^5 kernels and fewer host events than kernels).
