@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
+#include "common/json_text.h"
 #include "common/status_macros.h"
 #include "core/kineto/kineto_import.h"
 #include "core/trace/trace_inference.h"
@@ -127,14 +128,12 @@ absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
     // ReadFile's message names the file already; keep its code.
     return contents.status();
   }
-  const size_t first = contents->find_first_not_of(" \t\r\n");
-  if (contents->empty() || first == std::string::npos) {
+  if (absl::StripAsciiWhitespace(StripUtf8Bom(*contents)).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": the file is empty; expected a habitat trace (binary "
                            "habitat.v1.Trace) or a torch.profiler JSON trace"));
   }
-  const char c = (*contents)[first];
-  if (c == '{' || c == '[') {
+  if (StartsLikeJson(*contents)) {
     KinetoImportOptions import;
     import.model_name = options.model_name.empty() ? TraceFileStem(path) : options.model_name;
     import.batch_size = options.batch_size;

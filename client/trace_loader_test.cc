@@ -4,6 +4,7 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/file_io.h"
 #include "gmock/gmock.h"
@@ -248,6 +249,32 @@ TEST_F(TraceLoaderFixtureTest, PlainAndGzippedJsonGiveTheSameTrace) {
   auto from_plain = LoadTraceFile(plain, options);
   ASSERT_TRUE(from_gz.ok() && from_plain.ok());
   EXPECT_TRUE(MessageDifferencer::Equals(*from_gz, *from_plain));
+}
+
+// Windows editors save UTF-8 with a byte order mark; JSON parsers may
+// ignore it (RFC 8259, 8.1) and so does the loader, plain or gzipped.
+TEST_F(TraceLoaderFixtureTest, JsonWithAByteOrderMarkIsImported) {
+  auto json = ReadFile(Fixture());
+  ASSERT_TRUE(json.ok()) << json.status();
+  const std::string with_bom = absl::StrCat("\xEF\xBB\xBF", *json);
+  auto gz = Gzip(with_bom);
+  ASSERT_TRUE(gz.ok());
+  TraceLoadOptions options;
+  options.batch_size = 16;
+  auto plain = LoadTraceFile(Fixture(), options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const std::string& path :
+       {Write("bom.json", with_bom), Write("bom.json.gz", *gz)}) {
+    TraceLoadReport report;
+    auto loaded = LoadTraceFile(path, options, &report);
+    ASSERT_TRUE(loaded.ok()) << path << ": " << loaded.status();
+    EXPECT_EQ(report.kind, TraceFileKind::kKinetoJson);
+    loaded->set_model_name(plain->model_name());
+    EXPECT_TRUE(MessageDifferencer::Equals(*plain, *loaded)) << path;
+  }
+  // A mark followed by nothing but whitespace is still an empty file.
+  EXPECT_THAT(LoadTraceFile(Write("bom_only.json", "\xEF\xBB\xBF \n"), options).status().message(),
+              HasSubstr("the file is empty"));
 }
 
 TEST_F(TraceLoaderFixtureTest, TruncatedCopiesOfTheRealTraceAreClearErrors) {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/sidecar/spool.h"
 #include "common/file_io.h"
+#include "common/json_text.h"
 
 namespace habitat::agent {
 
@@ -61,9 +61,7 @@ absl::StatusOr<habitat::v1::Trace> ParseSpoolTrace(const std::string& path,
         "'", path, "' is ", bytes.size(), " bytes, more than the largest upload (", max_bytes,
         " bytes)"));
   }
-  const auto first = std::find_if_not(data->begin(), data->end(),
-                                      [](char c) { return absl::ascii_isspace(c); });
-  if (first != data->end() && (*first == '{' || *first == '[')) {
+  if (StartsLikeJson(*data)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", path,
         "' is JSON (a torch.profiler trace?), not a binary habitat.v1.Trace; "

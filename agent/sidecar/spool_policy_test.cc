@@ -88,6 +88,8 @@ TEST_F(ParseSpoolTraceTest, BadFilesSayWhatTheyAre) {
   EXPECT_THAT(ParseSpoolTrace("e.trace", "").status().message(), HasSubstr("'e.trace' is empty"));
   EXPECT_THAT(ParseSpoolTrace("j.trace", " \n{\"traceEvents\": []}").status().message(),
               HasSubstr("is JSON"));
+  EXPECT_THAT(ParseSpoolTrace("b.trace", "\xEF\xBB\xBF{\"traceEvents\": []}").status().message(),
+              HasSubstr("is JSON"));
   auto gz = Gzip(bytes_);
   ASSERT_TRUE(gz.ok());
   const auto cut_gz = ParseSpoolTrace("g.trace", gz->substr(0, gz->size() / 2));

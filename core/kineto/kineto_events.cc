@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "common/status_macros.h"
 
 namespace habitat {
@@ -320,6 +321,7 @@ std::string DescribeEvent(size_t index, const json& event) {
 
 absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(
     absl::string_view json_text) {
+  json_text = StripUtf8Bom(json_text);
   HABITAT_RETURN_IF_ERROR(CheckDepth(json_text));
   auto trace = std::make_unique<ParsedTrace>();
   try {

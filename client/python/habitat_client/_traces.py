@@ -110,9 +110,11 @@ def _starts_like_json(data: bytes) -> bool:
         return is_json(data)
     member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     pending = data
+    strip = _strip_bom  # only from the first bytes of the stream
     try:
         for _ in range(1024):  # at most 4 MiB of whitespace
-            head = member.decompress(pending, 4096).lstrip()
+            head = strip(member.decompress(pending, 4096)).lstrip()
+            strip = bytes
             if head:
                 return head[:1] in (b"{", b"[")
             if member.eof:
@@ -129,10 +131,19 @@ def _starts_like_json(data: bytes) -> bool:
     return False
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def is_json(data: bytes) -> bool:
     """Whether `data` (inflated) is JSON rather than a binary habitat trace:
-    a serialised Trace starts with a field tag, never with '{' or '['."""
-    return data.lstrip()[:1] in (b"{", b"[")
+    a serialised Trace starts with a field tag, never with '{' or '[' or a
+    UTF-8 byte order mark (which Windows editors write and JSON parsers may
+    ignore, RFC 8259 8.1)."""
+    return _strip_bom(data.lstrip()).lstrip()[:1] in (b"{", b"[")
+
+
+def _strip_bom(data: bytes) -> bytes:
+    return data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data
 
 
 def find_habitat_cli(habitat_cli: Optional[str] = None) -> Optional[str]:

@@ -30,7 +30,7 @@ SOURCE = os.path.abspath(os.path.join(PACKAGE_ROOT, "..", ".."))
 sys.path.insert(0, PACKAGE_ROOT)
 
 import habitat_client  # noqa: E402
-from habitat_client import _results  # noqa: E402
+from habitat_client import _results, _traces  # noqa: E402
 
 TESTDATA = os.path.join(SOURCE, "tests", "testdata")
 TRACE_GZ = os.path.join(TESTDATA, "agent", "h100", "smallcnn_b8_fp32.trace.gz")
@@ -171,6 +171,14 @@ class KinetoTest(unittest.TestCase):
                 self.assertIn("habitat_cli=", message)
             # A ValueError, as the client raised for JSON before it converted.
             self.assertTrue(issubclass(habitat_client.KinetoConversionError, ValueError))
+
+    def test_json_with_a_byte_order_mark_is_json(self):
+        bom = b"\xef\xbb\xbf"
+        with no_habitat_cli():
+            for trace in (bom + self.JSON, gzip.compress(bom + b"\n" * 5000 + self.JSON)):
+                with self.assertRaises(habitat_client.KinetoConversionError):
+                    habitat_client.trace_bytes(trace)
+        self.assertFalse(_traces.is_json(bom + b" \n"))
 
     def test_not_an_executable(self):
         with self.assertRaisesRegex(habitat_client.KinetoConversionError,
