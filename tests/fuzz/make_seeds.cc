@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
+#include "common/json_text.h"
 #include "core/kineto/kineto_import.h"
 #include "core/trace/trace_id.h"
 #include "habitat/v1/prediction_service.pb.h"
@@ -229,6 +230,11 @@ absl::Status Run(const std::string& out) {
       }
       HABITAT_RETURN_IF_ERROR(
           Write(out + "/kineto/seed_" + stem + "_" + label + ".json", excerpt));
+      if (&f == &fixtures[0] && start_at == AnyEvent) {
+        // As a Windows editor saves it: with a UTF-8 byte order mark.
+        HABITAT_RETURN_IF_ERROR(Write(out + "/kineto/seed_" + stem + "_" + label + "_bom.json",
+                                      absl::StrCat(kUtf8Bom, excerpt)));
+      }
     }
   }
 
