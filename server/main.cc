@@ -52,6 +52,11 @@ ABSL_FLAG(std::string, trace_dir, "",
 ABSL_FLAG(int, trace_retention_days, 0,
           "Delete traces stored more than this many days ago, at start-up and hourly "
           "(0: keep forever)");
+ABSL_FLAG(int64_t, tenant_max_traces, habitat::TenantQuota{}.max_traces,
+          "Most traces one tenant may keep in the store; uploads beyond are refused with "
+          "RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(int64_t, tenant_max_mib, habitat::TenantQuota{}.max_bytes >> 20,
+          "Most MiB of traces (serialised size) one tenant may keep in the store (0: no limit)");
 ABSL_FLAG(int, cache_entries, 4096, "Memoised (trace, device) predictions kept");
 ABSL_FLAG(int, cache_mib, static_cast<int>(habitat::kDefaultPredictionCacheBytes >> 20),
           "Memory the memoised predictions may take, in MiB (0: no cache)");
@@ -280,12 +285,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "habitat-server: cannot start: --trace_retention_days must be >= 0\n");
     return 1;
   }
-  std::fprintf(stderr, "habitat-server: trace store %s (%s)\n",
+  options.backend.tenant_quota.max_traces = absl::GetFlag(FLAGS_tenant_max_traces);
+  const int64_t tenant_mib = absl::GetFlag(FLAGS_tenant_max_mib);
+  if (options.backend.tenant_quota.max_traces < 0 || tenant_mib < 0 ||
+      tenant_mib > (int64_t{1} << 40)) {
+    std::fprintf(stderr,
+                 "habitat-server: cannot start: --tenant_max_traces and --tenant_max_mib must be "
+                 ">= 0 (and --tenant_max_mib at most 2^40)\n");
+    return 1;
+  }
+  options.backend.tenant_quota.max_bytes = tenant_mib << 20;
+  const auto limit = [](int64_t value, absl::string_view unit) {
+    return value == 0 ? absl::StrCat("any number of ", unit) : absl::StrCat(value, " ", unit);
+  };
+  std::fprintf(stderr, "habitat-server: trace store %s (%s; per tenant %s and %s)\n",
                habitat::DescribeStoreSpec(*store).c_str(),
                options.backend.trace_retention_days == 0
                    ? "kept forever"
                    : absl::StrCat("retention ", options.backend.trace_retention_days, " days")
-                         .c_str());
+                         .c_str(),
+               limit(options.backend.tenant_quota.max_traces, "traces").c_str(),
+               limit(tenant_mib, "MiB").c_str());
   options.backend.cache_entries = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_cache_entries)));
   const int cache_mib = absl::GetFlag(FLAGS_cache_mib);
   const int64_t max_work = absl::GetFlag(FLAGS_max_predict_work);

@@ -47,7 +47,13 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
   }
   std::string spec = options.store;
   if (spec.empty()) spec = options.trace_dir.empty() ? "memory" : "dir:" + options.trace_dir;
-  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store, OpenTraceStore(spec));
+  if (options.tenant_quota.max_traces < 0 || options.tenant_quota.max_bytes < 0) {
+    return absl::InvalidArgumentError("the tenant quota's limits must be >= 0 (0: no limit)");
+  }
+  TraceStoreOptions store_options;
+  store_options.quota = options.tenant_quota;
+  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store,
+                           OpenTraceStore(spec, std::move(store_options)));
   std::shared_ptr<const VaryingPredictor> varying;
   if (!options.models_dir.empty()) {
     const std::string model_dir = options.models_dir + "/kernel_varying";

@@ -37,6 +37,8 @@ struct BackendOptions {
   // the anonymous tenant's traces live in this directory, a named tenant's
   // in <trace_dir>/tenants/<name>. Both empty: memory.
   std::string trace_dir;
+  // How much each tenant may keep in the store.
+  TenantQuota tenant_quota;
   // Traces older than this many days are deleted at start-up and every
   // hour; 0 keeps them forever.
   int trace_retention_days = 0;

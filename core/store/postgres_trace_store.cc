@@ -268,16 +268,47 @@ absl::StatusOr<StoredTrace> PostgresTraceStore::Put(const std::string& tenant,
   HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));
   HABITAT_ASSIGN_OR_RETURN(EncodedTrace encoded, EncodeTrace(trace));
   HABITAT_ASSIGN_OR_RETURN(Lease lease, Borrow("store a trace"));
+  // The quota is checked in the statement that inserts. Under READ
+  // COMMITTED, concurrent uploads of one tenant (on any replica) can each
+  // see the last room free, so the quota can be passed by the uploads in
+  // flight at that moment.
   HABITAT_ASSIGN_OR_RETURN(
-      Result inserted, Run(lease, "store a trace",
-                           "INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
-                           "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, id) DO NOTHING",
-                           {tenant, encoded.id, absl::StrCat(encoded.size_bytes),
-                            absl::StrCat(absl::ToUnixNanos(options_.clock())), encoded.blob},
-                           {false, false, false, false, true}));
+      Result inserted,
+      Run(lease, "store a trace",
+          "INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
+          "SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::bytea WHERE (SELECT "
+          "COUNT(*) < $6::bigint AND COALESCE(SUM(size_bytes), 0) <= $7::bigint - $3::bigint "
+          "FROM habitat_traces WHERE tenant = $1::text) ON CONFLICT (tenant, id) DO NOTHING",
+          {tenant, encoded.id, absl::StrCat(encoded.size_bytes),
+           absl::StrCat(absl::ToUnixNanos(options_.clock())), encoded.blob,
+           absl::StrCat(QuotaLimit(options_.quota.max_traces)),
+           absl::StrCat(QuotaLimit(options_.quota.max_bytes))},
+          {false, false, false, false, true, false, false}));
   const bool created = inserted.changed() > 0;
-  if (created) count_.Add(1);
+  if (created) {
+    count_.Add(1);
+  } else {
+    HABITAT_RETURN_IF_ERROR(WhyNotInserted(lease, tenant, encoded));
+  }
   return StoredTrace{std::move(encoded.id), created};
+}
+
+absl::Status PostgresTraceStore::WhyNotInserted(Lease& lease, const std::string& tenant,
+                                                const EncodedTrace& encoded) {
+  HABITAT_ASSIGN_OR_RETURN(
+      Result usage, Run(lease, "check a tenant's quota",
+                        "SELECT COUNT(*), COALESCE(SUM(size_bytes), 0), "
+                        "COALESCE(BOOL_OR(id = $2), false) FROM habitat_traces WHERE tenant = $1",
+                        {tenant, encoded.id}));
+  TenantUsage used;
+  if (usage.rows() != 1 || !absl::SimpleAtoi(PQgetvalue(usage.get(), 0, 0), &used.traces) ||
+      !absl::SimpleAtoi(PQgetvalue(usage.get(), 0, 1), &used.bytes)) {
+    return Error("check a tenant's quota", "unexpected answer to SELECT COUNT(*), SUM(...)");
+  }
+  if (std::string_view(PQgetvalue(usage.get(), 0, 2)) == "t") return absl::OkStatus();
+  HABITAT_RETURN_IF_ERROR(CheckTenantQuota(options_.quota, used, encoded.size_bytes));
+  // Room again: retention deleted traces between the two statements.
+  return absl::AbortedError("the trace store changed while storing the trace; try again");
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> PostgresTraceStore::Get(const std::string& tenant,

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/store/cached_count.h"
 #include "core/store/trace_cache.h"
+#include "core/store/trace_codec.h"
 #include "core/store/trace_store.h"
 
 typedef struct pg_conn PGconn;
@@ -61,6 +62,10 @@ class PostgresTraceStore : public TraceStore {
                              const std::vector<std::string>& params,
                              const std::vector<bool>& binary = {}, bool binary_result = false);
   absl::Status Error(const char* operation, const std::string& detail) const;
+  // After an INSERT that changed nothing: OK if the tenant had the trace,
+  // else the quota's RESOURCE_EXHAUSTED.
+  absl::Status WhyNotInserted(Lease& lease, const std::string& tenant,
+                              const EncodedTrace& encoded);
 
   const std::string conninfo_;
   // Where, for messages: host, port, database, user.

@@ -308,19 +308,46 @@ absl::StatusOr<StoredTrace> SqliteTraceStore::Put(const std::string& tenant,
   HABITAT_ASSIGN_OR_RETURN(EncodedTrace encoded, EncodeTrace(trace));
   HABITAT_ASSIGN_OR_RETURN(Lease lease, Borrow());
   Statement insert(lease.db(), path_, "store a trace");
-  HABITAT_RETURN_IF_ERROR(
-      insert.Prepare("INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, id) DO NOTHING"));
+  // The quota is checked in the statement that inserts, so concurrent
+  // uploads cannot both take the last room.
+  HABITAT_RETURN_IF_ERROR(insert.Prepare(
+      "INSERT INTO habitat_traces (tenant, id, size_bytes, created_at, data) "
+      "SELECT ?1, ?2, ?3, ?4, ?5 WHERE (SELECT COUNT(*) < ?6 AND "
+      "COALESCE(SUM(size_bytes), 0) <= ?7 - ?3 FROM habitat_traces WHERE tenant = ?1) "
+      "ON CONFLICT (tenant, id) DO NOTHING"));
   insert.BindText(1, tenant);
   insert.BindText(2, encoded.id);
   insert.BindInt64(3, encoded.size_bytes);
   insert.BindInt64(4, absl::ToUnixNanos(options_.clock()));
   insert.BindBlob(5, encoded.blob);
+  insert.BindInt64(6, QuotaLimit(options_.quota.max_traces));
+  insert.BindInt64(7, QuotaLimit(options_.quota.max_bytes));
   // One autocommit statement: committed (and synced) when Step returns.
   HABITAT_RETURN_IF_ERROR(insert.Run());
   const bool created = sqlite3_changes(lease.db()) > 0;
-  if (created) count_.Add(1);
+  if (created) {
+    count_.Add(1);
+  } else {
+    HABITAT_RETURN_IF_ERROR(WhyNotInserted(lease.db(), tenant, encoded));
+  }
   return StoredTrace{std::move(encoded.id), created};
+}
+
+absl::Status SqliteTraceStore::WhyNotInserted(sqlite3* db, const std::string& tenant,
+                                              const EncodedTrace& encoded) {
+  Statement usage(db, path_, "check a tenant's quota");
+  HABITAT_RETURN_IF_ERROR(
+      usage.Prepare("SELECT COUNT(*), COALESCE(SUM(size_bytes), 0), "
+                    "COALESCE(MAX(id = ?2), 0) FROM habitat_traces WHERE tenant = ?1"));
+  usage.BindText(1, tenant);
+  usage.BindText(2, encoded.id);
+  HABITAT_RETURN_IF_ERROR(usage.Step().status());
+  if (sqlite3_column_int64(usage.get(), 2) != 0) return absl::OkStatus();  // stored before
+  const TenantUsage used{sqlite3_column_int64(usage.get(), 0),
+                         sqlite3_column_int64(usage.get(), 1)};
+  HABITAT_RETURN_IF_ERROR(CheckTenantQuota(options_.quota, used, encoded.size_bytes));
+  // Room again: retention deleted traces between the two statements.
+  return absl::AbortedError("the trace store changed while storing the trace; try again");
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> SqliteTraceStore::Get(const std::string& tenant,

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/store/cached_count.h"
 #include "core/store/trace_cache.h"
+#include "core/store/trace_codec.h"
 #include "core/store/trace_store.h"
 
 struct sqlite3;
@@ -54,6 +55,9 @@ class SqliteTraceStore : public TraceStore {
   bool CanBorrow() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool_mutex_);
   // Opens one more connection in WAL mode with synchronous=FULL.
   absl::StatusOr<sqlite3*> Connect();
+  // After an INSERT that changed nothing: OK if the tenant had the trace,
+  // else the quota's RESOURCE_EXHAUSTED.
+  absl::Status WhyNotInserted(sqlite3* db, const std::string& tenant, const EncodedTrace& encoded);
 
   const std::string path_;
   const TraceStoreOptions options_;

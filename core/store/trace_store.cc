@@ -7,11 +7,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/trace/trace_id.h"
@@ -62,6 +64,29 @@ absl::Status TraceNotFoundError(const std::string& id) {
       absl::StrCat("trace_id '", id, "' is not stored on this server; upload it with UploadTrace"));
 }
 
+namespace {
+std::string Mib(int64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+}  // namespace
+
+absl::Status CheckTenantQuota(const TenantQuota& quota, const TenantUsage& usage,
+                              int64_t size_bytes) {
+  const bool traces_fit = quota.max_traces <= 0 || usage.traces < quota.max_traces;
+  const bool bytes_fit = quota.max_bytes <= 0 || usage.bytes <= quota.max_bytes - size_bytes;
+  if (traces_fit && bytes_fit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the trace store's quota for this tenant is full: ", usage.traces, " traces (",
+      Mib(usage.bytes), ") stored, a new one of ", Mib(size_bytes), " would pass the limit of ",
+      traces_fit ? Mib(quota.max_bytes) : absl::StrCat(quota.max_traces, " traces"),
+      "; traces leave the store when retention deletes them, or the operator can raise the "
+      "quota (habitat-server --tenant_max_traces, --tenant_max_mib)"));
+}
+
+int64_t QuotaLimit(int64_t limit) {
+  return limit > 0 ? limit : std::numeric_limits<int64_t>::max();
+}
+
 absl::Status CheckTenantName(const std::string& tenant) {
   if (IsStorableTenant(tenant)) return absl::OkStatus();
   return absl::InternalError("the tenant name is not usable in the trace store");
@@ -72,10 +97,16 @@ absl::StatusOr<StoredTrace> InMemoryTraceStore::Put(const std::string& tenant,
   HABITAT_RETURN_IF_ERROR(CheckTenantName(tenant));
   HABITAT_ASSIGN_OR_RETURN(std::string id, ComputeTraceId(trace));
   const absl::Time now = clock_();
+  const int64_t size = static_cast<int64_t>(trace.ByteSizeLong());
+  const std::string key = TraceCache::Key(tenant, id);
   absl::MutexLock lock(&mutex_);
-  auto [it, inserted] = traces_.try_emplace(TraceCache::Key(tenant, id));
-  if (inserted) it->second = Entry{std::make_shared<const v1::Trace>(trace), now};
-  return StoredTrace{id, inserted};
+  if (traces_.contains(key)) return StoredTrace{id, false};
+  TenantUsage& usage = usage_[tenant];
+  HABITAT_RETURN_IF_ERROR(CheckTenantQuota(quota_, usage, size));
+  traces_[key] = Entry{std::make_shared<const v1::Trace>(trace), now, tenant, size};
+  ++usage.traces;
+  usage.bytes += size;
+  return StoredTrace{id, true};
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> InMemoryTraceStore::Get(const std::string& tenant,
@@ -98,6 +129,9 @@ absl::StatusOr<size_t> InMemoryTraceStore::DeleteOlderThan(absl::Time cutoff) {
   size_t deleted = 0;
   for (auto it = traces_.begin(); it != traces_.end();) {
     if (it->second.created < cutoff) {
+      TenantUsage& usage = usage_[it->second.tenant];
+      --usage.traces;
+      usage.bytes -= it->second.size_bytes;
       traces_.erase(it++);
       ++deleted;
     } else {
@@ -157,6 +191,8 @@ absl::StatusOr<StoredTrace> DirectoryTraceStore::Put(const std::string& tenant,
   if (!trace.SerializeToString(&bytes)) {
     return absl::InvalidArgumentError("trace cannot be serialised");
   }
+  HABITAT_RETURN_IF_ERROR(
+      CheckTenantQuota(quota_, UsageOf(dir), static_cast<int64_t>(bytes.size())));
   HABITAT_RETURN_IF_ERROR(WriteFileAtomically(path, bytes));
   // The mtime is the creation time retention reads; stamp it from the
   // clock so that it is the same time source as the other stores'.
@@ -168,6 +204,18 @@ absl::StatusOr<StoredTrace> DirectoryTraceStore::Put(const std::string& tenant,
                                            "': ", std::strerror(error)));
   }
   return StoredTrace{id, true};
+}
+
+TenantUsage DirectoryTraceStore::UsageOf(const std::string& dir) const {
+  TenantUsage usage;
+  if (quota_.max_traces <= 0 && quota_.max_bytes <= 0) return usage;  // no scan needed
+  for (const std::string& name : Entries(dir, ".trace")) {
+    struct stat info;
+    if (::stat(absl::StrCat(dir, "/", name).c_str(), &info) != 0) continue;
+    ++usage.traces;
+    usage.bytes += info.st_size;
+  }
+  return usage;
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> DirectoryTraceStore::Get(const std::string& tenant,

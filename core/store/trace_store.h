@@ -29,8 +29,30 @@ struct StoredTrace {
 // a fake one.
 using Clock = std::function<absl::Time()>;
 
+// How much one tenant may keep, so that one tenant cannot fill a shared
+// store for all. Bytes are serialised trace sizes. Zero: no limit. A trace
+// the tenant has already stored needs no room.
+struct TenantQuota {
+  int64_t max_traces = 10000;
+  int64_t max_bytes = int64_t{8} << 30;
+};
+
+struct TenantUsage {
+  int64_t traces = 0;
+  int64_t bytes = 0;
+};
+
+// RESOURCE_EXHAUSTED, saying what the tenant has stored and the limit, when
+// a new trace of `size_bytes` would take `usage` past `quota`.
+absl::Status CheckTenantQuota(const TenantQuota& quota, const TenantUsage& usage,
+                              int64_t size_bytes);
+
+// A quota limit as the SQL stores compare it: no limit is INT64_MAX.
+int64_t QuotaLimit(int64_t limit);
+
 struct TraceStoreOptions {
   Clock clock = [] { return absl::Now(); };
+  TenantQuota quota;
   // Parsed traces kept in memory, by serialised size, so that Predict by id
   // does not read and parse the trace again on every call.
   size_t cache_bytes = size_t{256} << 20;
@@ -74,7 +96,8 @@ class TraceStore {
 // Keeps traces in memory: for the embedded CLI and tests.
 class InMemoryTraceStore : public TraceStore {
  public:
-  explicit InMemoryTraceStore(TraceStoreOptions options = {}) : clock_(std::move(options.clock)) {}
+  explicit InMemoryTraceStore(TraceStoreOptions options = {})
+      : clock_(std::move(options.clock)), quota_(options.quota) {}
   absl::StatusOr<StoredTrace> Put(const std::string& tenant,
                                   const habitat::v1::Trace& trace) override;
   absl::StatusOr<std::shared_ptr<const habitat::v1::Trace>> Get(const std::string& tenant,
@@ -87,11 +110,15 @@ class InMemoryTraceStore : public TraceStore {
   struct Entry {
     std::shared_ptr<const habitat::v1::Trace> trace;
     absl::Time created;
+    std::string tenant;
+    int64_t size_bytes = 0;
   };
   const Clock clock_;
+  const TenantQuota quota_;
   absl::Mutex mutex_;
   // Keyed by TraceCache::Key(tenant, id).
   absl::flat_hash_map<std::string, Entry> traces_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::string, TenantUsage> usage_ ABSL_GUARDED_BY(mutex_);
 };
 
 // One file per trace (written atomically with fsync): the anonymous
@@ -113,14 +140,20 @@ class DirectoryTraceStore : public TraceStore {
 
  private:
   DirectoryTraceStore(std::string dir, TraceStoreOptions options)
-      : dir_(std::move(dir)), clock_(std::move(options.clock)), cache_(options.cache_bytes) {}
+      : dir_(std::move(dir)),
+        clock_(std::move(options.clock)),
+        quota_(options.quota),
+        cache_(options.cache_bytes) {}
   // The tenant's directory; INTERNAL for names that are not safe as paths.
   absl::StatusOr<std::string> TenantDir(const std::string& tenant) const;
   // Every directory holding traces: the root and each tenant's.
   std::vector<std::string> AllDirs() const;
+  // What the tenant directory `dir` holds (not counted without a quota).
+  TenantUsage UsageOf(const std::string& dir) const;
 
   const std::string dir_;
   const Clock clock_;
+  const TenantQuota quota_;
   // Serialises writes, so that `created` is exact under concurrent uploads.
   absl::Mutex mutex_;
   TraceCache cache_;

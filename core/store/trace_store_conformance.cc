@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/predict/test_fixtures.h"
 #include "core/trace/trace_id.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace habitat::testing {
@@ -155,6 +156,49 @@ TEST_P(TraceStoreConformanceTest, RetentionDeletesOnlyTracesOlderThanTheCutoff) 
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->created);
   EXPECT_EQ((*store)->DeleteOlderThan(start + absl::Hours(24 * 5)).value_or(99), 0u);
+}
+
+TEST_P(TraceStoreConformanceTest, TenantQuotaBoundsTheTracesOfEachTenant) {
+  TraceStoreOptions options;
+  options.quota = {.max_traces = 2, .max_bytes = 0};
+  auto store = Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::vector<v1::Trace> traces = RealTraces(3);
+  for (const std::string tenant : {"", "alpha"}) {
+    ASSERT_TRUE((*store)->Put(tenant, traces[0]).ok());
+    ASSERT_TRUE((*store)->Put(tenant, traces[1]).ok());
+    auto full = (*store)->Put(tenant, traces[2]);
+    EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+    EXPECT_THAT(std::string(full.status().message()),
+                ::testing::HasSubstr("quota for this tenant is full: 2 traces"));
+    // What it has already needs no room.
+    auto again = (*store)->Put(tenant, traces[0]);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_FALSE(again->created);
+  }
+  // One tenant's full quota leaves another's alone.
+  EXPECT_TRUE((*store)->Put("beta", traces[2]).ok());
+  EXPECT_EQ((*store)->Count().value_or(99), 5u);
+  // Retention makes room.
+  EXPECT_EQ((*store)->DeleteOlderThan(absl::InfiniteFuture()).value_or(0), 5u);
+  EXPECT_TRUE((*store)->Put("alpha", traces[2]).ok());
+}
+
+TEST_P(TraceStoreConformanceTest, TenantQuotaBoundsTheBytesOfEachTenant) {
+  const std::vector<v1::Trace> traces = RealTraces(3);
+  TraceStoreOptions options;
+  options.quota = {.max_traces = 0,
+                   .max_bytes = static_cast<int64_t>(traces[0].ByteSizeLong() +
+                                                     traces[1].ByteSizeLong())};
+  auto store = Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Put("alpha", traces[0]).ok());
+  ASSERT_TRUE((*store)->Put("alpha", traces[1]).ok());  // exactly full
+  auto full = (*store)->Put("alpha", traces[2]);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  EXPECT_THAT(std::string(full.status().message()), ::testing::HasSubstr("MiB) stored"));
+  EXPECT_TRUE((*store)->Put("beta", traces[2]).ok());
+  EXPECT_EQ((*store)->Count().value_or(99), 3u);
 }
 
 TEST_P(TraceStoreConformanceTest, ConcurrentUploadsOfTheSameTracesStoreEachOnce) {

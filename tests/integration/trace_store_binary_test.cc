@@ -107,7 +107,8 @@ TEST_F(TraceStoreBinaryTest, AcknowledgedUploadsSurviveSigkillOnTheSqliteStore) 
   {
     auto server = StartServer({store});
     EXPECT_THAT(server->Stderr(),
-                HasSubstr("trace store sqlite:" + tmp_.Sub("state/traces.db") + " (kept forever)"));
+                HasSubstr("trace store sqlite:" + tmp_.Sub("state/traces.db") +
+                          " (kept forever; per tenant 10000 traces and 8192 MiB)"));
     auto client = Client();
     ASSERT_NE(client, nullptr);
     for (const auto& trace : *traces) {
@@ -269,12 +270,33 @@ TEST_F(TraceStoreBinaryTest, RetentionDeletesExpiredTracesAtStartUp) {
 
   auto server = StartServer({"--store=sqlite:" + path, "--trace_retention_days=2"});
   const std::string log = server->Stderr();
-  EXPECT_THAT(log, HasSubstr("(retention 2 days)"));
+  EXPECT_THAT(log, HasSubstr("(retention 2 days; per tenant"));
   EXPECT_THAT(log, HasSubstr("trace retention: deleted 1 trace(s)"));
   auto client = Client();
   EXPECT_EQ(PredictById(*client, old_id).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(PredictById(*client, new_id).ok());
   EXPECT_EQ(StoredTracesMetric(*server), 1);
+}
+
+// One tenant cannot fill the store for all: past its quota an upload is
+// RESOURCE_EXHAUSTED with the reason, and the traces it has stay usable.
+TEST_F(TraceStoreBinaryTest, ATenantPastItsQuotaIsRefusedWithTheReason) {
+  auto traces = DistinctTraces(/*fixtures=*/3, /*count=*/3);
+  ASSERT_TRUE(traces.ok()) << traces.status();
+  auto server = StartServer({"--store=sqlite:" + tmp_.Sub("traces.db"), "--tenant_max_traces=2"});
+  EXPECT_THAT(server->Stderr(), HasSubstr("per tenant 2 traces and 8192 MiB"));
+  auto client = Client();
+  ASSERT_NE(client, nullptr);
+  auto first = Upload(*client, (*traces)[0]);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(Upload(*client, (*traces)[1]).ok());
+  auto third = Upload(*client, (*traces)[2]);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_THAT(third.status().message(), HasSubstr("quota for this tenant is full: 2 traces"));
+  EXPECT_THAT(third.status().message(), HasSubstr("--tenant_max_traces"));
+  EXPECT_TRUE(Upload(*client, (*traces)[0]).ok());  // had it already
+  EXPECT_TRUE(PredictById(*client, *first).ok());
+  EXPECT_EQ(StoredTracesMetric(*server), 2.0);
 }
 
 TEST_F(TraceStoreBinaryTest, TraceDirStaysAnAliasOfADirectoryStore) {
@@ -316,6 +338,8 @@ TEST_F(TraceStoreBinaryTest, BadStoreFlagsStopTheServerWithExitCode1) {
       {{"--store=postgres:host=" + tmp_.path() + " connect_timeout=2 password=hidden-pw"},
        "PostgreSQL trace store (host=" + tmp_.path()},
       {{"--trace_retention_days=-1"}, "--trace_retention_days must be >= 0"},
+      {{"--tenant_max_traces=-1"}, "--tenant_max_traces and --tenant_max_mib must be >= 0"},
+      {{"--tenant_max_mib=-5"}, "--tenant_max_traces and --tenant_max_mib must be >= 0"},
   };
   std::FILE* file = std::fopen(tmp_.Sub("file").c_str(), "w");
   ASSERT_NE(file, nullptr);
