@@ -83,8 +83,7 @@ absl::StatusOr<CliArgs> CliArgs::Parse(const std::vector<std::string>& args,
     }
     if (!spec->takes_value) {
       if (inline_value.has_value()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("option '--", name, "' takes no value"));
+        return absl::InvalidArgumentError(absl::StrCat("option '--", name, "' takes no value"));
       }
       parsed.switches_.insert(name);
       continue;
@@ -127,8 +126,8 @@ absl::StatusOr<std::vector<std::string>> CliArgs::GetList(const std::string& nam
   if (it == values_.end()) return items;
   for (absl::string_view item : absl::StrSplit(it->second, ',')) {
     if (item.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, " has an empty item in '", it->second, "' (expected A,B,C)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " has an empty item in '", it->second, "' (expected A,B,C)"));
     }
     items.emplace_back(item);
   }

@@ -37,7 +37,7 @@ TEST(CliArgsTest, UnknownOptionsSuggestTheClosestKnownOne) {
   EXPECT_THAT(message({"--servr", "h:1"}), HasSubstr("(did you mean '--server'?)"));
   EXPECT_THAT(message({"--formt=json"}), HasSubstr("(did you mean '--format'?)"));
   EXPECT_THAT(message({"--dev", "T4"}), HasSubstr("(did you mean '--devices'?)"));  // a prefix
-  EXPECT_THAT(message({"--colour"}), Not(HasSubstr("did you mean")));  // nothing close
+  EXPECT_THAT(message({"--colour"}), Not(HasSubstr("did you mean")));               // nothing close
 }
 
 TEST(CliArgsTest, DashHIsHelp) {

@@ -142,16 +142,13 @@ std::vector<OptionSpec> Concat(std::initializer_list<std::vector<OptionSpec>> li
 
 // How to reach a server: address, token and TLS.
 const std::vector<OptionSpec> kRemoteOptions = {
-    {"server", true},  {"token-file", true}, {"tls", false},
-    {"tls-ca", true},  {"tls-cert", true},   {"tls-key", true},
-    {"tls-server-name", true}};
+    {"server", true},   {"token-file", true}, {"tls", false},           {"tls-ca", true},
+    {"tls-cert", true}, {"tls-key", true},    {"tls-server-name", true}};
 const std::vector<OptionSpec> kServiceOptions =
     Concat({kRemoteOptions,
             {{"data-dir", true}, {"models-dir", true}, {"format", true}, {"help", false}}});
 const std::vector<OptionSpec> kTraceOptions = {
-    {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true},
-    {"wall-ns", true}};
-
+    {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true}, {"wall-ns", true}};
 
 // Reads the remote options. Token and TLS options need --server: they would
 // be silently ignored in-process. INVALID_ARGUMENT is a usage error.
@@ -263,9 +260,10 @@ absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOpti
     if (options.precision != v1::PRECISION_UNSPECIFIED) trace->set_precision(options.precision);
   }
   if (trace->batch_size() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": the trace does not say how many samples an iteration processes (and its "
-              "operators' input shapes do not show it); pass --batch-size N"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": the trace does not say how many samples an iteration processes (and its "
+                     "operators' input shapes do not show it); pass --batch-size N"));
   }
   return trace;
 }
@@ -276,11 +274,15 @@ bool IsFile(const std::string& path) {
 }
 
 int Predict(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(
-      words, Concat({kServiceOptions, kTraceOptions,
-                     {{"devices", true}, {"catalog", true}, {"catalog-file", true},
-                      {"spot", false}, {"breakdown", false}, {"top", true},
-                      {"host-speed", true}}}));
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(words, Concat({kServiceOptions,
+                                                               kTraceOptions,
+                                                               {{"devices", true},
+                                                                {"catalog", true},
+                                                                {"catalog-file", true},
+                                                                {"spot", false},
+                                                                {"breakdown", false},
+                                                                {"top", true},
+                                                                {"host-speed", true}}}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kPredictUsage;
@@ -320,7 +322,8 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   const bool by_id = IsWellFormedTraceId(trace_arg) && !IsFile(trace_arg);
   if (by_id && !args->Has("server")) {
     return ctx.Usage(absl::InvalidArgumentError(
-        absl::StrCat("'", trace_arg, "' is a trace id; ids refer to traces uploaded to a "
+        absl::StrCat("'", trace_arg,
+                     "' is a trace id; ids refer to traces uploaded to a "
                      "server, so give --server HOST:PORT (or pass the trace file)")));
   }
 
@@ -332,9 +335,8 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
     absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, *trace_options, ctx);
     if (!trace.ok()) return ctx.Fail(trace.status());
     header.model_name = trace->model_name();
-    header.precision = trace->precision() == v1::PRECISION_UNSPECIFIED
-                           ? ""
-                           : PrecisionName(trace->precision());
+    header.precision =
+        trace->precision() == v1::PRECISION_UNSPECIFIED ? "" : PrecisionName(trace->precision());
     *request.mutable_trace() = std::move(*trace);
   }
   for (const auto& device : *devices) request.add_devices(device);
@@ -347,7 +349,8 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
     if (!absl::SimpleAtod(args->Get("host-speed"), &speed)) {
       return ctx.Usage(absl::InvalidArgumentError(absl::StrCat(
           "--host-speed must be a number (the target host's speed relative to the origin's), "
-          "got '", args->Get("host-speed"), "'")));
+          "got '",
+          args->Get("host-speed"), "'")));
     }
     request.set_target_host_speed(speed);
   }
@@ -425,9 +428,9 @@ std::optional<int> ParseWithoutPositionals(const std::vector<std::string>& words
 
 int Devices(const std::vector<std::string>& words, const Context& ctx) {
   absl::StatusOr<CliArgs> args;
-  if (auto done = ParseWithoutPositionals(
-          words, Concat({kServiceOptions, {{"include-test-only", false}}}), kDevicesUsage, ctx,
-          &args)) {
+  if (auto done =
+          ParseWithoutPositionals(words, Concat({kServiceOptions, {{"include-test-only", false}}}),
+                                  kDevicesUsage, ctx, &args)) {
     return *done;
   }
   absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
@@ -509,8 +512,7 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
 }
 
 int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args =
-      CliArgs::Parse(words, Concat({{{"help", false}}, kTraceOptions}));
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(words, Concat({{{"help", false}}, kTraceOptions}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kImportUsage;
@@ -535,14 +537,14 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
   v1::Trace check = *trace;
   if (check.batch_size() == 0) check.set_batch_size(1);
   if (absl::Status valid = ValidateTrace(check); !valid.ok()) {
-    return ctx.Fail(absl::Status(
-        valid.code(), absl::StrCat(in, ": the imported trace would be refused, so '", out,
-                                   "' was not written: ", valid.message())));
+    return ctx.Fail(
+        absl::Status(valid.code(), absl::StrCat(in, ": the imported trace would be refused, so '",
+                                                out, "' was not written: ", valid.message())));
   }
   absl::Status saved = SaveTraceFile(out, *trace);
   if (!saved.ok()) {
-    return ctx.Fail(absl::Status(saved.code(),
-                                 absl::StrCat("cannot write '", out, "': ", saved.message())));
+    return ctx.Fail(
+        absl::Status(saved.code(), absl::StrCat("cannot write '", out, "': ", saved.message())));
   }
   int64_t kernels = trace->unattributed_kernels_size();
   for (const auto& op : trace->operations()) {
@@ -582,8 +584,7 @@ int Health(const std::vector<std::string>& words, const Context& ctx) {
   if (!client.ok()) return ctx.Fail(client.status());
   absl::StatusOr<int> status = (*client)->Health(args->Get("service"));
   if (!status.ok()) return ctx.Fail(status.status());
-  static constexpr const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING",
-                                           "SERVICE_UNKNOWN"};
+  static constexpr const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
   const char* name = *status >= 0 && *status < 4 ? kNames[*status] : "UNKNOWN";
   *ctx.out << name << "\n";
   return *status == 1 ? kExitOk : kExitFailure;
@@ -612,9 +613,12 @@ int RunHabitatCli(const std::vector<std::string>& args, const CliEnvironment& en
     Handler run;
   };
   const Command commands[] = {
-      {"predict", Predict},   {"devices", Devices},
-      {"catalogs", Catalogs}, {"upload", Upload},
-      {"import-kineto", ImportKineto}, {"health", Health},
+      {"predict", Predict},
+      {"devices", Devices},
+      {"catalogs", Catalogs},
+      {"upload", Upload},
+      {"import-kineto", ImportKineto},
+      {"health", Health},
   };
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   for (const auto& c : commands) {

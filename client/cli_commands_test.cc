@@ -95,7 +95,7 @@ TEST(CliCommandsTest, FailuresExitWith1AndNameTheFile) {
   EXPECT_EQ(bad_data.code, kExitFailure);
   EXPECT_THAT(bad_data.err, HasSubstr("--data-dir"));
   CliRun bad_catalog = Habitat({"predict", "/nonexistent/trace.pb", "--catalog-file",
-                             std::string(HABITAT_DATA_DIR) + "/devices.textproto"});
+                                std::string(HABITAT_DATA_DIR) + "/devices.textproto"});
   EXPECT_EQ(bad_catalog.code, kExitFailure);
   CliRun unreachable = Habitat({"devices", "--server", "127.0.0.1:1"});
   EXPECT_EQ(unreachable.code, kExitFailure);
@@ -163,8 +163,8 @@ TEST(CliCommandsTest, BreakdownAndTopInEveryFormat) {
   CliRun csv = Habitat({"predict", trace, "--devices", "T4", "--format", "csv", "--breakdown"});
   EXPECT_EQ(csv.code, kExitUsage);
   EXPECT_THAT(csv.err, HasSubstr("no per-operation breakdown"));
-  CliRun json = Habitat({"predict", trace, "--devices", "T4,L4", "--format", "json",
-                         "--breakdown", "--top", "2"});
+  CliRun json = Habitat(
+      {"predict", trace, "--devices", "T4,L4", "--format", "json", "--breakdown", "--top", "2"});
   ASSERT_EQ(json.code, kExitOk) << json.err;
   size_t operations = 0;
   for (size_t at = json.out.find("\"index\":"); at != std::string::npos;

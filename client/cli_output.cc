@@ -26,11 +26,16 @@ const char* PriceKindName(v1::PriceKind kind) {
 
 const char* MethodName(v1::PredictionMethod method) {
   switch (method) {
-    case v1::PREDICTION_METHOD_WAVE_SCALING: return "wave";
-    case v1::PREDICTION_METHOD_MLP: return "mlp";
-    case v1::PREDICTION_METHOD_UNSCALED: return "unscaled";
-    case v1::PREDICTION_METHOD_MEASURED: return "measured";
-    default: return "?";
+    case v1::PREDICTION_METHOD_WAVE_SCALING:
+      return "wave";
+    case v1::PREDICTION_METHOD_MLP:
+      return "mlp";
+    case v1::PREDICTION_METHOD_UNSCALED:
+      return "unscaled";
+    case v1::PREDICTION_METHOD_MEASURED:
+      return "measured";
+    default:
+      return "?";
   }
 }
 
@@ -127,8 +132,8 @@ std::vector<const v1::OperationPrediction*> TopOperations(const DevicePrediction
 std::string OperationTable(const DevicePrediction& prediction, int top) {
   const std::vector<const v1::OperationPrediction*> ops = TopOperations(prediction, top);
   std::string out = absl::StrFormat("  %s: top %d of %d operations by predicted time\n",
-                                    Printable(prediction.device_id()),
-                                    static_cast<int>(ops.size()), prediction.operations_size());
+                                    Printable(prediction.device_id()), static_cast<int>(ops.size()),
+                                    prediction.operations_size());
   if (prediction.operations().empty()) {
     out += "    (no per-operation breakdown in the response)\n";
     return out;
@@ -178,8 +183,9 @@ std::string BreakdownLegend(const std::vector<const DevicePrediction*>& predicti
     out += "  mode: math mode on the origin GPU, then on this GPU where it differs (tf32>fp32)\n";
   }
   if (any_limit) {
-    out += "  ^ at_hardware_limit: predicted faster than this GPU's peak FLOPS or bandwidth "
-           "allow, raised to it\n";
+    out +=
+        "  ^ at_hardware_limit: predicted faster than this GPU's peak FLOPS or bandwidth "
+        "allow, raised to it\n";
   }
   return out;
 }
@@ -224,8 +230,7 @@ double UnscaledPercent(const DevicePrediction& prediction) {
   return origin > 0 ? 100.0 * unscaled / origin : 0.0;
 }
 
-std::string FormatPredictionTable(const PredictResponse& response,
-                                  const PredictionHeader& header,
+std::string FormatPredictionTable(const PredictResponse& response, const PredictionHeader& header,
                                   const TableOptions& options) {
   std::string out = absl::StrFormat(
       "model %s  batch %d  precision %s  origin GPU %s\n",
@@ -261,12 +266,11 @@ std::string FormatPredictionTable(const PredictResponse& response,
     any_host_bound = any_host_bound || (!p->wall_time_is_gpu_time() && p->host_bound());
   }
   // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
-  out += absl::StrFormat("%4s  %-*s %9s   ±err", "rank", static_cast<int>(id_width), "GPU",
-                         "GPU ms");
+  out +=
+      absl::StrFormat("%4s  %-*s %9s   ±err", "rank", static_cast<int>(id_width), "GPU", "GPU ms");
   if (any_wall) out += absl::StrFormat(" %10s", "wall ms");
-  out += absl::StrFormat(" %10s %10s %12s %5s %9s", "samples/s",
-                         absl::StrCat(price_unit, "/GPU-h"), absl::StrCat(price_unit, "/1k smp"),
-                         "cost#", "unscaled");
+  out += absl::StrFormat(" %10s %10s %12s %5s %9s", "samples/s", absl::StrCat(price_unit, "/GPU-h"),
+                         absl::StrCat(price_unit, "/1k smp"), "cost#", "unscaled");
   out += any_price ? "  instance\n" : "\n";
   // Enough decimals for three significant digits of the cheapest cost, the
   // same for every row so the column lines up.
@@ -278,24 +282,24 @@ std::string FormatPredictionTable(const PredictResponse& response,
     }
   }
   for (const auto* p : sorted) {
-    const std::string id = Truncate(Printable(p->device_id()) + (p->is_origin() ? "*" : ""),
-                                    id_width);
+    const std::string id =
+        Truncate(Printable(p->device_id()) + (p->is_origin() ? "*" : ""), id_width);
     std::string price = "-", cost = "-", cost_rank = "-";
     if (p->has_price()) {
       price = absl::StrFormat("%.3f", p->price_per_hour());
       cost = absl::StrFormat("%.*f", cost_decimals, p->cost_per_1000_samples());
       if (p->rank_by_cost() > 0) cost_rank = absl::StrCat(p->rank_by_cost());
     }
-    out += absl::StrFormat("%4d  %-*s %9.3f %6s", p->rank_by_time(), static_cast<int>(id_width),
-                           id, static_cast<double>(p->gpu_time_ns()) / 1e6, ErrorText(*p));
+    out += absl::StrFormat("%4d  %-*s %9.3f %6s", p->rank_by_time(), static_cast<int>(id_width), id,
+                           static_cast<double>(p->gpu_time_ns()) / 1e6, ErrorText(*p));
     if (any_wall) {
       out += !p->wall_time_is_gpu_time()
                  ? absl::StrFormat(" %9.3f%s", static_cast<double>(p->wall_time_ns()) / 1e6,
                                    p->host_bound() ? "!" : " ")
                  : absl::StrFormat(" %10s", "-");
     }
-    out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%", p->samples_per_second(), price,
-                           cost, cost_rank, UnscaledPercent(*p));
+    out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%", p->samples_per_second(), price, cost,
+                           cost_rank, UnscaledPercent(*p));
     out += any_price ? absl::StrCat("  ", InstanceText(*p), "\n") : "\n";
   }
   bool origin_listed = false;
@@ -311,19 +315,23 @@ std::string FormatPredictionTable(const PredictResponse& response,
     out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
   }
   out += "  GPU ms: sum of the operations' predicted GPU time\n";
-  out += "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
-         "time)\n";
+  out +=
+      "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
+      "time)\n";
   if (any_wall) {
-    out += "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n"
-           "           samples/s, costs and ranks use it ('-': GPU ms instead)\n";
+    out +=
+        "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n"
+        "           samples/s, costs and ranks use it ('-': GPU ms instead)\n";
   } else {
-    out += "  no host timeline in the trace: samples/s, costs and ranks use GPU ms as the wall "
-           "time\n";
+    out +=
+        "  no host timeline in the trace: samples/s, costs and ranks use GPU ms as the wall "
+        "time\n";
   }
   if (any_price) {
     out += "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n";
-    out += "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
-           "           it holds N GPUs, and the price is its price per GPU-hour\n";
+    out +=
+        "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
+        "           it holds N GPUs, and the price is its price per GPU-hour\n";
   }
   out += "  unscaled: share of the origin GPU time in operations carried over unscaled\n";
 
@@ -332,8 +340,8 @@ std::string FormatPredictionTable(const PredictResponse& response,
   std::vector<std::pair<std::string, std::vector<std::string>>> grouped;
   for (const auto* p : sorted) {
     for (const auto& w : p->warnings()) {
-      auto it = std::find_if(grouped.begin(), grouped.end(),
-                             [&](const auto& g) { return g.first == w; });
+      auto it =
+          std::find_if(grouped.begin(), grouped.end(), [&](const auto& g) { return g.first == w; });
       if (it == grouped.end()) {
         grouped.push_back({w, {}});
         it = grouped.end() - 1;
@@ -420,7 +428,8 @@ namespace {
 // and scripts that expect numbers, and our nanosecond values stay far
 // below 2^53. `json` is `descriptor`'s message as printed with proto field
 // names.
-void IntegersAsNumbers(const google::protobuf::Descriptor& descriptor, nlohmann::ordered_json* json) {
+void IntegersAsNumbers(const google::protobuf::Descriptor& descriptor,
+                       nlohmann::ordered_json* json) {
   using google::protobuf::FieldDescriptor;
   for (int i = 0; i < descriptor.field_count(); ++i) {
     const FieldDescriptor& field = *descriptor.field(i);
@@ -468,9 +477,9 @@ std::string FormatDevicesTable(const v1::ListDevicesResponse& response) {
     out += absl::StrFormat(
         "%-16s %-28s %-12s %4s %4d %5.0f %6.0f %7.1f %7.1f\n", Truncate(Printable(d.id()), 16),
         Truncate(Printable(d.display_name()), 28), Truncate(Printable(d.architecture()), 12),
-        absl::StrCat(d.compute_capability_major(), ".", d.compute_capability_minor()),
-        d.sm_count(), static_cast<double>(d.memory_bytes()) / (1024.0 * 1024 * 1024),
-        d.memory_bandwidth_gbps(), d.peak_fp32_tflops(), d.peak_bf16_tensor_tflops());
+        absl::StrCat(d.compute_capability_major(), ".", d.compute_capability_minor()), d.sm_count(),
+        static_cast<double>(d.memory_bytes()) / (1024.0 * 1024 * 1024), d.memory_bandwidth_gbps(),
+        d.peak_fp32_tflops(), d.peak_bf16_tensor_tflops());
   }
   absl::StrAppend(&out, response.devices_size(), " GPUs\n");
   return out;
@@ -485,12 +494,13 @@ std::string FormatDevicesCsv(const v1::ListDevicesResponse& response) {
     absl::StrAppend(
         &out,
         absl::StrJoin(
-            std::vector<std::string>{CsvField(d.id()), CsvField(d.display_name()), CsvField(d.architecture()),
-             absl::StrCat(d.compute_capability_major(), ".", d.compute_capability_minor()),
-             absl::StrCat(d.sm_count()), absl::StrCat(d.memory_bytes()),
-             absl::StrCat(d.memory_bandwidth_gbps()), absl::StrCat(d.peak_fp32_tflops()),
-             absl::StrCat(d.peak_tf32_tflops()), absl::StrCat(d.peak_fp16_tensor_tflops()),
-             absl::StrCat(d.peak_bf16_tensor_tflops()), d.test_only() ? "true" : "false"},
+            std::vector<std::string>{
+                CsvField(d.id()), CsvField(d.display_name()), CsvField(d.architecture()),
+                absl::StrCat(d.compute_capability_major(), ".", d.compute_capability_minor()),
+                absl::StrCat(d.sm_count()), absl::StrCat(d.memory_bytes()),
+                absl::StrCat(d.memory_bandwidth_gbps()), absl::StrCat(d.peak_fp32_tflops()),
+                absl::StrCat(d.peak_tf32_tflops()), absl::StrCat(d.peak_fp16_tensor_tflops()),
+                absl::StrCat(d.peak_bf16_tensor_tflops()), d.test_only() ? "true" : "false"},
             ","),
         "\n");
   }
@@ -526,13 +536,14 @@ std::string FormatCatalogsCsv(const v1::ListCatalogsResponse& response) {
     for (const auto& p : c.prices()) {
       absl::StrAppend(
           &out,
-          absl::StrJoin(std::vector<std::string>{CsvField(c.name()), CsvField(c.provider()), CsvField(c.currency()),
-                         CsvField(c.retrieved()), CsvField(p.device_id()),
-                         CsvField(p.instance_type()), absl::StrCat(GpusPerInstance(p)),
-                         CsvField(p.instance_description()), CsvField(p.region()),
-                         absl::StrFormat("%.6f", p.on_demand_per_gpu_hour()),
-                         absl::StrFormat("%.6f", p.spot_per_gpu_hour())},
-                        ","),
+          absl::StrJoin(
+              std::vector<std::string>{
+                  CsvField(c.name()), CsvField(c.provider()), CsvField(c.currency()),
+                  CsvField(c.retrieved()), CsvField(p.device_id()), CsvField(p.instance_type()),
+                  absl::StrCat(GpusPerInstance(p)), CsvField(p.instance_description()),
+                  CsvField(p.region()), absl::StrFormat("%.6f", p.on_demand_per_gpu_hour()),
+                  absl::StrFormat("%.6f", p.spot_per_gpu_hour())},
+              ","),
           "\n");
     }
   }

@@ -13,8 +13,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-v1::DevicePrediction* AddPrediction(v1::PredictResponse* response, const std::string& id,
-                                    int rank, int64_t gpu_time_ns) {
+v1::DevicePrediction* AddPrediction(v1::PredictResponse* response, const std::string& id, int rank,
+                                    int64_t gpu_time_ns) {
   auto* p = response->add_predictions();
   p->set_device_id(id);
   p->set_rank_by_time(rank);

@@ -61,7 +61,8 @@ class EmbeddedService final : public CliService {
 
 absl::StatusOr<std::unique_ptr<CliService>> OpenCliService(const CliServiceOptions& options) {
   if (!options.server.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(auto client, PredictionClient::Connect(options.server, options.client));
+    HABITAT_ASSIGN_OR_RETURN(auto client,
+                             PredictionClient::Connect(options.server, options.client));
     return std::unique_ptr<CliService>(new RemoteService(std::move(client)));
   }
   BackendOptions backend_options;
@@ -71,10 +72,9 @@ absl::StatusOr<std::unique_ptr<CliService>> OpenCliService(const CliServiceOptio
       PredictionBackend::Create(backend_options);
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
-                        absl::StrCat("cannot load the GPU and price data from '",
-                                     options.data_dir, "' (set --data-dir) or the models from '",
-                                     options.models_dir, "' (set --models-dir): ",
-                                     backend.status().message()));
+                        absl::StrCat("cannot load the GPU and price data from '", options.data_dir,
+                                     "' (set --data-dir) or the models from '", options.models_dir,
+                                     "' (set --models-dir): ", backend.status().message()));
   }
   return std::unique_ptr<CliService>(new EmbeddedService(std::move(*backend)));
 }

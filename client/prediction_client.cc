@@ -5,19 +5,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/file_io.h"
+#include "common/grpc/grpc_status.h"
 #include "common/status_macros.h"
-#include "absl/synchronization/notification.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "common/grpc/grpc_status.h"
 
 namespace habitat {
 namespace {
@@ -62,12 +62,11 @@ std::string RetryServiceConfig(const ClientOptions& options) {
   };
   const absl::Duration max_backoff =
       options.initial_backoff * (int64_t{1} << (options.max_attempts - 2));
-  return absl::StrCat(
-      R"({"methodConfig":[{"name":[{"service":"habitat.v1.PredictionService"},)",
-      R"({"service":"grpc.health.v1.Health"}],"retryPolicy":{"maxAttempts":)",
-      options.max_attempts, R"(,"initialBackoff":")", seconds(options.initial_backoff),
-      R"(","maxBackoff":")", seconds(max_backoff),
-      R"(","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]})");
+  return absl::StrCat(R"({"methodConfig":[{"name":[{"service":"habitat.v1.PredictionService"},)",
+                      R"({"service":"grpc.health.v1.Health"}],"retryPolicy":{"maxAttempts":)",
+                      options.max_attempts, R"(,"initialBackoff":")",
+                      seconds(options.initial_backoff), R"(","maxBackoff":")", seconds(max_backoff),
+                      R"(","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]})");
 }
 
 absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
@@ -108,17 +107,16 @@ absl::StatusOr<std::unique_ptr<PredictionClient>> PredictionClient::Connect(
   }
   auto channel = grpc::CreateCustomChannel(address, credentials, args);
   if (channel == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create a channel to '", address, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", address, "'"));
   }
   auto stub = habitat::v1::PredictionService::NewStub(channel);
   return std::unique_ptr<PredictionClient>(
       new PredictionClient(address, std::move(options), channel, std::move(stub)));
 }
 
-PredictionClient::PredictionClient(
-    std::string address, ClientOptions options, std::shared_ptr<grpc::Channel> channel,
-    std::unique_ptr<habitat::v1::PredictionService::Stub> stub)
+PredictionClient::PredictionClient(std::string address, ClientOptions options,
+                                   std::shared_ptr<grpc::Channel> channel,
+                                   std::unique_ptr<habitat::v1::PredictionService::Stub> stub)
     : address_(std::move(address)),
       options_(std::move(options)),
       channel_(std::move(channel)),
@@ -141,13 +139,13 @@ absl::StatusOr<Response> PredictionClient::Invoke(const char* rpc_name, Call&& c
     case absl::StatusCode::kUnavailable:
       return absl::UnavailableError(absl::StrCat(
           "cannot reach the prediction server at '", address_, "' (", rpc_name, ", ",
-          options_.max_attempts == 1 ? "1 attempt" : absl::StrCat("up to ", options_.max_attempts,
-                                                                  " attempts"),
+          options_.max_attempts == 1 ? "1 attempt"
+                                     : absl::StrCat("up to ", options_.max_attempts, " attempts"),
           "): ", converted.message()));
     case absl::StatusCode::kDeadlineExceeded:
-      return absl::DeadlineExceededError(absl::StrCat(
-          rpc_name, " to '", address_, "' did not finish within ",
-          absl::FormatDuration(options_.deadline), ": ", converted.message()));
+      return absl::DeadlineExceededError(
+          absl::StrCat(rpc_name, " to '", address_, "' did not finish within ",
+                       absl::FormatDuration(options_.deadline), ": ", converted.message()));
     default:
       return converted;
   }
@@ -243,8 +241,8 @@ absl::StatusOr<int> PredictionClient::Health(const std::string& service) {
     if (!reply.TrySingleSlice(&flat).ok() && !reply.DumpToSingleSlice(&flat).ok()) {
       return grpc::Status(grpc::StatusCode::DATA_LOSS, "unreadable health response");
     }
-    auto parsed = HealthStatusOf(std::string(reinterpret_cast<const char*>(flat.begin()),
-                                             flat.size()));
+    auto parsed =
+        HealthStatusOf(std::string(reinterpret_cast<const char*>(flat.begin()), flat.size()));
     if (!parsed.ok()) return grpc::Status(grpc::StatusCode::DATA_LOSS, "bad health response");
     *response = *parsed;
     return grpc::Status::OK;

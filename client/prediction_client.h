@@ -66,11 +66,10 @@ class PredictionClient {
   // `options.tls`. Connecting is lazy: an unreachable server shows up as
   // UNAVAILABLE on the first call. INVALID_ARGUMENT for an empty address or
   // bad options; a TLS file that cannot be read is named in the error.
-  static absl::StatusOr<std::unique_ptr<PredictionClient>> Connect(
-      const std::string& address, ClientOptions options = {});
+  static absl::StatusOr<std::unique_ptr<PredictionClient>> Connect(const std::string& address,
+                                                                   ClientOptions options = {});
 
-  absl::StatusOr<habitat::v1::PredictResponse> Predict(
-      const habitat::v1::PredictRequest& request);
+  absl::StatusOr<habitat::v1::PredictResponse> Predict(const habitat::v1::PredictRequest& request);
   absl::StatusOr<habitat::v1::UploadTraceResponse> UploadTrace(
       const habitat::v1::UploadTraceRequest& request);
   absl::StatusOr<habitat::v1::ListDevicesResponse> ListDevices(

@@ -170,9 +170,9 @@ TEST(PredictionClientTest, RetriesAreBoundedAndSaySo) {
 
 // Any other code is the server's answer: asking again would get the same.
 TEST(PredictionClientTest, OtherCodesAreNotRetried) {
-  for (grpc::StatusCode code : {grpc::StatusCode::INVALID_ARGUMENT,
-                                grpc::StatusCode::UNAUTHENTICATED,
-                                grpc::StatusCode::RESOURCE_EXHAUSTED}) {
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::UNAUTHENTICATED,
+        grpc::StatusCode::RESOURCE_EXHAUSTED}) {
     FlakyServer flaky(code, 1);
     ASSERT_NE(flaky.server, nullptr);
     EXPECT_EQ(static_cast<int>(flaky.ListDevices(3).status().code()), static_cast<int>(code));

@@ -47,8 +47,8 @@ void ApplyInferredLabels(const TraceLoadOptions& options, v1::Trace* trace,
   if (auto batch = InferBatchSize(*trace)) {
     if (options.batch_size == 0) {
       trace->set_batch_size(batch->value);
-      notes->push_back(absl::StrCat("batch size ", batch->value, " inferred from ",
-                                    batch->evidence, "; --batch-size N sets another"));
+      notes->push_back(absl::StrCat("batch size ", batch->value, " inferred from ", batch->evidence,
+                                    "; --batch-size N sets another"));
     } else if (options.batch_size != batch->value) {
       notes->push_back(absl::StrCat("--batch-size ", options.batch_size, " is used, although ",
                                     batch->evidence, " is ", batch->value));
@@ -96,9 +96,8 @@ absl::StatusOr<v1::Precision> ParsePrecision(const std::string& text) {
     if (lower == entry.name) return entry.value;
     names.push_back(entry.name);
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown precision '", text,
-                                                 "'; expected one of ",
-                                                 absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown precision '", text, "'; expected one of ", absl::StrJoin(names, ", ")));
 }
 
 std::string PrecisionName(v1::Precision precision) {
@@ -108,8 +107,7 @@ std::string PrecisionName(v1::Precision precision) {
   return "unspecified";
 }
 
-absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
-                                        const TraceLoadOptions& options,
+absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path, const TraceLoadOptions& options,
                                         TraceLoadReport* report) {
   TraceLoadReport unused;
   if (report == nullptr) report = &unused;
@@ -130,8 +128,9 @@ absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
   }
   if (absl::StripAsciiWhitespace(StripUtf8Bom(*contents)).empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the file is empty; expected a habitat trace (binary "
-                           "habitat.v1.Trace) or a torch.profiler JSON trace"));
+        absl::StrCat(path,
+                     ": the file is empty; expected a habitat trace (binary "
+                     "habitat.v1.Trace) or a torch.profiler JSON trace"));
   }
   if (StartsLikeJson(*contents)) {
     KinetoImportOptions import;
@@ -154,9 +153,10 @@ absl::StatusOr<v1::Trace> LoadTraceFile(const std::string& path,
   }
   v1::Trace trace;
   if (!trace.ParseFromString(*contents) || !LooksLikeTrace(trace)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a habitat trace or a torch.profiler JSON trace (it is neither "
-              "JSON nor a binary habitat.v1.Trace)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": not a habitat trace or a torch.profiler JSON trace (it is neither "
+                     "JSON nor a binary habitat.v1.Trace)"));
   }
   report->kind = TraceFileKind::kBinaryTrace;
   return trace;

@@ -263,8 +263,7 @@ TEST_F(TraceLoaderFixtureTest, JsonWithAByteOrderMarkIsImported) {
   options.batch_size = 16;
   auto plain = LoadTraceFile(Fixture(), options);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  for (const std::string& path :
-       {Write("bom.json", with_bom), Write("bom.json.gz", *gz)}) {
+  for (const std::string& path : {Write("bom.json", with_bom), Write("bom.json.gz", *gz)}) {
     TraceLoadReport report;
     auto loaded = LoadTraceFile(path, options, &report);
     ASSERT_TRUE(loaded.ok()) << path << ": " << loaded.status();

@@ -36,8 +36,7 @@ absl::Status ErrnoStatus(int error, absl::string_view message) {
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_inflated_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
@@ -139,8 +138,7 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, size_t max_infl
 absl::StatusOr<std::string> Gzip(absl::string_view data) {
   z_stream stream{};
   // 15 + 16: write a gzip header.
-  if (deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-      Z_OK) {
+  if (deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     return absl::InternalError("zlib deflateInit2 failed");
   }
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));

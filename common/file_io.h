@@ -29,8 +29,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
 // ".tmp", never in a suffix a reader of the directory looks for), fsync,
 // rename and a sync of the directory: a reader never sees a partial file,
 // and once this returns OK the file survives a crash.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents);
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
 // Flushes a directory's entries (a rename or unlink in it) to disk. File
 // systems that cannot sync a directory at all (EINVAL: FUSE, some network

@@ -15,8 +15,8 @@ namespace {
 
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/habitat_file_io_" +
-         std::to_string(getpid()) + "_" + name;
+  return std::string(dir ? dir : "/tmp") + "/habitat_file_io_" + std::to_string(getpid()) + "_" +
+         name;
 }
 
 TEST(FileIoTest, WriteThenReadRoundTrips) {
@@ -89,8 +89,7 @@ TEST(FileIoTest, OutOfSpaceIsResourceExhausted) {
 }
 
 TEST(FileIoTest, MissingFileIsNotFound) {
-  EXPECT_EQ(ReadFile("/nonexistent/habitat/file").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadFile("/nonexistent/habitat/file").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

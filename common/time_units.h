@@ -10,15 +10,9 @@ namespace habitat {
 using Nanoseconds = int64_t;
 
 inline double NsToMs(Nanoseconds ns) { return static_cast<double>(ns) / 1e6; }
-inline double NsToSeconds(Nanoseconds ns) {
-  return static_cast<double>(ns) / 1e9;
-}
+inline double NsToSeconds(Nanoseconds ns) { return static_cast<double>(ns) / 1e9; }
 // Microseconds (Chrome trace format) to nanoseconds, rounded to nearest.
-inline Nanoseconds UsToNs(double us) {
-  return static_cast<Nanoseconds>(std::llround(us * 1e3));
-}
-inline Nanoseconds MsToNs(double ms) {
-  return static_cast<Nanoseconds>(std::llround(ms * 1e6));
-}
+inline Nanoseconds UsToNs(double us) { return static_cast<Nanoseconds>(std::llround(us * 1e3)); }
+inline Nanoseconds MsToNs(double ms) { return static_cast<Nanoseconds>(std::llround(ms * 1e6)); }
 
 }  // namespace habitat

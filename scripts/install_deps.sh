@@ -18,6 +18,7 @@ PACKAGES=(
   # command-line program) only because libxgboost-dev's CMake config
   # refuses to load without /usr/bin/xgboost.
   libxgboost-dev xgboost python3-xgboost python3-numpy
+  clang-format  # scripts/check_format.sh (the style.clang_format test)
 )
 
 missing=()

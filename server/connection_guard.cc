@@ -294,13 +294,13 @@ absl::Status ConnectionGuard::ProbeListener(const std::string& address, absl::Du
         absl::StrCat("cannot connect to ", address, ": ", std::strerror(errno)));
   } else {
     pollfd writable{fd, POLLOUT, 0};
-    const int wait_ms = static_cast<int>(
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    const int wait_ms =
+        static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
     int error = 0;
     socklen_t error_length = sizeof(error);
     if (poll(&writable, 1, wait_ms) != 1) {
-      status = absl::DeadlineExceededError(
-          absl::StrCat("no TCP connection to ", address, " within ", absl::FormatDuration(timeout)));
+      status = absl::DeadlineExceededError(absl::StrCat("no TCP connection to ", address,
+                                                        " within ", absl::FormatDuration(timeout)));
     } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &error_length) != 0 || error != 0) {
       status = absl::UnavailableError(
           absl::StrCat("cannot connect to ", address, ": ", std::strerror(error)));
@@ -315,9 +315,9 @@ absl::Status ConnectionGuard::ProbeListener(const std::string& address, absl::Du
         bool operator()() const { return accepted->count(*endpoint) > 0; }
       } seen{&accepted_probes_, &endpoint};
       if (!mutex_.AwaitWithDeadline(absl::Condition(&seen), deadline)) {
-        status = absl::DeadlineExceededError(
-            absl::StrCat("the listener on ", address, " did not accept a connection within ",
-                         absl::FormatDuration(timeout)));
+        status = absl::DeadlineExceededError(absl::StrCat("the listener on ", address,
+                                                          " did not accept a connection within ",
+                                                          absl::FormatDuration(timeout)));
       }
     }
     pending_probes_.erase(endpoint);
@@ -328,7 +328,8 @@ absl::Status ConnectionGuard::ProbeListener(const std::string& address, absl::Du
 }
 
 absl::StatusOr<std::string> ProbeAddressFor(const std::string& listen_address, int port) {
-  if (absl::StartsWith(listen_address, "unix:") || absl::StartsWith(listen_address, "unix-abstract:")) {
+  if (absl::StartsWith(listen_address, "unix:") ||
+      absl::StartsWith(listen_address, "unix-abstract:")) {
     return absl::UnimplementedError("a Unix socket has no TCP port to probe");
   }
   const size_t colon = listen_address.rfind(':');

@@ -235,8 +235,7 @@ void WarnIfOthersCanAccess(const char* flag, const std::string& path) {
   if (path.empty() || ::stat(path.c_str(), &info) != 0) return;  // reading it reports errors
   const unsigned mode = info.st_mode & 0777;
   if ((mode & 027) == 0) return;
-  std::fprintf(stderr,
-               "habitat-server: warning: --%s '%s' has mode %04o: %s; chmod 600 it\n", flag,
+  std::fprintf(stderr, "habitat-server: warning: --%s '%s' has mode %04o: %s; chmod 600 it\n", flag,
                path.c_str(), mode,
                (mode & 022) != 0 ? "other users can write it" : "every user can read it");
 }
@@ -261,7 +260,7 @@ int main(int argc, char** argv) {
   habitat::ServerOptions options;
   options.address = absl::GetFlag(FLAGS_address);
   options.metrics_address = habitat::MetricsListenAddress(absl::GetFlag(FLAGS_metrics_address),
-                                                         absl::GetFlag(FLAGS_address));
+                                                          absl::GetFlag(FLAGS_address));
   options.health_address = absl::GetFlag(FLAGS_health_address);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
@@ -298,15 +297,16 @@ int main(int argc, char** argv) {
   const auto limit = [](int64_t value, absl::string_view unit) {
     return value == 0 ? absl::StrCat("any number of ", unit) : absl::StrCat(value, " ", unit);
   };
-  std::fprintf(stderr, "habitat-server: trace store %s (%s; per tenant %s and %s)\n",
-               habitat::DescribeStoreSpec(*store).c_str(),
-               options.backend.trace_retention_days == 0
-                   ? "kept forever"
-                   : absl::StrCat("retention ", options.backend.trace_retention_days, " days")
-                         .c_str(),
-               limit(options.backend.tenant_quota.max_traces, "traces").c_str(),
-               limit(tenant_mib, "MiB").c_str());
-  options.backend.cache_entries = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_cache_entries)));
+  std::fprintf(
+      stderr, "habitat-server: trace store %s (%s; per tenant %s and %s)\n",
+      habitat::DescribeStoreSpec(*store).c_str(),
+      options.backend.trace_retention_days == 0
+          ? "kept forever"
+          : absl::StrCat("retention ", options.backend.trace_retention_days, " days").c_str(),
+      limit(options.backend.tenant_quota.max_traces, "traces").c_str(),
+      limit(tenant_mib, "MiB").c_str());
+  options.backend.cache_entries =
+      static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_cache_entries)));
   const int cache_mib = absl::GetFlag(FLAGS_cache_mib);
   const int64_t max_work = absl::GetFlag(FLAGS_max_predict_work);
   if (cache_mib < 0 || max_work < 0) {

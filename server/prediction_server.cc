@@ -306,14 +306,13 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   if (options.token_file.empty()) {
     impl->authenticator = std::make_unique<Authenticator>();
   } else {
-    HABITAT_ASSIGN_OR_RETURN(impl->authenticator,
-                             Authenticator::FromTokenFile(options.token_file));
+    HABITAT_ASSIGN_OR_RETURN(impl->authenticator, Authenticator::FromTokenFile(options.token_file));
   }
   HABITAT_ASSIGN_OR_RETURN(impl->backend, PredictionBackend::Create(options.backend));
   std::vector<std::string> device_ids;
   for (const auto& device : impl->backend->devices().devices()) device_ids.push_back(device.id());
-  impl->metrics = std::make_unique<ServerMetrics>(*impl->registry, device_ids,
-                                                 options.max_request_time);
+  impl->metrics =
+      std::make_unique<ServerMetrics>(*impl->registry, device_ids, options.max_request_time);
   impl->metrics->SetDevicesLoaded(static_cast<double>(impl->backend->devices().devices().size()));
   const size_t stored = impl->backend->stored_traces();
   impl->metrics->SetStoredTraces(static_cast<double>(stored));
@@ -331,8 +330,8 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
           std::to_string(kMetricsThreads), "request_timeout_ms",
           std::to_string(absl::ToInt64Milliseconds(kMetricsRequestTimeout))});
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot serve metrics on '", options.metrics_address, "': ", e.what()));
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on '", options.metrics_address, "': ", e.what()));
     }
     impl->exposer->RegisterCollectable(impl->registry);
     impl->exposer->RegisterCollectable(impl->process_metrics);
@@ -345,9 +344,9 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   impl->work = std::make_unique<WorkQueue>(
       options.work_threads > 0 ? options.work_threads
                                : static_cast<int>(std::thread::hardware_concurrency()));
-  impl->service = std::make_unique<PredictionServiceImpl>(
-      impl->backend.get(), impl->metrics.get(), impl->authenticator.get(), impl->work.get(),
-      limits);
+  impl->service =
+      std::make_unique<PredictionServiceImpl>(impl->backend.get(), impl->metrics.get(),
+                                              impl->authenticator.get(), impl->work.get(), limits);
 
   // The health service is not behind the token check (only
   // PredictionService handlers authenticate), so probes need no token.
@@ -415,13 +414,13 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     impl->guarded_ports.push_back(impl->port);
     // Proves that connections pass through the guard, before health says
     // SERVING.
-    const absl::Status first = ConnectionGuard::Get().ProbeListener(*probe_address,
-                                                                    kStartProbeTimeout);
+    const absl::Status first =
+        ConnectionGuard::Get().ProbeListener(*probe_address, kStartProbeTimeout);
     if (!first.ok()) {
       stop_servers();
-      return absl::UnavailableError(absl::StrCat(
-          "the gRPC listener on '", options.address,
-          "' did not pass its first self-probe: ", first.message()));
+      return absl::UnavailableError(
+          absl::StrCat("the gRPC listener on '", options.address,
+                       "' did not pass its first self-probe: ", first.message()));
     }
     if (options.connections.self_probe_interval > absl::ZeroDuration()) {
       impl->StartProber(*probe_address, options.connections.self_probe_interval);
@@ -456,8 +455,7 @@ void PredictionServer::Shutdown(absl::Duration grace) {
   // Counted from here: the grace the operator gave is for the calls.
   impl_->service->StopWorkAt(absl::Now() + grace);
   impl_->SetDraining();
-  impl_->server->Shutdown(std::chrono::system_clock::now() +
-                          absl::ToChronoMilliseconds(grace));
+  impl_->server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   // After the main server: probes see NOT_SERVING while it drains.
   if (impl_->health_server != nullptr) {
     impl_->health_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

@@ -23,8 +23,7 @@ std::string BoundedMessage(absl::string_view message) {
   size_t cut = kMaxStatusMessageBytes;
   // Do not split a UTF-8 sequence: back up over continuation bytes.
   while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
-  return absl::StrCat(message.substr(0, cut), "... (", message.size() - cut,
-                      " more bytes)");
+  return absl::StrCat(message.substr(0, cut), "... (", message.size() - cut, " more bytes)");
 }
 
 // The backend reports errors as statuses; this is the last line of defence
@@ -44,9 +43,9 @@ template <typename Message>
 absl::Status ParseRequest(const grpc::ByteBuffer& bytes, Message* message) {
   grpc::ByteBuffer copy(bytes);  // shares the slices; Deserialize consumes its input
   if (!grpc::SerializationTraits<Message>::Deserialize(&copy, message).ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the request is not a valid ", Message::descriptor()->full_name(),
-        " (truncated, not protobuf, or a string field that is not UTF-8)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request is not a valid ", Message::descriptor()->full_name(),
+                     " (truncated, not protobuf, or a string field that is not UTF-8)"));
   }
   return absl::OkStatus();
 }
@@ -56,8 +55,8 @@ absl::Status SerializeResponse(const Message& message, grpc::ByteBuffer* bytes) 
   bool own_buffer = false;
   grpc::Status status = grpc::SerializationTraits<Message>::Serialize(message, bytes, &own_buffer);
   if (!status.ok()) {
-    return absl::InternalError(absl::StrCat("cannot serialise the response: ",
-                                            status.error_message()));
+    return absl::InternalError(
+        absl::StrCat("cannot serialise the response: ", status.error_message()));
   }
   return absl::OkStatus();
 }
@@ -100,12 +99,12 @@ class PredictionServiceImpl::Slot {
   bool admitted_ = false;
 };
 
-absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(
-    grpc::CallbackServerContext* context, absl::Time started, const Slot& slot) {
+absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(grpc::CallbackServerContext* context,
+                                                            absl::Time started, const Slot& slot) {
   if (!slot.admitted()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: ", limits_.max_concurrent_rpcs,
-        " concurrent RPCs (limit --max_concurrent_rpcs); retry with backoff"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: ", limits_.max_concurrent_rpcs,
+                     " concurrent RPCs (limit --max_concurrent_rpcs); retry with backoff"));
   }
   RequestContext request_context;
   if (authenticator_ != nullptr) {
@@ -123,8 +122,7 @@ absl::StatusOr<RequestContext> PredictionServiceImpl::Admit(
     request_context.deadline = started + limits_.max_request_time;
     request_context.deadline_source =
         absl::StrCat("the server's per-request limit of ",
-                     absl::FormatDuration(limits_.max_request_time),
-                     " (--max_request_seconds)");
+                     absl::FormatDuration(limits_.max_request_time), " (--max_request_seconds)");
   }
   return request_context;
 }
@@ -151,8 +149,7 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::AdmitAndQueue(
   if (!admitted.ok()) return Finish(context, reactor, rpc, started, admitted.status());
   metrics_->AddQueued(1);
   work_->Submit([this, context, reactor, rpc, started, slot = std::move(slot),
-                 request_context = *std::move(admitted),
-                 compute = std::move(compute)]() mutable {
+                 request_context = *std::move(admitted), compute = std::move(compute)]() mutable {
     metrics_->AddQueued(-1);
     const absl::Status status =
         Guarded([&]() -> absl::Status { return std::move(compute)(request_context); });
@@ -164,47 +161,47 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::AdmitAndQueue(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return AdmitAndQueue(context, Rpc::kPredict, [this, request, response](
-                                                   const RequestContext& admitted) {
-    PredictionStats stats;
-    absl::Status status = [&]() -> absl::Status {
-      v1::PredictRequest parsed;
-      HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
-      HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse result,
-                               backend_->Predict(parsed, admitted, &stats));
-      return SerializeResponse(result, response);
-    }();
-    metrics_->RecordCache(stats.cache_hits, stats.cache_misses, backend_->cache().bytes());
-    for (const auto& device : stats.operations_by_device) {
-      metrics_->RecordPredictions(device.device_id, device.by_method);
-    }
-    return status;
-  });
+grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return AdmitAndQueue(
+      context, Rpc::kPredict, [this, request, response](const RequestContext& admitted) {
+        PredictionStats stats;
+        absl::Status status = [&]() -> absl::Status {
+          v1::PredictRequest parsed;
+          HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+          HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse result,
+                                   backend_->Predict(parsed, admitted, &stats));
+          return SerializeResponse(result, response);
+        }();
+        metrics_->RecordCache(stats.cache_hits, stats.cache_misses, backend_->cache().bytes());
+        for (const auto& device : stats.operations_by_device) {
+          metrics_->RecordPredictions(device.device_id, device.by_method);
+        }
+        return status;
+      });
 }
 
-grpc::ServerUnaryReactor* PredictionServiceImpl::UploadTrace(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return AdmitAndQueue(context, Rpc::kUploadTrace, [this, request, response](
-                                                       const RequestContext& admitted) {
-    v1::UploadTraceRequest parsed;
-    HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
-    HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse result,
-                             backend_->UploadTrace(parsed, admitted));
-    HABITAT_RETURN_IF_ERROR(SerializeResponse(result, response));
-    if (result.created()) {
-      metrics_->SetStoredTraces(static_cast<double>(backend_->stored_traces()));
-    }
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* PredictionServiceImpl::UploadTrace(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
+  return AdmitAndQueue(
+      context, Rpc::kUploadTrace, [this, request, response](const RequestContext& admitted) {
+        v1::UploadTraceRequest parsed;
+        HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+        HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse result,
+                                 backend_->UploadTrace(parsed, admitted));
+        HABITAT_RETURN_IF_ERROR(SerializeResponse(result, response));
+        if (result.created()) {
+          metrics_->SetStoredTraces(static_cast<double>(backend_->stored_traces()));
+        }
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* PredictionServiceImpl::ListDevices(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
+grpc::ServerUnaryReactor* PredictionServiceImpl::ListDevices(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
   const absl::Time started = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
@@ -220,9 +217,9 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::ListDevices(
   return Finish(context, reactor, Rpc::kListDevices, started, status);
 }
 
-grpc::ServerUnaryReactor* PredictionServiceImpl::ListCatalogs(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
+grpc::ServerUnaryReactor* PredictionServiceImpl::ListCatalogs(grpc::CallbackServerContext* context,
+                                                              const grpc::ByteBuffer* request,
+                                                              grpc::ByteBuffer* response) {
   const absl::Time started = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Slot slot(&in_flight_, limits_.max_concurrent_rpcs, metrics_);

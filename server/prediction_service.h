@@ -41,8 +41,7 @@ class PredictionServiceImpl final : public PredictionServiceBase {
  public:
   // All must outlive the service. Predict and UploadTrace compute on `work`.
   PredictionServiceImpl(PredictionBackend* backend, ServerMetrics* metrics,
-                        const Authenticator* authenticator, WorkQueue* work,
-                        ServiceLimits limits)
+                        const Authenticator* authenticator, WorkQueue* work, ServiceLimits limits)
       : backend_(backend),
         metrics_(metrics),
         authenticator_(authenticator),
@@ -81,8 +80,8 @@ class PredictionServiceImpl final : public PredictionServiceBase {
   // Records the call and finishes `reactor` (the context's DefaultReactor,
   // taken once per call).
   grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
-                                   grpc::ServerUnaryReactor* reactor, Rpc rpc,
-                                   absl::Time started, const absl::Status& status);
+                                   grpc::ServerUnaryReactor* reactor, Rpc rpc, absl::Time started,
+                                   const absl::Status& status);
   // Admits the call here, on gRPC's thread, then runs `compute` (the
   // call's status) on the work queue, holding its slot until it finishes.
   grpc::ServerUnaryReactor* AdmitAndQueue(

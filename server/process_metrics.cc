@@ -99,9 +99,10 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Collect() const {
                               stat.resident_pages * static_cast<double>(sysconf(_SC_PAGESIZE))));
     families.push_back(Family("process_virtual_memory_bytes", "Virtual memory size",
                               MetricType::Gauge, stat.virtual_bytes));
-    families.push_back(Family(
-        "process_start_time_seconds", "Start time of the process since the Unix epoch",
-        MetricType::Gauge, BootTime() + stat.start_ticks / static_cast<double>(sysconf(_SC_CLK_TCK))));
+    families.push_back(
+        Family("process_start_time_seconds", "Start time of the process since the Unix epoch",
+               MetricType::Gauge,
+               BootTime() + stat.start_ticks / static_cast<double>(sysconf(_SC_CLK_TCK))));
   }
   families.push_back(
       Family("process_open_fds", "Open file descriptors", MetricType::Gauge, OpenFds()));

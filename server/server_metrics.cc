@@ -9,11 +9,16 @@ namespace habitat {
 
 const char* RpcName(Rpc rpc) {
   switch (rpc) {
-    case Rpc::kPredict: return "Predict";
-    case Rpc::kUploadTrace: return "UploadTrace";
-    case Rpc::kListDevices: return "ListDevices";
-    case Rpc::kListCatalogs: return "ListCatalogs";
-    default: return "unknown";
+    case Rpc::kPredict:
+      return "Predict";
+    case Rpc::kUploadTrace:
+      return "UploadTrace";
+    case Rpc::kListDevices:
+      return "ListDevices";
+    case Rpc::kListCatalogs:
+      return "ListCatalogs";
+    default:
+      return "unknown";
   }
 }
 
@@ -36,11 +41,16 @@ std::vector<double> LatencyBuckets(absl::Duration max_request_time) {
 namespace {
 const char* MethodLabel(int method) {
   switch (method) {
-    case 1: return "wave_scaling";
-    case 2: return "mlp";
-    case 3: return "unscaled";
-    case 4: return "measured";
-    default: return "unspecified";
+    case 1:
+      return "wave_scaling";
+    case 2:
+      return "mlp";
+    case 3:
+      return "unscaled";
+    case 4:
+      return "measured";
+    default:
+      return "unspecified";
   }
 }
 }  // namespace
@@ -61,16 +71,16 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry,
     const char* name = RpcName(static_cast<Rpc>(rpc));
     for (int code = 0; code < kCodes; ++code) {
       requests_[rpc][code] = &requests.Add(
-          {{"rpc", name},
-           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
+          {{"rpc", name}, {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}});
     }
     latency_[rpc] = &latency.Add({{"rpc", name}}, buckets);
   }
   predictions_family_ =
       &prometheus::BuildCounter()
            .Name("habitat_predicted_operations_total")
-           .Help("Operation predictions computed (not served from cache), by method and "
-                 "target device")
+           .Help(
+               "Operation predictions computed (not served from cache), by method and "
+               "target device")
            .Register(registry);
   for (const std::string& device : device_ids) {
     MethodCounters& counters = predictions_[device];

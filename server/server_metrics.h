@@ -70,8 +70,7 @@ class ServerMetrics {
   // A device not in the database (none today): its children are made on
   // first use and kept here.
   absl::Mutex extra_mutex_;
-  absl::flat_hash_map<std::string, MethodCounters> extra_predictions_
-      ABSL_GUARDED_BY(extra_mutex_);
+  absl::flat_hash_map<std::string, MethodCounters> extra_predictions_ ABSL_GUARDED_BY(extra_mutex_);
   prometheus::Counter* cache_hits_;
   prometheus::Counter* cache_misses_;
   prometheus::Gauge* cache_bytes_;

@@ -18,9 +18,15 @@
 namespace habitat {
 namespace {
 
-struct BioFree { void operator()(BIO* b) const { BIO_free(b); } };
-struct X509Free { void operator()(X509* x) const { X509_free(x); } };
-struct KeyFree { void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); } };
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct KeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
 using BioPtr = std::unique_ptr<BIO, BioFree>;
 using X509Ptr = std::unique_ptr<X509, X509Free>;
 using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
@@ -83,22 +89,21 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     return grpc::InsecureServerCredentials();
   }
   if (options.cert_file.empty() || options.key_file.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TLS needs both --tls_cert and --tls_key (only --",
-        options.cert_file.empty() ? "tls_key" : "tls_cert", " was given)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS needs both --tls_cert and --tls_key (only --",
+                     options.cert_file.empty() ? "tls_key" : "tls_cert", " was given)"));
   }
   HABITAT_ASSIGN_OR_RETURN(std::string cert_pem, ReadPem("tls_cert", options.cert_file));
   HABITAT_ASSIGN_OR_RETURN(std::string key_pem, ReadPem("tls_key", options.key_file));
-  HABITAT_ASSIGN_OR_RETURN(auto chain,
-                           ParseCertificates("tls_cert", options.cert_file, cert_pem));
+  HABITAT_ASSIGN_OR_RETURN(auto chain, ParseCertificates("tls_cert", options.cert_file, cert_pem));
   HABITAT_RETURN_IF_ERROR(CheckValidity("tls_cert", options.cert_file, chain.front().get()));
   BioPtr key_bio = MemoryBio(key_pem);
   KeyPtr key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (key == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tls_key: '", options.key_file,
-        "' holds no unencrypted PEM private key (-----BEGIN PRIVATE KEY-----)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_key: '", options.key_file,
+                     "' holds no unencrypted PEM private key (-----BEGIN PRIVATE KEY-----)"));
   }
   if (X509_check_private_key(chain.front().get(), key.get()) != 1) {
     ERR_clear_error();
@@ -109,13 +114,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   if (!options.client_ca_file.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(std::string ca_pem,
-                             ReadPem("tls_client_ca", options.client_ca_file));
+    HABITAT_ASSIGN_OR_RETURN(std::string ca_pem, ReadPem("tls_client_ca", options.client_ca_file));
     HABITAT_RETURN_IF_ERROR(
         ParseCertificates("tls_client_ca", options.client_ca_file, ca_pem).status());
     ssl.pem_root_certs = std::move(ca_pem);
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   ssl.pem_key_cert_pairs.push_back({std::move(key_pem), std::move(cert_pem)});
   return grpc::SslServerCredentials(ssl);

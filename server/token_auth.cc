@@ -24,8 +24,7 @@ bool IsTokenCharacter(char c) { return c > 0x20 && c < 0x7f; }
 
 }  // namespace
 
-absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text,
-                                             absl::string_view source) {
+absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text, absl::string_view source) {
   TokenTable table;
   // Digest -> line, to report both lines of a duplicate.
   absl::flat_hash_map<std::string, int> line_of;
@@ -37,22 +36,22 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text,
           absl::StrCat("token file '", source, "' line ", line_number, ": ", what));
     };
     std::vector<absl::string_view> fields;
-    for (absl::string_view field : absl::StrSplit(line, absl::ByAnyChar(" \t\r"),
-                                                  absl::SkipEmpty())) {
+    for (absl::string_view field :
+         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty())) {
       if (absl::StartsWith(field, "#")) break;  // comment to the end of the line
       fields.push_back(field);
     }
     if (fields.empty()) continue;
     if (fields.size() != 2) {
-      return error(absl::StrCat("expected `tenant token`, found ", fields.size(),
-                                " fields"));
+      return error(absl::StrCat("expected `tenant token`, found ", fields.size(), " fields"));
     }
     const std::string tenant(fields[0]);
     const absl::string_view token = fields[1];
     if (!IsValidTenantName(tenant)) {
       // Not echoed: a line with the fields swapped would print the token.
-      return error("the tenant name must be 1-64 characters of [A-Za-z0-9._-], "
-                   "not starting with '.'");
+      return error(
+          "the tenant name must be 1-64 characters of [A-Za-z0-9._-], "
+          "not starting with '.'");
     }
     if (token.size() < kMinTokenLength || token.size() > kMaxTokenLength) {
       return error(absl::StrCat("the token of tenant '", tenant, "' is ", token.size(),
@@ -83,9 +82,8 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text,
 absl::StatusOr<TokenTable> TokenTable::LoadFile(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("cannot read token file '", path, "': ",
-                                     text.status().message()));
+    return absl::Status(text.status().code(), absl::StrCat("cannot read token file '", path,
+                                                           "': ", text.status().message()));
   }
   return Parse(*text, path);
 }

@@ -34,8 +34,8 @@ ClientMetadata Bearer(const std::string& value) {
 
 TEST(TokenTableTest, ParsesTenantsCommentsAndSeveralTokensPerTenant) {
   auto table = TokenTable::Parse(
-      absl::StrCat("# production tokens\n\n  alpha ", kTokenA, "  # rotated 2026-11\r\n",
-                   "alpha\t", kTokenB, "\nbeta.team-2 0123456789abcdef0123\n"),
+      absl::StrCat("# production tokens\n\n  alpha ", kTokenA, "  # rotated 2026-11\r\n", "alpha\t",
+                   kTokenB, "\nbeta.team-2 0123456789abcdef0123\n"),
       "tokens.txt");
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(table->size(), 3u);

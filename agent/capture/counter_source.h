@@ -46,8 +46,8 @@ class CounterSource {
   // Runs `work` once under the profiler. `max_kernels` sizes the counter
   // image (launches beyond it are dropped and counted). An error from
   // `work` is returned as is, after the profiler is torn down.
-  virtual Status Collect(const std::function<Status()>& work,
-                         size_t max_kernels, CounterPass* out) = 0;
+  virtual Status Collect(const std::function<Status()>& work, size_t max_kernels,
+                         CounterPass* out) = 0;
 };
 
 }  // namespace agent

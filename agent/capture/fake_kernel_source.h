@@ -55,8 +55,7 @@ class FakeKernelSource : public KernelSource {
 
   // A kernel launched now by an API call that started at `launch_ns`: the
   // API record and, if an external id is pushed, its correlation record.
-  void LaunchKernel(KernelRecord k, int64_t launch_ns,
-                    std::string api = "cudaLaunchKernel") {
+  void LaunchKernel(KernelRecord k, int64_t launch_ns, std::string api = "cudaLaunchKernel") {
     k.correlation_id = NextApiCall(std::move(api), launch_ns);
     records_.kernels.push_back(std::move(k));
   }
@@ -76,8 +75,7 @@ class FakeKernelSource : public KernelSource {
     records_.api_calls.push_back(
         ApiRecord{std::move(api), start_ns, start_ns + 1000, correlation, 1});
     if (!stack_.empty()) {
-      records_.external_correlations.push_back(
-          ExternalCorrelation{correlation, stack_.back()});
+      records_.external_correlations.push_back(ExternalCorrelation{correlation, stack_.back()});
     }
     return correlation;
   }

@@ -53,9 +53,7 @@ int64_t PassSum(const Trace& t) {
 
 class AgentH100FixtureTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    trace_ = Load(kDir + "/agent/h100/resnet50_b16_fp32.trace.gz");
-  }
+  void SetUp() override { trace_ = Load(kDir + "/agent/h100/resnet50_b16_fp32.trace.gz"); }
   Trace trace_;
 };
 
@@ -72,8 +70,7 @@ TEST_F(AgentH100FixtureTest, ParsesAndPassesServerValidation) {
   EXPECT_EQ(trace_.origin().sm_count(), 132u);
   EXPECT_GT(trace_.origin().memory_bytes(), uint64_t{79} << 30);
   EXPECT_GT(trace_.origin().l2_cache_bytes(), 0u);
-  EXPECT_TRUE(trace_.frameworks().torch().rfind("2.11", 0) == 0)
-      << trace_.frameworks().torch();
+  EXPECT_TRUE(trace_.frameworks().torch().rfind("2.11", 0) == 0) << trace_.frameworks().torch();
   EXPECT_EQ(trace_.frameworks().cuda(), "13.0");
 }
 
@@ -119,8 +116,7 @@ TEST_F(AgentH100FixtureTest, PerOpSumMatchesGpuBusyTime) {
   const int64_t busy = trace_.iteration_gpu_busy_ns();
   EXPECT_GT(busy, 0);
   EXPECT_GE(sum, busy);  // the union cannot exceed the sum
-  EXPECT_LT(static_cast<double>(sum - busy) / busy, 0.01)
-      << "sum " << sum << " busy " << busy;
+  EXPECT_LT(static_cast<double>(sum - busy) / busy, 0.01) << "sum " << sum << " busy " << busy;
   EXPECT_LT(busy, trace_.iteration_wall_ns());
 }
 
@@ -130,8 +126,7 @@ TEST_F(AgentH100FixtureTest, BackwardPassesAreLinkedToTheirForwardOps) {
     if (o.has_backward()) ++with_backward;
     if (o.name() == "aten::conv2d") {
       ++conv;
-      if (o.has_backward() &&
-          o.backward().recorded_name() == "ConvolutionBackward0" &&
+      if (o.has_backward() && o.backward().recorded_name() == "ConvolutionBackward0" &&
           o.backward().kernels_size() > 0 && o.sequence_number() >= 0) {
         ++conv_linked;
       }
@@ -164,8 +159,7 @@ TEST_F(AgentH100FixtureTest, AgreesWithTheKinetoCaptureOfTheSameWorkload) {
   EXPECT_EQ(ours, theirs);
   EXPECT_EQ(trace_.operations_size(), kineto->operations_size());
   const double busy_ratio =
-      static_cast<double>(trace_.iteration_gpu_busy_ns()) /
-      kineto->iteration_gpu_busy_ns();
+      static_cast<double>(trace_.iteration_gpu_busy_ns()) / kineto->iteration_gpu_busy_ns();
   EXPECT_NEAR(busy_ratio, 1.0, 0.02);
 }
 

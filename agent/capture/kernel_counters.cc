@@ -47,9 +47,7 @@ constexpr InstMetric kInstMetrics[] = {
 // (tests/gpu/counter_probe.py, 2026-11-22).
 constexpr double kTensorFlopsPerOp = 1.0;
 
-bool StartsWith(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 uint64_t ToCount(double v) {
   if (!std::isfinite(v) || v <= 0) return 0;
@@ -57,23 +55,20 @@ uint64_t ToCount(double v) {
   return static_cast<uint64_t>(std::llround(v));
 }
 
-std::vector<const KernelRecord*> InLaunchOrder(
-    const std::vector<KernelRecord>& kernels) {
+std::vector<const KernelRecord*> InLaunchOrder(const std::vector<KernelRecord>& kernels) {
   std::vector<const KernelRecord*> out;
   out.reserve(kernels.size());
   for (const KernelRecord& k : kernels) out.push_back(&k);
-  std::stable_sort(out.begin(), out.end(),
-                   [](const KernelRecord* a, const KernelRecord* b) {
-                     return a->correlation_id < b->correlation_id;
-                   });
+  std::stable_sort(out.begin(), out.end(), [](const KernelRecord* a, const KernelRecord* b) {
+    return a->correlation_id < b->correlation_id;
+  });
   return out;
 }
 
 // Offset (1..window) of the first position after `from` in `seq` whose
 // name is `name`; 0 when none.
 template <typename Seq, typename NameOf>
-size_t FindAhead(const Seq& seq, size_t from, const std::string& name,
-                 NameOf name_of) {
+size_t FindAhead(const Seq& seq, size_t from, const std::string& name, NameOf name_of) {
   for (size_t d = 1; d <= kResyncWindow && from + d < seq.size(); ++d) {
     if (name_of(seq[from + d]) == name) return d;
   }
@@ -88,8 +83,7 @@ std::vector<std::string> ScalarCounterMetrics() {
   return out;
 }
 
-std::vector<std::string> TensorCounterMetrics(
-    const std::vector<std::string>& base_metrics) {
+std::vector<std::string> TensorCounterMetrics(const std::vector<std::string>& base_metrics) {
   std::vector<std::string> candidates;
   for (const std::string& m : base_metrics) {
     // By source type only ("_src_"): "..._op_hgmma_src_bf16_dst_fp32"
@@ -98,8 +92,7 @@ std::vector<std::string> TensorCounterMetrics(
     // binary types are not floating-point work.
     if (StartsWith(m, kTensorMetricPrefix) &&
         m.rfind(std::string(kTensorMetricPrefix) + "src_", 0) == 0 &&
-        m.find("sparsity") == std::string::npos &&
-        m.find("_src_int") == std::string::npos &&
+        m.find("sparsity") == std::string::npos && m.find("_src_int") == std::string::npos &&
         m.find('.') == std::string::npos) {
       candidates.push_back(m);
     }
@@ -110,8 +103,7 @@ std::vector<std::string> TensorCounterMetrics(
   for (const std::string& m : candidates) {
     bool aggregate = false;
     for (const std::string& other : candidates) {
-      if (other.size() > m.size() + 1 && StartsWith(other, m.c_str()) &&
-          other[m.size()] == '_') {
+      if (other.size() > m.size() + 1 && StartsWith(other, m.c_str()) && other[m.size()] == '_') {
         aggregate = true;
         break;
       }
@@ -122,20 +114,17 @@ std::vector<std::string> TensorCounterMetrics(
   return out;
 }
 
-Status CountersFromMetrics(const std::vector<std::string>& names,
-                           const std::vector<double>& values,
+Status CountersFromMetrics(const std::vector<std::string>& names, const std::vector<double>& values,
                            KernelCounters* out) {
   if (names.size() != values.size()) {
-    return InvalidArgumentError(
-        "counter values: " + std::to_string(values.size()) + " values for " +
-        std::to_string(names.size()) + " metrics");
+    return InvalidArgumentError("counter values: " + std::to_string(values.size()) +
+                                " values for " + std::to_string(names.size()) + " metrics");
   }
   double fp64 = 0, fp32 = 0, fp16 = 0, tensor = 0;
   KernelCounters c;
   for (size_t i = 0; i < names.size(); ++i) {
     // The per-SM-subpartition spelling sums to the same total.
-    const std::string n =
-        StartsWith(names[i], "smsp__") ? "sm__" + names[i].substr(6) : names[i];
+    const std::string n = StartsWith(names[i], "smsp__") ? "sm__" + names[i].substr(6) : names[i];
     const double v = std::isfinite(values[i]) && values[i] > 0 ? values[i] : 0;
     if (n == kDramReadMetric) {
       c.dram_read_bytes = ToCount(v);
@@ -153,10 +142,17 @@ Status CountersFromMetrics(const std::vector<std::string>& names,
       if (n != m.name) continue;
       const double flops = v * m.flops_per_inst;
       switch (m.precision) {
-        case Flop::kFp64: fp64 += flops; break;
-        case Flop::kFp32: fp32 += flops; break;
-        case Flop::kFp16: fp16 += flops; break;
-        case Flop::kNone: break;
+        case Flop::kFp64:
+          fp64 += flops;
+          break;
+        case Flop::kFp32:
+          fp32 += flops;
+          break;
+        case Flop::kFp16:
+          fp16 += flops;
+          break;
+        case Flop::kNone:
+          break;
       }
     }
   }
@@ -208,20 +204,15 @@ Status TopKernelKeys(const std::vector<KernelRecord>& kernels, double fraction,
   return Status::Ok();
 }
 
-Status JoinCounters(const std::vector<KernelRecord>& kernels,
-                    const CounterPass& pass, const std::set<KernelKey>& wanted,
-                    CounterCache* cache, JoinStats* stats) {
+Status JoinCounters(const std::vector<KernelRecord>& kernels, const CounterPass& pass,
+                    const std::set<KernelKey>& wanted, CounterCache* cache, JoinStats* stats) {
   *stats = JoinStats();
   const std::vector<const KernelRecord*> order = InLaunchOrder(kernels);
   const std::vector<RangeMetrics>& ranges = pass.ranges;
   stats->ranges = ranges.size();
   stats->kernels = order.size();
-  auto range_name = [](const RangeMetrics& r) -> const std::string& {
-    return r.kernel_name;
-  };
-  auto kernel_name = [](const KernelRecord* k) -> const std::string& {
-    return k->name;
-  };
+  auto range_name = [](const RangeMetrics& r) -> const std::string& { return r.kernel_name; };
+  auto kernel_name = [](const KernelRecord* k) -> const std::string& { return k->name; };
   // Range names that never equal a kernel name (a profiler naming ranges
   // otherwise) but as many ranges as kernels: join by position.
   bool by_position = ranges.size() == order.size() && !ranges.empty();
@@ -235,8 +226,7 @@ Status JoinCounters(const std::vector<KernelRecord>& kernels,
       const KernelKey key = KeyOf(*order[j]);
       if (wanted.count(key) > 0 && cache->count(key) == 0) {
         KernelCounters c;
-        HABITAT_AGENT_RETURN_IF_ERROR(
-            CountersFromMetrics(pass.metric_names, ranges[i].values, &c));
+        HABITAT_AGENT_RETURN_IF_ERROR(CountersFromMetrics(pass.metric_names, ranges[i].values, &c));
         cache->emplace(key, c);
         ++stats->new_keys;
       }
@@ -270,9 +260,8 @@ Status JoinCounters(const std::vector<KernelRecord>& kernels,
   return Status::Ok();
 }
 
-Status CollectKernelCounters(const std::vector<KernelRecord>& kernels,
-                             double fraction, CounterSource* source,
-                             const std::function<Status()>& work,
+Status CollectKernelCounters(const std::vector<KernelRecord>& kernels, double fraction,
+                             CounterSource* source, const std::function<Status()>& work,
                              CounterCache* cache, CounterReport* report) {
   *report = CounterReport();
   std::set<KernelKey> wanted;

@@ -39,21 +39,19 @@ namespace agent {
 // comes from the sm__ops_path_tensor_* metrics the device lists
 // (TensorCounterMetrics), which count FLOPs (checked on an H100 against
 // 2*M*N*K, see kernel_counters.cc).
-extern const char* const kDramReadMetric;   // dram__bytes_read.sum
-extern const char* const kDramWriteMetric;  // dram__bytes_write.sum
+extern const char* const kDramReadMetric;      // dram__bytes_read.sum
+extern const char* const kDramWriteMetric;     // dram__bytes_write.sum
 extern const char* const kTensorMetricPrefix;  // sm__ops_path_tensor_
 // The scalar metrics (dram and the nine d/f/h add/mul/fma ones).
 std::vector<std::string> ScalarCounterMetrics();
 // Of the device's base counter metrics (without rollup), the tensor ones
 // to collect, as "<name>.sum".
-std::vector<std::string> TensorCounterMetrics(
-    const std::vector<std::string>& base_metrics);
+std::vector<std::string> TensorCounterMetrics(const std::vector<std::string>& base_metrics);
 
 // KernelCounters from one range's values. Unknown metric names are
 // ignored; INVALID_ARGUMENT when names and values differ in length.
 // Negative or non-finite values (evaluation noise) count as 0.
-Status CountersFromMetrics(const std::vector<std::string>& names,
-                           const std::vector<double>& values,
+Status CountersFromMetrics(const std::vector<std::string>& names, const std::vector<double>& values,
                            KernelCounters* out);
 
 struct KernelKey {
@@ -66,9 +64,8 @@ struct KernelKey {
   bool operator<(const KernelKey& o) const {
     return std::tie(name, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                     static_shared_memory_bytes, dynamic_shared_memory_bytes) <
-           std::tie(o.name, o.grid.x, o.grid.y, o.grid.z, o.block.x, o.block.y,
-                    o.block.z, o.static_shared_memory_bytes,
-                    o.dynamic_shared_memory_bytes);
+           std::tie(o.name, o.grid.x, o.grid.y, o.grid.z, o.block.x, o.block.y, o.block.z,
+                    o.static_shared_memory_bytes, o.dynamic_shared_memory_bytes);
   }
 };
 
@@ -98,14 +95,13 @@ struct JoinStats {
 // Joins `pass` to `kernels` (the tracked iteration's records, any order;
 // they are ordered by correlation id here) and adds, for every wanted key
 // not yet in `cache`, the counters of its first matched range.
-Status JoinCounters(const std::vector<KernelRecord>& kernels,
-                    const CounterPass& pass, const std::set<KernelKey>& wanted,
-                    CounterCache* cache, JoinStats* stats);
+Status JoinCounters(const std::vector<KernelRecord>& kernels, const CounterPass& pass,
+                    const std::set<KernelKey>& wanted, CounterCache* cache, JoinStats* stats);
 
 struct CounterReport {
-  size_t wanted_keys = 0;     // keys in the top fraction of kernel time
-  size_t cached_before = 0;   // of those, already measured
-  bool ran = false;           // false: all wanted keys were cached
+  size_t wanted_keys = 0;    // keys in the top fraction of kernel time
+  size_t cached_before = 0;  // of those, already measured
+  bool ran = false;          // false: all wanted keys were cached
   size_t replay_passes = 0;
   uint64_t dropped_ranges = 0;
   JoinStats join;
@@ -115,9 +111,8 @@ struct CounterReport {
 // top `fraction` of kernel time, and unless all are cached runs `work`
 // once under `source` and joins the ranges into `cache`. The counter image
 // is sized for the tracked iteration's launches with some headroom.
-Status CollectKernelCounters(const std::vector<KernelRecord>& kernels,
-                             double fraction, CounterSource* source,
-                             const std::function<Status()>& work,
+Status CollectKernelCounters(const std::vector<KernelRecord>& kernels, double fraction,
+                             CounterSource* source, const std::function<Status()>& work,
                              CounterCache* cache, CounterReport* report);
 
 // Sets `counters` on every kernel of `trace` (passes and unattributed)

@@ -24,8 +24,7 @@ const std::vector<std::string> kMetrics = {
 // Values whose dram_read_bytes is `id`, so a joined range is recognisable.
 std::vector<double> Values(double id) { return {id, 2 * id, 1, 2, 3, 0}; }
 
-KernelRecord K(const std::string& name, uint32_t correlation, int64_t ns,
-               uint32_t grid_x = 1) {
+KernelRecord K(const std::string& name, uint32_t correlation, int64_t ns, uint32_t grid_x = 1) {
   KernelRecord k;
   k.name = name;
   k.grid = {grid_x, 1, 1};
@@ -43,23 +42,22 @@ std::set<KernelKey> AllKeys(const std::vector<KernelRecord>& ks) {
 }
 
 TEST(CountersFromMetrics, FlopsAreAddPlusMulPlusTwiceFma) {
-  const std::vector<std::string> names = {
-      "dram__bytes_read.sum",
-      "dram__bytes_write.sum",
-      "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_hadd_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_hmul_pred_on.sum",
-      "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
-      "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
-      "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
-      "some__other_metric.sum"};
-  const std::vector<double> values = {4096.4, 1024, 1, 2, 3, 10, 20, 30,
-                                      100, 200, 300, 1000, 500, 9999};
+  const std::vector<std::string> names = {"dram__bytes_read.sum",
+                                          "dram__bytes_write.sum",
+                                          "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_hadd_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_hmul_pred_on.sum",
+                                          "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
+                                          "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
+                                          "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+                                          "some__other_metric.sum"};
+  const std::vector<double> values = {4096.4, 1024, 1,   2,   3,    10,  20,
+                                      30,     100,  200, 300, 1000, 500, 9999};
   KernelCounters c;
   ASSERT_TRUE(CountersFromMetrics(names, values, &c).ok());
   EXPECT_EQ(c.dram_read_bytes, 4096u);
@@ -73,18 +71,15 @@ TEST(CountersFromMetrics, FlopsAreAddPlusMulPlusTwiceFma) {
 
 TEST(CountersFromMetrics, SubpartitionSpellingCountsTheSame) {
   KernelCounters c;
-  ASSERT_TRUE(CountersFromMetrics(
-                  {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"}, {5},
-                  &c)
-                  .ok());
+  ASSERT_TRUE(
+      CountersFromMetrics({"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"}, {5}, &c).ok());
   EXPECT_EQ(c.flop_fp32, 10u);
 }
 
 TEST(CountersFromMetrics, NoiseIsZeroAndMismatchIsAnError) {
   KernelCounters c;
-  ASSERT_TRUE(CountersFromMetrics(
-                  {"dram__bytes_read.sum", "dram__bytes_write.sum"},
-                  {-3.0, std::numeric_limits<double>::quiet_NaN()}, &c)
+  ASSERT_TRUE(CountersFromMetrics({"dram__bytes_read.sum", "dram__bytes_write.sum"},
+                                  {-3.0, std::numeric_limits<double>::quiet_NaN()}, &c)
                   .ok());
   EXPECT_EQ(c.dram_read_bytes, 0u);
   EXPECT_EQ(c.dram_write_bytes, 0u);
@@ -100,27 +95,22 @@ TEST(CounterMetrics, ScalarAndTensorNames) {
   EXPECT_EQ(scalar[1], "dram__bytes_write.sum");
   // Sparse variants, per-instruction duplicates, integer types and
   // aggregates of kept leaves are left out.
-  EXPECT_EQ(TensorCounterMetrics({"sm__ops_path_tensor_src_fp16_dst_fp32",
-                                  "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_on",
-                                  "sm__inst_executed_pipe_tensor",
-                                  "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32",
-                                  "sm__ops_path_tensor_src_int8",
-                                  "sm__ops_path_tensor_src_fp16",
-                                  "sm__ops_path_tensor_src_fp16_dst_fp16",
-                                  "sm__ops_path_tensor_src_fp64",
-                                  "sm__ops_path_tensor_src_bf16_dst_fp32"}),
-            (std::vector<std::string>{
-                "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
-                "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
-                "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
-                "sm__ops_path_tensor_src_fp64.sum"}));
+  EXPECT_EQ(
+      TensorCounterMetrics(
+          {"sm__ops_path_tensor_src_fp16_dst_fp32",
+           "sm__ops_path_tensor_src_fp16_dst_fp32_sparsity_on", "sm__inst_executed_pipe_tensor",
+           "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32", "sm__ops_path_tensor_src_int8",
+           "sm__ops_path_tensor_src_fp16", "sm__ops_path_tensor_src_fp16_dst_fp16",
+           "sm__ops_path_tensor_src_fp64", "sm__ops_path_tensor_src_bf16_dst_fp32"}),
+      (std::vector<std::string>{
+          "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+          "sm__ops_path_tensor_src_fp16_dst_fp32.sum", "sm__ops_path_tensor_src_fp64.sum"}));
 }
 
 TEST(TopKernelKeys, TakesLongestKeysUpToTheFraction) {
   // gemm: 3 x 300 = 900, conv: 95, tiny: 5 (total 1000).
-  const std::vector<KernelRecord> ks = {
-      K("gemm", 1, 300), K("conv", 2, 95), K("gemm", 3, 300), K("tiny", 4, 5),
-      K("gemm", 5, 300)};
+  const std::vector<KernelRecord> ks = {K("gemm", 1, 300), K("conv", 2, 95), K("gemm", 3, 300),
+                                        K("tiny", 4, 5), K("gemm", 5, 300)};
   std::set<KernelKey> keys;
   ASSERT_TRUE(TopKernelKeys(ks, 0.995, &keys).ok());
   EXPECT_EQ(keys.size(), 2u);  // 995 of 1000 reached without "tiny"
@@ -131,9 +121,7 @@ TEST(TopKernelKeys, TakesLongestKeysUpToTheFraction) {
   ASSERT_TRUE(TopKernelKeys(ks, 1.0, &keys).ok());
   EXPECT_EQ(keys.size(), 3u);
   // The launch configuration is part of the key.
-  ASSERT_TRUE(TopKernelKeys({K("gemm", 1, 10, 4), K("gemm", 2, 10, 8)}, 1.0,
-                            &keys)
-                  .ok());
+  ASSERT_TRUE(TopKernelKeys({K("gemm", 1, 10, 4), K("gemm", 2, 10, 8)}, 1.0, &keys).ok());
   EXPECT_EQ(keys.size(), 2u);
   EXPECT_EQ(TopKernelKeys(ks, 0.0, &keys).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(TopKernelKeys(ks, 1.5, &keys).code(), StatusCode::kInvalidArgument);
@@ -141,12 +129,10 @@ TEST(TopKernelKeys, TakesLongestKeysUpToTheFraction) {
 
 TEST(JoinCounters, SameSequenceJoinsInOrderAndMeasuresRepeatsOnce) {
   // Given out of order: the join orders by correlation id.
-  const std::vector<KernelRecord> ks = {K("b", 2, 10), K("a", 1, 10),
-                                        K("a", 3, 10), K("c", 4, 10)};
+  const std::vector<KernelRecord> ks = {K("b", 2, 10), K("a", 1, 10), K("a", 3, 10), K("c", 4, 10)};
   CounterPass pass;
   pass.metric_names = kMetrics;
-  pass.ranges = {{"a", Values(1)}, {"b", Values(2)}, {"a", Values(3)},
-                 {"c", Values(4)}};
+  pass.ranges = {{"a", Values(1)}, {"b", Values(2)}, {"a", Values(3)}, {"c", Values(4)}};
   CounterCache cache;
   JoinStats stats;
   ASSERT_TRUE(JoinCounters(ks, pass, AllKeys(ks), &cache, &stats).ok());
@@ -163,14 +149,13 @@ TEST(JoinCounters, SameSequenceJoinsInOrderAndMeasuresRepeatsOnce) {
 }
 
 TEST(JoinCounters, ResynchronisesAroundKernelsOnlyOneRunLaunched) {
-  const std::vector<KernelRecord> ks = {K("a", 1, 10), K("extra", 2, 10),
-                                        K("b", 3, 10), K("c", 4, 10),
-                                        K("d", 5, 10)};
+  const std::vector<KernelRecord> ks = {K("a", 1, 10), K("extra", 2, 10), K("b", 3, 10),
+                                        K("c", 4, 10), K("d", 5, 10)};
   CounterPass pass;
   pass.metric_names = kMetrics;
   // The counter run missed "extra" and launched a "new" one before "c".
-  pass.ranges = {{"a", Values(1)}, {"b", Values(2)}, {"new", Values(9)},
-                 {"c", Values(3)}, {"d", Values(4)}};
+  pass.ranges = {
+      {"a", Values(1)}, {"b", Values(2)}, {"new", Values(9)}, {"c", Values(3)}, {"d", Values(4)}};
   CounterCache cache;
   JoinStats stats;
   ASSERT_TRUE(JoinCounters(ks, pass, AllKeys(ks), &cache, &stats).ok());
@@ -228,16 +213,14 @@ TEST(CollectKernelCounters, RunsOnceThenServesFromTheCache) {
   };
   CounterCache cache;
   CounterReport report;
-  ASSERT_TRUE(
-      CollectKernelCounters(ks, 0.995, &source, work, &cache, &report).ok());
+  ASSERT_TRUE(CollectKernelCounters(ks, 0.995, &source, work, &cache, &report).ok());
   EXPECT_TRUE(report.ran);
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(report.wanted_keys, 2u);
   EXPECT_EQ(report.join.new_keys, 2u);
   EXPECT_EQ(source.last_max_kernels(), 2u + 0u + 64u);
   // Everything wanted is cached: no second pass.
-  ASSERT_TRUE(
-      CollectKernelCounters(ks, 0.995, &source, work, &cache, &report).ok());
+  ASSERT_TRUE(CollectKernelCounters(ks, 0.995, &source, work, &cache, &report).ok());
   EXPECT_FALSE(report.ran);
   EXPECT_EQ(report.cached_before, 2u);
   EXPECT_EQ(runs, 1);
@@ -255,8 +238,8 @@ TEST(CollectKernelCounters, ErrorsLeaveTheCacheAlone) {
   EXPECT_EQ(s.message(), "train_step raised");
   EXPECT_TRUE(cache.empty());
   source.FailWith(PermissionDeniedError("no profiling permission"));
-  s = CollectKernelCounters(ks, 0.995, &source, [] { return Status::Ok(); },
-                            &cache, &report);
+  s = CollectKernelCounters(
+      ks, 0.995, &source, [] { return Status::Ok(); }, &cache, &report);
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
   EXPECT_TRUE(cache.empty());
 }

@@ -23,8 +23,7 @@ enum class StatusCode {
 class Status {
  public:
   Status() = default;  // OK
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
 
@@ -51,18 +50,22 @@ inline Status UnavailableError(std::string m) {
 inline Status PermissionDeniedError(std::string m) {
   return Status(StatusCode::kPermissionDenied, std::move(m));
 }
-inline Status InternalError(std::string m) {
-  return Status(StatusCode::kInternal, std::move(m));
-}
+inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
 inline const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }
@@ -79,8 +82,8 @@ inline std::string Status::ToString() const {
 #define HABITAT_AGENT_CONCAT_(a, b) HABITAT_AGENT_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function if `expr` is not OK.
-#define HABITAT_AGENT_RETURN_IF_ERROR(expr)                       \
-  do {                                                            \
-    ::habitat::agent::Status habitat_agent_status_ = (expr);      \
+#define HABITAT_AGENT_RETURN_IF_ERROR(expr)                        \
+  do {                                                             \
+    ::habitat::agent::Status habitat_agent_status_ = (expr);       \
     if (!habitat_agent_status_.ok()) return habitat_agent_status_; \
   } while (false)

@@ -32,17 +32,15 @@ TraceSummary Summarize(const Trace& trace) {
 
 std::string FormatSummary(const TraceSummary& s) {
   char buf[320];
-  std::snprintf(
-      buf, sizeof(buf),
-      "%lld ops (%lld with backward), %lld kernels (%lld unattributed), "
-      "%lld memory activities; GPU busy %.3f ms of %.3f ms wall; per-op "
-      "sum %.3f ms + unattributed %.3f ms",
-      static_cast<long long>(s.operations),
-      static_cast<long long>(s.operations_with_backward),
-      static_cast<long long>(s.kernels),
-      static_cast<long long>(s.unattributed_kernels),
-      static_cast<long long>(s.memory_activities), s.gpu_busy_ns / 1e6,
-      s.wall_ns / 1e6, s.pass_time_ns / 1e6, s.unattributed_kernel_ns / 1e6);
+  std::snprintf(buf, sizeof(buf),
+                "%lld ops (%lld with backward), %lld kernels (%lld unattributed), "
+                "%lld memory activities; GPU busy %.3f ms of %.3f ms wall; per-op "
+                "sum %.3f ms + unattributed %.3f ms",
+                static_cast<long long>(s.operations),
+                static_cast<long long>(s.operations_with_backward),
+                static_cast<long long>(s.kernels), static_cast<long long>(s.unattributed_kernels),
+                static_cast<long long>(s.memory_activities), s.gpu_busy_ns / 1e6, s.wall_ns / 1e6,
+                s.pass_time_ns / 1e6, s.unattributed_kernel_ns / 1e6);
   return buf;
 }
 

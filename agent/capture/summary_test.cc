@@ -35,11 +35,9 @@ TEST(SummaryTest, CountsPassesKernelsAndTimes) {
   EXPECT_EQ(s.gpu_busy_ns, 1700);
   EXPECT_EQ(s.wall_ns, 3000);
   const std::string line = FormatSummary(s);
-  EXPECT_NE(line.find("2 ops (1 with backward), 5 kernels (1 unattributed)"),
-            std::string::npos)
+  EXPECT_NE(line.find("2 ops (1 with backward), 5 kernels (1 unattributed)"), std::string::npos)
       << line;
-  EXPECT_NE(line.find("GPU busy 0.002 ms of 0.003 ms wall"), std::string::npos)
-      << line;
+  EXPECT_NE(line.find("GPU busy 0.002 ms of 0.003 ms wall"), std::string::npos) << line;
 }
 
 }  // namespace

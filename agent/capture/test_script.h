@@ -20,9 +20,8 @@ class OpScript {
   explicit OpScript(FakeKernelSource* source) : source_(source) {}
 
   // Opens an op on `thread` at `t` and pushes its id, like the recorder.
-  uint64_t Begin(std::string name, uint64_t thread, int64_t t,
-                 int64_t sequence_number = -1, bool is_backward = false,
-                 uint64_t forward_thread = 0) {
+  uint64_t Begin(std::string name, uint64_t thread, int64_t t, int64_t sequence_number = -1,
+                 bool is_backward = false, uint64_t forward_thread = 0) {
     OpEvent e;
     e.id = ++last_id_;
     e.name = std::move(name);
@@ -53,8 +52,8 @@ class OpScript {
   }
 
   // A kernel running on the GPU over [start, end), launched at `launch`.
-  void Kernel(const std::string& name, int64_t launch, int64_t start,
-              int64_t end, uint32_t stream = 7) {
+  void Kernel(const std::string& name, int64_t launch, int64_t start, int64_t end,
+              uint32_t stream = 7) {
     KernelRecord k;
     k.name = name;
     k.grid = {80, 2, 1};

@@ -23,12 +23,8 @@ struct Work {
   int64_t time = 0;
 };
 
-bool StartsWith(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-bool Contains(const std::string& s, const char* part) {
-  return s.find(part) != std::string::npos;
-}
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 class Assembler {
  public:
@@ -50,9 +46,7 @@ class Assembler {
   void FillTraceLevel(Trace* out);
 
   int64_t Rel(int64_t t) const { return t - opt_.window_start_ns; }
-  bool InWindow(int64_t t) const {
-    return t >= opt_.window_start_ns && t <= opt_.window_end_ns;
-  }
+  bool InWindow(int64_t t) const { return t >= opt_.window_start_ns && t <= opt_.window_end_ns; }
   Work WorkOf(int op) const {
     auto it = work_.find(op);
     return it == work_.end() ? Work() : it->second;
@@ -63,9 +57,9 @@ class Assembler {
   const AssemblyOptions& opt_;
 
   std::unordered_map<uint64_t, int> by_id_;
-  std::vector<int> root_;              // per op: its top-level ancestor
-  std::vector<int> top_level_;         // top-level ops in the window, ordered
-  std::map<int, int> node_of_;         // backward top-level op -> node record
+  std::vector<int> root_;                         // per op: its top-level ancestor
+  std::vector<int> top_level_;                    // top-level ops in the window, ordered
+  std::map<int, int> node_of_;                    // backward top-level op -> node record
   std::map<int, std::vector<int>> backwards_of_;  // forward -> backward ops
   std::vector<Placed> placed_;
   std::map<int, Work> work_;
@@ -79,30 +73,24 @@ Status Assembler::IndexOps() {
   std::vector<int> order(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {
     const OpEvent& e = ops_[i];
-    const std::string what =
-        "op event " + std::to_string(i) + " (\"" + e.name + "\")";
+    const std::string what = "op event " + std::to_string(i) + " (\"" + e.name + "\")";
     if (e.id == 0) return InvalidArgumentError(what + ": id must be > 0");
     if (e.end_ns < e.start_ns) {
       return InvalidArgumentError(what + ": end_ns " + std::to_string(e.end_ns) +
-                                  " is before start_ns " +
-                                  std::to_string(e.start_ns));
+                                  " is before start_ns " + std::to_string(e.start_ns));
     }
     // Ids are handed out when ops start, so a parent's id is smaller; this
     // also rules out cycles.
     if (e.parent_id >= e.id) {
-      return InvalidArgumentError(what + ": parent_id " +
-                                  std::to_string(e.parent_id) +
-                                  " is not smaller than its id " +
-                                  std::to_string(e.id));
+      return InvalidArgumentError(what + ": parent_id " + std::to_string(e.parent_id) +
+                                  " is not smaller than its id " + std::to_string(e.id));
     }
     if (!by_id_.emplace(e.id, static_cast<int>(i)).second) {
-      return InvalidArgumentError(what + ": duplicate id " +
-                                  std::to_string(e.id));
+      return InvalidArgumentError(what + ": duplicate id " + std::to_string(e.id));
     }
     order[i] = static_cast<int>(i);
   }
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return ops_[a].id < ops_[b].id; });
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return ops_[a].id < ops_[b].id; });
   root_.assign(ops_.size(), -1);
   for (int i : order) {
     const OpEvent& e = ops_[i];
@@ -132,12 +120,11 @@ Status Assembler::CheckRerunTimes() const {
   for (const auto& [id, t] : opt_.rerun_times) {
     if (t.forward_ns >= 0 && t.backward_ns >= 0) continue;
     auto it = by_id_.find(id);
-    const std::string name =
-        it == by_id_.end() ? "" : " (\"" + ops_[it->second].name + "\")";
-    return InvalidArgumentError(
-        "rerun time of op event id " + std::to_string(id) + name +
-        ": times must be >= 0, got forward_ns " + std::to_string(t.forward_ns) +
-        ", backward_ns " + std::to_string(t.backward_ns));
+    const std::string name = it == by_id_.end() ? "" : " (\"" + ops_[it->second].name + "\")";
+    return InvalidArgumentError("rerun time of op event id " + std::to_string(id) + name +
+                                ": times must be >= 0, got forward_ns " +
+                                std::to_string(t.forward_ns) + ", backward_ns " +
+                                std::to_string(t.backward_ns));
   }
   return Status::Ok();
 }
@@ -147,8 +134,7 @@ void Assembler::FindBackwardNodes() {
     if (!ops_[i].is_backward) continue;
     auto [it, inserted] = node_of_.try_emplace(root_[i], static_cast<int>(i));
     if (!inserted && std::make_pair(ops_[i].start_ns, ops_[i].id) <
-                         std::make_pair(ops_[it->second].start_ns,
-                                        ops_[it->second].id)) {
+                         std::make_pair(ops_[it->second].start_ns, ops_[it->second].id)) {
       it->second = static_cast<int>(i);
     }
   }
@@ -169,8 +155,7 @@ void Assembler::LinkBackwards() {
     if (node_it == node_of_.end()) continue;
     const OpEvent& node = ops_[node_it->second];
     if (node.sequence_number < 0) continue;
-    const uint64_t thread =
-        node.forward_thread_id != 0 ? node.forward_thread_id : node.thread_id;
+    const uint64_t thread = node.forward_thread_id != 0 ? node.forward_thread_id : node.thread_id;
     auto cands = forwards.find({thread, node.sequence_number});
     if (cands == forwards.end()) continue;
     int best = -1;
@@ -195,8 +180,8 @@ void Assembler::PlaceActivities() {
     const int root = root_[it->second];
     return InWindow(ops_[root].start_ns) ? root : -1;
   };
-  auto place = [&](bool is_kernel, size_t index, int64_t start, int64_t end,
-                   bool has_launch, int64_t launch, uint64_t external_id) {
+  auto place = [&](bool is_kernel, size_t index, int64_t start, int64_t end, bool has_launch,
+                   int64_t launch, uint64_t external_id) {
     if (has_launch ? !InWindow(launch) : !InWindow(start)) {
       ++outside_window_;
       return;
@@ -206,18 +191,14 @@ void Assembler::PlaceActivities() {
   };
   for (size_t i = 0; i < act_.kernels.size(); ++i) {
     const KernelRecord& k = act_.kernels[i];
-    place(true, i, k.start_ns, k.end_ns, k.has_launch_time, k.launch_ns,
-          k.external_id);
+    place(true, i, k.start_ns, k.end_ns, k.has_launch_time, k.launch_ns, k.external_id);
   }
   for (size_t i = 0; i < act_.memory.size(); ++i) {
     const MemoryRecord& m = act_.memory[i];
-    place(false, i, m.start_ns, m.end_ns, m.has_launch_time, m.launch_ns,
-          m.external_id);
+    place(false, i, m.start_ns, m.end_ns, m.has_launch_time, m.launch_ns, m.external_id);
   }
   std::stable_sort(placed_.begin(), placed_.end(),
-                   [](const Placed& a, const Placed& b) {
-                     return a.start < b.start;
-                   });
+                   [](const Placed& a, const Placed& b) { return a.start < b.start; });
   for (size_t i = 0; i < placed_.size(); ++i) {
     if (placed_[i].owner < 0) continue;
     Work& w = work_[placed_[i].owner];
@@ -299,16 +280,14 @@ void Assembler::BuildOperations(Trace* out) {
     auto nodes = backwards_of_.find(op);
     if (nodes != backwards_of_.end()) {
       std::vector<int> order = nodes->second;
-      std::sort(order.begin(), order.end(), [&](int a, int b) {
-        return ops_[a].start_ns < ops_[b].start_ns;
-      });
+      std::sort(order.begin(), order.end(),
+                [&](int a, int b) { return ops_[a].start_ns < ops_[b].start_ns; });
       int dominant = order.front();
       Work merged;
       for (int n : order) {
         const Work w = WorkOf(n);
         if (w.time > WorkOf(dominant).time) dominant = n;
-        merged.placed.insert(merged.placed.end(), w.placed.begin(),
-                             w.placed.end());
+        merged.placed.insert(merged.placed.end(), w.placed.begin(), w.placed.end());
         merged.time += w.time;
       }
       std::sort(merged.placed.begin(), merged.placed.end());  // GPU order
@@ -351,21 +330,18 @@ void Assembler::FillTraceLevel(Trace* out) {
   }
   out->iteration_gpu_busy_ns = UnionLength(std::move(spans));
   const int64_t tracked_wall = opt_.window_end_ns - opt_.window_start_ns;
-  out->iteration_wall_ns = opt_.iteration_wall_override_ns > 0
-                               ? opt_.iteration_wall_override_ns
-                               : tracked_wall;
+  out->iteration_wall_ns =
+      opt_.iteration_wall_override_ns > 0 ? opt_.iteration_wall_override_ns : tracked_wall;
   for (const ApiRecord& api : act_.api_calls) {
     if (!InWindow(api.start_ns)) continue;
     if (Contains(api.name, "Synchronize") || StartsWith(api.name, "cudaMemcpy") ||
         StartsWith(api.name, "cuMemcpy")) {
-      out->host_events.push_back(
-          HostEvent{api.name, Rel(api.start_ns), api.end_ns - api.start_ns});
+      out->host_events.push_back(HostEvent{api.name, Rel(api.start_ns), api.end_ns - api.start_ns});
     }
   }
-  std::stable_sort(out->host_events.begin(), out->host_events.end(),
-                   [](const HostEvent& a, const HostEvent& b) {
-                     return a.cpu_start_ns < b.cpu_start_ns;
-                   });
+  std::stable_sort(
+      out->host_events.begin(), out->host_events.end(),
+      [](const HostEvent& a, const HostEvent& b) { return a.cpu_start_ns < b.cpu_start_ns; });
   int nodes = 0, linked = 0;
   for (int op : top_level_) nodes += node_of_.count(op) > 0;
   for (const auto& [fwd, list] : backwards_of_) linked += list.size();
@@ -375,11 +351,9 @@ void Assembler::FillTraceLevel(Trace* out) {
   meta["agent.kernels"] = std::to_string(kernels);
   meta["agent.memory_activities"] = std::to_string(memory);
   meta["agent.gpu_time_ns"] = std::to_string(total);
-  meta["agent.unattributed_kernels"] =
-      std::to_string(out->unattributed_kernels.size());
+  meta["agent.unattributed_kernels"] = std::to_string(out->unattributed_kernels.size());
   meta["agent.unattributed_kernel_ns"] = std::to_string(unattributed_kernel_ns);
-  meta["agent.unattributed_memory_activities"] =
-      std::to_string(unattributed_memory);
+  meta["agent.unattributed_memory_activities"] = std::to_string(unattributed_memory);
   meta["agent.unattributed_memory_ns"] = std::to_string(unattributed_memory_ns);
   meta["agent.backward_nodes"] = std::to_string(nodes);
   meta["agent.backward_nodes_linked"] = std::to_string(linked);
@@ -389,8 +363,7 @@ void Assembler::FillTraceLevel(Trace* out) {
   meta["agent.dropped_records"] = std::to_string(act_.dropped_records);
   if (!opt_.rerun_times.empty()) {
     meta["agent.rerun_operations"] = std::to_string(rerun_matched_);
-    meta["agent.rerun_unmatched"] =
-        std::to_string(opt_.rerun_times.size() - rerun_matched_);
+    meta["agent.rerun_unmatched"] = std::to_string(opt_.rerun_times.size() - rerun_matched_);
   }
 }
 
@@ -400,16 +373,15 @@ Status Assembler::Run(Trace* out) {
                                 std::to_string(opt_.iteration_wall_override_ns));
   }
   if (opt_.window_end_ns <= opt_.window_start_ns) {
-    return InvalidArgumentError(
-        "tracking window is empty: window_end_ns " +
-        std::to_string(opt_.window_end_ns) + " <= window_start_ns " +
-        std::to_string(opt_.window_start_ns));
+    return InvalidArgumentError("tracking window is empty: window_end_ns " +
+                                std::to_string(opt_.window_end_ns) + " <= window_start_ns " +
+                                std::to_string(opt_.window_start_ns));
   }
   for (size_t i = 0; i < act_.kernels.size(); ++i) {
     const KernelRecord& k = act_.kernels[i];
     if (k.end_ns < k.start_ns) {
-      return InvalidArgumentError("kernel record " + std::to_string(i) + " (\"" +
-                                  k.name + "\"): end_ns before start_ns");
+      return InvalidArgumentError("kernel record " + std::to_string(i) + " (\"" + k.name +
+                                  "\"): end_ns before start_ns");
     }
   }
   for (size_t i = 0; i < act_.memory.size(); ++i) {
@@ -468,14 +440,13 @@ int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>> intervals) {
   return total;
 }
 
-Status BusyPerWindow(const ActivityRecords& activities,
-                     const std::vector<int64_t>& boundaries,
+Status BusyPerWindow(const ActivityRecords& activities, const std::vector<int64_t>& boundaries,
                      std::vector<int64_t>* busy_ns) {
   busy_ns->clear();
   for (size_t i = 1; i < boundaries.size(); ++i) {
     if (boundaries[i] <= boundaries[i - 1]) {
-      return InvalidArgumentError("window boundary " + std::to_string(i) +
-                                  " (" + std::to_string(boundaries[i]) +
+      return InvalidArgumentError("window boundary " + std::to_string(i) + " (" +
+                                  std::to_string(boundaries[i]) +
                                   " ns) is not after the one before it");
     }
   }
@@ -493,8 +464,7 @@ Status BusyPerWindow(const ActivityRecords& activities,
   return Status::Ok();
 }
 
-Status AssembleTrace(const std::vector<OpEvent>& ops,
-                     ActivityRecords activities,
+Status AssembleTrace(const std::vector<OpEvent>& ops, ActivityRecords activities,
                      const AssemblyOptions& options, Trace* out) {
   if (out == nullptr) return InvalidArgumentError("AssembleTrace: out is null");
   return Assembler(ops, std::move(activities), options).Run(out);

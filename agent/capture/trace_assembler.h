@@ -74,8 +74,7 @@ struct AssemblyOptions {
 // INVALID_ARGUMENT (naming the op event or record) for inconsistent input;
 // FAILED_PRECONDITION when the window holds no GPU work at all.
 // `activities` is taken by value: launches are resolved in place.
-Status AssembleTrace(const std::vector<OpEvent>& ops,
-                     ActivityRecords activities,
+Status AssembleTrace(const std::vector<OpEvent>& ops, ActivityRecords activities,
                      const AssemblyOptions& options, Trace* out);
 
 // Length of the union of [start, end) intervals.
@@ -87,8 +86,7 @@ int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>> intervals);
 // synchronisation and a boundary taken after it, so an activity never spans
 // two windows. Returns boundaries.size() - 1 values (none for fewer than 2
 // boundaries); INVALID_ARGUMENT when the boundaries are not increasing.
-Status BusyPerWindow(const ActivityRecords& activities,
-                     const std::vector<int64_t>& boundaries,
+Status BusyPerWindow(const ActivityRecords& activities, const std::vector<int64_t>& boundaries,
                      std::vector<int64_t>* busy_ns);
 
 }  // namespace agent

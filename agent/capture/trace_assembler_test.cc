@@ -12,8 +12,8 @@ namespace agent {
 namespace {
 
 constexpr int64_t W = 1000000;  // window start on the source clock
-constexpr uint64_t kFwd = 1;     // forward (Python) thread
-constexpr uint64_t kBwd = 2;     // autograd engine thread
+constexpr uint64_t kFwd = 1;    // forward (Python) thread
+constexpr uint64_t kBwd = 2;    // autograd engine thread
 
 std::vector<std::string> KernelNames(const Pass& p) {
   std::vector<std::string> names;
@@ -66,8 +66,7 @@ class IterationTest : public ::testing::Test {
     s.Kernel("stray", W + 350, W + 3300, W + 3400);  // no op pushed
     source_.CallApi("cudaDeviceSynchronize", W + 360, W + 3500);
 
-    s.Begin("autograd::engine::evaluate_function: ReluBackward0", kBwd,
-            W + 4000);
+    s.Begin("autograd::engine::evaluate_function: ReluBackward0", kBwd, W + 4000);
     s.Begin("ReluBackward0", kBwd, W + 4010, 11, true, kFwd);
     // The engine thread has its own sequence counter; 10 here must not
     // link anything.
@@ -77,17 +76,17 @@ class IterationTest : public ::testing::Test {
     s.End(kBwd, W + 4050);
     s.End(kBwd, W + 4060);
 
-    s.Begin("autograd::engine::evaluate_function: ConvolutionBackward0", kBwd,
-            W + 4500);
+    s.Begin("autograd::engine::evaluate_function: ConvolutionBackward0", kBwd, W + 4500);
     s.Begin("ConvolutionBackward0", kBwd, W + 4505, 10, true, kFwd);
     s.Kernel("dgrad", W + 4510, W + 4600, W + 5600);
     s.Kernel("wgrad", W + 4520, W + 5600, W + 6000);
     s.End(kBwd, W + 4530);
     s.End(kBwd, W + 4540);
 
-    s.Begin("autograd::engine::evaluate_function: "
-            "torch::autograd::AccumulateGrad",
-            kBwd, W + 6100);
+    s.Begin(
+        "autograd::engine::evaluate_function: "
+        "torch::autograd::AccumulateGrad",
+        kBwd, W + 6100);
     s.Begin("torch::autograd::AccumulateGrad", kBwd, W + 6105, -1, true, kFwd);
     s.Kernel("accum", W + 6110, W + 6200, W + 6300);
     s.End(kBwd, W + 6120);
@@ -114,8 +113,7 @@ TEST_F(IterationTest, OperationsAreTopLevelOpsInStartOrder) {
   EXPECT_EQ(trace_.operations[0].cpu_start_ns, 100);
   EXPECT_EQ(trace_.operations[0].cpu_duration_ns, 40);
   ASSERT_EQ(trace_.operations[1].arguments.size(), 1u);
-  EXPECT_EQ(trace_.operations[1].arguments[0].tensor.shape,
-            (std::vector<int64_t>{4, 8, 16, 16}));
+  EXPECT_EQ(trace_.operations[1].arguments[0].tensor.shape, (std::vector<int64_t>{4, 8, 16, 16}));
 }
 
 TEST_F(IterationTest, KernelsJoinToTheirTopLevelOpThroughExternalIds) {
@@ -150,8 +148,7 @@ TEST_F(IterationTest, BackwardNodesLinkToTheForwardThatCreatedThem) {
   const Operation& conv = trace_.operations[0];
   ASSERT_TRUE(conv.backward.has_value());
   EXPECT_EQ(conv.backward->recorded_name, "ConvolutionBackward0");
-  EXPECT_EQ(KernelNames(*conv.backward),
-            (std::vector<std::string>{"dgrad", "wgrad"}));
+  EXPECT_EQ(KernelNames(*conv.backward), (std::vector<std::string>{"dgrad", "wgrad"}));
   EXPECT_EQ(conv.backward->time_ns, 1400);
   EXPECT_EQ(conv.sequence_number, 10);
 
@@ -258,10 +255,8 @@ TEST_F(IterationTest, NegativeRerunTimeIsRejectedNamingTheOp) {
   Trace t;
   const Status st = AssembleTrace(ops_, records_, o, &t);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("(\"aten::relu\")"), std::string::npos)
-      << st.message();
-  EXPECT_NE(st.message().find("backward_ns -3"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("(\"aten::relu\")"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("backward_ns -3"), std::string::npos) << st.message();
 }
 
 TEST_F(IterationTest, SynchronisationsAreHostEvents) {
@@ -343,8 +338,7 @@ TEST(TraceAssemblerTest, SequenceNumbersAreKeyedByThreadAndTakeTheCreator) {
   EXPECT_FALSE(t.operations[0].backward.has_value());
   EXPECT_EQ(t.operations[1].name, "aten::mul");
   ASSERT_TRUE(t.operations[1].backward.has_value());
-  EXPECT_EQ(KernelNames(*t.operations[1].backward),
-            std::vector<std::string>{"mul_bwd"});
+  EXPECT_EQ(KernelNames(*t.operations[1].backward), std::vector<std::string>{"mul_bwd"});
   EXPECT_EQ(t.operations[2].name, "aten::sigmoid");
   EXPECT_FALSE(t.operations[2].backward.has_value());
 }
@@ -422,15 +416,13 @@ TEST(TraceAssemblerTest, RejectsInconsistentInput) {
   OpEvent b = a;
   st = AssembleTrace({a, b}, one_kernel, Window(W, W + 10), &t);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("duplicate id 3"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("duplicate id 3"), std::string::npos) << st.message();
 
   b.id = 4;
   b.parent_id = 9;
   st = AssembleTrace({a, b}, one_kernel, Window(W, W + 10), &t);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("op event 1 (\"aten::mm\"): parent_id 9"),
-            std::string::npos)
+  EXPECT_NE(st.message().find("op event 1 (\"aten::mm\"): parent_id 9"), std::string::npos)
       << st.message();
 
   OpEvent backwards = a;

@@ -27,9 +27,7 @@ class Writer {
     }
     out_.push_back(static_cast<char>(v));
   }
-  void Tag(uint32_t field, WireType type) {
-    Varint((uint64_t{field} << 3) | type);
-  }
+  void Tag(uint32_t field, WireType type) { Varint((uint64_t{field} << 3) | type); }
   // int64/uint64/uint32/enum/bool as varint; negative int64 as its two's
   // complement (10 bytes), as protobuf does.
   void ForceVarint(uint32_t field, uint64_t v) {

@@ -28,8 +28,8 @@ Kernel FullKernel(const std::string& name, int64_t base) {
   k.static_shared_memory_bytes = 48 * 1024;
   k.dynamic_shared_memory_bytes = 180 * 1024;
   k.duration_ns = base + 1;
-  k.counters = KernelCounters{u + 10, u + 11, u + 12, u + 13, u + 14, u + 15,
-                              std::numeric_limits<uint64_t>::max()};
+  k.counters = KernelCounters{
+      u + 10, u + 11, u + 12, u + 13, u + 14, u + 15, std::numeric_limits<uint64_t>::max()};
   k.start_ns = base + 2;
   k.launch_ns = -(base + 3);  // launch before the iteration start
   k.has_launch_time = true;
@@ -43,8 +43,8 @@ Kernel FullKernel(const std::string& name, int64_t base) {
 Trace FullTrace() {
   Trace t;
   t.format_version = 1;
-  t.origin = {"NVIDIA H100 80GB HBM3", "H100-SXM", 9, 0, 132,
-              uint64_t{85} << 30, 50u << 20, "580.159.04"};
+  t.origin = {"NVIDIA H100 80GB HBM3", "H100-SXM", 9,           0, 132,
+              uint64_t{85} << 30,      50u << 20,  "580.159.04"};
   t.frameworks = {"2.11.0+cu130", "13.0", "91900", "0.1.0"};
   t.model_name = "résnet50 – test";
   t.batch_size = 64;
@@ -97,9 +97,8 @@ Trace FullTrace() {
   Argument empty_list;
   empty_list.name = "";
   empty_list.kind = Argument::Kind::kIntegers;
-  conv.arguments = {tensor, empty_tensor, scalar_zero, scalar, integer_zero,
-                    integer, boolean_false, text, empty_text, ints, none,
-                    empty_list};
+  conv.arguments = {tensor,        empty_tensor, scalar_zero, scalar, integer_zero, integer,
+                    boolean_false, text,         empty_text,  ints,   none,         empty_list};
   conv.forward.time_ns = 1234;
   conv.forward.kernels = {FullKernel("fwd", 100), FullKernel("fwd2", 200)};
   MemoryActivity mem;
@@ -214,8 +213,7 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   const auto& args = conv.arguments();
   EXPECT_EQ(args[0].name(), "0");
   ASSERT_EQ(args[0].value_case(), pb::Argument::kTensor);
-  EXPECT_EQ(std::vector<int64_t>(args[0].tensor().shape().begin(),
-                                 args[0].tensor().shape().end()),
+  EXPECT_EQ(std::vector<int64_t>(args[0].tensor().shape().begin(), args[0].tensor().shape().end()),
             (std::vector<int64_t>{64, 3, 224, 224}));
   EXPECT_EQ(args[0].tensor().dtype(), "c10::BFloat16");
   ASSERT_EQ(args[1].value_case(), pb::Argument::kTensor);
@@ -236,9 +234,9 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   ASSERT_EQ(args[8].value_case(), pb::Argument::kText);
   EXPECT_EQ(args[8].text(), "");
   ASSERT_EQ(args[9].value_case(), pb::Argument::kIntegers);
-  EXPECT_EQ(std::vector<int64_t>(args[9].integers().values().begin(),
-                                 args[9].integers().values().end()),
-            (std::vector<int64_t>{1, -1, 0, int64_t{1} << 62}));
+  EXPECT_EQ(
+      std::vector<int64_t>(args[9].integers().values().begin(), args[9].integers().values().end()),
+      (std::vector<int64_t>{1, -1, 0, int64_t{1} << 62}));
   ASSERT_EQ(args[10].value_case(), pb::Argument::kNone);
   EXPECT_TRUE(args[10].none());
   EXPECT_EQ(args[11].name(), "");

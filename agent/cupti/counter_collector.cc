@@ -34,8 +34,7 @@ const char* const kEnableHint =
 // A failed profiler call, with the remedy for the errors users meet.
 Status ProfilerStatus(CUptiResult r, const char* call) {
   if (r == CUPTI_SUCCESS) return Status::Ok();
-  const std::string what =
-      std::string(call) + " failed: " + CuptiResultString(r);
+  const std::string what = std::string(call) + " failed: " + CuptiResultString(r);
   switch (r) {
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
@@ -55,10 +54,9 @@ Status ProfilerStatus(CUptiResult r, const char* call) {
                               "produced, without counters.");
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
     case CUPTI_ERROR_HARDWARE_BUSY:
-      return FailedPreconditionError(
-          what +
-          ". Another profiler (torch.profiler, Nsight, DCGM "
-          "profiling) holds the GPU counters; stop it first.");
+      return FailedPreconditionError(what +
+                                     ". Another profiler (torch.profiler, Nsight, DCGM "
+                                     "profiling) holds the GPU counters; stop it first.");
     default:
       return InternalError(what);
   }
@@ -102,12 +100,10 @@ Status CurrentContext(CUcontext* ctx, CUdevice* device) {
   }
   using GetCurrent = CUresult (*)(CUcontext*);
   using GetDevice = CUresult (*)(CUdevice*);
-  auto get_current =
-      reinterpret_cast<GetCurrent>(dlsym(cuda, "cuCtxGetCurrent"));
+  auto get_current = reinterpret_cast<GetCurrent>(dlsym(cuda, "cuCtxGetCurrent"));
   auto get_device = reinterpret_cast<GetDevice>(dlsym(cuda, "cuCtxGetDevice"));
   if (get_current == nullptr || get_device == nullptr) {
-    return UnavailableError(
-        "libcuda.so.1 lacks cuCtxGetCurrent/cuCtxGetDevice");
+    return UnavailableError("libcuda.so.1 lacks cuCtxGetCurrent/cuCtxGetDevice");
   }
   *ctx = nullptr;
   if (get_current(ctx) != CUDA_SUCCESS || *ctx == nullptr) {
@@ -128,21 +124,19 @@ class Session {
     if (profiler_ != nullptr) {
       auto p = HABITAT_PARAMS(CUpti_RangeProfiler_Disable_Params);
       p.pRangeProfilerObject = profiler_;
-      const Status s = ProfilerStatus(cuptiRangeProfilerDisable(&p),
-                                      "cuptiRangeProfilerDisable");
+      const Status s = ProfilerStatus(cuptiRangeProfilerDisable(&p), "cuptiRangeProfilerDisable");
       if (!s.ok()) Log(s.ToString());
     }
     if (host_ != nullptr) {
       auto p = HABITAT_PARAMS(CUpti_Profiler_Host_Deinitialize_Params);
       p.pHostObject = host_;
-      const Status s = ProfilerStatus(cuptiProfilerHostDeinitialize(&p),
-                                      "cuptiProfilerHostDeinitialize");
+      const Status s =
+          ProfilerStatus(cuptiProfilerHostDeinitialize(&p), "cuptiProfilerHostDeinitialize");
       if (!s.ok()) Log(s.ToString());
     }
     if (initialized_) {
       auto p = HABITAT_PARAMS(CUpti_Profiler_DeInitialize_Params);
-      const Status s = ProfilerStatus(cuptiProfilerDeInitialize(&p),
-                                      "cuptiProfilerDeInitialize");
+      const Status s = ProfilerStatus(cuptiProfilerDeInitialize(&p), "cuptiProfilerDeInitialize");
       if (!s.ok()) Log(s.ToString());
     }
   }
@@ -159,14 +153,13 @@ class Session {
     sup.api = CUPTI_PROFILER_RANGE_PROFILING;
     HABITAT_PROFILER_CALL(cuptiProfilerDeviceSupported, sup);
     if (sup.isSupported != CUPTI_PROFILER_CONFIGURATION_SUPPORTED) {
-      return UnavailableError(
-          std::string("GPU profiling is not supported on this device "
-                      "(architecture ") +
-          LevelName(sup.architecture) + ", SLI " + LevelName(sup.sli) +
-          ", vGPU " + LevelName(sup.vGpu) + ", confidential computing " +
-          LevelName(sup.confidentialCompute) + ", CMP " + LevelName(sup.cmp) +
-          ", WSL " + LevelName(sup.wsl) +
-          "); the trace is still produced, without counters.");
+      return UnavailableError(std::string("GPU profiling is not supported on this device "
+                                          "(architecture ") +
+                              LevelName(sup.architecture) + ", SLI " + LevelName(sup.sli) +
+                              ", vGPU " + LevelName(sup.vGpu) + ", confidential computing " +
+                              LevelName(sup.confidentialCompute) + ", CMP " + LevelName(sup.cmp) +
+                              ", WSL " + LevelName(sup.wsl) +
+                              "); the trace is still produced, without counters.");
     }
 
     auto chip = HABITAT_PARAMS(CUpti_Device_GetChipName_Params);
@@ -202,8 +195,8 @@ class Session {
     return Status::Ok();
   }
 
-  Status Configure(const std::vector<const char*>& metrics, size_t max_ranges,
-                   bool user_replay, size_t* passes) {
+  Status Configure(const std::vector<const char*>& metrics, size_t max_ranges, bool user_replay,
+                   size_t* passes) {
     user_replay_ = user_replay;
     auto add = HABITAT_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
     add.pHostObject = host_;
@@ -240,8 +233,7 @@ class Session {
     cds.maxNumRangeTreeNodes = static_cast<uint32_t>(max_ranges);
     HABITAT_PROFILER_CALL(cuptiRangeProfilerGetCounterDataSize, cds);
     counter_data_.assign(cds.counterDataSize, 0);
-    auto cdi =
-        HABITAT_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params);
+    auto cdi = HABITAT_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params);
     cdi.pRangeProfilerObject = profiler_;
     cdi.counterDataSize = counter_data_.size();
     cdi.pCounterData = counter_data_.data();
@@ -267,8 +259,7 @@ class Session {
   // Runs the work between start and stop, once (kernel replay: CUPTI
   // replays each kernel per pass) or once per pass (user replay: the work
   // must launch the same kernels every time). The work's error wins.
-  Status Run(const std::function<Status()>& work, size_t passes,
-             uint64_t* dropped) {
+  Status Run(const std::function<Status()>& work, size_t passes, uint64_t* dropped) {
     // A few spare runs: CUPTI, not the pass count, says when it is done.
     const size_t max_runs = user_replay_ ? passes + 2 : 1;
     bool all_submitted = false;
@@ -289,8 +280,8 @@ class Session {
     }
     if (!all_submitted) {
       // Decode what was collected rather than lose it.
-      Log("cuptiRangeProfilerStop: not all passes submitted after " +
-          std::to_string(runs) + " run(s); some metrics may be missing");
+      Log("cuptiRangeProfilerStop: not all passes submitted after " + std::to_string(runs) +
+          " run(s); some metrics may be missing");
     }
     auto decode = HABITAT_PARAMS(CUpti_RangeProfiler_DecodeData_Params);
     decode.pRangeProfilerObject = profiler_;
@@ -299,8 +290,7 @@ class Session {
     return Status::Ok();
   }
 
-  Status Evaluate(const std::vector<const char*>& metrics,
-                  std::vector<RangeMetrics>* out) {
+  Status Evaluate(const std::vector<const char*>& metrics, std::vector<RangeMetrics>* out) {
     auto info = HABITAT_PARAMS(CUpti_RangeProfiler_GetCounterDataInfo_Params);
     info.pCounterDataImage = counter_data_.data();
     info.counterDataImageSize = counter_data_.size();
@@ -308,19 +298,16 @@ class Session {
     out->clear();
     out->reserve(info.numTotalRanges);
     for (size_t i = 0; i < info.numTotalRanges; ++i) {
-      auto range =
-          HABITAT_PARAMS(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params);
+      auto range = HABITAT_PARAMS(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params);
       range.pCounterDataImage = counter_data_.data();
       range.counterDataImageSize = counter_data_.size();
       range.rangeIndex = i;
       range.rangeDelimiter = "/";
       HABITAT_PROFILER_CALL(cuptiRangeProfilerCounterDataGetRangeInfo, range);
       RangeMetrics r;
-      r.kernel_name =
-          DemangleKernelName(range.rangeName != nullptr ? range.rangeName : "");
+      r.kernel_name = DemangleKernelName(range.rangeName != nullptr ? range.rangeName : "");
       r.values.assign(metrics.size(), 0.0);
-      auto eval =
-          HABITAT_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params);
+      auto eval = HABITAT_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params);
       eval.pHostObject = host_;
       eval.pCounterDataImage = counter_data_.data();
       eval.counterDataImageSize = counter_data_.size();
@@ -376,8 +363,8 @@ Status CuptiCounterCollector::ListBaseMetrics(const std::string& part,
   return Status::Ok();
 }
 
-Status CuptiCounterCollector::Collect(const std::function<Status()>& work,
-                                      size_t max_kernels, CounterPass* out) {
+Status CuptiCounterCollector::Collect(const std::function<Status()>& work, size_t max_kernels,
+                                      CounterPass* out) {
   if (max_kernels == 0) {
     return InvalidArgumentError("counter collection: max_kernels must be > 0");
   }
@@ -399,16 +386,14 @@ Status CuptiCounterCollector::Collect(const std::function<Status()>& work,
   std::vector<std::string> wanted = options_.metrics;
   if (wanted.empty()) {
     wanted = ScalarCounterMetrics();
-    for (std::string& m : TensorCounterMetrics(base))
-      wanted.push_back(std::move(m));
+    for (std::string& m : TensorCounterMetrics(base)) wanted.push_back(std::move(m));
   }
   missing_metrics_.clear();
   out->metric_names.clear();
   for (const std::string& m : wanted) {
     if (known.count(BaseName(m)) > 0) {
       out->metric_names.push_back(m);
-    } else if (m.rfind("sm__", 0) == 0 &&
-               known.count("smsp__" + BaseName(m).substr(4)) > 0) {
+    } else if (m.rfind("sm__", 0) == 0 && known.count("smsp__" + BaseName(m).substr(4)) > 0) {
       out->metric_names.push_back("smsp__" + m.substr(4));  // same total
     } else {
       missing_metrics_.push_back(m);
@@ -420,14 +405,12 @@ Status CuptiCounterCollector::Collect(const std::function<Status()>& work,
     Log("metrics unknown on " + chip_name_ + ", left out:" + list);
   }
   if (out->metric_names.empty()) {
-    return fail(UnavailableError("none of the counter metrics exists on " +
-                                 chip_name_));
+    return fail(UnavailableError("none of the counter metrics exists on " + chip_name_));
   }
   std::vector<const char*> names;
   for (const std::string& m : out->metric_names) names.push_back(m.c_str());
 
-  s = session.Configure(names, max_kernels, options_.user_replay,
-                        &out->replay_passes);
+  s = session.Configure(names, max_kernels, options_.user_replay, &out->replay_passes);
   if (!s.ok()) return fail(s);
   s = session.Run(work, out->replay_passes, &out->dropped_ranges);
   if (!s.ok()) return fail(s);

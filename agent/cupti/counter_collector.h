@@ -43,8 +43,7 @@ class CuptiCounterCollector : public CounterSource {
   };
 
   CuptiCounterCollector() = default;
-  explicit CuptiCounterCollector(Options options)
-      : options_(std::move(options)) {}
+  explicit CuptiCounterCollector(Options options) : options_(std::move(options)) {}
 
   Status Collect(const std::function<Status()>& work, size_t max_kernels,
                  CounterPass* out) override;
@@ -54,9 +53,7 @@ class CuptiCounterCollector : public CounterSource {
   Status ListBaseMetrics(const std::string& part, std::vector<std::string>* out);
 
   // Metrics of the last Collect() the device did not have.
-  const std::vector<std::string>& missing_metrics() const {
-    return missing_metrics_;
-  }
+  const std::vector<std::string>& missing_metrics() const { return missing_metrics_; }
   const std::string& chip_name() const { return chip_name_; }
 
  private:

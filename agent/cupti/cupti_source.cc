@@ -14,8 +14,7 @@ namespace {
 
 // Kineto (torch.profiler) pushes CUSTOM0/CUSTOM1; a different kind keeps
 // the two from reading each other's ids.
-constexpr CUpti_ExternalCorrelationKind kExternalKind =
-    CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
 
 // CUPTI wants 8-byte aligned buffers.
 constexpr size_t kAlign = 8;
@@ -33,10 +32,14 @@ void Log(const std::string& message) {
 
 MemoryKind CopyKind(uint8_t copy_kind) {
   switch (copy_kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return MemoryKind::kMemcpyHtoD;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return MemoryKind::kMemcpyDtoH;
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return MemoryKind::kMemcpyDtoD;
-    default: return MemoryKind::kOther;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return MemoryKind::kMemcpyHtoD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return MemoryKind::kMemcpyDtoH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return MemoryKind::kMemcpyDtoD;
+    default:
+      return MemoryKind::kOther;
   }
 }
 
@@ -63,8 +66,7 @@ std::string CuptiResultString(CUptiResult result) {
   if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) {
     text = "unknown CUPTI error";
   }
-  return std::string(text) + " (" + std::to_string(static_cast<int>(result)) +
-         ")";
+  return std::string(text) + " (" + std::to_string(static_cast<int>(result)) + ")";
 }
 
 Status CuptiStatus(CUptiResult result, const char* call) {
@@ -78,9 +80,9 @@ Status CuptiStatus(CUptiResult result, const char* call) {
           "--cap-add=SYS_ADMIN or set the driver option "
           "NVreg_RestrictProfilingToAdminUsers=0");
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      return FailedPreconditionError(
-          message + ". Another profiler (torch.profiler, Nsight) holds CUPTI; "
-                    "stop it before tracking");
+      return FailedPreconditionError(message +
+                                     ". Another profiler (torch.profiler, Nsight) holds CUPTI; "
+                                     "stop it before tracking");
     case CUPTI_ERROR_NOT_INITIALIZED:
     case CUPTI_ERROR_INVALID_DEVICE:
       return UnavailableError(message + ". Is a CUDA GPU and driver present?");
@@ -105,8 +107,7 @@ CuptiActivitySource::~CuptiActivitySource() {
   if (!s.ok()) Log("stopping in destructor: " + s.ToString());
 }
 
-void CUPTIAPI CuptiActivitySource::BufferRequested(uint8_t** buffer,
-                                                   size_t* size,
+void CUPTIAPI CuptiActivitySource::BufferRequested(uint8_t** buffer, size_t* size,
                                                    size_t* max_records) {
   size_t bytes = buffer_bytes_.load();
   bytes = (bytes + kAlign - 1) / kAlign * kAlign;
@@ -116,8 +117,7 @@ void CUPTIAPI CuptiActivitySource::BufferRequested(uint8_t** buffer,
   *max_records = 0;  // as many as fit
 }
 
-void CUPTIAPI CuptiActivitySource::BufferCompleted(CUcontext context,
-                                                   uint32_t stream_id,
+void CUPTIAPI CuptiActivitySource::BufferCompleted(CUcontext context, uint32_t stream_id,
                                                    uint8_t* buffer, size_t size,
                                                    size_t valid_size) {
   {
@@ -130,8 +130,8 @@ void CUPTIAPI CuptiActivitySource::BufferCompleted(CUcontext context,
   std::free(buffer);
 }
 
-void CuptiActivitySource::Consume(CUcontext context, uint32_t stream_id,
-                                  uint8_t* buffer, size_t valid_size) {
+void CuptiActivitySource::Consume(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                  size_t valid_size) {
   std::lock_guard<std::mutex> lock(mu_);
   CUpti_Activity* record = nullptr;
   while (true) {
@@ -146,8 +146,7 @@ void CuptiActivitySource::Consume(CUcontext context, uint32_t stream_id,
     Decode(record);
   }
   size_t dropped = 0;
-  const CUptiResult r =
-      cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped);
+  const CUptiResult r = cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped);
   if (r != CUPTI_SUCCESS) {
     Status s = CuptiStatus(r, "cuptiActivityGetNumDroppedRecords");
     Log(s.ToString());
@@ -165,12 +164,10 @@ const std::string& CuptiActivitySource::ApiName(bool runtime, uint32_t cbid) {
   if (it != api_names_.end()) return it->second;
   const char* name = nullptr;
   const CUptiResult r = cuptiGetCallbackName(
-      runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid,
-      &name);
+      runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name);
   std::string s = (r == CUPTI_SUCCESS && name != nullptr)
                       ? StripVersion(name)
-                      : std::string(runtime ? "cuda" : "cu") + "Api#" +
-                            std::to_string(cbid);
+                      : std::string(runtime ? "cuda" : "cu") + "Api#" + std::to_string(cbid);
   return api_names_.emplace(key, std::move(s)).first->second;
 }
 
@@ -182,8 +179,7 @@ void CuptiActivitySource::Decode(const CUpti_Activity* record) {
       KernelRecord out;
       out.name = k->name != nullptr ? k->name : "<unnamed kernel>";
       out.grid = {Positive(k->gridX), Positive(k->gridY), Positive(k->gridZ)};
-      out.block = {Positive(k->blockX), Positive(k->blockY),
-                   Positive(k->blockZ)};
+      out.block = {Positive(k->blockX), Positive(k->blockY), Positive(k->blockZ)};
       out.registers_per_thread = k->registersPerThread;
       out.static_shared_memory_bytes = Positive(k->staticSharedMemory);
       out.dynamic_shared_memory_bytes = Positive(k->dynamicSharedMemory);
@@ -234,8 +230,7 @@ void CuptiActivitySource::Decode(const CUpti_Activity* record) {
       break;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      const auto* e =
-          reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+      const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
       if (e->externalKind != kExternalKind) break;
       records_.external_correlations.push_back(
           ExternalCorrelation{e->correlationId, e->externalId});
@@ -277,13 +272,11 @@ Status CuptiActivitySource::Start() {
     errors_.clear();
   }
   dropped_ = 0;
-  Status s = CuptiStatus(cuptiActivityRegisterCallbacks(&BufferRequested,
-                                                        &BufferCompleted),
+  Status s = CuptiStatus(cuptiActivityRegisterCallbacks(&BufferRequested, &BufferCompleted),
                          "cuptiActivityRegisterCallbacks");
-  std::vector<CUpti_ActivityKind> kinds = {
-      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMSET};
+  std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                           CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                           CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
   if (options_.record_api_calls) {
     kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
     kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
@@ -291,8 +284,7 @@ Status CuptiActivitySource::Start() {
   for (CUpti_ActivityKind kind : kinds) {
     if (!s.ok()) break;
     s = CuptiStatus(cuptiActivityEnable(kind),
-                    ("cuptiActivityEnable(kind " + std::to_string(kind) + ")")
-                        .c_str());
+                    ("cuptiActivityEnable(kind " + std::to_string(kind) + ")").c_str());
     if (s.ok()) enabled_.push_back(kind);
   }
   if (!s.ok()) {
@@ -318,8 +310,7 @@ Status CuptiActivitySource::Stop(ActivityRecords* out) {
   if (s.ok()) s = disabled;
   // Records completed while disabling.
   const Status flushed =
-      CuptiStatus(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
-                  "cuptiActivityFlushAll");
+      CuptiStatus(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
   if (s.ok()) s = flushed;
   {
     std::lock_guard<std::mutex> lock(CallbackMutex());

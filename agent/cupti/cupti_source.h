@@ -11,6 +11,8 @@
 // process: do not run torch.profiler while a tracker is active.
 #pragma once
 
+#include <cupti.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -18,8 +20,6 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <cupti.h>
 
 #include "agent/capture/kernel_source.h"
 
@@ -60,13 +60,10 @@ class CuptiActivitySource : public KernelSource {
   std::vector<Status> TakeErrors() override;
 
  private:
-  static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size,
-                                       size_t* max_records);
-  static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id,
-                                       uint8_t* buffer, size_t size,
-                                       size_t valid_size);
-  void Consume(CUcontext context, uint32_t stream_id, uint8_t* buffer,
-               size_t valid_size);
+  static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+  static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                       size_t size, size_t valid_size);
+  void Consume(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t valid_size);
   void Decode(const CUpti_Activity* record);  // mu_ held
   void AddError(Status status);
   const std::string& ApiName(bool runtime, uint32_t cbid);  // mu_ held
@@ -81,8 +78,8 @@ class CuptiActivitySource : public KernelSource {
   std::vector<CUpti_ActivityKind> enabled_;
   std::atomic<uint64_t> dropped_{0};
   std::mutex mu_;
-  ActivityRecords records_;        // guarded by mu_
-  std::vector<Status> errors_;     // guarded by mu_
+  ActivityRecords records_;                              // guarded by mu_
+  std::vector<Status> errors_;                           // guarded by mu_
   std::unordered_map<uint64_t, std::string> api_names_;  // guarded by mu_
 };
 

@@ -63,10 +63,10 @@ TEST(SidecarFaultTest, HundredTracesThroughThreeServerKillsAreStoredExactlyOnce)
     return server;
   };
   std::unique_ptr<ChildProcess> server = start_server();
-  ChildProcess agent({HABITAT_AGENT_BINARY, "--spool_dir=" + spool, "--server=" + address,
-                      "--poll_ms=50", "--initial_backoff_ms=50", "--max_backoff_s=1",
-                      "--settle_s=0"},
-                     tmp.Sub("agent.out"), tmp.Sub("agent.err"));
+  ChildProcess agent(
+      {HABITAT_AGENT_BINARY, "--spool_dir=" + spool, "--server=" + address, "--poll_ms=50",
+       "--initial_backoff_ms=50", "--max_backoff_s=1", "--settle_s=0"},
+      tmp.Sub("agent.out"), tmp.Sub("agent.err"));
 
   // Kill when these many receipts exist; each kill must leave work behind.
   const int thresholds[] = {15, 40, 65};
@@ -121,8 +121,8 @@ TEST(SidecarFaultTest, HundredTracesThroughThreeServerKillsAreStoredExactlyOnce)
   std::cerr << "fault test: " << kTraces << " traces, 3 SIGKILLs, outages";
   for (auto d : outages) std::cerr << " " << absl::FormatDuration(d);
   std::cerr << "; re-uploads after a lost acknowledgement: " << acks_lost
-            << "; interrupted store writes left behind: " << store_temporaries
-            << "; total " << absl::FormatDuration(absl::Now() - test_start) << "\n";
+            << "; interrupted store writes left behind: " << store_temporaries << "; total "
+            << absl::FormatDuration(absl::Now() - test_start) << "\n";
 }
 
 }  // namespace

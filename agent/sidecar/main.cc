@@ -146,8 +146,7 @@ int RunSpool(const std::string& server) {
   std::thread waiter([&signals, u = uploader->get()] {
     int received = 0;
     sigwait(&signals, &received);
-    std::fprintf(stderr, "habitat-agent: signal %d, stopping after the current upload\n",
-                 received);
+    std::fprintf(stderr, "habitat-agent: signal %d, stopping after the current upload\n", received);
     u->Stop();
   });
   (*uploader)->Run();

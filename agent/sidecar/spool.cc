@@ -55,7 +55,7 @@ void RemoveStaleTemporaries(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SpoolUploader>> SpoolUploader::Create(SpoolOptions options,
-                                                                      ClientFactory connect) {
+                                                                     ClientFactory connect) {
   if (!connect) return absl::InvalidArgumentError("SpoolUploader needs a client factory");
   if (options.spool_dir.empty()) return absl::InvalidArgumentError("--spool_dir is empty");
   if (options.poll_interval <= absl::ZeroDuration()) {
@@ -63,9 +63,9 @@ absl::StatusOr<std::unique_ptr<SpoolUploader>> SpoolUploader::Create(SpoolOption
   }
   if (options.backoff.initial <= absl::ZeroDuration() ||
       options.backoff.max < options.backoff.initial) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backoff needs 0 < initial <= max; got initial ", Seconds(options.backoff.initial),
-        ", max ", Seconds(options.backoff.max)));
+    return absl::InvalidArgumentError(absl::StrCat("backoff needs 0 < initial <= max; got initial ",
+                                                   Seconds(options.backoff.initial), ", max ",
+                                                   Seconds(options.backoff.max)));
   }
   const std::string& dir = options.spool_dir;
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -90,9 +90,8 @@ absl::StatusOr<std::unique_ptr<SpoolUploader>> SpoolUploader::Create(SpoolOption
   }
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock_fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("another habitat-agent is shipping spool '", dir, "' (", lock_path,
-                     " is locked)"));
+    return absl::FailedPreconditionError(absl::StrCat("another habitat-agent is shipping spool '",
+                                                      dir, "' (", lock_path, " is locked)"));
   }
   auto client = connect();
   if (!client.ok()) {
@@ -101,8 +100,8 @@ absl::StatusOr<std::unique_ptr<SpoolUploader>> SpoolUploader::Create(SpoolOption
   }
   RemoveStaleTemporaries(dir);
   if (!options.log) options.log = LogToStderr;
-  return std::unique_ptr<SpoolUploader>(new SpoolUploader(
-      std::move(options), std::move(connect), std::move(*client), lock_fd));
+  return std::unique_ptr<SpoolUploader>(
+      new SpoolUploader(std::move(options), std::move(connect), std::move(*client), lock_fd));
 }
 
 SpoolUploader::SpoolUploader(SpoolOptions options, ClientFactory connect,
@@ -137,8 +136,7 @@ int SpoolUploader::pending() const {
 }
 
 void SpoolUploader::Run() {
-  Log(absl::StrCat("shipping traces from '", options_.spool_dir, "' to ",
-                   options_.server_label));
+  Log(absl::StrCat("shipping traces from '", options_.spool_dir, "' to ", options_.server_label));
   while (!stopping()) {
     absl::Duration wait = options_.poll_interval;
     const absl::Status status = ProcessOnce();
@@ -200,8 +198,8 @@ void SpoolUploader::ServerDown(const absl::Status& error, int waiting) {
   // First failure, then every tenth: an outage is reported, not narrated.
   if (server_failures_ == 1 || server_failures_ % 10 == 0) {
     Log(absl::StrCat("server ", options_.server_label, " is not answering (", error.message(),
-                     "); ", waiting, " trace(s) waiting; attempt ", server_failures_,
-                     ", next in ", Seconds(delay)));
+                     "); ", waiting, " trace(s) waiting; attempt ", server_failures_, ", next in ",
+                     Seconds(delay)));
   }
 }
 
@@ -241,8 +239,10 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
   if (RecoverFromReceipt(name, *file, *local_id)) return Outcome::kDone;
   if (const size_t size = trace->ByteSizeLong(); size > options_.max_upload_bytes) {
     return Reject(name, state,
-                  absl::StrCat("'", path, "' is ", size, " bytes as a message; the largest "
-                               "upload is ", options_.max_upload_bytes, " bytes"));
+                  absl::StrCat("'", path, "' is ", size,
+                               " bytes as a message; the largest "
+                               "upload is ",
+                               options_.max_upload_bytes, " bytes"));
   }
 
   habitat::v1::UploadTraceRequest request;
@@ -258,15 +258,15 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
     return Outcome::kServerDown;
   }
   if (server_failures_ > 0) {
-    Log(absl::StrCat("server ", options_.server_label, " answers again after ",
-                     server_failures_, " failed attempt(s)"));
+    Log(absl::StrCat("server ", options_.server_label, " answers again after ", server_failures_,
+                     " failed attempt(s)"));
     server_failures_ = 0;
   }
   if (!ack.ok()) {
     if (ClassifyUploadError(ack.status()) == ErrorClass::kPermanent) {
       return Reject(name, state,
-                    absl::StrCat("the server rejected '", path, "': ",
-                                 absl::StatusCodeToString(ack.status().code()), ": ",
+                    absl::StrCat("the server rejected '", path,
+                                 "': ", absl::StatusCodeToString(ack.status().code()), ": ",
                                  ack.status().message()));
     }
     return RetryFile(name, state, ack.status());
@@ -301,8 +301,8 @@ bool SpoolUploader::RecoverFromReceipt(const std::string& name, const FileConten
   if (!IsSameFile(absl::StrCat(options_.spool_dir, "/", name), file)) return false;
   if (!RemoveDurably(options_.spool_dir, name).ok()) return false;
   UpdateStats([](SpoolStats& s) { ++s.recovered; });
-  Log(absl::StrCat("deleted ", name, ": already uploaded as ", trace_id,
-                   " (receipt ", receipt_name, ")"));
+  Log(absl::StrCat("deleted ", name, ": already uploaded as ", trace_id, " (receipt ", receipt_name,
+                   ")"));
   return true;
 }
 
@@ -328,8 +328,8 @@ SpoolUploader::Outcome SpoolUploader::Reject(const std::string& name, FileState&
                                              const std::string& reason) {
   const std::string text = absl::StrCat(
       "file: ", name, "\n",
-      "rejected_at: ", absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone()),
-      "\n", "reason: ", reason, "\n",
+      "rejected_at: ", absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone()), "\n",
+      "reason: ", reason, "\n",
       "Nothing was uploaded. After fixing the cause, move the file back into the spool.\n");
   auto moved = MoveToRejected(options_.spool_dir, name, text);
   if (!moved.ok()) return RetryFile(name, state, moved.status());

@@ -117,7 +117,7 @@ class SpoolUploader {
   // once, where the old one would wait out gRPC's own reconnect backoff
   // (1 s growing to 120 s), which would override the sidecar's.
   static absl::StatusOr<std::unique_ptr<SpoolUploader>> Create(SpoolOptions options,
-                                                                ClientFactory connect);
+                                                               ClientFactory connect);
   ~SpoolUploader();
 
   // One pass: every file that is due, oldest first, until the server turns

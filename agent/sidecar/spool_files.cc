@@ -51,8 +51,8 @@ absl::StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir) {
         !S_ISREG(info.st_mode)) {
       continue;
     }
-    entries.push_back(SpoolEntry{std::string(name), absl::TimeFromTimespec(info.st_mtim),
-                                 info.st_size});
+    entries.push_back(
+        SpoolEntry{std::string(name), absl::TimeFromTimespec(info.st_mtim), info.st_size});
   }
   ::closedir(handle);
   std::sort(entries.begin(), entries.end(), [](const SpoolEntry& a, const SpoolEntry& b) {
@@ -134,17 +134,18 @@ absl::StatusOr<std::string> MoveToRejected(const std::string& dir, const std::st
 }
 
 std::string FormatReceipt(const Receipt& receipt) {
-  return absl::StrCat("trace_id=", receipt.trace_id, "\n",
-                      "created=", receipt.created ? "true" : "false", "\n",
-                      "uploaded_at=", absl::FormatTime(absl::RFC3339_full, receipt.uploaded_at,
-                                                       absl::UTCTimeZone()),
-                      "\n", "server=", receipt.server, "\n");
+  return absl::StrCat(
+      "trace_id=", receipt.trace_id, "\n", "created=", receipt.created ? "true" : "false", "\n",
+      "uploaded_at=",
+      absl::FormatTime(absl::RFC3339_full, receipt.uploaded_at, absl::UTCTimeZone()), "\n",
+      "server=", receipt.server, "\n");
 }
 
 absl::StatusOr<Receipt> ParseReceipt(absl::string_view text) {
   Receipt receipt;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits('=', 1));
     if (kv.first == "trace_id") {
       receipt.trace_id = std::string(kv.second);
     } else if (kv.first == "created") {

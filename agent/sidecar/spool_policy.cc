@@ -46,26 +46,26 @@ absl::StatusOr<habitat::v1::Trace> ParseSpoolTrace(const std::string& path,
     // (and crash-loop it).
     auto result = Gunzip(bytes, max_bytes);
     if (absl::IsResourceExhausted(result.status())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", path, "' ", result.status().message(), ", more than the largest upload"));
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "' ", result.status().message(),
+                                                     ", more than the largest upload"));
     }
     if (!result.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", path, "' is gzip data that does not inflate (", result.status().message(),
-          "); the file is truncated or corrupt"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "' is gzip data that does not inflate (",
+                       result.status().message(), "); the file is truncated or corrupt"));
     }
     inflated = std::move(*result);
     data = &inflated;
   } else if (bytes.size() > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", path, "' is ", bytes.size(), " bytes, more than the largest upload (", max_bytes,
-        " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is ", bytes.size(),
+                                                   " bytes, more than the largest upload (",
+                                                   max_bytes, " bytes)"));
   }
   if (StartsLikeJson(*data)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", path,
-        "' is JSON (a torch.profiler trace?), not a binary habitat.v1.Trace; "
-        "convert it with `habitat import-kineto` first"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path,
+                     "' is JSON (a torch.profiler trace?), not a binary habitat.v1.Trace; "
+                     "convert it with `habitat import-kineto` first"));
   }
   habitat::v1::Trace trace;
   if (!trace.ParseFromString(*data)) {

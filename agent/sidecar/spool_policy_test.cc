@@ -100,9 +100,11 @@ TEST_F(ParseSpoolTraceTest, BadFilesSayWhatTheyAre) {
   EXPECT_THAT(cut.status().message(), HasSubstr("does not parse as a habitat.v1.Trace"));
   EXPECT_THAT(cut.status().message(), HasSubstr("'c.trace'"));
   // ELF header bytes: a binary someone dropped into the spool.
-  const std::string elf("\x7f" "ELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00", 16);
-  EXPECT_EQ(ParseSpoolTrace("elf.trace", elf).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  const std::string elf(
+      "\x7f"
+      "ELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+      16);
+  EXPECT_EQ(ParseSpoolTrace("elf.trace", elf).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ParseSpoolTraceTest, ContentOverTheLimitIsRefusedWithoutInflatingItAll) {

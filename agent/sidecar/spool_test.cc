@@ -212,8 +212,8 @@ TEST_F(SpoolTest, ShipsTheTrackersOwnCaptureAsWritten) {
   EXPECT_THAT(FilesWithSuffix(spool_, ".trace"), IsEmpty()) << log_.All();
   EXPECT_EQ(uploader->stats().uploaded, 2);
   EXPECT_EQ(FilesWithSuffix(store_, ".trace").size(), 2u);
-  auto inflated = Gunzip(Slurp(absl::StrCat(HABITAT_TESTDATA_DIR,
-                                            "/agent/h100/resnet50_b16_fp32.trace.gz")));
+  auto inflated =
+      Gunzip(Slurp(absl::StrCat(HABITAT_TESTDATA_DIR, "/agent/h100/resnet50_b16_fp32.trace.gz")));
   ASSERT_TRUE(inflated.ok());
   v1::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(*inflated));
@@ -263,10 +263,10 @@ TEST_F(SpoolTest, BadFilesAreMovedAsideWithAReasonAndTheRestUploads) {
   EXPECT_THAT(FilesWithSuffix(store_, ".trace"),
               UnorderedElementsAreArray(StoreNames({trace(0), trace(3)})));
   const std::string rejected = spool_ + "/rejected";
-  EXPECT_THAT(FilesWithSuffix(rejected, ".trace"),
-              ElementsAre("empty.trace", "kineto.trace", "kineto_gz.trace", "negative.trace",
-                          "noise.trace", "truncated.trace", "truncated_gz.trace",
-                          "unknown_gpu.trace"));
+  EXPECT_THAT(
+      FilesWithSuffix(rejected, ".trace"),
+      ElementsAre("empty.trace", "kineto.trace", "kineto_gz.trace", "negative.trace", "noise.trace",
+                  "truncated.trace", "truncated_gz.trace", "unknown_gpu.trace"));
   EXPECT_EQ(FilesWithSuffix(rejected, ".reason").size(), 8u);
   // The rejected bytes are the original ones: nothing is lost.
   EXPECT_TRUE(Slurp(rejected + "/kineto_gz.trace") == kineto_gz);
@@ -356,7 +356,8 @@ TEST_F(SpoolTest, AFreshFileThatDoesNotParseIsGivenTimeToSettle) {
 TEST_F(SpoolTest, ServerDownAtStartKeepsFilesThenUploadsWhenItComesUp) {
   auto uploader = MakeUploader(Options());
   ASSERT_NE(uploader, nullptr);
-  for (int i = 0; i < 3; ++i) WriteSpoolTrace(spool_, absl::StrCat("t", i, ".trace"), trace(i), true);
+  for (int i = 0; i < 3; ++i)
+    WriteSpoolTrace(spool_, absl::StrCat("t", i, ".trace"), trace(i), true);
   for (int pass = 0; pass < 5; ++pass) {
     ASSERT_TRUE(uploader->ProcessOnce().ok());
     absl::SleepFor(absl::Milliseconds(60));
@@ -549,16 +550,14 @@ TEST_F(SpoolTest, CreateRejectsBadOptions) {
             absl::StatusCode::kInvalidArgument);
   options = Options();
   options.backoff = {absl::Seconds(2), absl::Seconds(1)};
-  EXPECT_THAT(SpoolUploader::Create(options, Connect()).status().message(),
-              HasSubstr("backoff"));
+  EXPECT_THAT(SpoolUploader::Create(options, Connect()).status().message(), HasSubstr("backoff"));
   options = Options();
   EXPECT_EQ(SpoolUploader::Create(options, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
   // A client that cannot be made (here: an empty address) fails Create.
-  EXPECT_EQ(SpoolUploader::Create(options, [] { return PredictionClient::Connect(""); })
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      SpoolUploader::Create(options, [] { return PredictionClient::Connect(""); }).status().code(),
+      absl::StatusCode::kInvalidArgument);
   WriteSpoolBytes(tmp_.path(), "file", "x");
   options.spool_dir = tmp_.Sub("file");
   EXPECT_THAT(SpoolUploader::Create(options, Connect()).status().message(),

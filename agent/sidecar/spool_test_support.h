@@ -7,9 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/time/time.h"
-
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "habitat/v1/trace.pb.h"
 
 namespace habitat::agent::testing {

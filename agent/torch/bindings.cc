@@ -95,8 +95,7 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
 
 // A Python callable as the work of a counter pass. A Python exception is
 // kept and re-raised by the caller once the profiler is torn down.
-std::function<Status()> PythonWork(const py::function& fn,
-                                   std::exception_ptr* raised) {
+std::function<Status()> PythonWork(const py::function& fn, std::exception_ptr* raised) {
   return [fn, raised]() -> Status {
     try {
       fn();
@@ -152,8 +151,7 @@ py::dict SummaryDict(const Trace& t) {
     math["matmul_tf32"] = m.matmul_tf32 ? py::cast(*m.matmul_tf32) : py::none();
     math["cudnn_tf32"] = m.cudnn_tf32 ? py::cast(*m.cudnn_tf32) : py::none();
     math["float32_matmul_precision"] = m.float32_matmul_precision;
-    math["autocast_dtype"] =
-        m.autocast_dtype ? py::cast(*m.autocast_dtype) : py::none();
+    math["autocast_dtype"] = m.autocast_dtype ? py::cast(*m.autocast_dtype) : py::none();
     math["source"] = m.source;
     d["math"] = math;
   } else {
@@ -168,8 +166,7 @@ py::dict SummaryDict(const Trace& t) {
     p["forward_ns"] = o.forward.time_ns;
     p["rerun_forward_ns"] = o.forward.rerun_time_ns;
     p["backward_ns"] = o.backward ? py::cast(o.backward->time_ns) : py::none();
-    p["rerun_backward_ns"] =
-        o.backward ? py::cast(o.backward->rerun_time_ns) : py::none();
+    p["rerun_backward_ns"] = o.backward ? py::cast(o.backward->rerun_time_ns) : py::none();
     passes.append(p);
   }
   d["passes"] = passes;
@@ -191,14 +188,12 @@ class PyTracker {
           "not found when it was built)");
 #endif
     } else {
-      throw py::value_error("source must be \"cupti\" or \"host\", got \"" +
-                            source + "\"");
+      throw py::value_error("source must be \"cupti\" or \"host\", got \"" + source + "\"");
     }
     OpRecorder::Options options;
     options.record_inputs = record_inputs;
     // The host source records ops of CPU runs (tests): their autocast.
-    options.autocast_device =
-        source == "host" ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
+    options.autocast_device = source == "host" ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
     tracker_ = std::make_unique<Tracker>(std::move(s), options);
   }
 
@@ -251,15 +246,26 @@ class PyTracker {
           case Argument::Kind::kTensor:
             ad["shape"] = a.tensor.shape;
             ad["dtype"] = a.tensor.dtype;
-            ad["requires_grad"] =
-                i < e.requires_grad.size() && e.requires_grad[i];
+            ad["requires_grad"] = i < e.requires_grad.size() && e.requires_grad[i];
             break;
-          case Argument::Kind::kScalar: ad["scalar"] = a.scalar; break;
-          case Argument::Kind::kInteger: ad["integer"] = a.integer; break;
-          case Argument::Kind::kBoolean: ad["boolean"] = a.boolean; break;
-          case Argument::Kind::kText: ad["text"] = a.text; break;
-          case Argument::Kind::kIntegers: ad["integers"] = a.integers; break;
-          case Argument::Kind::kNone: ad["none"] = true; break;
+          case Argument::Kind::kScalar:
+            ad["scalar"] = a.scalar;
+            break;
+          case Argument::Kind::kInteger:
+            ad["integer"] = a.integer;
+            break;
+          case Argument::Kind::kBoolean:
+            ad["boolean"] = a.boolean;
+            break;
+          case Argument::Kind::kText:
+            ad["text"] = a.text;
+            break;
+          case Argument::Kind::kIntegers:
+            ad["integers"] = a.integers;
+            break;
+          case Argument::Kind::kNone:
+            ad["none"] = true;
+            break;
         }
         args.append(ad);
       }
@@ -280,11 +286,10 @@ class PyTracker {
     std::exception_ptr raised;
     CounterReport r;
     const auto t0 = std::chrono::steady_clock::now();
-    const Status s = tracker_->CollectCounters(
-        collector_.get(), PythonWork(step, &raised), fraction, &r);
-    const double seconds = std::chrono::duration<double>(
-                               std::chrono::steady_clock::now() - t0)
-                               .count();
+    const Status s =
+        tracker_->CollectCounters(collector_.get(), PythonWork(step, &raised), fraction, &r);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (raised) std::rethrow_exception(raised);
     if (s.code() == StatusCode::kInvalidArgument) ThrowIfError(s);
     d["status"] = StatusCodeName(s.code());
@@ -404,8 +409,7 @@ std::vector<std::string> ProfilerBaseMetrics(const std::string& part) {
 
 // Raw metric values of every kernel `step` launches: (metric names,
 // [(kernel name, values)], replay passes, dropped ranges).
-py::tuple CollectMetrics(const py::function& step,
-                         const std::vector<std::string>& metrics,
+py::tuple CollectMetrics(const py::function& step, const std::vector<std::string>& metrics,
                          size_t max_kernels) {
   CuptiCounterCollector::Options options;
   options.metrics = metrics;
@@ -419,8 +423,7 @@ py::tuple CollectMetrics(const py::function& step,
   for (const RangeMetrics& r : pass.ranges) {
     ranges.append(py::make_tuple(r.kernel_name, r.values));
   }
-  return py::make_tuple(pass.metric_names, ranges, pass.replay_passes,
-                        pass.dropped_ranges);
+  return py::make_tuple(pass.metric_names, ranges, pass.replay_passes, pass.dropped_ranges);
 }
 #endif
 
@@ -437,10 +440,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("has_cupti") = false;
 #endif
 #ifdef HABITAT_AGENT_WITH_CUPTI
-  m.def("profiler_base_metrics", &habitat::agent::ProfilerBaseMetrics,
-        py::arg("part") = "");
-  m.def("collect_metrics", &habitat::agent::CollectMetrics, py::arg("step"),
-        py::arg("metrics"), py::arg("max_kernels") = 4096);
+  m.def("profiler_base_metrics", &habitat::agent::ProfilerBaseMetrics, py::arg("part") = "");
+  m.def("collect_metrics", &habitat::agent::CollectMetrics, py::arg("step"), py::arg("metrics"),
+        py::arg("max_kernels") = 4096);
 #endif
   m.def("is_recording", &habitat::agent::OpRecorder::AnyRecording,
         "whether a tracker of this process is recording ops now");

@@ -1,8 +1,8 @@
 #include "agent/torch/op_recorder.h"
 
 #include <ATen/autocast_mode.h>
-#include <ATen/record_function.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
 
 #include <atomic>
 #include <exception>
@@ -67,8 +67,7 @@ bool TensorArg(const at::Tensor& t, std::string name, Argument* arg) {
 // Appends the arguments one IValue input becomes: tensors with shape and
 // dtype, lists of tensors element by element ("i.j"), scalars by kind;
 // `grads` gets one requires_grad flag per argument appended.
-void AppendInput(const c10::IValue& v, size_t index,
-                 const OpRecorder::Options& options,
+void AppendInput(const c10::IValue& v, size_t index, const OpRecorder::Options& options,
                  std::vector<Argument>* out, std::vector<bool>* grads) {
   const std::string name = std::to_string(index);
   Argument arg;
@@ -109,8 +108,7 @@ void AppendInput(const c10::IValue& v, size_t index,
         out->size() + tensors.size() <= options.max_arguments) {
       for (size_t j = 0; j < tensors.size(); ++j) {
         Argument e;
-        grads->push_back(
-            TensorArg(tensors.get(j), name + "." + std::to_string(j), &e));
+        grads->push_back(TensorArg(tensors.get(j), name + "." + std::to_string(j), &e));
         out->push_back(std::move(e));
       }
       return;
@@ -161,16 +159,15 @@ std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
     if (e.parent_id == 0 && !e.is_backward &&
         at::autocast::is_autocast_enabled(state->options.autocast_device)) {
       ++state->autocast_ops;
-      state->autocast_dtype = static_cast<int>(
-          at::autocast::get_autocast_dtype(state->options.autocast_device));
+      state->autocast_dtype =
+          static_cast<int>(at::autocast::get_autocast_dtype(state->options.autocast_device));
     }
     e.name = fn.name();
     if (state->options.record_inputs && fn.needsInputs()) {
       const auto inputs = fn.inputs();
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (e.arguments.size() >= state->options.max_arguments) break;
-        AppendInput(inputs[i], i, state->options, &e.arguments,
-                    &e.requires_grad);
+        AppendInput(inputs[i], i, state->options, &e.arguments, &e.requires_grad);
       }
     }
   } catch (const std::exception& ex) {
@@ -221,8 +218,7 @@ bool g_handle_needs_inputs = false;                         // g_handle_mu
 
 void EnableCallbacks(bool record_inputs) {
   std::lock_guard<std::mutex> lock(g_handle_mu);
-  if (g_handle != at::INVALID_CALLBACK_HANDLE &&
-      g_handle_needs_inputs != record_inputs) {
+  if (g_handle != at::INVALID_CALLBACK_HANDLE && g_handle_needs_inputs != record_inputs) {
     at::removeCallback(g_handle);
     g_handle = at::INVALID_CALLBACK_HANDLE;
   }
@@ -230,8 +226,7 @@ void EnableCallbacks(bool record_inputs) {
     g_handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&OnStart, &OnEnd)
             .needsInputs(record_inputs)
-            .scopes({at::RecordScope::FUNCTION,
-                     at::RecordScope::BACKWARD_FUNCTION}));
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
     g_handle_needs_inputs = record_inputs;
     return;
   }
@@ -286,7 +281,8 @@ Status OpRecorder::Start() {
     std::lock_guard<std::mutex> lock(g_active_mu);
     g_active = nullptr;
     return InternalError(std::string("adding the RecordFunction callback "
-                                     "failed: ") + ex.what());
+                                     "failed: ") +
+                         ex.what());
   }
   started_ = true;
   return Status::Ok();
@@ -317,11 +313,9 @@ Status OpRecorder::Stop(std::vector<OpEvent>* out) {
   *out = std::move(state_->events);
   state_->events.clear();
   if (state_->failed_pushes > 0 || state_->failed_conversions > 0) {
-    return InternalError(
-        std::to_string(state_->failed_pushes.load()) +
-        " external-id pushes and " +
-        std::to_string(state_->failed_conversions.load()) +
-        " input conversions failed; first: " + state_->first_error);
+    return InternalError(std::to_string(state_->failed_pushes.load()) + " external-id pushes and " +
+                         std::to_string(state_->failed_conversions.load()) +
+                         " input conversions failed; first: " + state_->first_error);
   }
   return Status::Ok();
 }

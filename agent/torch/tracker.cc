@@ -5,8 +5,7 @@
 namespace habitat {
 namespace agent {
 
-Tracker::Tracker(std::shared_ptr<KernelSource> source,
-                 OpRecorder::Options options)
+Tracker::Tracker(std::shared_ptr<KernelSource> source, OpRecorder::Options options)
     : source_(source), recorder_(source, options) {}
 
 Status Tracker::Start() {
@@ -51,8 +50,7 @@ Status Tracker::Assemble(AssemblyOptions options, Trace* out) const {
   options.window_start_ns = window_start_ns_;
   options.window_end_ns = window_end_ns_;
   HABITAT_AGENT_RETURN_IF_ERROR(AssembleTrace(ops_, activities_, options, out));
-  out->metadata["agent.autocast_ops"] =
-      std::to_string(recorder_.autocast_seen().ops);
+  out->metadata["agent.autocast_ops"] = std::to_string(recorder_.autocast_seen().ops);
   if (!counters_.empty()) {
     const size_t n = AttachCounters(counters_, out);
     out->metadata["agent.kernels_with_counters"] = std::to_string(n);
@@ -60,8 +58,7 @@ Status Tracker::Assemble(AssemblyOptions options, Trace* out) const {
   return Status::Ok();
 }
 
-Status Tracker::CollectCounters(CounterSource* source,
-                                const std::function<Status()>& work,
+Status Tracker::CollectCounters(CounterSource* source, const std::function<Status()>& work,
                                 double fraction, CounterReport* report) {
   if (running_) return FailedPreconditionError("tracker still running");
   if (!captured_) {
@@ -69,8 +66,7 @@ Status Tracker::CollectCounters(CounterSource* source,
         "nothing was tracked yet: counters are collected for the kernels of "
         "a tracked iteration");
   }
-  return CollectKernelCounters(activities_.kernels, fraction, source, work,
-                               &counters_, report);
+  return CollectKernelCounters(activities_.kernels, fraction, source, work, &counters_, report);
 }
 
 }  // namespace agent

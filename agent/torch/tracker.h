@@ -39,9 +39,8 @@ class Tracker {
   // same kernels) under `source`, for the kernels that make up `fraction`
   // of the region's kernel time and are not measured yet
   // (CollectKernelCounters). Counters are kept across regions.
-  Status CollectCounters(CounterSource* source,
-                         const std::function<Status()>& work, double fraction,
-                         CounterReport* report);
+  Status CollectCounters(CounterSource* source, const std::function<Status()>& work,
+                         double fraction, CounterReport* report);
   const CounterCache& counters() const { return counters_; }
 
   const std::vector<OpEvent>& ops() const { return ops_; }

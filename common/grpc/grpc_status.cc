@@ -7,10 +7,10 @@ namespace {
 
 // Both enums are the canonical codes, so converting is a cast; these
 // assertions keep it honest.
-#define HABITAT_SAME_CODE(name, grpc_name)                                  \
-  static_assert(static_cast<int>(absl::StatusCode::name) ==                  \
-                    static_cast<int>(grpc::StatusCode::grpc_name),           \
-                #name " differs between absl and gRPC")
+#define HABITAT_SAME_CODE(name, grpc_name)                                                       \
+  static_assert(                                                                                 \
+      static_cast<int>(absl::StatusCode::name) == static_cast<int>(grpc::StatusCode::grpc_name), \
+      #name " differs between absl and gRPC")
 HABITAT_SAME_CODE(kOk, OK);
 HABITAT_SAME_CODE(kCancelled, CANCELLED);
 HABITAT_SAME_CODE(kUnknown, UNKNOWN);
@@ -34,14 +34,12 @@ HABITAT_SAME_CODE(kUnauthenticated, UNAUTHENTICATED);
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 }  // namespace habitat

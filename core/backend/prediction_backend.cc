@@ -22,8 +22,7 @@ StopCondition StopFor(const RequestContext& context) {
 bool IsValidTenantName(const std::string& name) {
   if (name.empty() || name.size() > 64 || name[0] == '.') return false;
   for (const char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
-        c != '-') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
       return false;
     }
   }
@@ -37,13 +36,13 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
   HABITAT_ASSIGN_OR_RETURN(CatalogSet catalogs,
                            CatalogSet::LoadFromDirectory(options.data_dir + "/catalogs", devices));
   if (!options.store.empty() && !options.trace_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "both a trace store ('", options.store, "') and a trace directory ('", options.trace_dir,
-        "') are given; name one"));
+    return absl::InvalidArgumentError(absl::StrCat("both a trace store ('", options.store,
+                                                   "') and a trace directory ('", options.trace_dir,
+                                                   "') are given; name one"));
   }
   if (options.trace_retention_days < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trace retention must be >= 0 days (got ", options.trace_retention_days, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace retention must be >= 0 days (got ", options.trace_retention_days, ")"));
   }
   std::string spec = options.store;
   if (spec.empty()) spec = options.trace_dir.empty() ? "memory" : "dir:" + options.trace_dir;
@@ -80,8 +79,7 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
 }
 
 PredictionBackend::PredictionBackend(const BackendOptions& options, DeviceDatabase devices,
-                                     CatalogSet catalogs,
-                                     std::unique_ptr<TraceStore> store,
+                                     CatalogSet catalogs, std::unique_ptr<TraceStore> store,
                                      std::shared_ptr<const VaryingPredictor> varying)
     : limits_(options.trace_limits),
       max_predict_work_(options.max_predict_work),
@@ -98,9 +96,9 @@ size_t PredictionBackend::stored_traces() {
   return last_count_;
 }
 
-absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(
-    const v1::PredictRequest& request, const RequestContext& context,
-    PredictionStats* stats) {
+absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::PredictRequest& request,
+                                                               const RequestContext& context,
+                                                               PredictionStats* stats) {
   const StopCondition stop = StopFor(context);
   HABITAT_RETURN_IF_ERROR(stop.Check("before reading the trace"));
   std::shared_ptr<const v1::Trace> trace;

@@ -86,17 +86,16 @@ class PredictionBackend {
  public:
   // Loads and validates the GPU spec database and price catalogs; any error
   // names the file and field so a bad deployment fails at start-up.
-  static absl::StatusOr<std::unique_ptr<PredictionBackend>> Create(
-      const BackendOptions& options);
+  static absl::StatusOr<std::unique_ptr<PredictionBackend>> Create(const BackendOptions& options);
 
-  absl::StatusOr<habitat::v1::PredictResponse> Predict(
-      const habitat::v1::PredictRequest& request, const RequestContext& context,
-      PredictionStats* stats = nullptr);
+  absl::StatusOr<habitat::v1::PredictResponse> Predict(const habitat::v1::PredictRequest& request,
+                                                       const RequestContext& context,
+                                                       PredictionStats* stats = nullptr);
   absl::StatusOr<habitat::v1::UploadTraceResponse> UploadTrace(
       const habitat::v1::UploadTraceRequest& request, const RequestContext& context);
   // The anonymous tenant without a deadline.
-  absl::StatusOr<habitat::v1::PredictResponse> Predict(
-      const habitat::v1::PredictRequest& request, PredictionStats* stats = nullptr) {
+  absl::StatusOr<habitat::v1::PredictResponse> Predict(const habitat::v1::PredictRequest& request,
+                                                       PredictionStats* stats = nullptr) {
     return Predict(request, RequestContext(), stats);
   }
   absl::StatusOr<habitat::v1::UploadTraceResponse> UploadTrace(

@@ -127,14 +127,16 @@ TEST_F(BackendTest, BadRequestsGetActionableErrors) {
     std::function<void(v1::PredictRequest*)> build;
   };
   const std::vector<Case> cases = {
-      {"no trace", absl::StatusCode::kInvalidArgument, "trace_id",
-       [](v1::PredictRequest*) {}},
-      {"malformed id", absl::StatusCode::kInvalidArgument, "sha256:",
-       [](v1::PredictRequest* r) { r->set_trace_id("abc"); }},
+      {"no trace", absl::StatusCode::kInvalidArgument, "trace_id", [](v1::PredictRequest*) {}},
+      {"malformed id", absl::StatusCode::kInvalidArgument,
+       "sha256:", [](v1::PredictRequest* r) { r->set_trace_id("abc"); }},
       {"unknown id", absl::StatusCode::kNotFound, "UploadTrace",
        [](v1::PredictRequest* r) { r->set_trace_id("sha256:" + std::string(64, 'b')); }},
       {"unknown catalog", absl::StatusCode::kNotFound, "nope",
-       [this](v1::PredictRequest* r) { *r->mutable_trace() = trace_; r->set_catalog("nope"); }},
+       [this](v1::PredictRequest* r) {
+         *r->mutable_trace() = trace_;
+         r->set_catalog("nope");
+       }},
       {"negative price", absl::StatusCode::kInvalidArgument, "prices[0]",
        [this](v1::PredictRequest* r) {
          *r->mutable_trace() = trace_;
@@ -163,7 +165,10 @@ TEST_F(BackendTest, BadRequestsGetActionableErrors) {
          r->set_price_kind(static_cast<v1::PriceKind>(42));
        }},
       {"unknown device", absl::StatusCode::kNotFound, "GTX 9999",
-       [this](v1::PredictRequest* r) { *r->mutable_trace() = trace_; r->add_devices("GTX 9999"); }},
+       [this](v1::PredictRequest* r) {
+         *r->mutable_trace() = trace_;
+         r->add_devices("GTX 9999");
+       }},
   };
   for (const auto& c : cases) {
     v1::PredictRequest request;
@@ -281,8 +286,7 @@ TEST_F(BackendTest, PassedDeadlineStopsWorkAndStoresNothing) {
   EXPECT_EQ(backend_->stored_traces(), 0u);
   v1::PredictRequest request;
   *request.mutable_trace() = trace_;
-  EXPECT_EQ(backend_->Predict(request, late).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(backend_->Predict(request, late).status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
 TEST(TenantNameTest, OnlyPathSafeNames) {

@@ -22,9 +22,8 @@ class DeviceDatabase {
 
   // Validates an already parsed database. `origin` prefixes error messages
   // (a file name, or a description of where the proto came from).
-  static absl::StatusOr<DeviceDatabase> FromProto(
-      habitat::v1::DeviceDatabase proto,
-      absl::string_view origin = "device database");
+  static absl::StatusOr<DeviceDatabase> FromProto(habitat::v1::DeviceDatabase proto,
+                                                  absl::string_view origin = "device database");
 
   // nullptr if `id` is unknown.
   const habitat::v1::DeviceSpec* Find(absl::string_view id) const;
@@ -35,9 +34,7 @@ class DeviceDatabase {
   const habitat::v1::DeviceSpec* FindByDriverName(absl::string_view name) const;
 
   // All GPUs, in file order (test_only ones included).
-  const std::vector<habitat::v1::DeviceSpec>& devices() const {
-    return devices_;
-  }
+  const std::vector<habitat::v1::DeviceSpec>& devices() const { return devices_; }
   // The ids, in file order, comma-separated (for error messages).
   std::string KnownIds() const;
 
@@ -52,7 +49,6 @@ class DeviceDatabase {
 
 // Validates one spec; `origin` prefixes the message. Exposed for tests and
 // for callers that build specs by hand (e.g. from measured properties).
-absl::Status ValidateDeviceSpec(const habitat::v1::DeviceSpec& spec,
-                                absl::string_view origin);
+absl::Status ValidateDeviceSpec(const habitat::v1::DeviceSpec& spec, absl::string_view origin);
 
 }  // namespace habitat

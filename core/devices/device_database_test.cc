@@ -28,8 +28,7 @@ habitat::v1::DeviceDatabase RealProto() {
   return proto;
 }
 
-DeviceSpec* MutableSpec(habitat::v1::DeviceDatabase& proto,
-                        const std::string& id) {
+DeviceSpec* MutableSpec(habitat::v1::DeviceDatabase& proto, const std::string& id) {
   for (DeviceSpec& spec : *proto.mutable_devices()) {
     if (spec.id() == id) return &spec;
   }
@@ -47,11 +46,27 @@ TEST(DeviceDatabaseTest, RealFileLoads) {
   auto db = DeviceDatabase::LoadFromFile(kDevicesFile);
   ASSERT_TRUE(db.ok()) << db.status();
   // Every id the project promises to other components.
-  for (const char* id :
-       {"P4", "P100", "T4", "V100-PCIE-32GB", "V100-SXM2", "P4000", "RTX2070",
-        "RTX2080Ti", "RTX3090", "RTX4090", "A10G", "A100-PCIE-40GB",
-        "A100-PCIE-80GB", "A100-SXM-40GB", "A100-SXM-80GB", "L4", "L40S",
-        "H100-PCIE", "H100-SXM", "H200", "B200"}) {
+  for (const char* id : {"P4",
+                         "P100",
+                         "T4",
+                         "V100-PCIE-32GB",
+                         "V100-SXM2",
+                         "P4000",
+                         "RTX2070",
+                         "RTX2080Ti",
+                         "RTX3090",
+                         "RTX4090",
+                         "A10G",
+                         "A100-PCIE-40GB",
+                         "A100-PCIE-80GB",
+                         "A100-SXM-40GB",
+                         "A100-SXM-80GB",
+                         "L4",
+                         "L40S",
+                         "H100-PCIE",
+                         "H100-SXM",
+                         "H200",
+                         "B200"}) {
     EXPECT_NE(db->Find(id), nullptr) << id;
   }
   EXPECT_EQ(db->devices().front().id(), "P4");  // file order
@@ -114,12 +129,8 @@ TEST(DeviceDatabaseTest, RealDataIsSelfConsistent) {
   for (const DeviceSpec& s : db->devices()) {
     // Per compute capability, the reserved shared memory appears with Ampere.
     const bool ampere_or_later = s.compute_capability_major() >= 8;
-    EXPECT_EQ(s.reserved_shared_memory_per_block_bytes(),
-              ampere_or_later ? 1024u : 0u)
-        << s.id();
-    EXPECT_EQ(s.shared_memory_allocation_unit_bytes(),
-              ampere_or_later ? 128u : 256u)
-        << s.id();
+    EXPECT_EQ(s.reserved_shared_memory_per_block_bytes(), ampere_or_later ? 1024u : 0u) << s.id();
+    EXPECT_EQ(s.shared_memory_allocation_unit_bytes(), ampere_or_later ? 128u : 256u) << s.id();
     // Tensor throughput never below the plain FP32 rate where present.
     if (s.peak_fp16_tensor_tflops() > 0) {
       EXPECT_GT(s.peak_fp16_tensor_tflops(), s.peak_fp32_tflops()) << s.id();
@@ -152,152 +163,206 @@ TEST_P(DeviceValidationTest, RejectsWithGpuAndField) {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryRule, DeviceValidationTest,
-    ::testing::Values(
-        BrokenCase{"NegativeBandwidth", "T4",
-                   [](DeviceSpec& s) { s.set_memory_bandwidth_gbps(-1); },
-                   "memory_bandwidth_gbps must be > 0"},
-        BrokenCase{"ZeroBandwidth", "T4",
-                   [](DeviceSpec& s) { s.set_memory_bandwidth_gbps(0); },
-                   "memory_bandwidth_gbps"},
-        BrokenCase{"HugeBandwidth", "H100-SXM",
-                   [](DeviceSpec& s) { s.set_memory_bandwidth_gbps(3.35e6); },
-                   "memory_bandwidth_gbps"},
-        BrokenCase{"NaNMeasuredBandwidth", "H200",
-                   [](DeviceSpec& s) {
-                     s.set_measured_memory_bandwidth_gbps(kNaN);
-                   },
-                   "measured_memory_bandwidth_gbps"},
-        BrokenCase{"MeasuredAbovePeak", "H100-SXM",
-                   [](DeviceSpec& s) {
-                     s.set_measured_memory_bandwidth_gbps(3400);
-                   },
-                   "measured_memory_bandwidth_gbps must not exceed"},
-        BrokenCase{"NoSms", "P100", [](DeviceSpec& s) { s.set_sm_count(0); },
-                   "sm_count"},
-        BrokenCase{"TooManySms", "P100",
-                   [](DeviceSpec& s) { s.set_sm_count(5000); }, "sm_count"},
-        BrokenCase{"WarpSize", "V100-PCIE-32GB",
-                   [](DeviceSpec& s) { s.set_warp_size(64); }, "warp_size"},
-        BrokenCase{"ThreadsVsWarps", "A100-PCIE-40GB",
-                   [](DeviceSpec& s) { s.set_max_warps_per_sm(48); },
-                   "max_threads_per_sm must equal"},
-        BrokenCase{"BlockThreadsOverSm", "T4",
-                   [](DeviceSpec& s) { s.set_max_threads_per_block(2048); },
-                   "max_threads_per_block"},
-        BrokenCase{"BlockThreadsNotWarpMultiple", "T4",
-                   [](DeviceSpec& s) { s.set_max_threads_per_block(1000); },
-                   "max_threads_per_block"},
-        BrokenCase{"NoBlocksPerSm", "T4",
-                   [](DeviceSpec& s) { s.set_max_blocks_per_sm(0); },
-                   "max_blocks_per_sm"},
-        BrokenCase{"BlockRegistersOverSm", "P4",
-                   [](DeviceSpec& s) { s.set_max_registers_per_block(131072); },
-                   "max_registers_per_block"},
-        BrokenCase{"NoRegisters", "P4",
-                   [](DeviceSpec& s) { s.set_registers_per_sm(0); },
-                   "registers_per_sm"},
-        BrokenCase{"NoRegistersPerThread", "P4",
-                   [](DeviceSpec& s) { s.set_max_registers_per_thread(0); },
-                   "max_registers_per_thread"},
-        BrokenCase{"NoRegisterUnit", "P4",
-                   [](DeviceSpec& s) { s.set_register_allocation_unit(0); },
-                   "register_allocation_unit"},
-        BrokenCase{"BlockSharedOverSm", "H100-SXM",
-                   [](DeviceSpec& s) {
-                     s.set_max_shared_memory_per_block_bytes(300000);
-                   },
-                   "max_shared_memory_per_block_bytes"},
-        BrokenCase{"NoSharedPerSm", "H100-SXM",
-                   [](DeviceSpec& s) { s.set_shared_memory_per_sm_bytes(0); },
-                   "shared_memory_per_sm_bytes"},
-        BrokenCase{"ReservedDoesNotFit", "A100-PCIE-80GB",
-                   [](DeviceSpec& s) {
-                     s.set_reserved_shared_memory_per_block_bytes(4096);
-                   },
-                   "reserved_shared_memory_per_block_bytes"},
-        BrokenCase{"SharedUnitNotPowerOfTwo", "A100-PCIE-80GB",
-                   [](DeviceSpec& s) {
-                     s.set_shared_memory_allocation_unit_bytes(100);
-                   },
-                   "shared_memory_allocation_unit_bytes"},
-        BrokenCase{"NoBoostClock", "T4",
-                   [](DeviceSpec& s) { s.set_boost_clock_mhz(0); },
-                   "boost_clock_mhz"},
-        BrokenCase{"BaseAboveBoost", "T4",
-                   [](DeviceSpec& s) { s.set_base_clock_mhz(2000); },
-                   "base_clock_mhz"},
-        BrokenCase{"NoMemory", "T4", [](DeviceSpec& s) { s.set_memory_bytes(0); },
-                   "memory_bytes"},
-        BrokenCase{"NoL2", "T4", [](DeviceSpec& s) { s.set_l2_cache_bytes(0); },
-                   "l2_cache_bytes"},
-        BrokenCase{"NoFp32", "T4",
-                   [](DeviceSpec& s) { s.set_peak_fp32_tflops(0); },
-                   "peak_fp32_tflops"},
-        BrokenCase{"NegativeTf32", "A100-PCIE-40GB",
-                   [](DeviceSpec& s) { s.set_peak_tf32_tflops(-156); },
-                   "peak_tf32_tflops"},
-        BrokenCase{"InfiniteFp16", "A100-PCIE-40GB",
-                   [](DeviceSpec& s) {
-                     s.set_peak_fp16_tensor_tflops(
-                         std::numeric_limits<double>::infinity());
-                   },
-                   "peak_fp16_tensor_tflops"},
-        BrokenCase{"NaNBf16", "A100-PCIE-40GB",
-                   [](DeviceSpec& s) { s.set_peak_bf16_tensor_tflops(kNaN); },
-                   "peak_bf16_tensor_tflops"},
-        BrokenCase{"NoSource", "H200", [](DeviceSpec& s) { s.clear_source(); },
-                   "source must not be empty"},
-        BrokenCase{"NoDisplayName", "H200",
-                   [](DeviceSpec& s) { s.clear_display_name(); },
-                   "display_name"},
-        BrokenCase{"NoArchitecture", "H200",
-                   [](DeviceSpec& s) { s.clear_architecture(); },
-                   "architecture"},
-        BrokenCase{"NoDriverNames", "H200",
-                   [](DeviceSpec& s) { s.clear_driver_names(); },
-                   "driver_names"},
-        BrokenCase{"BlankDriverName", "H200",
-                   [](DeviceSpec& s) { s.add_driver_names("  "); },
-                   "driver_names[1]"},
-        BrokenCase{"NoComputeCapability", "H200",
-                   [](DeviceSpec& s) { s.set_compute_capability_major(0); },
-                   "compute_capability_major"},
-        BrokenCase{"BadMinor", "H200",
-                   [](DeviceSpec& s) { s.set_compute_capability_minor(10); },
-                   "compute_capability_minor"},
-        BrokenCase{"NegativeStreamingBandwidth", "T4",
-                   [](DeviceSpec& s) {
-                     s.set_streaming_bandwidth_gbps(-5);
-                     s.set_scaling_constants_source("test");
-                   },
-                   "streaming_bandwidth_gbps"},
-        BrokenCase{"NegativeOpLatency", "T4",
-                   [](DeviceSpec& s) {
-                     s.set_op_fixed_latency_ns(-1);
-                     s.set_scaling_constants_source("test");
-                   },
-                   "op_fixed_latency_ns"},
-        BrokenCase{"HugeKernelLatency", "T4",
-                   [](DeviceSpec& s) {
-                     s.set_kernel_fixed_latency_ns(int64_t{5} << 40);
-                     s.set_scaling_constants_source("test");
-                   },
-                   "kernel_fixed_latency_ns"},
-        BrokenCase{"ScalingConstantWithoutSource", "T4",
-                   [](DeviceSpec& s) {
-                     s.set_op_latency_floor_ns(9000);
-                     s.clear_scaling_constants_source();
-                   },
-                   "scaling_constants_source"},
-        BrokenCase{"DuplicateDriverName", "H200",
-                   [](DeviceSpec& s) { s.add_driver_names("TESLA T4"); },
-                   "driver_names entry \"TESLA T4\" is also listed by GPU "
-                   "\"T4\""}),
-    [](const ::testing::TestParamInfo<BrokenCase>& info) {
-      return info.param.name;
-    });
+INSTANTIATE_TEST_SUITE_P(EveryRule, DeviceValidationTest,
+                         ::
+                             testing::Values(BrokenCase{"NegativeBandwidth", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_memory_bandwidth_gbps(-1);
+                                                        },
+                                                        "memory_bandwidth_gbps must be > 0"},
+                                             BrokenCase{"ZeroBandwidth", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_memory_bandwidth_gbps(0);
+                                                        },
+                                                        "memory_bandwidth_gbps"},
+                                             BrokenCase{"HugeBandwidth", "H100-SXM",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_memory_bandwidth_gbps(3.35e6);
+                                                        },
+                                                        "memory_bandwidth_gbps"},
+                                             BrokenCase{"NaNMeasuredBandwidth", "H200",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_measured_memory_bandwidth_gbps(
+                                                              kNaN);
+                                                        },
+                                                        "measured_memory_bandwidth_gbps"},
+                                             BrokenCase{
+                                                 "MeasuredAbovePeak", "H100-SXM",
+                                                 [](DeviceSpec& s) {
+                                                   s.set_measured_memory_bandwidth_gbps(3400);
+                                                 },
+                                                 "measured_memory_bandwidth_gbps must not exceed"},
+                                             BrokenCase{"NoSms", "P100",
+                                                        [](DeviceSpec& s) { s.set_sm_count(0); },
+                                                        "sm_count"},
+                                             BrokenCase{"TooManySms", "P100",
+                                                        [](DeviceSpec& s) { s.set_sm_count(5000); },
+                                                        "sm_count"},
+                                             BrokenCase{"WarpSize", "V100-PCIE-32GB",
+                                                        [](DeviceSpec& s) { s.set_warp_size(64); },
+                                                        "warp_size"},
+                                             BrokenCase{
+                                                 "ThreadsVsWarps", "A100-PCIE-40GB",
+                                                 [](DeviceSpec& s) { s.set_max_warps_per_sm(48); },
+                                                 "max_threads_per_sm must equal"},
+                                             BrokenCase{"BlockThreadsOverSm", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_max_threads_per_block(2048);
+                                                        },
+                                                        "max_threads_per_block"},
+                                             BrokenCase{"BlockThreadsNotWarpMultiple", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_max_threads_per_block(1000);
+                                                        },
+                                                        "max_threads_per_block"},
+                                             BrokenCase{
+                                                 "NoBlocksPerSm", "T4",
+                                                 [](DeviceSpec& s) { s.set_max_blocks_per_sm(0); },
+                                                 "max_blocks_per_sm"},
+                                             BrokenCase{"BlockRegistersOverSm", "P4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_max_registers_per_block(131072);
+                                                        },
+                                                        "max_registers_per_block"},
+                                             BrokenCase{
+                                                 "NoRegisters", "P4",
+                                                 [](DeviceSpec& s) { s.set_registers_per_sm(0); },
+                                                 "registers_per_sm"},
+                                             BrokenCase{"NoRegistersPerThread", "P4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_max_registers_per_thread(0);
+                                                        },
+                                                        "max_registers_per_thread"},
+                                             BrokenCase{"NoRegisterUnit", "P4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_register_allocation_unit(0);
+                                                        },
+                                                        "register_allocation_unit"},
+                                             BrokenCase{"BlockSharedOverSm", "H100-SXM",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_max_shared_memory_per_block_bytes(
+                                                              300000);
+                                                        },
+                                                        "max_shared_memory_per_block_bytes"},
+                                             BrokenCase{"NoSharedPerSm", "H100-SXM",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_shared_memory_per_sm_bytes(0);
+                                                        },
+                                                        "shared_memory_per_sm_bytes"},
+                                             BrokenCase{
+                                                 "ReservedDoesNotFit", "A100-PCIE-80GB",
+                                                 [](DeviceSpec& s) {
+                                                   s.set_reserved_shared_memory_per_block_bytes(
+                                                       4096);
+                                                 },
+                                                 "reserved_shared_memory_per_block_bytes"},
+                                             BrokenCase{"SharedUnitNotPowerOfTwo", "A100-PCIE-80GB",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_shared_memory_allocation_unit_bytes(
+                                                              100);
+                                                        },
+                                                        "shared_memory_allocation_unit_bytes"},
+                                             BrokenCase{
+                                                 "NoBoostClock", "T4",
+                                                 [](DeviceSpec& s) { s.set_boost_clock_mhz(0); },
+                                                 "boost_clock_mhz"},
+                                             BrokenCase{
+                                                 "BaseAboveBoost", "T4",
+                                                 [](DeviceSpec& s) { s.set_base_clock_mhz(2000); },
+                                                 "base_clock_mhz"},
+                                             BrokenCase{
+                                                 "NoMemory", "T4",
+                                                 [](DeviceSpec& s) { s.set_memory_bytes(0); },
+                                                 "memory_bytes"},
+                                             BrokenCase{
+                                                 "NoL2", "T4",
+                                                 [](DeviceSpec& s) { s.set_l2_cache_bytes(0); },
+                                                 "l2_cache_bytes"},
+                                             BrokenCase{
+                                                 "NoFp32", "T4",
+                                                 [](DeviceSpec& s) { s.set_peak_fp32_tflops(0); },
+                                                 "peak_fp32_tflops"},
+                                             BrokenCase{"NegativeTf32", "A100-PCIE-40GB",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_peak_tf32_tflops(-156);
+                                                        },
+                                                        "peak_tf32_tflops"},
+                                             BrokenCase{
+                                                 "InfiniteFp16", "A100-PCIE-40GB",
+                                                 [](DeviceSpec& s) {
+                                                   s.set_peak_fp16_tensor_tflops(
+                                                       std::numeric_limits<double>::infinity());
+                                                 },
+                                                 "peak_fp16_tensor_tflops"},
+                                             BrokenCase{"NaNBf16", "A100-PCIE-40GB",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_peak_bf16_tensor_tflops(kNaN);
+                                                        },
+                                                        "peak_bf16_tensor_tflops"},
+                                             BrokenCase{"NoSource", "H200",
+                                                        [](DeviceSpec& s) { s.clear_source(); },
+                                                        "source must not be empty"},
+                                             BrokenCase{
+                                                 "NoDisplayName", "H200",
+                                                 [](DeviceSpec& s) { s.clear_display_name(); },
+                                                 "display_name"},
+                                             BrokenCase{
+                                                 "NoArchitecture", "H200",
+                                                 [](DeviceSpec& s) { s.clear_architecture(); },
+                                                 "architecture"},
+                                             BrokenCase{
+                                                 "NoDriverNames", "H200",
+                                                 [](DeviceSpec& s) { s.clear_driver_names(); },
+                                                 "driver_names"},
+                                             BrokenCase{
+                                                 "BlankDriverName", "H200",
+                                                 [](DeviceSpec& s) { s.add_driver_names("  "); },
+                                                 "driver_names[1]"},
+                                             BrokenCase{"NoComputeCapability", "H200",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_compute_capability_major(0);
+                                                        },
+                                                        "compute_capability_major"},
+                                             BrokenCase{
+                                                 "BadMinor", "H200",
+                                                 [](DeviceSpec&
+                                                        s) { s.set_compute_capability_minor(10); },
+                                                 "compute_capability_minor"},
+                                             BrokenCase{"NegativeStreamingBandwidth", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_streaming_bandwidth_gbps(-5);
+                                                          s.set_scaling_constants_source("test");
+                                                        },
+                                                        "streaming_bandwidth_gbps"},
+                                             BrokenCase{"NegativeOpLatency", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_op_fixed_latency_ns(-1);
+                                                          s.set_scaling_constants_source("test");
+                                                        },
+                                                        "op_fixed_latency_ns"},
+                                             BrokenCase{"HugeKernelLatency", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_kernel_fixed_latency_ns(int64_t{5}
+                                                                                        << 40);
+                                                          s.set_scaling_constants_source("test");
+                                                        },
+                                                        "kernel_fixed_latency_ns"},
+                                             BrokenCase{"ScalingConstantWithoutSource", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_op_latency_floor_ns(9000);
+                                                          s.clear_scaling_constants_source();
+                                                        },
+                                                        "scaling_constants_source"},
+                                             BrokenCase{"DuplicateDriverName", "H200",
+                                                        [](DeviceSpec& s) {
+                                                          s.add_driver_names("TESLA T4");
+                                                        },
+                                                        "driver_names entry \"TESLA T4\" is also "
+                                                        "listed by GPU "
+                                                        "\"T4\""}),
+                         [](const ::testing::TestParamInfo<BrokenCase>& info) {
+                           return info.param.name;
+                         });
 
 TEST(DeviceDatabaseTest, RejectsDuplicateId) {
   habitat::v1::DeviceDatabase proto = RealProto();
@@ -351,9 +416,8 @@ TEST(DeviceDatabaseTest, MeasuredScalingConstantsWithSourceAccepted) {
 }
 
 TEST(DeviceDatabaseTest, ParseErrorHasLineAndColumn) {
-  const std::string path = WriteTemp(
-      "bad_devices.textproto",
-      "devices {\n  id: \"X\"\n  sm_count: many\n}\n");
+  const std::string path =
+      WriteTemp("bad_devices.textproto", "devices {\n  id: \"X\"\n  sm_count: many\n}\n");
   auto db = DeviceDatabase::LoadFromFile(path);
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), absl::StatusCode::kInvalidArgument);
@@ -362,8 +426,7 @@ TEST(DeviceDatabaseTest, ParseErrorHasLineAndColumn) {
 }
 
 TEST(DeviceDatabaseTest, UnknownFieldIsAParseError) {
-  const std::string path = WriteTemp("unknown_field.textproto",
-                                     "devices {\n  sm_cnt: 4\n}\n");
+  const std::string path = WriteTemp("unknown_field.textproto", "devices {\n  sm_cnt: 4\n}\n");
   auto db = DeviceDatabase::LoadFromFile(path);
   ASSERT_FALSE(db.ok());
   EXPECT_THAT(std::string(db.status().message()), HasSubstr("line 2"));
@@ -371,8 +434,7 @@ TEST(DeviceDatabaseTest, UnknownFieldIsAParseError) {
 }
 
 TEST(DeviceDatabaseTest, MissingFileIsAnError) {
-  auto db = DeviceDatabase::LoadFromFile(::testing::TempDir() +
-                                         "/does_not_exist.textproto");
+  auto db = DeviceDatabase::LoadFromFile(::testing::TempDir() + "/does_not_exist.textproto");
   EXPECT_FALSE(db.ok());
 }
 

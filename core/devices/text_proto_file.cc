@@ -16,12 +16,10 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   void AddError(int line, google::protobuf::io::ColumnNumber column,
                 const std::string& message) override {
     if (error_.empty()) {
-      error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
-                            message);
+      error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
     }
   }
-  void AddWarning(int, google::protobuf::io::ColumnNumber,
-                  const std::string&) override {}
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
   const std::string& error() const { return error_; }
 
  private:
@@ -30,16 +28,15 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
-absl::Status ReadTextProtoFile(const std::string& path,
-                               google::protobuf::Message* message) {
+absl::Status ReadTextProtoFile(const std::string& path, google::protobuf::Message* message) {
   HABITAT_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, message)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a text-format ", message->GetTypeName(), ": ",
-        errors.error().empty() ? "parse failed" : errors.error()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a text-format ", message->GetTypeName(), ": ",
+                     errors.error().empty() ? "parse failed" : errors.error()));
   }
   return absl::OkStatus();
 }

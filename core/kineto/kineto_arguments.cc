@@ -17,44 +17,38 @@ namespace habitat {
 namespace kineto {
 namespace {
 
-using nlohmann::json;
 using habitat::v1::Argument;
+using nlohmann::json;
 
 absl::Status ArgError(size_t index, const json& event, absl::string_view field,
                       absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      DescribeEvent(index, event), ": field \"args.", field, "\" ", problem));
+  return absl::InvalidArgumentError(
+      absl::StrCat(DescribeEvent(index, event), ": field \"args.", field, "\" ", problem));
 }
 
 // An optional array arg; nullptr when absent.
-absl::StatusOr<const json*> OptionalArray(size_t index, const json& event,
-                                          const json& args,
+absl::StatusOr<const json*> OptionalArray(size_t index, const json& event, const json& args,
                                           const char* field) {
   auto it = args.find(field);
   if (it == args.end() || it->is_null()) return nullptr;
   if (!it->is_array()) {
-    return ArgError(index, event, field,
-                    absl::StrCat("must be an array, got ", it->type_name()));
+    return ArgError(index, event, field, absl::StrCat("must be an array, got ", it->type_name()));
   }
   return &*it;
 }
 
-absl::StatusOr<std::vector<int64_t>> Shape(size_t index, const json& event,
-                                           const json& dims,
+absl::StatusOr<std::vector<int64_t>> Shape(size_t index, const json& event, const json& dims,
                                            absl::string_view field) {
   if (!dims.is_array()) {
     return ArgError(index, event, field,
-                    absl::StrCat("must be an array of integers, got ",
-                                 dims.type_name()));
+                    absl::StrCat("must be an array of integers, got ", dims.type_name()));
   }
   std::vector<int64_t> shape;
   shape.reserve(dims.size());
   for (const json& d : dims) {
     if (!d.is_number_integer() ||
-        (d.is_number_unsigned() &&
-         d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-      return ArgError(index, event, field,
-                      absl::StrCat("must hold int64 sizes, got ", d.dump()));
+        (d.is_number_unsigned() && d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+      return ArgError(index, event, field, absl::StrCat("must hold int64 sizes, got ", d.dump()));
     }
     shape.push_back(d.get<int64_t>());
   }
@@ -92,8 +86,7 @@ bool ParseBool(absl::string_view text, bool* out) {
 }
 
 // A non-tensor input from its IValue tag and its printed value.
-void FillValue(absl::string_view tag, absl::string_view concrete,
-               Argument* arg) {
+void FillValue(absl::string_view tag, absl::string_view concrete, Argument* arg) {
   concrete = absl::StripAsciiWhitespace(concrete);
   if (concrete.empty() || concrete == "None") {
     arg->set_none(true);
@@ -105,8 +98,7 @@ void FillValue(absl::string_view tag, absl::string_view concrete,
   std::vector<int64_t> list;
   if (ParseBool(concrete, &b)) {
     arg->set_boolean(b);
-  } else if (tag != "Double" && tag != "Scalar" &&
-             absl::SimpleAtoi(concrete, &i)) {
+  } else if (tag != "Double" && tag != "Scalar" && absl::SimpleAtoi(concrete, &i)) {
     arg->set_integer(i);
   } else if (absl::SimpleAtod(concrete, &d) && std::isfinite(d)) {
     arg->set_scalar(d);
@@ -114,8 +106,7 @@ void FillValue(absl::string_view tag, absl::string_view concrete,
     arg->mutable_integers()->mutable_values()->Add(list.begin(), list.end());
   } else {
     // Strings print quoted; keep the value without the quotes.
-    if (concrete.size() >= 2 && (concrete.front() == '\'' ||
-                                 concrete.front() == '"') &&
+    if (concrete.size() >= 2 && (concrete.front() == '\'' || concrete.front() == '"') &&
         concrete.back() == concrete.front()) {
       concrete = concrete.substr(1, concrete.size() - 2);
     }
@@ -131,31 +122,28 @@ bool IsIValueTag(absl::string_view type) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<Argument>> ConvertArguments(size_t index,
-                                                      const json& event) {
+absl::StatusOr<std::vector<Argument>> ConvertArguments(size_t index, const json& event) {
   std::vector<Argument> out;
   auto args_it = event.find("args");
   if (args_it == event.end() || !args_it->is_object()) return out;
   const json& args = *args_it;
-  HABITAT_ASSIGN_OR_RETURN(const json* dims,
-                           OptionalArray(index, event, args, "Input Dims"));
-  HABITAT_ASSIGN_OR_RETURN(const json* types,
-                           OptionalArray(index, event, args, "Input type"));
-  HABITAT_ASSIGN_OR_RETURN(
-      const json* concrete,
-      OptionalArray(index, event, args, "Concrete Inputs"));
+  HABITAT_ASSIGN_OR_RETURN(const json* dims, OptionalArray(index, event, args, "Input Dims"));
+  HABITAT_ASSIGN_OR_RETURN(const json* types, OptionalArray(index, event, args, "Input type"));
+  HABITAT_ASSIGN_OR_RETURN(const json* concrete,
+                           OptionalArray(index, event, args, "Concrete Inputs"));
   if (types == nullptr) return out;  // record_shapes was off
   if (dims != nullptr && dims->size() != types->size()) {
     return ArgError(index, event, "Input Dims",
-                    absl::StrCat("has ", dims->size(), " entries but "
-                                 "\"Input type\" has ", types->size()));
+                    absl::StrCat("has ", dims->size(),
+                                 " entries but "
+                                 "\"Input type\" has ",
+                                 types->size()));
   }
   for (size_t i = 0; i < types->size(); ++i) {
     const json& type_json = (*types)[i];
     if (!type_json.is_string()) {
       return ArgError(index, event, absl::StrCat("Input type[", i, "]"),
-                      absl::StrCat("must be a string, got ",
-                                   type_json.type_name()));
+                      absl::StrCat("must be a string, got ", type_json.type_name()));
     }
     const std::string& type = type_json.get_ref<const std::string&>();
     std::string value;
@@ -170,8 +158,7 @@ absl::StatusOr<std::vector<Argument>> ConvertArguments(size_t index,
     const std::string name = absl::StrCat(i);
     if (type == "TensorList") {
       const json* list = dims != nullptr ? &(*dims)[i] : nullptr;
-      if (list == nullptr || !list->is_array() || list->empty() ||
-          !(*list)[0].is_array()) {
+      if (list == nullptr || !list->is_array() || list->empty() || !(*list)[0].is_array()) {
         Argument arg;
         arg.set_name(name);
         arg.set_none(true);  // element shapes not recorded
@@ -197,8 +184,7 @@ absl::StatusOr<std::vector<Argument>> ConvertArguments(size_t index,
       FillValue(type, value, &arg);
     } else {
       if (dims == nullptr) {
-        return ArgError(index, event, "Input Dims",
-                        "is missing but \"Input type\" names tensors");
+        return ArgError(index, event, "Input Dims", "is missing but \"Input type\" names tensors");
       }
       HABITAT_ASSIGN_OR_RETURN(
           std::vector<int64_t> shape,

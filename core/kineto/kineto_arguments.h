@@ -22,8 +22,8 @@ namespace kineto {
 //  - "" (None) or a value the trace did not record becomes `none`.
 // Returns an empty list when the event has no shape information; an error
 // (naming the event) when the args are present but of the wrong JSON type.
-absl::StatusOr<std::vector<habitat::v1::Argument>> ConvertArguments(
-    size_t event_index, const nlohmann::json& event);
+absl::StatusOr<std::vector<habitat::v1::Argument>> ConvertArguments(size_t event_index,
+                                                                    const nlohmann::json& event);
 
 }  // namespace kineto
 }  // namespace habitat

@@ -25,11 +25,9 @@ struct Where {
   const json& event;
 };
 
-absl::Status FieldError(const Where& where, absl::string_view field,
-                        absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      DescribeEvent(where.index, where.event), ": field \"", field, "\" ",
-      problem));
+absl::Status FieldError(const Where& where, absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(DescribeEvent(where.index, where.event), ": field \"", field, "\" ", problem));
 }
 
 absl::Status CheckDepth(absl::string_view text) {
@@ -49,9 +47,8 @@ absl::Status CheckDepth(absl::string_view text) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Kineto trace: JSON nested deeper than ", kMaxJsonDepth,
-            " levels at byte ", i));
+        return absl::InvalidArgumentError(absl::StrCat("Kineto trace: JSON nested deeper than ",
+                                                       kMaxJsonDepth, " levels at byte ", i));
       }
     } else if (c == ']' || c == '}') {
       --depth;
@@ -60,21 +57,18 @@ absl::Status CheckDepth(absl::string_view text) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> RequiredString(const Where& where,
-                                           const json& object,
+absl::StatusOr<std::string> RequiredString(const Where& where, const json& object,
                                            const char* field) {
   auto it = object.find(field);
   if (it == object.end()) return FieldError(where, field, "is missing");
   if (!it->is_string()) {
-    return FieldError(where, field,
-                      absl::StrCat("must be a string, got ", it->type_name()));
+    return FieldError(where, field, absl::StrCat("must be a string, got ", it->type_name()));
   }
   return it->get<std::string>();
 }
 
 // An integer-valued JSON number (floats with an integral value accepted).
-absl::StatusOr<int64_t> AsInt64(const Where& where, const json& value,
-                                absl::string_view field) {
+absl::StatusOr<int64_t> AsInt64(const Where& where, const json& value, absl::string_view field) {
   if (value.is_number_integer() && !value.is_number_unsigned()) {
     return value.get<int64_t>();
   }
@@ -88,49 +82,41 @@ absl::StatusOr<int64_t> AsInt64(const Where& where, const json& value,
   if (value.is_number_float()) {
     const double d = value.get<double>();
     if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9e18) {
-      return FieldError(where, field,
-                        absl::StrCat("must be an integer, got ", d));
+      return FieldError(where, field, absl::StrCat("must be an integer, got ", d));
     }
     return static_cast<int64_t>(d);
   }
-  return FieldError(where, field,
-                    absl::StrCat("must be an integer, got ", value.type_name()));
+  return FieldError(where, field, absl::StrCat("must be an integer, got ", value.type_name()));
 }
 
-absl::StatusOr<uint32_t> AsUint32(const Where& where, const json& value,
-                                  absl::string_view field) {
+absl::StatusOr<uint32_t> AsUint32(const Where& where, const json& value, absl::string_view field) {
   HABITAT_ASSIGN_OR_RETURN(int64_t v, AsInt64(where, value, field));
   if (v < 0 || v > std::numeric_limits<uint32_t>::max()) {
-    return FieldError(where, field,
-                      absl::StrCat("is ", v, ", outside [0, 2^32)"));
+    return FieldError(where, field, absl::StrCat("is ", v, ", outside [0, 2^32)"));
   }
   return static_cast<uint32_t>(v);
 }
 
 // Microsecond field ("ts", "dur") to nanoseconds.
-absl::StatusOr<Nanoseconds> Micros(const Where& where, const json& object,
-                                   const char* field, bool non_negative) {
+absl::StatusOr<Nanoseconds> Micros(const Where& where, const json& object, const char* field,
+                                   bool non_negative) {
   auto it = object.find(field);
   if (it == object.end()) return FieldError(where, field, "is missing");
   if (!it->is_number()) {
-    return FieldError(where, field,
-                      absl::StrCat("must be a number, got ", it->type_name()));
+    return FieldError(where, field, absl::StrCat("must be a number, got ", it->type_name()));
   }
   const double us = it->get<double>();
   if (!std::isfinite(us) || std::fabs(us) > kMaxAbsMicros) {
-    return FieldError(where, field,
-                      absl::StrCat("is ", us, " µs, not a finite time"));
+    return FieldError(where, field, absl::StrCat("is ", us, " µs, not a finite time"));
   }
   if (non_negative && us < 0) {
-    return FieldError(where, field,
-                      absl::StrCat("is negative (", us, " µs)"));
+    return FieldError(where, field, absl::StrCat("is negative (", us, " µs)"));
   }
   return UsToNs(us);
 }
 
 // pid/tid are numbers for real threads and strings for synthetic rows.
-absl::StatusOr<std::string> IdString(const Where& where, const json& object,
-                                     const char* field) {
+absl::StatusOr<std::string> IdString(const Where& where, const json& object, const char* field) {
   auto it = object.find(field);
   if (it == object.end()) return FieldError(where, field, "is missing");
   if (it->is_string()) return it->get<std::string>();
@@ -139,29 +125,25 @@ absl::StatusOr<std::string> IdString(const Where& where, const json& object,
     return absl::StrCat(v);
   }
   return FieldError(where, field,
-                    absl::StrCat("must be a number or string, got ",
-                                 it->type_name()));
+                    absl::StrCat("must be a number or string, got ", it->type_name()));
 }
 
 // Optional integer arg: -1 when absent.
-absl::StatusOr<int64_t> OptionalIntArg(const Where& where, const json* args,
-                                       const char* field) {
+absl::StatusOr<int64_t> OptionalIntArg(const Where& where, const json* args, const char* field) {
   if (args == nullptr) return -1;
   auto it = args->find(field);
   if (it == args->end() || it->is_null()) return -1;
   return AsInt64(where, *it, absl::StrCat("args.", field));
 }
 
-absl::StatusOr<int64_t> RequiredIntArg(const Where& where, const json* args,
-                                       const char* field) {
+absl::StatusOr<int64_t> RequiredIntArg(const Where& where, const json* args, const char* field) {
   if (args == nullptr || !args->contains(field)) {
     return FieldError(where, absl::StrCat("args.", field), "is missing");
   }
   return AsInt64(where, (*args)[field], absl::StrCat("args.", field));
 }
 
-absl::StatusOr<uint32_t> RequiredUint32Arg(const Where& where,
-                                           const json& args,
+absl::StatusOr<uint32_t> RequiredUint32Arg(const Where& where, const json& args,
                                            const char* field) {
   const std::string path = absl::StrCat("args.", field);
   auto it = args.find(field);
@@ -169,8 +151,7 @@ absl::StatusOr<uint32_t> RequiredUint32Arg(const Where& where,
   return AsUint32(where, *it, path);
 }
 
-absl::Status ReadDim3(const Where& where, const json& args, const char* field,
-                      uint32_t out[3]) {
+absl::Status ReadDim3(const Where& where, const json& args, const char* field, uint32_t out[3]) {
   const std::string path = absl::StrCat("args.", field);
   auto it = args.find(field);
   if (it == args.end()) return FieldError(where, path, "is missing");
@@ -186,8 +167,8 @@ absl::Status ReadDim3(const Where& where, const json& args, const char* field,
 absl::StatusOr<bool> KindOf(const json& event, EventKind* kind) {
   auto ph = event.find("ph");
   auto cat = event.find("cat");
-  if (ph == event.end() || cat == event.end() || !ph->is_string() ||
-      !cat->is_string() || ph->get_ref<const std::string&>() != "X") {
+  if (ph == event.end() || cat == event.end() || !ph->is_string() || !cat->is_string() ||
+      ph->get_ref<const std::string&>() != "X") {
     return false;  // metadata, instants, flows: not used
   }
   const std::string& c = cat->get_ref<const std::string&>();
@@ -209,16 +190,14 @@ absl::StatusOr<bool> KindOf(const json& event, EventKind* kind) {
   return true;
 }
 
-absl::StatusOr<const json*> ArgsObject(const Where& where, const json& event,
-                                       bool required) {
+absl::StatusOr<const json*> ArgsObject(const Where& where, const json& event, bool required) {
   auto it = event.find("args");
   if (it == event.end()) {
     if (required) return FieldError(where, "args", "is missing");
     return nullptr;
   }
   if (!it->is_object()) {
-    return FieldError(where, "args",
-                      absl::StrCat("must be an object, got ", it->type_name()));
+    return FieldError(where, "args", absl::StrCat("must be an object, got ", it->type_name()));
   }
   return &*it;
 }
@@ -235,17 +214,13 @@ absl::StatusOr<HostEvent> ParseHost(const Where& where, EventKind kind) {
   HABITAT_ASSIGN_OR_RETURN(out.start, Micros(where, event, "ts", false));
   HABITAT_ASSIGN_OR_RETURN(out.duration, Micros(where, event, "dur", true));
   const bool is_runtime = kind == EventKind::kRuntime;
-  HABITAT_ASSIGN_OR_RETURN(const json* args,
-                           ArgsObject(where, event, is_runtime));
-  HABITAT_ASSIGN_OR_RETURN(out.external_id,
-                           OptionalIntArg(where, args, "External id"));
+  HABITAT_ASSIGN_OR_RETURN(const json* args, ArgsObject(where, event, is_runtime));
+  HABITAT_ASSIGN_OR_RETURN(out.external_id, OptionalIntArg(where, args, "External id"));
   if (is_runtime) {
-    HABITAT_ASSIGN_OR_RETURN(out.correlation,
-                             RequiredIntArg(where, args, "correlation"));
+    HABITAT_ASSIGN_OR_RETURN(out.correlation, RequiredIntArg(where, args, "correlation"));
   }
   if (kind == EventKind::kCpuOp) {
-    HABITAT_ASSIGN_OR_RETURN(out.sequence_number,
-                             OptionalIntArg(where, args, "Sequence number"));
+    HABITAT_ASSIGN_OR_RETURN(out.sequence_number, OptionalIntArg(where, args, "Sequence number"));
   }
   return out;
 }
@@ -259,15 +234,12 @@ absl::StatusOr<DeviceEvent> ParseDevice(const Where& where, EventKind kind) {
   HABITAT_ASSIGN_OR_RETURN(out.start, Micros(where, event, "ts", false));
   HABITAT_ASSIGN_OR_RETURN(out.duration, Micros(where, event, "dur", true));
   HABITAT_ASSIGN_OR_RETURN(const json* args, ArgsObject(where, event, true));
-  HABITAT_ASSIGN_OR_RETURN(out.correlation,
-                           RequiredIntArg(where, args, "correlation"));
-  HABITAT_ASSIGN_OR_RETURN(out.external_id,
-                           OptionalIntArg(where, args, "External id"));
+  HABITAT_ASSIGN_OR_RETURN(out.correlation, RequiredIntArg(where, args, "correlation"));
+  HABITAT_ASSIGN_OR_RETURN(out.external_id, OptionalIntArg(where, args, "External id"));
   HABITAT_ASSIGN_OR_RETURN(out.device, OptionalIntArg(where, args, "device"));
   // The stream is in args; older traces only have it as the tid.
   if (args->contains("stream")) {
-    HABITAT_ASSIGN_OR_RETURN(out.stream,
-                             RequiredUint32Arg(where, *args, "stream"));
+    HABITAT_ASSIGN_OR_RETURN(out.stream, RequiredUint32Arg(where, *args, "stream"));
   } else {
     auto tid = event.find("tid");
     if (tid != event.end() && tid->is_number_unsigned() &&
@@ -278,27 +250,21 @@ absl::StatusOr<DeviceEvent> ParseDevice(const Where& where, EventKind kind) {
   if (kind == EventKind::kKernel) {
     HABITAT_RETURN_IF_ERROR(ReadDim3(where, *args, "grid", out.grid));
     HABITAT_RETURN_IF_ERROR(ReadDim3(where, *args, "block", out.block));
-    HABITAT_ASSIGN_OR_RETURN(
-        out.registers_per_thread,
-        RequiredUint32Arg(where, *args, "registers per thread"));
-    if (args->contains("static shared memory") &&
-        args->contains("dynamic shared memory")) {
-      HABITAT_ASSIGN_OR_RETURN(
-          out.static_shared_memory,
-          RequiredUint32Arg(where, *args, "static shared memory"));
-      HABITAT_ASSIGN_OR_RETURN(
-          out.dynamic_shared_memory,
-          RequiredUint32Arg(where, *args, "dynamic shared memory"));
+    HABITAT_ASSIGN_OR_RETURN(out.registers_per_thread,
+                             RequiredUint32Arg(where, *args, "registers per thread"));
+    if (args->contains("static shared memory") && args->contains("dynamic shared memory")) {
+      HABITAT_ASSIGN_OR_RETURN(out.static_shared_memory,
+                               RequiredUint32Arg(where, *args, "static shared memory"));
+      HABITAT_ASSIGN_OR_RETURN(out.dynamic_shared_memory,
+                               RequiredUint32Arg(where, *args, "dynamic shared memory"));
       out.shared_memory_split = true;
     } else {
       // Combined static + dynamic: stored as dynamic (see kineto_import.h).
-      HABITAT_ASSIGN_OR_RETURN(
-          out.dynamic_shared_memory,
-          RequiredUint32Arg(where, *args, "shared memory"));
+      HABITAT_ASSIGN_OR_RETURN(out.dynamic_shared_memory,
+                               RequiredUint32Arg(where, *args, "shared memory"));
     }
   } else {
-    HABITAT_ASSIGN_OR_RETURN(int64_t bytes,
-                             OptionalIntArg(where, args, "bytes"));
+    HABITAT_ASSIGN_OR_RETURN(int64_t bytes, OptionalIntArg(where, args, "bytes"));
     out.bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
   }
   return out;
@@ -319,8 +285,7 @@ std::string DescribeEvent(size_t index, const json& event) {
   return absl::StrCat("traceEvents[", index, "] \"", name, "\"");
 }
 
-absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(
-    absl::string_view json_text) {
+absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(absl::string_view json_text) {
   json_text = StripUtf8Bom(json_text);
   HABITAT_RETURN_IF_ERROR(CheckDepth(json_text));
   auto trace = std::make_unique<ParsedTrace>();
@@ -328,16 +293,14 @@ absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(
     trace->document = json::parse(json_text.begin(), json_text.end());
   } catch (const json::parse_error& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Kineto trace is not valid JSON (byte ", e.byte,
-                     "): ", e.what()));
+        absl::StrCat("Kineto trace is not valid JSON (byte ", e.byte, "): ", e.what()));
   } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Kineto trace is not valid JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("Kineto trace is not valid JSON: ", e.what()));
   }
   const json& doc = trace->document;
   if (!doc.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Kineto trace: top level must be an object, got ", doc.type_name()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Kineto trace: top level must be an object, got ", doc.type_name()));
   }
   auto events = doc.find("traceEvents");
   if (events == doc.end()) {
@@ -347,8 +310,7 @@ absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(
   }
   if (!events->is_array()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Kineto trace: \"traceEvents\" must be an array, got ",
-                     events->type_name()));
+        absl::StrCat("Kineto trace: \"traceEvents\" must be an array, got ", events->type_name()));
   }
   if (events->empty()) {
     return absl::InvalidArgumentError("Kineto trace: \"traceEvents\" is empty");
@@ -360,9 +322,8 @@ absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(
       const json& event = (*events)[i];
       const Where where{i, event};
       if (!event.is_object()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Kineto trace: traceEvents[", i,
-                         "] must be an object, got ", event.type_name()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Kineto trace: traceEvents[", i, "] must be an object, got ", event.type_name()));
       }
       EventKind kind;
       HABITAT_ASSIGN_OR_RETURN(bool used, KindOf(event, &kind));

@@ -85,8 +85,7 @@ struct ParsedTrace {
 inline constexpr int kMaxJsonDepth = 64;
 
 // Parses and validates. INVALID_ARGUMENT on anything malformed.
-absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(
-    absl::string_view json_text);
+absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(absl::string_view json_text);
 
 // Helpers shared with the argument converter: a description of an event
 // for messages, e.g. `traceEvents[12] "aten::conv2d"`.

@@ -17,13 +17,12 @@ namespace {
 using nlohmann::json;
 
 absl::Status KeyError(absl::string_view key, absl::string_view problem) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("Kineto trace: \"", key, "\" ", problem));
+  return absl::InvalidArgumentError(absl::StrCat("Kineto trace: \"", key, "\" ", problem));
 }
 
 // Non-negative integer from a number or a numeric string; nullopt if absent.
-absl::StatusOr<std::optional<uint64_t>> OptionalUnsigned(
-    const json& object, const char* key, absl::string_view path) {
+absl::StatusOr<std::optional<uint64_t>> OptionalUnsigned(const json& object, const char* key,
+                                                         absl::string_view path) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return std::nullopt;
   if (it->is_number_unsigned()) return it->get<uint64_t>();
@@ -40,12 +39,10 @@ absl::StatusOr<std::optional<uint64_t>> OptionalUnsigned(
     uint64_t v;
     if (absl::SimpleAtoi(it->get<std::string>(), &v)) return v;
   }
-  return KeyError(path, absl::StrCat("must be a non-negative integer, got ",
-                                     it->dump()));
+  return KeyError(path, absl::StrCat("must be a non-negative integer, got ", it->dump()));
 }
 
-absl::StatusOr<uint32_t> Narrow(std::optional<uint64_t> v,
-                                absl::string_view path) {
+absl::StatusOr<uint32_t> Narrow(std::optional<uint64_t> v, absl::string_view path) {
   if (!v.has_value()) return 0u;
   if (*v > std::numeric_limits<uint32_t>::max()) {
     return KeyError(path, "is out of range");
@@ -53,8 +50,7 @@ absl::StatusOr<uint32_t> Narrow(std::optional<uint64_t> v,
   return static_cast<uint32_t>(*v);
 }
 
-absl::Status FillOrigin(const json& document, int64_t device,
-                        habitat::v1::OriginDevice* origin) {
+absl::Status FillOrigin(const json& document, int64_t device, habitat::v1::OriginDevice* origin) {
   auto props = document.find("deviceProperties");
   if (props == document.end()) return absl::OkStatus();
   if (!props->is_array()) {
@@ -65,12 +61,10 @@ absl::Status FillOrigin(const json& document, int64_t device,
   for (size_t i = 0; i < props->size(); ++i) {
     const json& p = (*props)[i];
     if (!p.is_object()) {
-      return KeyError(absl::StrCat("deviceProperties[", i, "]"),
-                      "must be an object");
+      return KeyError(absl::StrCat("deviceProperties[", i, "]"), "must be an object");
     }
     auto id = p.find("id");
-    const bool match = id != p.end() && id->is_number_integer() &&
-                       id->get<int64_t>() == device;
+    const bool match = id != p.end() && id->is_number_integer() && id->get<int64_t>() == device;
     if (chosen == nullptr || match) {
       chosen = &p;
       chosen_index = i;
@@ -85,9 +79,7 @@ absl::Status FillOrigin(const json& document, int64_t device,
     if (!name->is_string()) return KeyError(at + "name", "must be a string");
     origin->set_name(name->get<std::string>());
   }
-  auto field = [&](const char* key) {
-    return OptionalUnsigned(p, key, at + key);
-  };
+  auto field = [&](const char* key) { return OptionalUnsigned(p, key, at + key); };
   HABITAT_ASSIGN_OR_RETURN(auto major, field("computeMajor"));
   HABITAT_ASSIGN_OR_RETURN(auto minor, field("computeMinor"));
   HABITAT_ASSIGN_OR_RETURN(auto sms, field("numSms"));
@@ -127,15 +119,12 @@ std::string CudaVersionString(int64_t version) {
 
 std::string CudnnVersionString(int64_t version) {
   if (version >= 90000) {
-    return absl::StrCat(version / 10000, ".", (version % 10000) / 100, ".",
-                        version % 100);
+    return absl::StrCat(version / 10000, ".", (version % 10000) / 100, ".", version % 100);
   }
-  return absl::StrCat(version / 1000, ".", (version % 1000) / 100, ".",
-                      version % 100);
+  return absl::StrCat(version / 1000, ".", (version % 1000) / 100, ".", version % 100);
 }
 
-absl::Status FillHeader(const json& document, int64_t device,
-                        habitat::v1::Trace* trace) {
+absl::Status FillHeader(const json& document, int64_t device, habitat::v1::Trace* trace) {
   HABITAT_RETURN_IF_ERROR(FillOrigin(document, device, trace->mutable_origin()));
   auto* frameworks = trace->mutable_frameworks();
   // torch.profiler writes no torch version itself; capture scripts add one
@@ -147,23 +136,20 @@ absl::Status FillHeader(const json& document, int64_t device,
       break;
     }
   }
-  HABITAT_ASSIGN_OR_RETURN(
-      std::string cuda,
-      VersionKey(document, "cuda_runtime_version", CudaVersionString));
+  HABITAT_ASSIGN_OR_RETURN(std::string cuda,
+                           VersionKey(document, "cuda_runtime_version", CudaVersionString));
   frameworks->set_cuda(cuda);
-  HABITAT_ASSIGN_OR_RETURN(
-      std::string cudnn, VersionKey(document, "cudnn_version", CudnnVersionString));
+  HABITAT_ASSIGN_OR_RETURN(std::string cudnn,
+                           VersionKey(document, "cudnn_version", CudnnVersionString));
   frameworks->set_cudnn(cudnn);
   // The CUDA driver API version is not the NVIDIA driver version that
   // OriginDevice.driver_version means; keep it as metadata only.
-  HABITAT_ASSIGN_OR_RETURN(
-      std::string driver,
-      VersionKey(document, "cuda_driver_version", CudaVersionString));
+  HABITAT_ASSIGN_OR_RETURN(std::string driver,
+                           VersionKey(document, "cuda_driver_version", CudaVersionString));
   if (!driver.empty()) {
     (*trace->mutable_metadata())["kineto.cuda_driver_version"] = driver;
   }
-  HABITAT_ASSIGN_OR_RETURN(std::string schema,
-                           VersionKey(document, "schemaVersion", Verbatim));
+  HABITAT_ASSIGN_OR_RETURN(std::string schema, VersionKey(document, "schemaVersion", Verbatim));
   if (!schema.empty()) {
     (*trace->mutable_metadata())["kineto.schema_version"] = schema;
   }

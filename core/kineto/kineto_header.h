@@ -16,8 +16,7 @@ namespace kineto {
 // else the first entry), frameworks (torch/cuda/cudnn when the trace says),
 // and version metadata. INVALID_ARGUMENT when a present key has the wrong
 // type.
-absl::Status FillHeader(const nlohmann::json& document, int64_t device,
-                        habitat::v1::Trace* trace);
+absl::Status FillHeader(const nlohmann::json& document, int64_t device, habitat::v1::Trace* trace);
 
 // 12010 -> "12.1" (CUDA runtime/driver version encoding).
 std::string CudaVersionString(int64_t version);

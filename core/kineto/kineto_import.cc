@@ -36,8 +36,7 @@ using kineto::HostEvent;
 using kineto::Launch;
 using kineto::ParsedTrace;
 
-constexpr absl::string_view kBackwardPrefix =
-    "autograd::engine::evaluate_function: ";
+constexpr absl::string_view kBackwardPrefix = "autograd::engine::evaluate_function: ";
 
 // The iteration being imported, in the trace's clock.
 struct Window {
@@ -60,15 +59,11 @@ struct OpWork {
   Nanoseconds time = 0;     // sum of durations
 };
 
-bool IsBackwardNode(const HostEvent& e) {
-  return absl::StartsWith(e.name, kBackwardPrefix);
-}
+bool IsBackwardNode(const HostEvent& e) { return absl::StartsWith(e.name, kBackwardPrefix); }
 
-absl::StatusOr<Window> ChooseWindow(const ParsedTrace& trace,
-                                    const kineto::LaunchIndex& launches,
+absl::StatusOr<Window> ChooseWindow(const ParsedTrace& trace, const kineto::LaunchIndex& launches,
                                     const KinetoImportOptions& options) {
-  const std::vector<kineto::ProfilerStep> steps =
-      kineto::FindProfilerSteps(trace);
+  const std::vector<kineto::ProfilerStep> steps = kineto::FindProfilerSteps(trace);
   auto window_of = [&](const kineto::ProfilerStep& s) {
     const HostEvent& e = trace.host[s.host_index];
     return Window{e.start, e.end(), e.name};
@@ -81,8 +76,7 @@ absl::StatusOr<Window> ChooseWindow(const ParsedTrace& trace,
     for (const auto& s : steps) numbers.push_back(s.number);
     return absl::InvalidArgumentError(absl::StrCat(
         "Kineto trace has no ProfilerStep#", *options.profiler_step,
-        " (steps present: ",
-        numbers.empty() ? "none" : absl::StrJoin(numbers, ", "), ")"));
+        " (steps present: ", numbers.empty() ? "none" : absl::StrJoin(numbers, ", "), ")"));
   }
   if (!steps.empty()) {
     // The last step in which GPU work was launched: a profile stopped right
@@ -93,12 +87,11 @@ absl::StatusOr<Window> ChooseWindow(const ParsedTrace& trace,
         if (w.Contains(launches.Find(d).host_time)) return w;
       }
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Kineto trace: none of its ", steps.size(),
-        " ProfilerStep annotations launched any GPU work"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Kineto trace: none of its ", steps.size(),
+                     " ProfilerStep annotations launched any GPU work"));
   }
-  Window w{trace.device.front().start, trace.device.front().end(),
-           "whole trace"};
+  Window w{trace.device.front().start, trace.device.front().end(), "whole trace"};
   for (const HostEvent& e : trace.host) {
     w.start = std::min(w.start, e.start);
     w.end = std::max(w.end, e.end());
@@ -129,8 +122,7 @@ class Converter {
   void PlaceDeviceEvents();
   // Sequence number of the autograd node a backward top-level op ran, and
   // the nested node record (for its arguments); -1 when not recorded.
-  std::pair<int64_t, int> BackwardNode(int root,
-                                       const std::vector<int>& children) const;
+  std::pair<int64_t, int> BackwardNode(int root, const std::vector<int>& children) const;
   void LinkBackwards();
   absl::Status BuildOperations(Trace* out);
   void AppendWork(const OpWork& work, Pass* pass) const;
@@ -145,12 +137,12 @@ class Converter {
   kineto::LaunchIndex launches_;
   Window window_;
 
-  std::vector<Placed> placed_;          // the window's GPU activities
-  std::map<int, OpWork> work_;          // top-level op -> its activities
-  std::vector<int> top_level_;          // top-level ops in the window
+  std::vector<Placed> placed_;                    // the window's GPU activities
+  std::map<int, OpWork> work_;                    // top-level op -> its activities
+  std::vector<int> top_level_;                    // top-level ops in the window
   std::map<int, std::vector<int>> backwards_of_;  // forward -> nodes
-  std::map<int, int64_t> node_sequence_;           // backward root -> seq
-  std::map<int, int> node_record_;                  // backward root -> record
+  std::map<int, int64_t> node_sequence_;          // backward root -> seq
+  std::map<int, int> node_record_;                // backward root -> record
   int external_id_fallbacks_ = 0;
 };
 
@@ -162,12 +154,9 @@ void Converter::PlaceDeviceEvents() {
     }
   }
   std::sort(top_level_.begin(), top_level_.end(), [&](int a, int b) {
-    return std::make_pair(trace_.host[a].start, a) <
-           std::make_pair(trace_.host[b].start, b);
+    return std::make_pair(trace_.host[a].start, a) < std::make_pair(trace_.host[b].start, b);
   });
-  auto in_window_op = [&](int op) {
-    return op >= 0 && window_.Contains(trace_.host[op].start);
-  };
+  auto in_window_op = [&](int op) { return op >= 0 && window_.Contains(trace_.host[op].start); };
   for (size_t i = 0; i < trace_.device.size(); ++i) {
     const DeviceEvent& d = trace_.device[i];
     Placed p{static_cast<int>(i), launches_.Find(d), -1};
@@ -183,8 +172,7 @@ void Converter::PlaceDeviceEvents() {
     if (!in_window_op(p.owner)) p.owner = -1;
     placed_.push_back(p);
   }
-  std::sort(placed_.begin(), placed_.end(), [&](const Placed& a,
-                                                const Placed& b) {
+  std::sort(placed_.begin(), placed_.end(), [&](const Placed& a, const Placed& b) {
     return std::make_pair(trace_.device[a.device_index].start, a.device_index) <
            std::make_pair(trace_.device[b.device_index].start, b.device_index);
   });
@@ -196,15 +184,13 @@ void Converter::PlaceDeviceEvents() {
   }
 }
 
-std::pair<int64_t, int> Converter::BackwardNode(
-    int root, const std::vector<int>& children) const {
+std::pair<int64_t, int> Converter::BackwardNode(int root, const std::vector<int>& children) const {
   // Recent torch puts the sequence number on the evaluate_function event
   // itself; always on the node record (Node::operator()), a direct child
   // named after the node, which also holds the node's input shapes. Other
   // children are the node's ATen ops, numbered by the autograd thread.
   const HostEvent& top = trace_.host[root];
-  const absl::string_view node =
-      absl::string_view(top.name).substr(kBackwardPrefix.size());
+  const absl::string_view node = absl::string_view(top.name).substr(kBackwardPrefix.size());
   int record = -1;
   for (int child : children) {
     if (trace_.host[child].name == node) {
@@ -238,15 +224,13 @@ void Converter::LinkBackwards() {
   std::map<int, std::vector<int>> children;  // of backward nodes, in order
   for (size_t i = 0; i < trace_.host.size(); ++i) {
     const int parent = forest_.parent(i);
-    if (parent >= 0 && forest_.root(parent) == parent &&
-        IsBackwardNode(trace_.host[parent])) {
+    if (parent >= 0 && forest_.root(parent) == parent && IsBackwardNode(trace_.host[parent])) {
       children[parent].push_back(static_cast<int>(i));
     }
   }
   for (auto& [node, list] : children) {
-    std::sort(list.begin(), list.end(), [&](int a, int b) {
-      return trace_.host[a].start < trace_.host[b].start;
-    });
+    std::sort(list.begin(), list.end(),
+              [&](int a, int b) { return trace_.host[a].start < trace_.host[b].start; });
   }
   for (int op : top_level_) {
     if (!IsBackwardNode(trace_.host[op])) continue;
@@ -254,8 +238,7 @@ void Converter::LinkBackwards() {
     node_sequence_[op] = seq;
     node_record_[op] = record;
     auto fwd = seq >= 0 ? forward_of.find(seq) : forward_of.end();
-    if (fwd != forward_of.end() &&
-        trace_.host[fwd->second].start < trace_.host[op].start) {
+    if (fwd != forward_of.end() && trace_.host[fwd->second].start < trace_.host[op].start) {
       backwards_of_[fwd->second].push_back(op);
     }
   }
@@ -323,8 +306,7 @@ absl::Status Converter::BuildOperations(Trace* out) {
     o->set_cpu_duration_ns(e.duration);
     o->set_sequence_number(-1);
     if (backward_node) {
-      const std::string node(absl::string_view(e.name).substr(
-          kBackwardPrefix.size()));
+      const std::string node(absl::string_view(e.name).substr(kBackwardPrefix.size()));
       o->set_name(node);
       o->mutable_forward();  // present and empty
       Pass* b = o->mutable_backward();
@@ -334,16 +316,15 @@ absl::Status Converter::BuildOperations(Trace* out) {
       const int record = node_record_[op];
       if (record >= 0) {
         HABITAT_ASSIGN_OR_RETURN(
-            auto args, kineto::ConvertArguments(
-                           trace_.host[record].index,
-                           trace_.RawEvent(trace_.host[record].index)));
+            auto args, kineto::ConvertArguments(trace_.host[record].index,
+                                                trace_.RawEvent(trace_.host[record].index)));
         for (auto& a : args) *o->add_arguments() = std::move(a);
       }
       continue;
     }
     o->set_name(e.name);
-    HABITAT_ASSIGN_OR_RETURN(
-        auto args, kineto::ConvertArguments(e.index, trace_.RawEvent(e.index)));
+    HABITAT_ASSIGN_OR_RETURN(auto args,
+                             kineto::ConvertArguments(e.index, trace_.RawEvent(e.index)));
     for (auto& a : args) *o->add_arguments() = std::move(a);
     AppendWork(work_of(op), o->mutable_forward());
     auto nodes = backwards_of_.find(op);
@@ -351,24 +332,21 @@ absl::Status Converter::BuildOperations(Trace* out) {
     // One backward pass for all nodes the op created, in execution order,
     // named after the node with the most GPU time.
     std::vector<int> order = nodes->second;
-    std::sort(order.begin(), order.end(), [&](int a, int b) {
-      return trace_.host[a].start < trace_.host[b].start;
-    });
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return trace_.host[a].start < trace_.host[b].start; });
     Pass* b = o->mutable_backward();
     int dominant = order.front();
     OpWork merged;
     for (int n : order) {
       const OpWork w = work_of(n);
       if (w.time > work_of(dominant).time) dominant = n;
-      merged.placed.insert(merged.placed.end(), w.placed.begin(),
-                           w.placed.end());
+      merged.placed.insert(merged.placed.end(), w.placed.begin(), w.placed.end());
       merged.time += w.time;
     }
     std::sort(merged.placed.begin(), merged.placed.end());  // GPU start order
     AppendWork(merged, b);
-    b->set_recorded_name(std::string(
-        absl::string_view(trace_.host[dominant].name).substr(
-            kBackwardPrefix.size())));
+    b->set_recorded_name(
+        std::string(absl::string_view(trace_.host[dominant].name).substr(kBackwardPrefix.size())));
     o->set_sequence_number(node_sequence_[dominant]);
   }
   return absl::OkStatus();
@@ -409,8 +387,7 @@ void Converter::FillTraceLevel(Trace* out) const {
   // Synchronisations and copies the host waits on.
   for (const HostEvent& e : trace_.host) {
     if (e.kind != EventKind::kRuntime || !window_.Contains(e.start)) continue;
-    if (absl::StrContains(e.name, "Synchronize") ||
-        absl::StartsWith(e.name, "cudaMemcpy") ||
+    if (absl::StrContains(e.name, "Synchronize") || absl::StartsWith(e.name, "cudaMemcpy") ||
         absl::StartsWith(e.name, "cuMemcpy")) {
       auto* h = out->add_host_events();
       h->set_name(e.name);
@@ -418,26 +395,20 @@ void Converter::FillTraceLevel(Trace* out) const {
       h->set_cpu_duration_ns(e.duration);
     }
   }
-  std::sort(out->mutable_host_events()->begin(),
-            out->mutable_host_events()->end(),
-            [](const auto& a, const auto& b) {
-              return a.cpu_start_ns() < b.cpu_start_ns();
-            });
+  std::sort(out->mutable_host_events()->begin(), out->mutable_host_events()->end(),
+            [](const auto& a, const auto& b) { return a.cpu_start_ns() < b.cpu_start_ns(); });
   meta["kineto.iteration"] = window_.label;
   meta["kineto.kernels"] = absl::StrCat(kernels);
   meta["kineto.memory_activities"] = absl::StrCat(memory);
   meta["kineto.gpu_time_ns"] = absl::StrCat(total_ns);
-  meta["kineto.unattributed_kernels"] =
-      absl::StrCat(out->unattributed_kernels_size());
+  meta["kineto.unattributed_kernels"] = absl::StrCat(out->unattributed_kernels_size());
   meta["kineto.unattributed_kernel_ns"] = absl::StrCat(unattributed_kernel_ns);
-  meta["kineto.unattributed_memory_activities"] =
-      absl::StrCat(unattributed_memory);
+  meta["kineto.unattributed_memory_activities"] = absl::StrCat(unattributed_memory);
   meta["kineto.unattributed_memory_ns"] = absl::StrCat(unattributed_memory_ns);
-  meta["kineto.attributed_by_external_id"] =
-      absl::StrCat(external_id_fallbacks_);
+  meta["kineto.attributed_by_external_id"] = absl::StrCat(external_id_fallbacks_);
   // GPU starts before the window (clock skew) are clamped to 0.
-  meta["kineto.clamped_gpu_starts"] = absl::StrCat(
-      std::count_if(placed_.begin(), placed_.end(), [&](const Placed& p) {
+  meta["kineto.clamped_gpu_starts"] =
+      absl::StrCat(std::count_if(placed_.begin(), placed_.end(), [&](const Placed& p) {
         return trace_.device[p.device_index].start < window_.start;
       }));
   int nodes = 0, linked = 0;
@@ -453,12 +424,11 @@ absl::StatusOr<Trace> Converter::Run() {
         "Kineto trace has no kernel, gpu_memcpy or gpu_memset events (was "
         "the profile taken with ProfilerActivity.CUDA?)");
   }
-  HABITAT_ASSIGN_OR_RETURN(window_,
-                           ChooseWindow(trace_, launches_, options_));
+  HABITAT_ASSIGN_OR_RETURN(window_, ChooseWindow(trace_, launches_, options_));
   PlaceDeviceEvents();
   if (placed_.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Kineto trace: no GPU work was launched in ", window_.label));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Kineto trace: no GPU work was launched in ", window_.label));
   }
   LinkBackwards();
 
@@ -480,18 +450,15 @@ absl::StatusOr<Trace> Converter::Run() {
   HABITAT_RETURN_IF_ERROR(BuildOperations(&out));
   FillTraceLevel(&out);
   if (per_device.size() > 1) {
-    (*out.mutable_metadata())["kineto.devices"] =
-        absl::StrCat(per_device.size());
+    (*out.mutable_metadata())["kineto.devices"] = absl::StrCat(per_device.size());
   }
   (*out.mutable_metadata())["kineto.shared_memory"] =
-      std::any_of(placed_.begin(), placed_.end(),
-                  [&](const Placed& p) {
-                    return trace_.device[p.device_index].shared_memory_split;
-                  })
+      std::any_of(
+          placed_.begin(), placed_.end(),
+          [&](const Placed& p) { return trace_.device[p.device_index].shared_memory_split; })
           ? "static and dynamic as recorded"
           : "static+dynamic total in dynamic_shared_memory_bytes";
-  out.set_iteration_wall_ns(options_.iteration_wall_ns.value_or(
-      window_.end - window_.start));
+  out.set_iteration_wall_ns(options_.iteration_wall_ns.value_or(window_.end - window_.start));
   // A profile records no TF32 or autocast settings; the kernels show them.
   if (auto math = InferMathSettings(out)) *out.mutable_math() = *std::move(math);
   return out;
@@ -502,9 +469,8 @@ absl::StatusOr<Trace> Converter::Run() {
 absl::StatusOr<Trace> ImportKinetoTrace(absl::string_view json_text,
                                         const KinetoImportOptions& options) {
   if (options.iteration_wall_ns.has_value() && *options.iteration_wall_ns <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("iteration_wall_ns override must be positive, got ",
-                     *options.iteration_wall_ns));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "iteration_wall_ns override must be positive, got ", *options.iteration_wall_ns));
   }
   HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<kineto::ParsedTrace> parsed,
                            kineto::ParseKinetoTrace(json_text));

@@ -60,7 +60,7 @@ struct KinetoImportOptions {
 
 // INVALID_ARGUMENT, naming the event (index, name) and field, when the JSON
 // is malformed or lacks what the import needs (e.g. no kernels at all).
-absl::StatusOr<habitat::v1::Trace> ImportKinetoTrace(
-    absl::string_view json_text, const KinetoImportOptions& options);
+absl::StatusOr<habitat::v1::Trace> ImportKinetoTrace(absl::string_view json_text,
+                                                     const KinetoImportOptions& options);
 
 }  // namespace habitat

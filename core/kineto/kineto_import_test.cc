@@ -2,6 +2,8 @@
 // (tests/testdata/kineto/<gpu>/<case>.json.gz) and checks the result against
 // the raw events and against what the capture script measured on the GPU
 // (tests/testdata/measurements/<gpu>.json).
+#include "core/kineto/kineto_import.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "common/time_units.h"
-#include "core/kineto/kineto_import.h"
 #include "core/trace/trace_validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,20 +51,18 @@ std::vector<Fixture> ListFixtures() {
     for (const auto& file : fs::directory_iterator(gpu.path())) {
       const std::string name = file.path().filename().string();
       if (!absl::EndsWith(name, ".json.gz")) continue;
-      out.push_back({gpu.path().filename().string(),
-                     name.substr(0, name.size() - 8), file.path().string()});
+      out.push_back(
+          {gpu.path().filename().string(), name.substr(0, name.size() - 8), file.path().string()});
     }
   }
-  std::sort(out.begin(), out.end(), [](const Fixture& a, const Fixture& b) {
-    return a.path < b.path;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const Fixture& a, const Fixture& b) { return a.path < b.path; });
   return out;
 }
 
 // The capture script's record for the case; null json when absent.
 json Measurement(const Fixture& f) {
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/measurements/" +
-                       f.gpu + ".json");
+  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/measurements/" + f.gpu + ".json");
   if (!text.ok()) return json();
   const json doc = json::parse(*text, nullptr, false);
   if (!doc.is_object() || !doc.contains("cases")) return json();
@@ -115,8 +114,7 @@ int64_t ConcurrencyExcess(const std::vector<std::pair<int64_t, int64_t>>& spans)
 
 TEST(KinetoFixturesTest, FixturesAreCommitted) {
   EXPECT_FALSE(ListFixtures().empty())
-      << "no tests/testdata/kineto/<gpu>/*.json.gz under "
-      << HABITAT_TESTDATA_DIR;
+      << "no tests/testdata/kineto/<gpu>/*.json.gz under " << HABITAT_TESTDATA_DIR;
 }
 
 class KinetoFixtureTest : public ::testing::TestWithParam<Fixture> {
@@ -124,9 +122,7 @@ class KinetoFixtureTest : public ::testing::TestWithParam<Fixture> {
   void SetUp() override {
     measured_ = Measurement(GetParam());
     options_.model_name = GetParam().name.substr(0, GetParam().name.find("_b"));
-    options_.batch_size = measured_.is_object()
-                              ? measured_.value("batch_size", 0u)
-                              : 1u;
+    options_.batch_size = measured_.is_object() ? measured_.value("batch_size", 0u) : 1u;
     options_.precision = PrecisionOf(GetParam().name);
     // Each fixture is read, parsed and imported once for all tests.
     static auto* cache = new std::map<std::string, Loaded>();
@@ -190,8 +186,7 @@ TEST_P(KinetoFixtureTest, ImportsAValidTrace) {
   // normal_ kernel from torch.randn is 5050 bytes), so validate with more.
   TraceLimits limits;
   limits.max_name_bytes = 16384;
-  EXPECT_TRUE(ValidateTrace(*trace_, limits).ok())
-      << ValidateTrace(*trace_, limits);
+  EXPECT_TRUE(ValidateTrace(*trace_, limits).ok()) << ValidateTrace(*trace_, limits);
   EXPECT_EQ(trace_->source(), "kineto-import");
   EXPECT_EQ(trace_->format_version(), 1u);
   EXPECT_GT(trace_->operations_size(), 10);
@@ -224,10 +219,8 @@ TEST_P(KinetoFixtureTest, KernelCountsMatchRawEvents) {
   // at Kineto's ~4.5e15 ns timestamps doubles resolve 0.5 ns, so ties occur
   // and the totals may differ by a few ns: allow 1 ppm (+8 ns).
   const int64_t measured_busy = measured_["kept_step_gpu_busy_ns"];
-  EXPECT_NEAR(trace_->iteration_gpu_busy_ns(), measured_busy,
-              8 + measured_busy / 1000000);
-  EXPECT_EQ(trace_->iteration_wall_ns(),
-            measured_["kept_step_cpu_duration_ns"].get<int64_t>());
+  EXPECT_NEAR(trace_->iteration_gpu_busy_ns(), measured_busy, 8 + measured_busy / 1000000);
+  EXPECT_EQ(trace_->iteration_wall_ns(), measured_["kept_step_cpu_duration_ns"].get<int64_t>());
 }
 
 TEST_P(KinetoFixtureTest, AttributesAlmostAllGpuTime) {
@@ -235,12 +228,10 @@ TEST_P(KinetoFixtureTest, AttributesAlmostAllGpuTime) {
   for (const Operation& op : trace_->operations()) {
     attributed += op.forward().time_ns() + op.backward().time_ns();
   }
-  const int64_t unattributed =
-      MetaInt(*trace_, "kineto.unattributed_kernel_ns") +
-      MetaInt(*trace_, "kineto.unattributed_memory_ns");
+  const int64_t unattributed = MetaInt(*trace_, "kineto.unattributed_kernel_ns") +
+                               MetaInt(*trace_, "kineto.unattributed_memory_ns");
   EXPECT_EQ(attributed + unattributed, MetaInt(*trace_, "kineto.gpu_time_ns"));
-  const double share =
-      static_cast<double>(attributed) / (attributed + unattributed);
+  const double share = static_cast<double>(attributed) / (attributed + unattributed);
   EXPECT_GE(share, 0.95);
   // Sum of pass times vs. the union: they differ exactly by the time GPU
   // activities ran concurrently, which must be accounted for.
@@ -281,13 +272,12 @@ TEST_P(KinetoFixtureTest, AttributesAlmostAllGpuTime) {
       "[stats] %s/%s ops=%d kernels=%s memory=%s attributed=%.2f%% "
       "by_ext_id=%s sum=%.3fms busy=%.3fms (+%.2f%%: same-stream %.3fms, "
       "across %zu streams %.3fms) wall=%.3fms bwd_linked=%s/%s\n",
-      GetParam().gpu.c_str(), GetParam().name.c_str(),
-      trace_->operations_size(), trace_->metadata().at("kineto.kernels").c_str(),
+      GetParam().gpu.c_str(), GetParam().name.c_str(), trace_->operations_size(),
+      trace_->metadata().at("kineto.kernels").c_str(),
       trace_->metadata().at("kineto.memory_activities").c_str(), 100 * share,
-      trace_->metadata().at("kineto.attributed_by_external_id").c_str(),
-      sum / 1e6, busy / 1e6, 100 * overlap, same_stream_excess / 1e6,
-      by_stream.size(), (excess - same_stream_excess) / 1e6,
-      trace_->iteration_wall_ns() / 1e6,
+      trace_->metadata().at("kineto.attributed_by_external_id").c_str(), sum / 1e6, busy / 1e6,
+      100 * overlap, same_stream_excess / 1e6, by_stream.size(),
+      (excess - same_stream_excess) / 1e6, trace_->iteration_wall_ns() / 1e6,
       trace_->metadata().at("kineto.backward_nodes_linked").c_str(),
       trace_->metadata().at("kineto.backward_nodes").c_str());
 }
@@ -329,8 +319,7 @@ TEST_P(KinetoFixtureTest, LinksMostBackwardPassesToForwards) {
     accumulate += absl::StrContains(op.name(), "AccumulateGrad");
   }
   EXPECT_GE(linked, 0.9 * (nodes - accumulate))
-      << linked << " of " << nodes << " nodes linked, " << accumulate
-      << " AccumulateGrad";
+      << linked << " of " << nodes << " nodes linked, " << accumulate << " AccumulateGrad";
   int with_backward = 0;
   for (const Operation& op : trace_->operations()) {
     if (!op.has_backward()) continue;
@@ -375,8 +364,7 @@ TEST_P(KinetoFixtureTest, BackwardLinksAgreeWithKinetoFlows) {
     const int64_t at = UsToNs(s->second) - UsToNs(lo);
     const Operation* owner = nullptr;
     for (const Operation& op : trace_->operations()) {
-      if (op.cpu_start_ns() <= at &&
-          at <= op.cpu_start_ns() + op.cpu_duration_ns() &&
+      if (op.cpu_start_ns() <= at && at <= op.cpu_start_ns() + op.cpu_duration_ns() &&
           op.name() != op.backward().recorded_name()) {
         owner = &op;
       }
@@ -443,8 +431,7 @@ TEST_P(KinetoFixtureTest, InfersTheMathSettingsTheCaptureRan) {
 }
 
 TEST(KinetoOptionsTest, StepSelectionAndWallOverride) {
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
-                       "/kineto/h100/dcgan_b64_fp32.json.gz");
+  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/dcgan_b64_fp32.json.gz");
   ASSERT_TRUE(text.ok()) << text.status();
   auto by_default = ImportKinetoTrace(*text, KinetoImportOptions());
   ASSERT_TRUE(by_default.ok()) << by_default.status();
@@ -468,13 +455,13 @@ TEST(KinetoOptionsTest, StepSelectionAndWallOverride) {
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(other.status().message()),
               ::testing::HasSubstr(absl::StrCat("no GPU work was launched in "
-                                                "ProfilerStep#", number - 1)));
+                                                "ProfilerStep#",
+                                                number - 1)));
 
   // A real trace cut short (interrupted download) is an error, not a crash.
   auto cut = ImportKinetoTrace(text->substr(0, text->size() / 2), options);
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(cut.status().message()),
-              ::testing::HasSubstr("not valid JSON"));
+  EXPECT_THAT(std::string(cut.status().message()), ::testing::HasSubstr("not valid JSON"));
 }
 
 std::string FixtureName(const ::testing::TestParamInfo<Fixture>& info) {
@@ -485,8 +472,8 @@ std::string FixtureName(const ::testing::TestParamInfo<Fixture>& info) {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Committed, KinetoFixtureTest,
-                         ::testing::ValuesIn(ListFixtures()), FixtureName);
+INSTANTIATE_TEST_SUITE_P(Committed, KinetoFixtureTest, ::testing::ValuesIn(ListFixtures()),
+                         FixtureName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KinetoFixtureTest);
 
 }  // namespace

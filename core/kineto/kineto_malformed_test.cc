@@ -36,26 +36,22 @@ constexpr char kGoodKernelArgs[] =
        "block": [128, 1, 1], "registers per thread": 16,
        "shared memory": 0)";
 
-std::string Make(std::string op_args = R"("External id": 1)",
-                 std::string dur = "2.5",
-                 std::string kernel_args = kGoodKernelArgs,
-                 std::string extra = "") {
-  return absl::StrReplaceAll(kTemplate, {{"$OP_ARGS", op_args},
-                                         {"$DUR", dur},
-                                         {"$KERNEL_ARGS", kernel_args},
-                                         {"$EXTRA", extra}});
+std::string Make(std::string op_args = R"("External id": 1)", std::string dur = "2.5",
+                 std::string kernel_args = kGoodKernelArgs, std::string extra = "") {
+  return absl::StrReplaceAll(
+      kTemplate,
+      {{"$OP_ARGS", op_args}, {"$DUR", dur}, {"$KERNEL_ARGS", kernel_args}, {"$EXTRA", extra}});
 }
 
 absl::Status Import(const std::string& json) {
   return ImportKinetoTrace(json, KinetoImportOptions()).status();
 }
 
-#define EXPECT_INVALID(json, ...)                                        \
-  do {                                                                   \
-    const absl::Status status_ = Import(json);                           \
-    EXPECT_EQ(status_.code(), absl::StatusCode::kInvalidArgument)        \
-        << status_;                                                      \
-    EXPECT_THAT(std::string(status_.message()), AllOf(__VA_ARGS__));     \
+#define EXPECT_INVALID(json, ...)                                             \
+  do {                                                                        \
+    const absl::Status status_ = Import(json);                                \
+    EXPECT_EQ(status_.code(), absl::StatusCode::kInvalidArgument) << status_; \
+    EXPECT_THAT(std::string(status_.message()), AllOf(__VA_ARGS__));          \
   } while (false)
 
 TEST(KinetoMalformedTest, TemplateItselfImports) {
@@ -75,8 +71,7 @@ TEST(KinetoMalformedTest, NotJson) {
 TEST(KinetoMalformedTest, TruncatedJson) {
   const std::string full = Make();
   for (size_t cut : {full.size() / 4, full.size() / 2, full.size() - 2}) {
-    EXPECT_INVALID(full.substr(0, cut), HasSubstr("not valid JSON"),
-                   HasSubstr("byte"));
+    EXPECT_INVALID(full.substr(0, cut), HasSubstr("not valid JSON"), HasSubstr("byte"));
   }
 }
 
@@ -85,8 +80,7 @@ TEST(KinetoMalformedTest, MissingOrEmptyTraceEvents) {
   EXPECT_INVALID("{}", HasSubstr("no \"traceEvents\""));
   EXPECT_INVALID(R"({"traceEvents": {}})", HasSubstr("must be an array"));
   EXPECT_INVALID(R"({"traceEvents": []})", HasSubstr("\"traceEvents\" is empty"));
-  EXPECT_INVALID(R"({"traceEvents": [3]})",
-                 HasSubstr("traceEvents[0] must be an object"));
+  EXPECT_INVALID(R"({"traceEvents": [3]})", HasSubstr("traceEvents[0] must be an object"));
 }
 
 TEST(KinetoMalformedTest, NoGpuWork) {
@@ -97,60 +91,51 @@ TEST(KinetoMalformedTest, NoGpuWork) {
 }
 
 TEST(KinetoMalformedTest, NegativeDuration) {
-  EXPECT_INVALID(Make(R"("External id": 1)", "-3.0"),
-                 HasSubstr("traceEvents[2] \"relu_kernel\""),
+  EXPECT_INVALID(Make(R"("External id": 1)", "-3.0"), HasSubstr("traceEvents[2] \"relu_kernel\""),
                  HasSubstr("\"dur\""), HasSubstr("negative"));
 }
 
 TEST(KinetoMalformedTest, NonFiniteOrHugeTimes) {
   // Beyond double range: the parser itself refuses it.
-  EXPECT_INVALID(Make(R"("External id": 1)", "1e400"),
-                 HasSubstr("not valid JSON"), HasSubstr("1e400"));
-  EXPECT_INVALID(Make(R"("External id": 1)", "1e300"),
-                 HasSubstr("not a finite time"));
+  EXPECT_INVALID(Make(R"("External id": 1)", "1e400"), HasSubstr("not valid JSON"),
+                 HasSubstr("1e400"));
+  EXPECT_INVALID(Make(R"("External id": 1)", "1e300"), HasSubstr("not a finite time"));
 }
 
 TEST(KinetoMalformedTest, WrongTypes) {
   EXPECT_INVALID(Make(R"("External id": 1)", "\"2.5\""),
                  HasSubstr("traceEvents[2] \"relu_kernel\""),
                  HasSubstr("\"dur\" must be a number, got string"));
-  EXPECT_INVALID(Make(R"("External id": "one")"),
-                 HasSubstr("traceEvents[0] \"aten::relu\""),
+  EXPECT_INVALID(Make(R"("External id": "one")"), HasSubstr("traceEvents[0] \"aten::relu\""),
                  HasSubstr("args.External id"));
-  EXPECT_INVALID(
-      Make(R"("External id": 1)", "2.5",
-           absl::StrReplaceAll(kGoodKernelArgs, {{"[1, 1, 1]", "[1, 1]"}})),
-      HasSubstr("args.grid"), HasSubstr("3 integers"));
-  EXPECT_INVALID(
-      Make(R"("External id": 1)", "2.5",
-           absl::StrReplaceAll(kGoodKernelArgs, {{"[128, 1, 1]", "[-1, 1, 1]"}})),
-      HasSubstr("args.block"));
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5",
+                      absl::StrReplaceAll(kGoodKernelArgs, {{"[1, 1, 1]", "[1, 1]"}})),
+                 HasSubstr("args.grid"), HasSubstr("3 integers"));
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5",
+                      absl::StrReplaceAll(kGoodKernelArgs, {{"[128, 1, 1]", "[-1, 1, 1]"}})),
+                 HasSubstr("args.block"));
   EXPECT_INVALID(
       Make(R"("External id": 1)", "2.5",
            absl::StrReplaceAll(kGoodKernelArgs, {{"\"correlation\": 7", "\"correlation\": 1e30"}})),
       HasSubstr("args.correlation"));
-  EXPECT_INVALID(
-      Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
-           R"(, {"ph": "X", "cat": "cpu_op", "name": 5, "pid": 1, "tid": 1,
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
+                      R"(, {"ph": "X", "cat": "cpu_op", "name": 5, "pid": 1, "tid": 1,
                  "ts": 1, "dur": 1})"),
-      HasSubstr("traceEvents[3]"), HasSubstr("\"name\" must be a string"));
+                 HasSubstr("traceEvents[3]"), HasSubstr("\"name\" must be a string"));
 }
 
 TEST(KinetoMalformedTest, MissingKernelArgs) {
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5",
+                      absl::StrReplaceAll(kGoodKernelArgs, {{"\"correlation\": 7,", ""}})),
+                 HasSubstr("traceEvents[2] \"relu_kernel\""),
+                 HasSubstr("args.correlation\" is missing"));
   EXPECT_INVALID(
       Make(R"("External id": 1)", "2.5",
-           absl::StrReplaceAll(kGoodKernelArgs, {{"\"correlation\": 7,", ""}})),
-      HasSubstr("traceEvents[2] \"relu_kernel\""),
-      HasSubstr("args.correlation\" is missing"));
-  EXPECT_INVALID(
-      Make(R"("External id": 1)", "2.5",
-           absl::StrReplaceAll(kGoodKernelArgs,
-                               {{"\"registers per thread\": 16,", ""}})),
+           absl::StrReplaceAll(kGoodKernelArgs, {{"\"registers per thread\": 16,", ""}})),
       HasSubstr("args.registers per thread\" is missing"));
-  EXPECT_INVALID(
-      Make(R"("External id": 1)", "2.5",
-           absl::StrReplaceAll(kGoodKernelArgs, {{"\"grid\": [1, 1, 1],", ""}})),
-      HasSubstr("args.grid\" is missing"));
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5",
+                      absl::StrReplaceAll(kGoodKernelArgs, {{"\"grid\": [1, 1, 1],", ""}})),
+                 HasSubstr("args.grid\" is missing"));
 }
 
 TEST(KinetoMalformedTest, BadShapes) {
@@ -166,19 +151,16 @@ TEST(KinetoMalformedTest, BadShapes) {
 }
 
 TEST(KinetoMalformedTest, BadDeviceProperties) {
-  std::string json = absl::StrReplaceAll(
-      Make(), {{R"("numSms": 1)", R"("numSms": "many")"}});
+  std::string json = absl::StrReplaceAll(Make(), {{R"("numSms": 1)", R"("numSms": "many")"}});
   EXPECT_INVALID(json, HasSubstr("deviceProperties[0].numSms"));
 }
 
 TEST(KinetoMalformedTest, DeepNesting) {
-  const std::string deep =
-      absl::StrCat("{\"traceEvents\": ", std::string(100000, '['));
+  const std::string deep = absl::StrCat("{\"traceEvents\": ", std::string(100000, '['));
   EXPECT_INVALID(deep, HasSubstr("nested deeper"));
   // Deep nesting inside an otherwise valid event's args.
-  const std::string nested = absl::StrCat(
-      R"("External id": 1, "x": )", std::string(70, '['),
-      std::string(70, ']'));
+  const std::string nested =
+      absl::StrCat(R"("External id": 1, "x": )", std::string(70, '['), std::string(70, ']'));
   EXPECT_INVALID(Make(nested), HasSubstr("nested deeper"));
 }
 
@@ -187,23 +169,20 @@ TEST(KinetoMalformedTest, UnknownProfilerStep) {
   options.profiler_step = 3;
   const absl::Status status = ImportKinetoTrace(Make(), options).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()),
-              HasSubstr("no ProfilerStep#3 (steps present: none)"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("no ProfilerStep#3 (steps present: none)"));
 }
 
 TEST(KinetoMalformedTest, NonPositiveWallOverride) {
   KinetoImportOptions options;
   options.iteration_wall_ns = 0;
-  EXPECT_EQ(ImportKinetoTrace(Make(), options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ImportKinetoTrace(Make(), options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Damaged copies of a real capture: truncated anywhere, or one byte
 // replaced by JSON punctuation, a digit or a sign. Each must import or fail
 // with INVALID_ARGUMENT; none may crash (run under ASan/UBSan too).
 TEST(KinetoMalformedTest, DamagedRealTraceNeverCrashes) {
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
-                       "/kineto/h100/dcgan_b64_fp32.json.gz");
+  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/dcgan_b64_fp32.json.gz");
   ASSERT_TRUE(text.ok()) << text.status();
   const std::string& good = *text;
   ASSERT_TRUE(ImportKinetoTrace(good, KinetoImportOptions()).ok());
@@ -218,11 +197,8 @@ TEST(KinetoMalformedTest, DamagedRealTraceNeverCrashes) {
     } else {
       bad[pos] = kBytes[i % sizeof(kBytes)];
     }
-    const absl::Status status =
-        ImportKinetoTrace(bad, KinetoImportOptions()).status();
-    EXPECT_TRUE(status.ok() ||
-                status.code() == absl::StatusCode::kInvalidArgument)
-        << status;
+    const absl::Status status = ImportKinetoTrace(bad, KinetoImportOptions()).status();
+    EXPECT_TRUE(status.ok() || status.code() == absl::StatusCode::kInvalidArgument) << status;
     rejected += !status.ok();
   }
   // Most damage is detected (a digit replaced by a digit may not be).

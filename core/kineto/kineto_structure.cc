@@ -10,8 +10,7 @@ namespace habitat {
 namespace kineto {
 
 bool ParseProfilerStep(absl::string_view name, int64_t* step) {
-  return absl::ConsumePrefix(&name, "ProfilerStep#") &&
-         absl::SimpleAtoi(name, step);
+  return absl::ConsumePrefix(&name, "ProfilerStep#") && absl::SimpleAtoi(name, step);
 }
 
 std::vector<ProfilerStep> FindProfilerSteps(const ParsedTrace& trace) {
@@ -27,18 +26,14 @@ std::vector<ProfilerStep> FindProfilerSteps(const ParsedTrace& trace) {
       steps.push_back({n, static_cast<int>(i)});
     }
   }
-  std::stable_sort(steps.begin(), steps.end(),
-                   [&](const ProfilerStep& a, const ProfilerStep& b) {
-                     return trace.host[a.host_index].start <
-                            trace.host[b.host_index].start;
-                   });
+  std::stable_sort(steps.begin(), steps.end(), [&](const ProfilerStep& a, const ProfilerStep& b) {
+    return trace.host[a.host_index].start < trace.host[b.host_index].start;
+  });
   return steps;
 }
 
 OpForest::OpForest(const ParsedTrace& trace)
-    : trace_(trace),
-      parent_(trace.host.size(), -1),
-      root_(trace.host.size(), -1) {
+    : trace_(trace), parent_(trace.host.size(), -1), root_(trace.host.size(), -1) {
   // std::map: deterministic thread order.
   std::map<std::string, std::vector<int>> by_thread;
   for (size_t i = 0; i < trace.host.size(); ++i) {
@@ -75,9 +70,9 @@ int OpForest::TopLevelAt(const std::string& thread, Nanoseconds t) const {
   if (it == top_level_by_thread_.end()) return -1;
   const std::vector<int>& ops = it->second;
   // First op starting after t; the candidate is the one before it.
-  auto after = std::upper_bound(
-      ops.begin(), ops.end(), t,
-      [&](Nanoseconds time, int op) { return time < trace_.host[op].start; });
+  auto after = std::upper_bound(ops.begin(), ops.end(), t, [&](Nanoseconds time, int op) {
+    return time < trace_.host[op].start;
+  });
   if (after == ops.begin()) return -1;
   const int op = *(after - 1);
   return t <= trace_.host[op].end() ? op : -1;

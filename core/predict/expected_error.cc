@@ -9,9 +9,7 @@ void ExpectedErrorMean::Add(Nanoseconds predicted_ns, double error_percent) {
   total_ns_ += ns;
 }
 
-double ExpectedErrorMean::percent() const {
-  return total_ns_ > 0 ? weighted_ / total_ns_ : 0.0;
-}
+double ExpectedErrorMean::percent() const { return total_ns_ > 0 ? weighted_ / total_ns_ : 0.0; }
 
 double IterationExpectedErrorPercent(const v1::DevicePrediction& prediction) {
   if (prediction.is_origin()) return 0.0;

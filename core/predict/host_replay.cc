@@ -14,7 +14,7 @@ struct Activity {
   Nanoseconds launch = 0;  // CPU time of the launch call
   Nanoseconds start = 0;   // origin GPU start
   Nanoseconds duration = 0;
-  Nanoseconds end = 0;     // origin GPU end
+  Nanoseconds end = 0;  // origin GPU end
   uint32_t stream = 0;
 };
 
@@ -50,8 +50,7 @@ Nanoseconds ScaleTime(Nanoseconds t, double scale) {
 bool IsValidScale(double scale) { return scale >= 0.0 && scale <= kMaxScale; }  // NaN: false
 
 template <typename Record>
-void AddActivity(const Record& r, double scale, double host_scale,
-                 std::vector<Activity>* out) {
+void AddActivity(const Record& r, double scale, double host_scale, std::vector<Activity>* out) {
   Activity a;
   a.start = Clamp(r.start_ns());
   a.end = Add(a.start, Clamp(r.duration_ns()));
@@ -62,8 +61,7 @@ void AddActivity(const Record& r, double scale, double host_scale,
   out->push_back(a);
 }
 
-void AddPass(const v1::Pass& pass, double scale, double host_scale,
-             std::vector<Activity>* out) {
+void AddPass(const v1::Pass& pass, double scale, double host_scale, std::vector<Activity>* out) {
   for (const auto& k : pass.kernels()) AddActivity(k, scale, host_scale, out);
   for (const auto& m : pass.memory()) AddActivity(m, scale, host_scale, out);
 }
@@ -139,10 +137,10 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   std::sort(origin_ends.begin(), origin_ends.end());
   std::vector<Nanoseconds> ended_before(origin_ends.size() + 1, 0);
   auto record_end = [&](Nanoseconds origin_end, Nanoseconds target_end) {
-    size_t i = static_cast<size_t>(
-                   std::lower_bound(origin_ends.begin(), origin_ends.end(), origin_end) -
-                   origin_ends.begin()) +
-               1;
+    size_t i =
+        static_cast<size_t>(std::lower_bound(origin_ends.begin(), origin_ends.end(), origin_end) -
+                            origin_ends.begin()) +
+        1;
     for (; i < ended_before.size(); i += i & (~i + 1)) {
       ended_before[i] = std::max(ended_before[i], target_end);
     }
@@ -150,9 +148,9 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   // Latest replayed end of the work that ended on the origin at or before
   // `origin_start` (and was launched earlier: later launches are not known).
   auto latest_end_before = [&](Nanoseconds origin_start) {
-    size_t i = static_cast<size_t>(
-        std::upper_bound(origin_ends.begin(), origin_ends.end(), origin_start) -
-        origin_ends.begin());
+    size_t i =
+        static_cast<size_t>(std::upper_bound(origin_ends.begin(), origin_ends.end(), origin_start) -
+                            origin_ends.begin());
     Nanoseconds latest = 0;
     for (; i > 0; i -= i & (~i + 1)) latest = std::max(latest, ended_before[i]);
     return latest;
@@ -199,8 +197,7 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   // Host work after the last launch (Python, optimizer bookkeeping).
   for (const auto& op : trace.operations()) {
     cpu_end = std::max(
-        cpu_end,
-        ScaleTime(Add(Clamp(op.cpu_start_ns()), Clamp(op.cpu_duration_ns())), host_scale));
+        cpu_end, ScaleTime(Add(Clamp(op.cpu_start_ns()), Clamp(op.cpu_duration_ns())), host_scale));
   }
 
   ReplayResult result;
@@ -209,8 +206,7 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   return result;
 }
 
-absl::StatusOr<double> CalibrateHostScale(const v1::Trace& trace,
-                                          Nanoseconds measured_wall_ns,
+absl::StatusOr<double> CalibrateHostScale(const v1::Trace& trace, Nanoseconds measured_wall_ns,
                                           const StopCondition* stop) {
   const std::vector<double> identity(2 * trace.operations_size() + 1, 1.0);
   double low = 0.05, high = 1.0;

@@ -98,8 +98,7 @@ TEST_F(HostReplayTest, FasterGpuShortensOnlyGpuBoundIterations) {
 }
 
 TEST_F(HostReplayTest, MismatchedScalesAreRejected) {
-  EXPECT_EQ(ReplayIteration(gpu_bound_, {1.0}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReplayIteration(gpu_bound_, {1.0}).status().code(), absl::StatusCode::kInvalidArgument);
   v1::Trace no_launches = gpu_bound_;
   for (auto& op : *no_launches.mutable_operations()) {
     for (auto& k : *op.mutable_forward()->mutable_kernels()) k.set_has_launch_time(false);

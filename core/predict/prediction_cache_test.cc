@@ -25,7 +25,7 @@ TEST(PredictionCacheTest, EvictsLeastRecentlyUsed) {
   cache.Insert("t", "A", Prediction(1));
   cache.Insert("t", "B", Prediction(2));
   ASSERT_NE(cache.Lookup("t", "A").full, nullptr);  // A is now most recent
-  cache.Insert("t", "C", Prediction(3));       // evicts B
+  cache.Insert("t", "C", Prediction(3));            // evicts B
   EXPECT_NE(cache.Lookup("t", "A").full, nullptr);
   EXPECT_EQ(cache.Lookup("t", "B").full, nullptr);
   EXPECT_NE(cache.Lookup("t", "C").full, nullptr);

@@ -64,9 +64,9 @@ Nanoseconds ScaleMemory(const MemoryActivity& memory, const DeviceSpec& origin,
     case MemoryActivity::KIND_MEMCPY_DTOD:
     case MemoryActivity::KIND_MEMSET:
       // Device memory traffic: bound by DRAM bandwidth.
-      return static_cast<Nanoseconds>(std::llround(
-          static_cast<double>(memory.duration_ns()) *
-          origin.memory_bandwidth_gbps() / target.memory_bandwidth_gbps()));
+      return static_cast<Nanoseconds>(
+          std::llround(static_cast<double>(memory.duration_ns()) * origin.memory_bandwidth_gbps() /
+                       target.memory_bandwidth_gbps()));
     default:
       // Host transfers are bound by the host link, which we assume unchanged.
       return memory.duration_ns();
@@ -95,9 +95,9 @@ ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpe
     measured += kernel.duration_ns();
     kernel_options.estimated_dram_bytes.reset();
     if (estimated_bytes.has_value() && kernel_total_ns > 0 && kernel.duration_ns() > 0) {
-      kernel_options.estimated_dram_bytes = static_cast<uint64_t>(
-          static_cast<double>(*estimated_bytes) * static_cast<double>(kernel.duration_ns()) /
-          kernel_total_ns);
+      kernel_options.estimated_dram_bytes =
+          static_cast<uint64_t>(static_cast<double>(*estimated_bytes) *
+                                static_cast<double>(kernel.duration_ns()) / kernel_total_ns);
     }
     auto scaled = ScaleKernel(kernel, origin, target, kernel_options);
     if (scaled.ok()) {
@@ -114,9 +114,9 @@ ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpe
     predicted += ScaleMemory(memory, origin, target);
   }
   if (measured > 0 && pass.time_ns() > 0) {
-    result.predicted_ns = SaturatingRound(static_cast<double>(pass.time_ns()) *
-                                          static_cast<double>(predicted) /
-                                          static_cast<double>(measured));
+    result.predicted_ns =
+        SaturatingRound(static_cast<double>(pass.time_ns()) * static_cast<double>(predicted) /
+                        static_cast<double>(measured));
   } else if (measured > 0) {
     result.predicted_ns = predicted;
   } else {
@@ -204,8 +204,9 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
   }
   out->set_method(v1::PREDICTION_METHOD_WAVE_SCALING);
   if (out->origin_forward_ns() + out->origin_backward_ns() > 0) {
-    out->add_warnings(absl::StrCat(
-        out->name(), " has no configuration the kernel-varying predictor covers (or only "
+    out->add_warnings(
+        absl::StrCat(out->name(),
+                     " has no configuration the kernel-varying predictor covers (or only "
                      "launch-bound passes); its kernels were wave-scaled, which is less "
                      "accurate across GPU architectures"));
   }
@@ -229,10 +230,9 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
     out.set_predicted_backward_ns(out.origin_backward_ns());
     return out;
   }
-  const bool varying =
-      ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
-      (op.has_backward() &&
-       ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
+  const bool varying = ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
+                       (op.has_backward() &&
+                        ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
   // Kernel-varying means "runs other kernels on another architecture". A GPU
   // that differs only in memory runs the same GEMM/convolution kernels on the
   // same SMs at the same clock: their work does not change (gamma 0), only
@@ -250,9 +250,10 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
     if (out.origin_forward_ns() + out.origin_backward_ns() > 0) {
       out.set_expected_error_percent(kUnscaledErrorPercent);
     }
-    out.add_warnings(absl::StrCat(
-        out.name(), " runs architecture-specific kernels (cuDNN/cuBLAS) and no "
-                    "trained predictor is available yet; origin time carried over unscaled"));
+    out.add_warnings(
+        absl::StrCat(out.name(),
+                     " runs architecture-specific kernels (cuDNN/cuBLAS) and no "
+                     "trained predictor is available yet; origin time carried over unscaled"));
     return out;
   }
   ScaledPass forward;
@@ -273,7 +274,8 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
   out.set_predicted_forward_ns(forward.predicted_ns);
   out.set_predicted_backward_ns(backward.predicted_ns);
   const bool has_kernels = op.forward().kernels_size() + op.forward().memory_size() +
-                               op.backward().kernels_size() + op.backward().memory_size() > 0;
+                               op.backward().kernels_size() + op.backward().memory_size() >
+                           0;
   if (!has_kernels) {
     out.set_method(v1::PREDICTION_METHOD_UNSCALED);
     // Nothing ran on the GPU and nothing is predicted: no error to expect.
@@ -290,9 +292,9 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
                                                                   : kKernelAlikeErrorPercent);
   const int unscaled = forward.unscaled_kernels + backward.unscaled_kernels;
   if (unscaled > 0) {
-    out.add_warnings(absl::StrCat(
-        unscaled, " kernel(s) of ", out.name(), " carried over unscaled: ",
-        forward.first_error.empty() ? backward.first_error : forward.first_error));
+    out.add_warnings(
+        absl::StrCat(unscaled, " kernel(s) of ", out.name(), " carried over unscaled: ",
+                     forward.first_error.empty() ? backward.first_error : forward.first_error));
   }
   return out;
 }
@@ -378,12 +380,9 @@ absl::StatusOr<std::optional<double>> HostScaleFor(const v1::Trace& trace,
   return std::nullopt;  // no usable timeline: GPU time only
 }
 
-std::optional<double> HostScaleFor(const v1::Trace& trace) {
-  return *HostScaleFor(trace, nullptr);
-}
+std::optional<double> HostScaleFor(const v1::Trace& trace) { return *HostScaleFor(trace, nullptr); }
 
-absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
-                                                 const DeviceSpec& origin,
+absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const DeviceSpec& origin,
                                                  const DeviceSpec& target,
                                                  std::optional<double> host_scale,
                                                  const VaryingPassTable* varying,
@@ -413,13 +412,12 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
       HABITAT_RETURN_IF_ERROR(stop->Check("predicting ", target.id()));
     }
     VaryingNotes notes;
-    OperationPrediction op =
-        PredictOperation(trace, trace.operations(i), static_cast<uint32_t>(i), origin, target,
-                         is_origin, varying, &notes);
+    OperationPrediction op = PredictOperation(trace, trace.operations(i), static_cast<uint32_t>(i),
+                                              origin, target, is_origin, varying, &notes);
     const Nanoseconds origin_ns = op.origin_forward_ns() + op.origin_backward_ns();
     origin_total = SaturatingAdd(origin_total, origin_ns);
-    total = SaturatingAdd(
-        total, SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns()));
+    total =
+        SaturatingAdd(total, SaturatingAdd(op.predicted_forward_ns(), op.predicted_backward_ns()));
     if (op.method() == v1::PREDICTION_METHOD_UNSCALED && origin_ns > 0) {
       ++unscaled_ops;
       unscaled_origin += origin_ns;
@@ -495,9 +493,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
       std::string gpu;
       const char* runs;
     };
-    for (const Untrained& u :
-         {Untrained{target_untrained, "target", "it", "run in there"},
-          Untrained{origin_untrained, "origin", origin.id(), "ran in"}}) {
+    for (const Untrained& u : {Untrained{target_untrained, "target", "it", "run in there"},
+                               Untrained{origin_untrained, "origin", origin.id(), "ran in"}}) {
       OpShare all;
       std::vector<std::string> modes;
       for (MathMode mode : mlp::kAllMathModes) {
@@ -524,8 +521,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace,
     }
   }
   if (target.test_only()) {
-    prediction.add_warnings(absl::StrCat(target.id(),
-                                         " is a test-only device entry, not a product"));
+    prediction.add_warnings(
+        absl::StrCat(target.id(), " is a test-only device entry, not a product"));
   }
   return prediction;
 }
@@ -550,9 +547,8 @@ void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::Pric
     p.set_gpus_per_instance(GpusPerInstance(*row));
     p.set_instance_description(row->instance_description());
     p.set_price_region(row->region());
-    p.set_cost_per_1000_samples(p.samples_per_second() > 0
-                                    ? price / 3600.0 * 1000.0 / p.samples_per_second()
-                                    : 0.0);
+    p.set_cost_per_1000_samples(
+        p.samples_per_second() > 0 ? price / 3600.0 * 1000.0 / p.samples_per_second() : 0.0);
     p.set_samples_per_currency_unit(p.samples_per_second() * 3600.0 / price);
   }
   std::vector<size_t> order(predictions->size());
@@ -573,8 +569,7 @@ void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::Pric
     if ((*predictions)[i].has_price()) priced.push_back(i);
   }
   std::stable_sort(priced.begin(), priced.end(), [&](size_t a, size_t b) {
-    return (*predictions)[a].cost_per_1000_samples() <
-           (*predictions)[b].cost_per_1000_samples();
+    return (*predictions)[a].cost_per_1000_samples() < (*predictions)[b].cost_per_1000_samples();
   });
   for (size_t rank = 0; rank < priced.size(); ++rank) {
     (*predictions)[priced[rank]].set_rank_by_cost(static_cast<uint32_t>(rank + 1));
@@ -663,30 +658,30 @@ PredictionEngine::PredictionEngine(const DeviceDatabase* devices,
                                    std::shared_ptr<const VaryingPredictor> varying)
     : devices_(devices), cache_(std::move(cache)), varying_(std::move(varying)) {}
 
-absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(
-    const v1::Trace& trace) const {
+absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(const v1::Trace& trace) const {
   if (!trace.origin().device_id().empty()) {
     const DeviceSpec* spec = devices_->Find(trace.origin().device_id());
     if (spec == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "origin.device_id '", trace.origin().device_id(),
-          "' is not in the GPU spec database; see ListDevices / `habitat devices`"));
+      return absl::NotFoundError(
+          absl::StrCat("origin.device_id '", trace.origin().device_id(),
+                       "' is not in the GPU spec database; see ListDevices / `habitat devices`"));
     }
     return spec;
   }
   const DeviceSpec* spec = devices_->FindByDriverName(trace.origin().name());
   if (spec == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "origin GPU '", trace.origin().name(),
-        "' (origin.name) is not in the GPU spec database; set origin.device_id to "
-        "one of the ids from ListDevices / `habitat devices`"));
+    return absl::NotFoundError(
+        absl::StrCat("origin GPU '", trace.origin().name(),
+                     "' (origin.name) is not in the GPU spec database; set origin.device_id to "
+                     "one of the ids from ListDevices / `habitat devices`"));
   }
   return spec;
 }
 
-absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
-    const v1::Trace& trace, std::string trace_id, const PredictionQuery& query,
-    PredictionStats* stats) const {
+absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& trace,
+                                                              std::string trace_id,
+                                                              const PredictionQuery& query,
+                                                              PredictionStats* stats) const {
   if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(trace));
   HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(trace));
   if (trace_id.empty()) {
@@ -702,8 +697,8 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
     absl::flat_hash_set<std::string> seen;
     for (size_t i = 0; i < query.devices.size(); ++i) {
       if (!seen.insert(query.devices[i]).second) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "devices[", i, "] '", query.devices[i], "' is listed more than once"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("devices[", i, "] '", query.devices[i], "' is listed more than once"));
       }
       HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* spec, devices_->Get(query.devices[i]));
       targets.push_back(spec);
@@ -726,8 +721,8 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
     if (work > query.max_work) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "predicting this trace on ", missed.size(), " GPUs is ", work,
-          " units of work (trace entries x GPUs), above this server's limit of ",
-          query.max_work, " (--max_predict_work): ask for fewer GPUs (devices) or send a "
+          " units of work (trace entries x GPUs), above this server's limit of ", query.max_work,
+          " (--max_predict_work): ask for fewer GPUs (devices) or send a "
           "smaller trace"));
     }
   }
@@ -761,8 +756,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(
       HABITAT_ASSIGN_OR_RETURN(
           DevicePrediction fresh,
           PredictOnDevice(trace, *origin, *target, *host_scale, table, query.stop));
-      PredictionStats::DeviceOperations& by_device =
-          stats->operations_by_device.emplace_back();
+      PredictionStats::DeviceOperations& by_device = stats->operations_by_device.emplace_back();
       by_device.device_id = target->id();
       for (const auto& op : fresh.operations()) {
         ++stats->operations_by_method[op.method()];

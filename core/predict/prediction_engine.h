@@ -81,9 +81,10 @@ class PredictionEngine {
   // device. `trace_id` keys the memo cache (ComputeTraceId when empty).
   // Errors: INVALID_ARGUMENT for a malformed trace or query, NOT_FOUND for
   // an unknown origin or target GPU.
-  absl::StatusOr<habitat::v1::PredictResponse> Predict(
-      const habitat::v1::Trace& trace, std::string trace_id,
-      const PredictionQuery& query, PredictionStats* stats = nullptr) const;
+  absl::StatusOr<habitat::v1::PredictResponse> Predict(const habitat::v1::Trace& trace,
+                                                       std::string trace_id,
+                                                       const PredictionQuery& query,
+                                                       PredictionStats* stats = nullptr) const;
 
   // The spec of the GPU the trace was measured on.
   absl::StatusOr<const habitat::v1::DeviceSpec*> ResolveOrigin(

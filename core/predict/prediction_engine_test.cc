@@ -18,8 +18,8 @@ namespace {
 class PredictionEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) +
-                                                "/devices.textproto");
+    auto devices =
+        DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
     ASSERT_TRUE(devices.ok()) << devices.status();
     devices_ = new DeviceDatabase(std::move(*devices));
     auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
@@ -37,7 +37,6 @@ class PredictionEngineTest : public ::testing::Test {
 
 DeviceDatabase* PredictionEngineTest::devices_ = nullptr;
 v1::Trace* PredictionEngineTest::trace_ = nullptr;
-
 
 TEST_F(PredictionEngineTest, FixtureResolvesToH100) {
   PredictionEngine engine(devices_, nullptr);
@@ -173,11 +172,11 @@ TEST_F(PredictionEngineTest, ExpectedErrorIsZeroOnTheOriginAndWeightedElsewhere)
   for (const auto& op : prediction->operations()) {
     const bool ran = op.origin_forward_ns() + op.origin_backward_ns() > 0;
     const double expected = op.method() != v1::PREDICTION_METHOD_UNSCALED ? kKernelAlikeErrorPercent
-                            : ran                                          ? kUnscaledErrorPercent
-                                                                           : 0.0;
+                            : ran                                         ? kUnscaledErrorPercent
+                                                                          : 0.0;
     EXPECT_EQ(op.expected_error_percent(), expected) << op.name();
-    weighted += expected * static_cast<double>(op.predicted_forward_ns() +
-                                               op.predicted_backward_ns());
+    weighted +=
+        expected * static_cast<double>(op.predicted_forward_ns() + op.predicted_backward_ns());
   }
   EXPECT_NEAR(prediction->expected_error_percent(),
               weighted / static_cast<double>(prediction->gpu_time_ns()), 1e-9);
@@ -216,7 +215,7 @@ TEST_F(PredictionEngineTest, PredictCoversAllProductsAndRanks) {
     ASSERT_LE(p.rank_by_time(), static_cast<uint32_t>(products));
     EXPECT_FALSE(seen[p.rank_by_time()]);
     seen[p.rank_by_time()] = true;
-    EXPECT_EQ(p.rank_by_cost(), 0u);  // no catalog
+    EXPECT_EQ(p.rank_by_cost(), 0u);      // no catalog
     EXPECT_TRUE(p.operations().empty());  // no breakdown asked
     EXPECT_NEAR(p.samples_per_second(), 16 / (p.wall_time_ns() / 1e9), 1e-6);
   }
@@ -405,8 +404,7 @@ TEST_F(PredictionEngineTest, BadQueriesAreRejected) {
   query.devices = {"NoSuchGPU"};
   EXPECT_EQ(engine.Predict(*trace_, "", query).status().code(), absl::StatusCode::kNotFound);
   query.devices = {"T4", "T4"};
-  EXPECT_EQ(engine.Predict(*trace_, "", query).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.Predict(*trace_, "", query).status().code(), absl::StatusCode::kInvalidArgument);
   v1::Trace unknown_origin = *trace_;
   unknown_origin.mutable_origin()->set_name("Imaginary GPU 9000");
   query.devices = {"T4"};
@@ -424,16 +422,28 @@ TEST_F(PredictionEngineTest, ValidationNamesTheBadField) {
   const std::vector<Case> cases = {
       {"batch_size", [](v1::Trace* t) { t->set_batch_size(0); }},
       {"operations[0].forward.kernels[0].duration_ns",
-       [](v1::Trace* t) { t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_duration_ns(-5); }},
+       [](v1::Trace* t) {
+         t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_duration_ns(-5);
+       }},
       {"operations[0].forward.kernels[0].grid",
-       [](v1::Trace* t) { t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->mutable_grid()->set_x(0); }},
+       [](v1::Trace* t) {
+         t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->mutable_grid()->set_x(0);
+       }},
       {"operations[0].forward.kernels[0].block",
-       [](v1::Trace* t) { t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->mutable_block()->set_x(2048); }},
-      {"operations[1].name", [](v1::Trace* t) { t->mutable_operations(1)->set_name("aten::\x01relu"); }},
+       [](v1::Trace* t) {
+         t->mutable_operations(0)->mutable_forward()->mutable_kernels(0)->mutable_block()->set_x(
+             2048);
+       }},
+      {"operations[1].name",
+       [](v1::Trace* t) { t->mutable_operations(1)->set_name("aten::\x01relu"); }},
       {"operations[1].name", [](v1::Trace* t) { t->mutable_operations(1)->set_name(""); }},
       {"iteration_wall_ns", [](v1::Trace* t) { t->set_iteration_wall_ns(-1); }},
       {"origin", [](v1::Trace* t) { t->clear_origin(); }},
-      {"operations", [](v1::Trace* t) { t->clear_operations(); t->clear_unattributed_kernels(); }},
+      {"operations",
+       [](v1::Trace* t) {
+         t->clear_operations();
+         t->clear_unattributed_kernels();
+       }},
       {"format_version", [](v1::Trace* t) { t->set_format_version(7); }},
   };
   // Find an op with a forward kernel to mutate.

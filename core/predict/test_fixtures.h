@@ -17,9 +17,8 @@ namespace testing {
 inline absl::StatusOr<habitat::v1::Trace> LoadKinetoFixture(const std::string& gpu,
                                                             const std::string& name,
                                                             uint32_t batch_size) {
-  HABITAT_ASSIGN_OR_RETURN(
-      std::string json,
-      ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/" + gpu + "/" + name + ".json.gz"));
+  HABITAT_ASSIGN_OR_RETURN(std::string json, ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                                                      "/kineto/" + gpu + "/" + name + ".json.gz"));
   KinetoImportOptions options;
   options.model_name = name;
   options.batch_size = batch_size;
@@ -28,9 +27,8 @@ inline absl::StatusOr<habitat::v1::Trace> LoadKinetoFixture(const std::string& g
 
 // Median wall time measured without the profiler (tests/testdata/measurements).
 inline absl::StatusOr<int64_t> MeasuredWallNs(const std::string& gpu, const std::string& name) {
-  HABITAT_ASSIGN_OR_RETURN(
-      std::string text,
-      ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/measurements/" + gpu + ".json"));
+  HABITAT_ASSIGN_OR_RETURN(std::string text, ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                                                      "/measurements/" + gpu + ".json"));
   const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::InvalidArgumentError("measurements are not JSON");
   for (const auto& c : doc.at("cases")) {

@@ -63,9 +63,8 @@ Nanoseconds CallFloorNs(double floor_ns_per_direction, int direction_factor) {
 
 }  // namespace
 
-std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace,
-                                                    const v1::Operation& op, bool backward,
-                                                    const v1::DeviceSpec& origin,
+std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace, const v1::Operation& op,
+                                                    bool backward, const v1::DeviceSpec& origin,
                                                     const v1::DeviceSpec& target) {
   auto signature = mlp::ExtractOpSignature(op);
   if (!signature.ok() || !signature->has_value()) return std::nullopt;
@@ -204,7 +203,8 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
                                  group.backward, target));
   }
   if (!pending.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(std::vector<double> out, EvaluateInChunks(batch, pending.size(), *stop));
+    HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
+                             EvaluateInChunks(batch, pending.size(), *stop));
     absl::MutexLock lock(&mu_);
     // Bounded by dropping everything: signatures recur across requests in
     // bursts (the same model re-uploaded), so recency tracking buys little.
@@ -232,8 +232,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       prediction.target_in_training =
           model_->TrainedOn(family, prediction.target_mode, target.id());
       prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
-      prediction.trained_on_target =
-          prediction.target_in_training && prediction.origin_in_training;
+      prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;
       prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
       prediction.floor_ns = CallFloorNs(e.floor_ns, group.signature.direction_factor);
       const double scale = e.roofline_ratio * std::exp2(e.log2_correction);

@@ -70,9 +70,8 @@ struct VaryingPassLimit {
 // TargetMathMode, floor from FloorNs over all directions of the call).
 // nullopt when the op is not kernel-varying, has no signature the features
 // understand, or a GPU lacks a spec the floor needs.
-std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace,
-                                                    const v1::Operation& op, bool backward,
-                                                    const v1::DeviceSpec& origin,
+std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace, const v1::Operation& op,
+                                                    bool backward, const v1::DeviceSpec& origin,
                                                     const v1::DeviceSpec& target);
 
 class VaryingPredictor {
@@ -92,8 +91,7 @@ class VaryingPredictor {
   // status of `stop` (may be null) when it says to give up.
   absl::StatusOr<std::vector<VaryingPassTable>> PredictTrace(
       const v1::Trace& trace, const v1::DeviceSpec& origin,
-      const std::vector<const v1::DeviceSpec*>& targets,
-      const StopCondition* stop = nullptr) const;
+      const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop = nullptr) const;
 
   const mlp::KernelVaryingModel& model() const { return *model_; }
   // Model evaluations answered from the memo / computed, since start.
@@ -101,8 +99,7 @@ class VaryingPredictor {
   int64_t memo_misses() const;
 
  private:
-  absl::StatusOr<std::vector<double>> EvaluateInChunks(const std::vector<float>& batch,
-                                                       size_t rows,
+  absl::StatusOr<std::vector<double>> EvaluateInChunks(const std::vector<float>& batch, size_t rows,
                                                        const StopCondition& stop) const;
 
   // What one model evaluation gives a group of passes on one target.

@@ -46,9 +46,8 @@ absl::Status ValidateFileCatalog(const PriceCatalog& catalog) {
     return absl::InvalidArgumentError("source must not be empty");
   }
   if (!IsIsoDate(catalog.retrieved())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "retrieved must be a date YYYY-MM-DD (got \"", catalog.retrieved(),
-        "\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("retrieved must be a date YYYY-MM-DD (got \"", catalog.retrieved(), "\")"));
   }
   for (int i = 0; i < catalog.prices_size(); ++i) {
     const GpuPrice& price = catalog.prices(i);
@@ -57,8 +56,7 @@ absl::Status ValidateFileCatalog(const PriceCatalog& catalog) {
           absl::StrCat("prices[", i, "].instance_type must not be empty"));
     }
     if (price.region().empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prices[", i, "].region must not be empty"));
+      return absl::InvalidArgumentError(absl::StrCat("prices[", i, "].region must not be empty"));
     }
     if (price.gpus_per_instance() == 0) {
       return absl::InvalidArgumentError(
@@ -68,8 +66,8 @@ absl::Status ValidateFileCatalog(const PriceCatalog& catalog) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PriceCatalog> LoadCatalogFile(
-    const std::filesystem::path& path, const DeviceDatabase& devices) {
+absl::StatusOr<PriceCatalog> LoadCatalogFile(const std::filesystem::path& path,
+                                             const DeviceDatabase& devices) {
   const std::string file = path.filename().string();
   PriceCatalog catalog;
   HABITAT_RETURN_IF_ERROR(ReadTextProtoFile(path.string(), &catalog));
@@ -78,46 +76,44 @@ absl::StatusOr<PriceCatalog> LoadCatalogFile(
   absl::Status status = ValidateCatalog(catalog, devices, "");
   if (status.ok()) status = ValidateFileCatalog(catalog);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": ", status.message()));
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", status.message()));
   }
   return catalog;
 }
 
 }  // namespace
 
-absl::Status ValidateCatalog(const PriceCatalog& catalog,
-                             const DeviceDatabase& devices,
+absl::Status ValidateCatalog(const PriceCatalog& catalog, const DeviceDatabase& devices,
                              absl::string_view field_prefix) {
-  const std::string prefix =
-      field_prefix.empty() ? "" : absl::StrCat(field_prefix, ".");
+  const std::string prefix = field_prefix.empty() ? "" : absl::StrCat(field_prefix, ".");
   if (absl::StripAsciiWhitespace(catalog.currency()).empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(prefix, "currency must not be empty"));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "currency must not be empty"));
   }
   if (catalog.prices().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(prefix, "prices must list at least one GPU"));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "prices must list at least one GPU"));
   }
   for (int i = 0; i < catalog.prices_size(); ++i) {
     const GpuPrice& price = catalog.prices(i);
     const std::string field = absl::StrCat(prefix, "prices[", i, "].");
     if (devices.Find(price.device_id()) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, "device_id \"", price.device_id(),
-          "\" is not a known GPU id; known ids: ", devices.KnownIds()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "device_id \"", price.device_id(),
+                       "\" is not a known GPU id; known ids: ", devices.KnownIds()));
     }
     const double on_demand = price.on_demand_per_gpu_hour();
     if (!std::isfinite(on_demand) || on_demand <= 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, "on_demand_per_gpu_hour must be finite and > 0 "
-                              "(got ", on_demand, ")"));
+          absl::StrCat(field,
+                       "on_demand_per_gpu_hour must be finite and > 0 "
+                       "(got ",
+                       on_demand, ")"));
     }
     const double spot = price.spot_per_gpu_hour();
     if (!std::isfinite(spot) || spot < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, "spot_per_gpu_hour must be finite and >= 0 "
-                              "(got ", spot, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(field,
+                                                     "spot_per_gpu_hour must be finite and >= 0 "
+                                                     "(got ",
+                                                     spot, ")"));
     }
   }
   return absl::OkStatus();
@@ -145,22 +141,21 @@ const GpuPrice* ChoosePrice(const PriceCatalog& catalog, absl::string_view devic
   for (const GpuPrice& price : catalog.prices()) {
     if (price.device_id() != device_id) continue;
     if (!(PricePerGpuHour(price, kind) > 0)) continue;  // no spot price published
-    if (best == nullptr ||
-        std::pair(GpusPerInstance(price), PricePerGpuHour(price, kind)) <
-            std::pair(GpusPerInstance(*best), PricePerGpuHour(*best, kind))) {
+    if (best == nullptr || std::pair(GpusPerInstance(price), PricePerGpuHour(price, kind)) <
+                               std::pair(GpusPerInstance(*best), PricePerGpuHour(*best, kind))) {
       best = &price;
     }
   }
   return best;
 }
 
-absl::StatusOr<CatalogSet> CatalogSet::LoadFromDirectory(
-    const std::string& dir, const DeviceDatabase& devices) {
+absl::StatusOr<CatalogSet> CatalogSet::LoadFromDirectory(const std::string& dir,
+                                                         const DeviceDatabase& devices) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
   if (ec) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot list catalog directory ", dir, ": ", ec.message()));
+    return absl::NotFoundError(
+        absl::StrCat("cannot list catalog directory ", dir, ": ", ec.message()));
   }
   std::vector<std::filesystem::path> files;
   for (const auto& entry : it) {
@@ -173,36 +168,30 @@ absl::StatusOr<CatalogSet> CatalogSet::LoadFromDirectory(
   // file system.
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("no *", kExtension, " catalogs in ", dir));
+    return absl::NotFoundError(absl::StrCat("no *", kExtension, " catalogs in ", dir));
   }
 
   CatalogSet set;
   absl::flat_hash_set<std::string> names;
   for (const auto& path : files) {
-    HABITAT_ASSIGN_OR_RETURN(PriceCatalog catalog,
-                             LoadCatalogFile(path, devices));
+    HABITAT_ASSIGN_OR_RETURN(PriceCatalog catalog, LoadCatalogFile(path, devices));
     if (!names.insert(catalog.name()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path.filename().string(), ": catalog name \"",
-                       catalog.name(), "\" is used by another file"));
+      return absl::InvalidArgumentError(absl::StrCat(path.filename().string(), ": catalog name \"",
+                                                     catalog.name(), "\" is used by another file"));
     }
     set.catalogs_.push_back(std::move(catalog));
   }
   return set;
 }
 
-absl::StatusOr<const PriceCatalog*> CatalogSet::Get(
-    absl::string_view name) const {
+absl::StatusOr<const PriceCatalog*> CatalogSet::Get(absl::string_view name) const {
   for (const PriceCatalog& catalog : catalogs_) {
     if (catalog.name() == name) return &catalog;
   }
   return absl::NotFoundError(absl::StrCat(
       "unknown price catalog \"", name, "\"; known catalogs: ",
       absl::StrJoin(catalogs_, ", ",
-                    [](std::string* out, const PriceCatalog& c) {
-                      out->append(c.name());
-                    })));
+                    [](std::string* out, const PriceCatalog& c) { out->append(c.name()); })));
 }
 
 }  // namespace habitat

@@ -29,8 +29,7 @@ absl::Status ValidateCatalog(const habitat::v1::PriceCatalog& catalog,
 // GPU-hour among instances of the same size. For SPOT only entries with a
 // published spot price count. nullptr if none matches.
 const habitat::v1::GpuPrice* ChoosePrice(const habitat::v1::PriceCatalog& catalog,
-                                         absl::string_view device_id,
-                                         habitat::v1::PriceKind kind);
+                                         absl::string_view device_id, habitat::v1::PriceKind kind);
 
 // The entry's price per GPU-hour of that kind (UNSPECIFIED: on demand); 0
 // where it has none.
@@ -45,16 +44,13 @@ class CatalogSet {
   // name defaults to the file stem. Server-side catalogs must also say where
   // and when their prices were read (source, retrieved as YYYY-MM-DD),
   // and each entry its instance type and region.
-  static absl::StatusOr<CatalogSet> LoadFromDirectory(
-      const std::string& dir, const DeviceDatabase& devices);
+  static absl::StatusOr<CatalogSet> LoadFromDirectory(const std::string& dir,
+                                                      const DeviceDatabase& devices);
 
   // NOT_FOUND (listing the names) if no catalog has that name.
-  absl::StatusOr<const habitat::v1::PriceCatalog*> Get(
-      absl::string_view name) const;
+  absl::StatusOr<const habitat::v1::PriceCatalog*> Get(absl::string_view name) const;
 
-  const std::vector<habitat::v1::PriceCatalog>& catalogs() const {
-    return catalogs_;
-  }
+  const std::vector<habitat::v1::PriceCatalog>& catalogs() const { return catalogs_; }
 
  private:
   CatalogSet() = default;

@@ -33,8 +33,7 @@ const DeviceDatabase& Devices() {
 
 PriceCatalog ParseCatalog(const std::string& text) {
   PriceCatalog catalog;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &catalog))
-      << text;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &catalog)) << text;
   return catalog;
 }
 
@@ -148,14 +147,34 @@ TEST(PriceCatalogTest, GetUnknownListsNames) {
 TEST(ChoosePriceTest, SmallestInstanceThenLowestPrice) {
   const PriceCatalog catalog = ParseCatalog(R"pb(
     currency: "USD"
-    prices { device_id: "A100-SXM-40GB" instance_type: "one-a" gpus_per_instance: 1
-             on_demand_per_gpu_hour: 4.1 spot_per_gpu_hour: 0 }
-    prices { device_id: "A100-SXM-40GB" instance_type: "eight" gpus_per_instance: 8
-             on_demand_per_gpu_hour: 3.0 spot_per_gpu_hour: 1.0 }
-    prices { device_id: "A100-SXM-40GB" instance_type: "one-b" gpus_per_instance: 1
-             on_demand_per_gpu_hour: 3.9 spot_per_gpu_hour: 2.5 }
-    prices { device_id: "A100-SXM-40GB" instance_type: "two" gpus_per_instance: 2
-             on_demand_per_gpu_hour: 3.5 spot_per_gpu_hour: 1.5 }
+    prices {
+      device_id: "A100-SXM-40GB"
+      instance_type: "one-a"
+      gpus_per_instance: 1
+      on_demand_per_gpu_hour: 4.1
+      spot_per_gpu_hour: 0
+    }
+    prices {
+      device_id: "A100-SXM-40GB"
+      instance_type: "eight"
+      gpus_per_instance: 8
+      on_demand_per_gpu_hour: 3.0
+      spot_per_gpu_hour: 1.0
+    }
+    prices {
+      device_id: "A100-SXM-40GB"
+      instance_type: "one-b"
+      gpus_per_instance: 1
+      on_demand_per_gpu_hour: 3.9
+      spot_per_gpu_hour: 2.5
+    }
+    prices {
+      device_id: "A100-SXM-40GB"
+      instance_type: "two"
+      gpus_per_instance: 2
+      on_demand_per_gpu_hour: 3.5
+      spot_per_gpu_hour: 1.5
+    }
     prices { device_id: "T4" on_demand_per_gpu_hour: 0.35 }
   )pb");
   using habitat::v1::PRICE_KIND_ON_DEMAND;
@@ -179,8 +198,7 @@ TEST(ChoosePriceTest, SmallestInstanceThenLowestPrice) {
   // Without the one-GPU spot price, spot goes to the smallest that has one.
   PriceCatalog no_small_spot = catalog;
   no_small_spot.mutable_prices(2)->set_spot_per_gpu_hour(0);
-  EXPECT_EQ(ChoosePrice(no_small_spot, "A100-SXM-40GB", PRICE_KIND_SPOT)->instance_type(),
-            "two");
+  EXPECT_EQ(ChoosePrice(no_small_spot, "A100-SXM-40GB", PRICE_KIND_SPOT)->instance_type(), "two");
 }
 
 TEST(ValidateCatalogTest, AcceptsMinimalInlineCatalog) {
@@ -211,8 +229,7 @@ TEST_P(InlineCatalogTest, RejectsNamingFieldAndIndex) {
 INSTANTIATE_TEST_SUITE_P(
     EveryRule, InlineCatalogTest,
     ::testing::Values(
-        InlineCase{"NoCurrency",
-                   R"pb(prices { device_id: "T4" on_demand_per_gpu_hour: 1 })pb",
+        InlineCase{"NoCurrency", R"pb(prices { device_id: "T4" on_demand_per_gpu_hour: 1 })pb",
                    "inline_catalog.currency must not be empty"},
         InlineCase{"NoPrices", R"pb(currency: "USD")pb",
                    "inline_catalog.prices must list at least one GPU"},
@@ -243,33 +260,24 @@ INSTANTIATE_TEST_SUITE_P(
                    R"pb(currency: "USD"
                         prices { device_id: "T4" on_demand_per_gpu_hour: nan })pb",
                    "prices[0].on_demand_per_gpu_hour"},
-        InlineCase{"NegativeSpot",
-                   R"pb(currency: "USD"
-                        prices {
-                          device_id: "T4"
-                          on_demand_per_gpu_hour: 1
-                          spot_per_gpu_hour: -0.1
-                        })pb",
-                   "inline_catalog.prices[0].spot_per_gpu_hour must be finite "
-                   "and >= 0"},
-        InlineCase{"NaNSpot",
-                   R"pb(currency: "USD"
-                        prices {
-                          device_id: "T4"
-                          on_demand_per_gpu_hour: 1
-                          spot_per_gpu_hour: nan
-                        })pb",
-                   "prices[0].spot_per_gpu_hour"}),
-    [](const ::testing::TestParamInfo<InlineCase>& info) {
-      return info.param.name;
-    });
+        InlineCase{
+            "NegativeSpot",
+            R"pb(currency: "USD"
+                 prices { device_id: "T4" on_demand_per_gpu_hour: 1 spot_per_gpu_hour: -0.1 })pb",
+            "inline_catalog.prices[0].spot_per_gpu_hour must be finite "
+            "and >= 0"},
+        InlineCase{
+            "NaNSpot",
+            R"pb(currency: "USD"
+                 prices { device_id: "T4" on_demand_per_gpu_hour: 1 spot_per_gpu_hour: nan })pb",
+            "prices[0].spot_per_gpu_hour"}),
+    [](const ::testing::TestParamInfo<InlineCase>& info) { return info.param.name; });
 
 TEST(CatalogSetTest, NameDefaultsToStemAndIgnoresOtherFiles) {
   const std::string dir = MakeDir("stem");
   WriteFileOrDie(dir + "/example.textproto", kValidFileCatalog);
   WriteFileOrDie(dir + "/README.md", "not a catalog");
-  WriteFileOrDie(dir + "/named.textproto",
-                 absl::StrCat("name: \"other\"\n", kValidFileCatalog));
+  WriteFileOrDie(dir + "/named.textproto", absl::StrCat("name: \"other\"\n", kValidFileCatalog));
   auto set = CatalogSet::LoadFromDirectory(dir, Devices());
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_EQ(set->catalogs().size(), 2u);
@@ -318,15 +326,12 @@ INSTANTIATE_TEST_SUITE_P(
         FileCase{"NoRetrieved", Without("retrieved: \"2025-01-31\""),
                  "retrieved must be a date YYYY-MM-DD"},
         FileCase{"BadRetrieved",
-                 absl::StrCat(Without("retrieved: \"2025-01-31\""),
-                              "retrieved: \"2025-13-01\""),
+                 absl::StrCat(Without("retrieved: \"2025-01-31\""), "retrieved: \"2025-13-01\""),
                  "retrieved must be a date YYYY-MM-DD (got \"2025-13-01\")"},
-        FileCase{"NoProvider", Without("provider: \"Example\""),
-                 "provider must not be empty"},
+        FileCase{"NoProvider", Without("provider: \"Example\""), "provider must not be empty"},
         FileCase{"NoInstanceType", Without("instance_type: \"x.1\""),
                  "prices[0].instance_type must not be empty"},
-        FileCase{"NoRegion", Without("region: \"r1\""),
-                 "prices[0].region must not be empty"},
+        FileCase{"NoRegion", Without("region: \"r1\""), "prices[0].region must not be empty"},
         FileCase{"NoGpusPerInstance", Without("gpus_per_instance: 1"),
                  "prices[0].gpus_per_instance must be at least 1"},
         FileCase{"UnknownDevice",
@@ -339,9 +344,7 @@ INSTANTIATE_TEST_SUITE_P(
                               "prices { device_id: \"T4\" instance_type: \"y\" "
                               "region: \"r\" }"),
                  "broken.textproto: prices[1].on_demand_per_gpu_hour"}),
-    [](const ::testing::TestParamInfo<FileCase>& info) {
-      return info.param.name;
-    });
+    [](const ::testing::TestParamInfo<FileCase>& info) { return info.param.name; });
 
 TEST(CatalogSetTest, DuplicateNamesRejected) {
   const std::string dir = MakeDir("dup");
@@ -354,10 +357,9 @@ TEST(CatalogSetTest, DuplicateNamesRejected) {
 }
 
 TEST(CatalogSetTest, MissingOrEmptyDirectory) {
-  EXPECT_EQ(CatalogSet::LoadFromDirectory(::testing::TempDir() + "/nope", Devices())
-                .status()
-                .code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      CatalogSet::LoadFromDirectory(::testing::TempDir() + "/nope", Devices()).status().code(),
+      absl::StatusCode::kNotFound);
   const std::string dir = MakeDir("empty");
   auto set = CatalogSet::LoadFromDirectory(dir, Devices());
   EXPECT_EQ(set.status().code(), absl::StatusCode::kNotFound);

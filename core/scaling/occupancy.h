@@ -44,8 +44,8 @@ absl::StatusOr<int> MaxActiveBlocksPerSm(const habitat::v1::DeviceSpec& device,
 
 // The same, also saying which limit bound (ties go to the earliest in
 // OccupancyLimit's order).
-absl::StatusOr<Occupancy> ComputeOccupancy(
-    const habitat::v1::DeviceSpec& device, const KernelResources& kernel);
+absl::StatusOr<Occupancy> ComputeOccupancy(const habitat::v1::DeviceSpec& device,
+                                           const KernelResources& kernel);
 
 const char* OccupancyLimitName(OccupancyLimit limit);
 

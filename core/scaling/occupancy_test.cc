@@ -11,8 +11,8 @@
 #include "absl/strings/string_view.h"
 #include "common/file_io.h"
 #include "core/scaling/test_devices.h"
-#include "google/protobuf/text_format.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
 namespace habitat {
@@ -20,10 +20,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Occupancy Compute(const habitat::v1::DeviceSpec& d, int threads, int regs,
-                  int64_t static_smem = 0, int64_t dynamic_smem = 0) {
-  absl::StatusOr<Occupancy> o =
-      ComputeOccupancy(d, {threads, regs, static_smem, dynamic_smem});
+Occupancy Compute(const habitat::v1::DeviceSpec& d, int threads, int regs, int64_t static_smem = 0,
+                  int64_t dynamic_smem = 0) {
+  absl::StatusOr<Occupancy> o = ComputeOccupancy(d, {threads, regs, static_smem, dynamic_smem});
   EXPECT_TRUE(o.ok()) << o.status();
   return o.ok() ? *o : Occupancy{-1, OccupancyLimit::kBlocksPerSm};
 }
@@ -134,8 +133,7 @@ void ExpectMatchesRecordedH100(const std::string& csv_path) {
 
   absl::StatusOr<std::string> csv = ReadFile(csv_path);
   ASSERT_TRUE(csv.ok()) << csv.status();
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(*csv, '\n', absl::SkipWhitespace());
+  std::vector<absl::string_view> lines = absl::StrSplit(*csv, '\n', absl::SkipWhitespace());
   ASSERT_GT(lines.size(), 1u);
   std::vector<absl::string_view> header = absl::StrSplit(lines[0], ',');
   auto column = [&header](absl::string_view name) {
@@ -146,31 +144,26 @@ void ExpectMatchesRecordedH100(const std::string& csv_path) {
     return 0;
   };
   const int c_kernel = column("kernel"), c_regs = column("regs_per_thread"),
-            c_static = column("static_smem_bytes"),
-            c_block = column("block_size"),
-            c_dynamic = column("dynamic_smem_bytes"),
-            c_blocks = column("max_active_blocks_per_sm");
+            c_static = column("static_smem_bytes"), c_block = column("block_size"),
+            c_dynamic = column("dynamic_smem_bytes"), c_blocks = column("max_active_blocks_per_sm");
   int checked = 0;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<absl::string_view> f = absl::StrSplit(lines[i], ',');
     ASSERT_EQ(f.size(), header.size()) << "line " << i + 1 << ": " << lines[i];
     int regs, block, want;
     int64_t smem_static, smem_dynamic;
-    ASSERT_TRUE(absl::SimpleAtoi(f[c_regs], &regs) &&
-                absl::SimpleAtoi(f[c_block], &block) &&
+    ASSERT_TRUE(absl::SimpleAtoi(f[c_regs], &regs) && absl::SimpleAtoi(f[c_block], &block) &&
                 absl::SimpleAtoi(f[c_blocks], &want) &&
                 absl::SimpleAtoi(f[c_static], &smem_static) &&
                 absl::SimpleAtoi(f[c_dynamic], &smem_dynamic))
         << "line " << i + 1 << ": " << lines[i];
-    absl::StatusOr<int> got = MaxActiveBlocksPerSm(
-        *h100, {block, regs, smem_static, smem_dynamic});
+    absl::StatusOr<int> got = MaxActiveBlocksPerSm(*h100, {block, regs, smem_static, smem_dynamic});
     if (want <= 0) {
       // The driver says it cannot launch; we must refuse too.
       EXPECT_FALSE(got.ok() && *got > 0) << "line " << i + 1 << ": " << lines[i];
     } else {
       ASSERT_TRUE(got.ok()) << "line " << i + 1 << ": " << got.status();
-      EXPECT_EQ(*got, want) << "line " << i + 1 << " (" << f[c_kernel]
-                            << "): " << lines[i];
+      EXPECT_EQ(*got, want) << "line " << i + 1 << " (" << f[c_kernel] << "): " << lines[i];
     }
     ++checked;
   }
@@ -181,14 +174,12 @@ void ExpectMatchesRecordedH100(const std::string& csv_path) {
 // HBM3 (1116 rows: 8 register counts 12-134, static shared memory 0-40 KiB,
 // blocks of 32-1024 threads, dynamic shared memory 0-150000 B).
 TEST(OccupancyTest, MatchesDriverOnH100) {
-  ExpectMatchesRecordedH100(std::string(HABITAT_SCALING_TESTDATA_DIR) +
-                            "/h100_occupancy.csv");
+  ExpectMatchesRecordedH100(std::string(HABITAT_SCALING_TESTDATA_DIR) + "/h100_occupancy.csv");
 }
 
 // Helper H1's recording (tests/testdata/occupancy/h100.csv), once it exists.
 TEST(OccupancyTest, MatchesRecordedH100Values) {
-  const std::string csv_path =
-      std::string(HABITAT_TESTDATA_DIR) + "/occupancy/h100.csv";
+  const std::string csv_path = std::string(HABITAT_TESTDATA_DIR) + "/occupancy/h100.csv";
   if (!std::ifstream(csv_path).good()) {
     GTEST_SKIP() << csv_path << " not recorded yet";
   }

@@ -33,12 +33,12 @@ absl::Status CheckDevice(const DeviceSpec& device, const char* role) {
         absl::StrCat(role, " device '", device.id(), "': sm_count is 0"));
   }
   if (!(device.memory_bandwidth_gbps() > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        role, " device '", device.id(), "': memory_bandwidth_gbps must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, " device '", device.id(), "': memory_bandwidth_gbps must be positive"));
   }
   if (device.boost_clock_mhz() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        role, " device '", device.id(), "': boost_clock_mhz is 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, " device '", device.id(), "': boost_clock_mhz is 0"));
   }
   return absl::OkStatus();
 }
@@ -46,26 +46,22 @@ absl::Status CheckDevice(const DeviceSpec& device, const char* role) {
 absl::Status CheckKernel(const Kernel& kernel) {
   if (kernel.duration_ns() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "kernel '", kernel.name(), "': duration_ns = ", kernel.duration_ns(),
-        " is negative"));
+        "kernel '", kernel.name(), "': duration_ns = ", kernel.duration_ns(), " is negative"));
   }
   return GridBlocks(kernel).status();
 }
 
 uint64_t DramBytes(const Kernel& kernel) {
-  return kernel.counters().dram_read_bytes() +
-         kernel.counters().dram_write_bytes();
+  return kernel.counters().dram_read_bytes() + kernel.counters().dram_write_bytes();
 }
 uint64_t Flops(const Kernel& kernel) {
   const auto& c = kernel.counters();
-  return c.flop_fp64() + c.flop_fp32() + c.flop_fp16() + c.flop_bf16() +
-         c.flop_tensor();
+  return c.flop_fp64() + c.flop_fp32() + c.flop_fp16() + c.flop_bf16() + c.flop_tensor();
 }
 
 // FLOP/s the kernel's FLOPs run at on `device`.
 double PeakFlops(const Kernel& kernel, const DeviceSpec& device) {
-  if (kernel.counters().flop_tensor() > 0 &&
-      device.peak_fp16_tensor_tflops() > 0) {
+  if (kernel.counters().flop_tensor() > 0 && device.peak_fp16_tensor_tflops() > 0) {
     return device.peak_fp16_tensor_tflops() * 1e12;
   }
   return device.peak_fp32_tflops() * 1e12;
@@ -100,41 +96,38 @@ const char* ScalingBranchName(ScalingBranch branch) {
   return "unknown";
 }
 
-absl::StatusOr<ScalingConstants> ResolveScalingConstants(
-    const DeviceSpec& device, TimeBasis basis) {
+absl::StatusOr<ScalingConstants> ResolveScalingConstants(const DeviceSpec& device,
+                                                         TimeBasis basis) {
   if (!(device.memory_bandwidth_gbps() > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device '", device.id(), "': memory_bandwidth_gbps must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", device.id(), "': memory_bandwidth_gbps must be positive"));
   }
   if (device.streaming_bandwidth_gbps() < 0 || device.op_fixed_latency_ns() < 0 ||
       device.op_latency_floor_ns() < 0 || device.kernel_fixed_latency_ns() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device '", device.id(),
-        "': scaling constants (streaming_bandwidth_gbps, op_fixed_latency_ns, "
-        "op_latency_floor_ns, kernel_fixed_latency_ns) must not be negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", device.id(),
+                     "': scaling constants (streaming_bandwidth_gbps, op_fixed_latency_ns, "
+                     "op_latency_floor_ns, kernel_fixed_latency_ns) must not be negative"));
   }
   ScalingConstants c;
   if (device.streaming_bandwidth_gbps() > 0) {
     c.streaming_bandwidth_gbps = device.streaming_bandwidth_gbps();
   } else {
     c.streaming_bandwidth_is_default = true;
-    c.streaming_bandwidth_gbps =
-        device.measured_memory_bandwidth_gbps() > 0
-            ? device.measured_memory_bandwidth_gbps()
-            : device.memory_bandwidth_gbps() * kDefaultStreamingEfficiency;
+    c.streaming_bandwidth_gbps = device.measured_memory_bandwidth_gbps() > 0
+                                     ? device.measured_memory_bandwidth_gbps()
+                                     : device.memory_bandwidth_gbps() * kDefaultStreamingEfficiency;
   }
   if (basis == TimeBasis::kKernelDuration) {
     c.fixed_is_default = device.kernel_fixed_latency_ns() == 0;
-    c.fixed_ns = c.fixed_is_default ? kDefaultKernelFixedLatencyNs
-                                    : device.kernel_fixed_latency_ns();
+    c.fixed_ns =
+        c.fixed_is_default ? kDefaultKernelFixedLatencyNs : device.kernel_fixed_latency_ns();
     return c;
   }
   c.fixed_is_default = device.op_fixed_latency_ns() == 0;
-  c.fixed_ns = c.fixed_is_default ? kDefaultOpFixedLatencyNs
-                                  : device.op_fixed_latency_ns();
+  c.fixed_ns = c.fixed_is_default ? kDefaultOpFixedLatencyNs : device.op_fixed_latency_ns();
   c.floor_is_default = device.op_latency_floor_ns() == 0;
-  c.floor_ns = c.floor_is_default ? kDefaultOpLatencyFloorNs
-                                  : device.op_latency_floor_ns();
+  c.floor_ns = c.floor_is_default ? kDefaultOpLatencyFloorNs : device.op_latency_floor_ns();
   return c;
 }
 
@@ -143,8 +136,7 @@ double RooflineGamma(double intensity, double ridge_point) {
   return 0.5 * ridge_point / intensity;
 }
 
-absl::StatusOr<double> KernelGamma(const Kernel& kernel,
-                                   const DeviceSpec& device) {
+absl::StatusOr<double> KernelGamma(const Kernel& kernel, const DeviceSpec& device) {
   if (!kernel.has_counters()) return 1.0;
   const uint64_t flops = Flops(kernel);
   const uint64_t bytes = DramBytes(kernel);
@@ -152,13 +144,12 @@ absl::StatusOr<double> KernelGamma(const Kernel& kernel,
   if (bytes == 0) return 0.0;
   const double peak = PeakFlops(kernel, device);
   if (!(peak > 0) || !(device.memory_bandwidth_gbps() > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device '", device.id(),
-        "': the roofline needs peak_fp32_tflops and memory_bandwidth_gbps"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", device.id(),
+                     "': the roofline needs peak_fp32_tflops and memory_bandwidth_gbps"));
   }
   const double ridge = peak / (device.memory_bandwidth_gbps() * 1e9);
-  return RooflineGamma(static_cast<double>(flops) / static_cast<double>(bytes),
-                       ridge);
+  return RooflineGamma(static_cast<double>(flops) / static_cast<double>(bytes), ridge);
 }
 
 absl::StatusOr<int64_t> GridBlocks(const Kernel& kernel) {
@@ -178,28 +169,24 @@ absl::StatusOr<int64_t> GridBlocks(const Kernel& kernel) {
   return int64_t{kernel.grid().x()} * kernel.grid().y() * kernel.grid().z();
 }
 
-absl::StatusOr<int64_t> WaveSize(const Kernel& kernel,
-                                 const DeviceSpec& device) {
+absl::StatusOr<int64_t> WaveSize(const Kernel& kernel, const DeviceSpec& device) {
   HABITAT_RETURN_IF_ERROR(GridBlocks(kernel).status());
-  const int64_t threads =
-      int64_t{kernel.block().x()} * kernel.block().y() * kernel.block().z();
+  const int64_t threads = int64_t{kernel.block().x()} * kernel.block().y() * kernel.block().z();
   KernelResources resources;
-  resources.threads_per_block =
-      static_cast<int>(std::min<int64_t>(threads, 1 << 30));
-  resources.registers_per_thread =
-      static_cast<int>(kernel.registers_per_thread());
+  resources.threads_per_block = static_cast<int>(std::min<int64_t>(threads, 1 << 30));
+  resources.registers_per_thread = static_cast<int>(kernel.registers_per_thread());
   resources.static_shared_memory_bytes = kernel.static_shared_memory_bytes();
   resources.dynamic_shared_memory_bytes = kernel.dynamic_shared_memory_bytes();
   absl::StatusOr<int> blocks_per_sm = MaxActiveBlocksPerSm(device, resources);
   if (!blocks_per_sm.ok()) {
-    return absl::Status(blocks_per_sm.status().code(),
-                        absl::StrCat("kernel '", kernel.name(), "': ",
-                                     blocks_per_sm.status().message()));
+    return absl::Status(
+        blocks_per_sm.status().code(),
+        absl::StrCat("kernel '", kernel.name(), "': ", blocks_per_sm.status().message()));
   }
   if (*blocks_per_sm == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kernel '", kernel.name(), "' cannot be resident on device '",
-        device.id(), "' (occupancy 0 blocks per SM)"));
+    return absl::InvalidArgumentError(absl::StrCat("kernel '", kernel.name(),
+                                                   "' cannot be resident on device '", device.id(),
+                                                   "' (occupancy 0 blocks per SM)"));
   }
   return int64_t{*blocks_per_sm} * device.sm_count();
 }
@@ -210,17 +197,15 @@ bool SameComputeUnits(const DeviceSpec& a, const DeviceSpec& b) {
   };
   return !a.architecture().empty() && a.architecture() == b.architecture() &&
          a.compute_capability_major() == b.compute_capability_major() &&
-         a.compute_capability_minor() == b.compute_capability_minor() &&
-         a.sm_count() > 0 && a.sm_count() == b.sm_count() &&
-         a.boost_clock_mhz() == b.boost_clock_mhz() &&
+         a.compute_capability_minor() == b.compute_capability_minor() && a.sm_count() > 0 &&
+         a.sm_count() == b.sm_count() && a.boost_clock_mhz() == b.boost_clock_mhz() &&
          close(a.peak_fp32_tflops(), b.peak_fp32_tflops()) &&
          close(a.peak_tf32_tflops(), b.peak_tf32_tflops()) &&
          close(a.peak_fp16_tensor_tflops(), b.peak_fp16_tensor_tflops()) &&
          close(a.peak_bf16_tensor_tflops(), b.peak_bf16_tensor_tflops());
 }
 
-absl::StatusOr<KernelPrediction> PaperWaveScaling(const Kernel& kernel,
-                                                  const DeviceSpec& origin,
+absl::StatusOr<KernelPrediction> PaperWaveScaling(const Kernel& kernel, const DeviceSpec& origin,
                                                   const DeviceSpec& target) {
   HABITAT_RETURN_IF_ERROR(CheckKernel(kernel));
   HABITAT_RETURN_IF_ERROR(CheckDevice(origin, "origin"));
@@ -237,13 +222,11 @@ absl::StatusOr<KernelPrediction> PaperWaveScaling(const Kernel& kernel,
   p.target_waves = CeilDiv(blocks, wave_d);
   const double wave_ratio =
       static_cast<double>(p.target_waves) / static_cast<double>(p.origin_waves);
-  const double memory =
-      (origin.memory_bandwidth_gbps() * static_cast<double>(wave_d)) /
-      (target.memory_bandwidth_gbps() * static_cast<double>(wave_o));
-  const double clock = static_cast<double>(origin.boost_clock_mhz()) /
-                       static_cast<double>(target.boost_clock_mhz());
-  const double t = wave_ratio * std::pow(memory, gamma) *
-                   std::pow(clock, 1.0 - gamma) *
+  const double memory = (origin.memory_bandwidth_gbps() * static_cast<double>(wave_d)) /
+                        (target.memory_bandwidth_gbps() * static_cast<double>(wave_o));
+  const double clock =
+      static_cast<double>(origin.boost_clock_mhz()) / static_cast<double>(target.boost_clock_mhz());
+  const double t = wave_ratio * std::pow(memory, gamma) * std::pow(clock, 1.0 - gamma) *
                    static_cast<double>(kernel.duration_ns());
   p.predicted_ns = std::llround(t);
   return p;
@@ -267,8 +250,7 @@ absl::StatusOr<KernelPrediction> PaperWaveScaling(const Kernel& kernel,
 //   estimated from its DRAM bytes (and FLOPs) at the origin's achieved
 //   rates, and the floor carries over scaled by the GPUs' floor ratio
 //   (floors of one operator on two hosts are close to proportional).
-absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
-                                             const DeviceSpec& origin,
+absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel, const DeviceSpec& origin,
                                              const DeviceSpec& target,
                                              const ScalingOptions& options) {
   HABITAT_RETURN_IF_ERROR(CheckKernel(kernel));
@@ -296,15 +278,13 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
     bool on_floor = false;
     double roofline_work_o = 0;
     if (kernel.has_counters() && bytes > 0) {
-      roofline_work_o = static_cast<double>(bytes) /
-                        (co.streaming_bandwidth_gbps * 1e9) * 1e9;
+      roofline_work_o = static_cast<double>(bytes) / (co.streaming_bandwidth_gbps * 1e9) * 1e9;
       const double peak = PeakFlops(kernel, origin);
       if (peak > 0) {
-        roofline_work_o = std::max(
-            roofline_work_o, static_cast<double>(Flops(kernel)) / peak * 1e9);
+        roofline_work_o =
+            std::max(roofline_work_o, static_cast<double>(Flops(kernel)) / peak * 1e9);
       }
-      on_floor = work_o > kFloorWorkMargin * roofline_work_o &&
-                 t_o < kFloorBand * floor_o;
+      on_floor = work_o > kFloorWorkMargin * roofline_work_o && t_o < kFloorBand * floor_o;
     } else {
       on_floor = t_o <= kFloorBandWithoutCounters * floor_o;
     }
@@ -322,8 +302,8 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
   // takes. A kernel that moves little data for its time (batch norm on small
   // tensors, pooling, latency-bound kernels) is not sped up by a faster
   // memory, whatever its FLOP intensity (see docs/kernel_alike_accuracy.md).
-  const uint64_t known_bytes = kernel.has_counters() ? DramBytes(kernel)
-                                                     : options.estimated_dram_bytes.value_or(0);
+  const uint64_t known_bytes =
+      kernel.has_counters() ? DramBytes(kernel) : options.estimated_dram_bytes.value_or(0);
   if (options.gamma_from_achieved_bandwidth && p.branch == ScalingBranch::kWorkScaled &&
       known_bytes > 0 && work_o > 0) {
     const double streaming_ns = static_cast<double>(known_bytes) / co.streaming_bandwidth_gbps;
@@ -335,12 +315,10 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel,
   p.gamma = gamma;
 
   const double memory = co.streaming_bandwidth_gbps / cd.streaming_bandwidth_gbps;
-  const double compute =
-      static_cast<double>(waves.target) / static_cast<double>(waves.origin) *
-      static_cast<double>(origin.boost_clock_mhz()) /
-      static_cast<double>(target.boost_clock_mhz());
-  const double work_d =
-      work_o * std::pow(memory, gamma) * std::pow(compute, 1.0 - gamma);
+  const double compute = static_cast<double>(waves.target) / static_cast<double>(waves.origin) *
+                         static_cast<double>(origin.boost_clock_mhz()) /
+                         static_cast<double>(target.boost_clock_mhz());
+  const double work_d = work_o * std::pow(memory, gamma) * std::pow(compute, 1.0 - gamma);
   double t_d = static_cast<double>(cd.fixed_ns) + work_d;
   if (floor_d > t_d) {
     t_d = floor_d;

@@ -93,8 +93,8 @@ inline constexpr int64_t kDefaultOpLatencyFloorNs = 31'000;
 // GPU of a pair is measured: a 1.5 us kernel would be predicted at ~0.
 inline constexpr int64_t kDefaultKernelFixedLatencyNs = 1'350;
 
-absl::StatusOr<ScalingConstants> ResolveScalingConstants(
-    const habitat::v1::DeviceSpec& device, TimeBasis basis);
+absl::StatusOr<ScalingConstants> ResolveScalingConstants(const habitat::v1::DeviceSpec& device,
+                                                         TimeBasis basis);
 
 // Eq. 3 of the paper: the share of a kernel's time that scales with memory
 // bandwidth, from its arithmetic intensity x (FLOP per DRAM byte) and the
@@ -125,13 +125,14 @@ bool SameComputeUnits(const habitat::v1::DeviceSpec& a, const habitat::v1::Devic
 // Eq. 2, unchanged from the paper:
 //   T_d = ceil(B/W_d)/ceil(B/W_o) * (D_o W_d / (D_d W_o))^g * (C_o/C_d)^(1-g) * T_o
 // with datasheet bandwidth D and boost clock C, g = KernelGamma on the target.
-absl::StatusOr<KernelPrediction> PaperWaveScaling(
-    const habitat::v1::Kernel& kernel, const habitat::v1::DeviceSpec& origin,
-    const habitat::v1::DeviceSpec& target);
+absl::StatusOr<KernelPrediction> PaperWaveScaling(const habitat::v1::Kernel& kernel,
+                                                  const habitat::v1::DeviceSpec& origin,
+                                                  const habitat::v1::DeviceSpec& target);
 
 // Our model (see the .cc for the equations).
-absl::StatusOr<KernelPrediction> ScaleKernel(
-    const habitat::v1::Kernel& kernel, const habitat::v1::DeviceSpec& origin,
-    const habitat::v1::DeviceSpec& target, const ScalingOptions& options = {});
+absl::StatusOr<KernelPrediction> ScaleKernel(const habitat::v1::Kernel& kernel,
+                                             const habitat::v1::DeviceSpec& origin,
+                                             const habitat::v1::DeviceSpec& target,
+                                             const ScalingOptions& options = {});
 
 }  // namespace habitat

@@ -60,8 +60,7 @@ TEST(PaperWaveScalingTest, MemoryBoundEq2ByHand) {
   // the A100. gamma = 1 (no counters):
   //   T_d = 2/2 * (900 * 864) / (1555 * 640) * 100000
   //       = 777600 / 995200 * 100000 = 78135.048 -> 78135 ns.
-  auto p = PaperWaveScaling(MakeKernel(1000, 100000), testing::V100(),
-                            testing::A100());
+  auto p = PaperWaveScaling(MakeKernel(1000, 100000), testing::V100(), testing::A100());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->predicted_ns, 78135);
   EXPECT_EQ(p->origin_waves, 2);
@@ -74,8 +73,7 @@ TEST(PaperWaveScalingTest, PartialWaveQuantization) {
   // B = 700: 2 waves on the V100 (640 per wave), 1 on the A100 (864), so
   // the time halves on top of the per-wave factor:
   //   T_d = 1/2 * 0.78135048 * 100000 = 39067.52 -> 39068 ns.
-  auto p = PaperWaveScaling(MakeKernel(700, 100000), testing::V100(),
-                            testing::A100());
+  auto p = PaperWaveScaling(MakeKernel(700, 100000), testing::V100(), testing::A100());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->predicted_ns, 39068);
   EXPECT_EQ(p->origin_waves, 2);
@@ -109,8 +107,7 @@ TEST(PaperWaveScalingTest, RejectsBadKernels) {
   s = PaperWaveScaling(k, testing::V100(), testing::A100()).status();
   EXPECT_THAT(s.message(), HasSubstr("block.z"));
 
-  s = PaperWaveScaling(MakeKernel(1000, -1), testing::V100(), testing::A100())
-          .status();
+  s = PaperWaveScaling(MakeKernel(1000, -1), testing::V100(), testing::A100()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("duration_ns"));
 
@@ -124,8 +121,7 @@ TEST(PaperWaveScalingTest, RejectsBadKernels) {
 
   auto broken = testing::A100();
   broken.set_memory_bandwidth_gbps(0);
-  s = PaperWaveScaling(MakeKernel(1000, 100000), testing::V100(), broken)
-          .status();
+  s = PaperWaveScaling(MakeKernel(1000, 100000), testing::V100(), broken).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("memory_bandwidth_gbps"));
 }
@@ -305,17 +301,14 @@ TEST(ScaleKernelTest, GammaFromAchievedBandwidth) {
 }
 
 TEST(ScaleKernelTest, RejectsBadInput) {
-  auto s = ScaleKernel(MakeKernel(0, 100), testing::V100(), testing::A100())
-               .status();
+  auto s = ScaleKernel(MakeKernel(0, 100), testing::V100(), testing::A100()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("grid.x"));
-  s = ScaleKernel(MakeKernel(10, -5), testing::V100(), testing::A100())
-          .status();
+  s = ScaleKernel(MakeKernel(10, -5), testing::V100(), testing::A100()).status();
   EXPECT_THAT(s.message(), HasSubstr("duration_ns"));
   auto bad = testing::A100();
   bad.set_op_latency_floor_ns(-1);
-  s = ScaleKernel(MakeKernel(10, 100), testing::V100(), bad, kHostTimed)
-          .status();
+  s = ScaleKernel(MakeKernel(10, 100), testing::V100(), bad, kHostTimed).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("op_latency_floor_ns"));
 }

@@ -158,9 +158,17 @@ absl::StatusOr<std::unique_ptr<PostgresTestServer>> PostgresTestServer::Start() 
 
   // initdb, as the unprivileged user; --no-sync: a test cluster need not
   // survive power loss.
-  const std::vector<std::string> initdb = {
-      server->bin_ + "/initdb", "-D", server->data_dir_, "-U", "habitat", "--auth=trust",
-      "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C"};
+  const std::vector<std::string> initdb = {server->bin_ + "/initdb",
+                                           "-D",
+                                           server->data_dir_,
+                                           "-U",
+                                           "habitat",
+                                           "--auth=trust",
+                                           "--no-sync",
+                                           "--no-instructions",
+                                           "-E",
+                                           "UTF8",
+                                           "--locale=C"};
   const pid_t pid = Spawn(initdb, server->dir_ + "/initdb.log", server->dir_, server->switch_user_,
                           server->uid_, server->gid_, SIGKILL);
   if (pid < 0) return absl::UnavailableError("fork failed");
@@ -174,10 +182,23 @@ absl::StatusOr<std::unique_ptr<PostgresTestServer>> PostgresTestServer::Start() 
 }
 
 absl::Status PostgresTestServer::Launch() {
-  const std::vector<std::string> args = {
-      bin_ + "/postgres", "-D", data_dir_, "-p", absl::StrCat(port_), "-k", socket_dir_,
-      "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "shared_buffers=16MB",
-      "-c", "max_connections=60", "-c", "logging_collector=off"};
+  const std::vector<std::string> args = {bin_ + "/postgres",
+                                         "-D",
+                                         data_dir_,
+                                         "-p",
+                                         absl::StrCat(port_),
+                                         "-k",
+                                         socket_dir_,
+                                         "-c",
+                                         "listen_addresses=127.0.0.1",
+                                         "-c",
+                                         "fsync=off",
+                                         "-c",
+                                         "shared_buffers=16MB",
+                                         "-c",
+                                         "max_connections=60",
+                                         "-c",
+                                         "logging_collector=off"};
   const std::string log_path = dir_ + "/server.log";
   // SIGQUIT on the test's death: PostgreSQL's immediate shutdown.
   pid_ = Spawn(args, log_path, dir_, switch_user_, uid_, gid_, SIGQUIT);

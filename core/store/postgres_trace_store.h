@@ -64,8 +64,7 @@ class PostgresTraceStore : public TraceStore {
   absl::Status Error(const char* operation, const std::string& detail) const;
   // After an INSERT that changed nothing: OK if the tenant had the trace,
   // else the quota's RESOURCE_EXHAUSTED.
-  absl::Status WhyNotInserted(Lease& lease, const std::string& tenant,
-                              const EncodedTrace& encoded);
+  absl::Status WhyNotInserted(Lease& lease, const std::string& tenant, const EncodedTrace& encoded);
 
   const std::string conninfo_;
   // Where, for messages: host, port, database, user.

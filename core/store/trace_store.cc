@@ -39,8 +39,8 @@ bool IsStorableTenant(const std::string& tenant) {
 absl::Status MakeDirectory(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     const int error = errno;
-    return ErrnoStatus(error, absl::StrCat("cannot create trace directory '", dir,
-                                           "': ", std::strerror(error)));
+    return ErrnoStatus(
+        error, absl::StrCat("cannot create trace directory '", dir, "': ", std::strerror(error)));
   }
   return absl::OkStatus();
 }
@@ -200,8 +200,8 @@ absl::StatusOr<StoredTrace> DirectoryTraceStore::Put(const std::string& tenant,
   const timespec times[2] = {stamp, stamp};
   if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
     const int error = errno;
-    return ErrnoStatus(error, absl::StrCat("cannot set the time of '", path,
-                                           "': ", std::strerror(error)));
+    return ErrnoStatus(error,
+                       absl::StrCat("cannot set the time of '", path, "': ", std::strerror(error)));
   }
   return StoredTrace{id, true};
 }

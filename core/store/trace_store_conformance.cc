@@ -187,9 +187,9 @@ TEST_P(TraceStoreConformanceTest, TenantQuotaBoundsTheTracesOfEachTenant) {
 TEST_P(TraceStoreConformanceTest, TenantQuotaBoundsTheBytesOfEachTenant) {
   const std::vector<v1::Trace> traces = RealTraces(3);
   TraceStoreOptions options;
-  options.quota = {.max_traces = 0,
-                   .max_bytes = static_cast<int64_t>(traces[0].ByteSizeLong() +
-                                                     traces[1].ByteSizeLong())};
+  options.quota = {
+      .max_traces = 0,
+      .max_bytes = static_cast<int64_t>(traces[0].ByteSizeLong() + traces[1].ByteSizeLong())};
   auto store = Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Put("alpha", traces[0]).ok());

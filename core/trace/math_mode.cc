@@ -31,10 +31,9 @@ bool HasAny(absl::string_view s, std::initializer_list<absl::string_view> needle
 // transposes bf16 to fp32 and back around a TF32 engine).
 bool IsMathKernel(absl::string_view lower) {
   if (HasAny(lower, {"init_device_workspace", "reduce"})) return false;
-  return HasAny(lower, {"gemm", "gemv", "_xmma_", "fprop", "dgrad", "wgrad",
-                        "fft", "winograd", "convolve", "scudnn", "hcudnn",
-                        "884cudnn", "1688cudnn", "fmha", "flash_fwd",
-                        "flash_bwd", "sdpa", "attention"});
+  return HasAny(lower, {"gemm", "gemv", "_xmma_", "fprop", "dgrad", "wgrad", "fft", "winograd",
+                        "convolve", "scudnn", "hcudnn", "884cudnn", "1688cudnn", "fmha",
+                        "flash_fwd", "flash_bwd", "sdpa", "attention"});
 }
 
 // cuBLAS's Hopper+ kernels, e.g. nvjet_sm90_tst_128x128_64x6_4x2_h_bz_NNT:
@@ -68,8 +67,7 @@ struct Tally {
   std::array<int64_t, 6> ns{};
   int64_t operator[](KernelMath k) const { return ns[static_cast<int>(k)]; }
   int64_t half() const {
-    return (*this)[KernelMath::kFp16] + (*this)[KernelMath::kBf16] +
-           (*this)[KernelMath::kHalf];
+    return (*this)[KernelMath::kFp16] + (*this)[KernelMath::kBf16] + (*this)[KernelMath::kHalf];
   }
   int64_t full() const { return (*this)[KernelMath::kFp32] + (*this)[KernelMath::kTf32]; }
   void Add(const Tally& o) {
@@ -111,9 +109,8 @@ absl::string_view BareName(absl::string_view name) {
 // tests/testdata run fp16 LSTM kernels.
 bool IsRnn(absl::string_view name) {
   const absl::string_view bare = BareName(name);
-  return bare == "lstm" || bare == "gru" || bare == "rnn_tanh" ||
-         bare == "rnn_relu" || bare == "_cudnn_rnn" ||
-         absl::StartsWith(bare, "CudnnRnnBackward");
+  return bare == "lstm" || bare == "gru" || bare == "rnn_tanh" || bare == "rnn_relu" ||
+         bare == "_cudnn_rnn" || absl::StartsWith(bare, "CudnnRnnBackward");
 }
 
 enum class Family { kMatmul, kCudnn, kOther };
@@ -122,8 +119,7 @@ enum class Family { kMatmul, kCudnn, kOther };
 Family FamilyOf(absl::string_view name) {
   if (ClassifyOperation(name) != OpKind::kKernelVarying) return Family::kOther;
   const absl::string_view bare = BareName(name);
-  if (IsRnn(name) || absl::StrContains(bare, "conv") ||
-      absl::StrContains(bare, "Convolution")) {
+  if (IsRnn(name) || absl::StrContains(bare, "conv") || absl::StrContains(bare, "Convolution")) {
     return Family::kCudnn;
   }
   if (HasAny(bare, {"attention", "ScaledDotProduct", "transformer_encoder"})) {
@@ -131,7 +127,6 @@ Family FamilyOf(absl::string_view name) {
   }
   return Family::kMatmul;
 }
-
 
 // The half type of the op's tensor arguments (the more frequent one).
 std::optional<MathMode> HalfOfTensors(const Operation& op) {
@@ -213,8 +208,8 @@ KernelMath ClassifyKernelMath(absl::string_view kernel_name) {
   if (absl::StrContains(s, "cudnn_generated") && absl::StrContains(s, "f16")) {
     return KernelMath::kHalf;
   }
-  if (HasAny(s, {"f16", "fp16", "__half", "half_t", "h884", "h1688", "h16816",
-                 "hmma", "hgemm", "hcudnn", "s884"})) {
+  if (HasAny(s, {"f16", "fp16", "__half", "half_t", "h884", "h1688", "h16816", "hmma", "hgemm",
+                 "hcudnn", "s884"})) {
     return KernelMath::kFp16;
   }
   // Tensor-core instruction shapes on fp32 elements: TF32
@@ -224,8 +219,7 @@ KernelMath ClassifyKernelMath(absl::string_view kernel_name) {
   // cutlass_80_simt_sgemm, volta_scudnn, implicit_convolve_sgemm<float>,
   // fft2d_r2c_32x32<float>, fmha_cutlassF_f32 (PyTorch's memory-efficient
   // attention on fp32 inputs).
-  if (HasAny(s, {"f32", "fp32", "ffma", "sgemm", "scudnn", "simt", "<float",
-                 "float,", "fft"})) {
+  if (HasAny(s, {"f32", "fp32", "ffma", "sgemm", "scudnn", "simt", "<float", "float,", "fft"})) {
     return KernelMath::kFp32;
   }
   return KernelMath::kNone;

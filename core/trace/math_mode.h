@@ -46,8 +46,7 @@ struct OpMathMode {
 //  3. The trace's TF32 setting for the family (MathSettings, else
 //     `precision` TF32).
 //  4. PyTorch's defaults: fp32 matmuls, TF32 cuDNN.
-OpMathMode InferOpMathMode(const v1::Trace& trace, const v1::Operation& op,
-                           bool cudnn_family);
+OpMathMode InferOpMathMode(const v1::Trace& trace, const v1::Operation& op, bool cudnn_family);
 
 // "fp32", "tf32", "fp16", "bf16".
 absl::string_view MathModeName(MathMode mode);

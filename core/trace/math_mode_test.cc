@@ -210,8 +210,8 @@ absl::string_view Bare(absl::string_view name) {
 
 bool IsCudnnFamily(const Operation& op) {
   const absl::string_view n = Bare(op.name());
-  return absl::StrContains(n, "conv") || absl::StrContains(n, "Convolution") ||
-         n == "lstm" || n == "gru" || absl::StartsWith(n, "CudnnRnn");
+  return absl::StrContains(n, "conv") || absl::StrContains(n, "Convolution") || n == "lstm" ||
+         n == "gru" || absl::StartsWith(n, "CudnnRnn");
 }
 
 bool IsRnn(const Operation& op) {
@@ -250,12 +250,12 @@ class CaptureTest : public ::testing::TestWithParam<Capture> {
 
 TEST(CapturesTest, AreCommitted) {
   const auto captures = ListCaptures();
-  EXPECT_GE(std::count_if(captures.begin(), captures.end(),
-                          [](const Capture& c) { return c.kineto; }),
-            50);
-  EXPECT_GE(std::count_if(captures.begin(), captures.end(),
-                          [](const Capture& c) { return !c.kineto; }),
-            100);
+  EXPECT_GE(
+      std::count_if(captures.begin(), captures.end(), [](const Capture& c) { return c.kineto; }),
+      50);
+  EXPECT_GE(
+      std::count_if(captures.begin(), captures.end(), [](const Capture& c) { return !c.kineto; }),
+      100);
 }
 
 // The captures ran with cuBLAS TF32 off: no fp32 matmul ran a TF32 kernel,
@@ -270,8 +270,7 @@ TEST_P(CaptureTest, KernelNamesAgreeWithTheRecordedSettings) {
           EXPECT_TRUE(IsCudnnFamily(op)) << op.name() << ": " << k.name();
         }
         if (!GetParam().bf16) {
-          EXPECT_TRUE(m == KernelMath::kNone || m == KernelMath::kFp32 ||
-                      m == KernelMath::kTf32)
+          EXPECT_TRUE(m == KernelMath::kNone || m == KernelMath::kFp32 || m == KernelMath::kTf32)
               << op.name() << ": " << k.name();
         }
       }
@@ -286,8 +285,7 @@ TEST_P(CaptureTest, EveryKernelVaryingOpGetsTheModeItsCaptureRan) {
     ++ops;
     const bool cudnn = IsCudnnFamily(op);
     const OpMathMode m = InferOpMathMode(trace(), op, cudnn);
-    SCOPED_TRACE(op.name() + " -> " + std::string(MathModeName(m.mode)) + " (" + m.evidence +
-                 ")");
+    SCOPED_TRACE(op.name() + " -> " + std::string(MathModeName(m.mode)) + " (" + m.evidence + ")");
     if (HasMathKernels(op)) {
       EXPECT_EQ(m.evidence, kEvidenceKernelNames);
     }
@@ -379,8 +377,8 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CaptureTest);
 // forward on a TF32 engine through fp32 copies of the bf16 tensors and its
 // backward on bf16 kernels: it is a bf16 operation.
 TEST(CaptureRuleTest, HalfKernelsWinOverTf32InTheSameOp) {
-  const Trace& t = LoadCapture(
-      {"", kDir + "/agent_suite/h100/inception_v3_b16_bf16.trace.gz", false, true});
+  const Trace& t =
+      LoadCapture({"", kDir + "/agent_suite/h100/inception_v3_b16_bf16.trace.gz", false, true});
   int seen = 0;
   for (const Operation& op : t.operations()) {
     if (op.name() != "aten::conv2d" || !PassHas(op.forward(), KernelMath::kTf32)) continue;
@@ -396,8 +394,8 @@ TEST(CaptureRuleTest, HalfKernelsWinOverTf32InTheSameOp) {
 
 // The predictor calls the rule per operation; it must stay cheap.
 TEST(CaptureRuleTest, CostPerTrace) {
-  const Trace& t = LoadCapture(
-      {"", kDir + "/agent_suite/h100/resnet50_b64_fp32.trace.gz", false, false});
+  const Trace& t =
+      LoadCapture({"", kDir + "/agent_suite/h100/resnet50_b64_fp32.trace.gz", false, false});
   const auto start = std::chrono::steady_clock::now();
   int varying = 0;
   for (const Operation& op : t.operations()) {
@@ -461,8 +459,8 @@ TEST(MathModeRuleTest, KernelNamesComeFirstForwardThenBackward) {
   t.mutable_math()->set_source("recorded");
   ExpectMode(t, Op("aten::linear", {"float"}, {kSimt}, {kTf32Gemm}), false, MathMode::kFp32,
              kEvidenceKernelNames);
-  ExpectMode(t, Op("aten::linear", {"float"}, {"elementwise"}, {kTf32Gemm}), false,
-             MathMode::kTf32, kEvidenceKernelNames);
+  ExpectMode(t, Op("aten::linear", {"float"}, {"elementwise"}, {kTf32Gemm}), false, MathMode::kTf32,
+             kEvidenceKernelNames);
   // Half kernels anywhere in the op decide.
   ExpectMode(t, Op("aten::conv2d", {"c10::BFloat16"}, {kTf32Gemm}, {kBf16Gemm}), true,
              MathMode::kBf16, kEvidenceKernelNames);
@@ -470,10 +468,10 @@ TEST(MathModeRuleTest, KernelNamesComeFirstForwardThenBackward) {
 
 TEST(MathModeRuleTest, AmbiguousHalfKernelsTakeTheDtypeFromContext) {
   Trace t;
-  ExpectMode(t, Op("aten::scaled_dot_product_attention", {"c10::BFloat16"}, {kHalfSdpa}),
-             false, MathMode::kBf16, kEvidenceTensorDtypes);
-  ExpectMode(t, Op("aten::scaled_dot_product_attention", {}, {kHalfSdpa}), false,
-             MathMode::kFp16, kEvidenceKernelNames);
+  ExpectMode(t, Op("aten::scaled_dot_product_attention", {"c10::BFloat16"}, {kHalfSdpa}), false,
+             MathMode::kBf16, kEvidenceTensorDtypes);
+  ExpectMode(t, Op("aten::scaled_dot_product_attention", {}, {kHalfSdpa}), false, MathMode::kFp16,
+             kEvidenceKernelNames);
   t.set_precision(v1::PRECISION_AMP_BF16);
   ExpectMode(t, Op("aten::scaled_dot_product_attention", {"float"}, {kHalfSdpa}), false,
              MathMode::kBf16, kEvidenceRecordedSettings);
@@ -488,11 +486,9 @@ TEST(MathModeRuleTest, AutocastCastsKernelVaryingOpsAndRnnsToFp16) {
   // Autocast recasts fp16 activations too (GNMT's linear after its LSTM).
   ExpectMode(t, Op("aten::linear", {"c10::Half", "float"}, {}), false, MathMode::kBf16,
              kEvidenceRecordedSettings);
-  ExpectMode(t, Op("aten::lstm", {"float"}, {}), true, MathMode::kFp16,
-             kEvidenceRecordedSettings);
+  ExpectMode(t, Op("aten::lstm", {"float"}, {}), true, MathMode::kFp16, kEvidenceRecordedSettings);
   // Not cast by autocast: dtypes decide.
-  ExpectMode(t, Op("aten::add", {"c10::Half"}, {}), false, MathMode::kFp16,
-             kEvidenceTensorDtypes);
+  ExpectMode(t, Op("aten::add", {"c10::Half"}, {}), false, MathMode::kFp16, kEvidenceTensorDtypes);
   // Recorded "no autocast" overrides the trace's precision label.
   t.mutable_math()->set_autocast_dtype("");
   t.set_precision(v1::PRECISION_AMP_FP16);
@@ -509,24 +505,19 @@ TEST(MathModeRuleTest, SettingsPickTheFamilysTf32Switch) {
   m->set_matmul_tf32(true);
   m->set_cudnn_tf32(false);
   m->set_source("recorded");
-  ExpectMode(t, Op("aten::bmm", {"float"}, {}), false, MathMode::kTf32,
-             kEvidenceRecordedSettings);
+  ExpectMode(t, Op("aten::bmm", {"float"}, {}), false, MathMode::kTf32, kEvidenceRecordedSettings);
   ExpectMode(t, Op("aten::conv2d", {"float"}, {}), true, MathMode::kFp32,
              kEvidenceRecordedSettings);
   m->set_source("inferred");
   m->clear_cudnn_tf32();  // no evidence: PyTorch's default
-  ExpectMode(t, Op("aten::bmm", {"float"}, {}), false, MathMode::kTf32,
-             kEvidenceInferredSettings);
-  ExpectMode(t, Op("aten::conv2d", {"float"}, {}), true, MathMode::kTf32,
-             kEvidencePyTorchDefaults);
+  ExpectMode(t, Op("aten::bmm", {"float"}, {}), false, MathMode::kTf32, kEvidenceInferredSettings);
+  ExpectMode(t, Op("aten::conv2d", {"float"}, {}), true, MathMode::kTf32, kEvidencePyTorchDefaults);
   m->clear_matmul_tf32();
   m->set_float32_matmul_precision("medium");
-  ExpectMode(t, Op("aten::mm", {"float"}, {}), false, MathMode::kTf32,
-             kEvidenceInferredSettings);
+  ExpectMode(t, Op("aten::mm", {"float"}, {}), false, MathMode::kTf32, kEvidenceInferredSettings);
   t.clear_math();
   t.set_precision(v1::PRECISION_TF32);
-  ExpectMode(t, Op("aten::mm", {"float"}, {}), false, MathMode::kTf32,
-             kEvidenceRecordedSettings);
+  ExpectMode(t, Op("aten::mm", {"float"}, {}), false, MathMode::kTf32, kEvidenceRecordedSettings);
   t.set_precision(v1::PRECISION_BF16);  // a bf16 model, no dtypes recorded
   ExpectMode(t, Op("aten::mm", {}, {}), false, MathMode::kBf16, kEvidenceRecordedSettings);
 }

@@ -6,17 +6,17 @@ namespace habitat {
 namespace {
 
 TEST(OpClassificationTest, MatrixAndConvolutionOpsVaryByArchitecture) {
-  for (const char* name : {"aten::conv2d", "aten::linear", "aten::addmm", "aten::bmm",
-                           "aten::matmul", "aten::lstm", "aten::scaled_dot_product_attention",
-                           "aten::conv_transpose2d", "aten::_cudnn_rnn"}) {
+  for (const char* name :
+       {"aten::conv2d", "aten::linear", "aten::addmm", "aten::bmm", "aten::matmul", "aten::lstm",
+        "aten::scaled_dot_product_attention", "aten::conv_transpose2d", "aten::_cudnn_rnn"}) {
     EXPECT_EQ(ClassifyOperation(name), OpKind::kKernelVarying) << name;
   }
 }
 
 TEST(OpClassificationTest, ElementwiseAndNormalisationOpsAreKernelAlike) {
-  for (const char* name : {"aten::relu", "aten::add_", "aten::batch_norm", "aten::softmax",
-                           "aten::layer_norm", "aten::max_pool2d", "aten::dropout",
-                           "aten::_foreach_add_", "aten::mmx"}) {
+  for (const char* name :
+       {"aten::relu", "aten::add_", "aten::batch_norm", "aten::softmax", "aten::layer_norm",
+        "aten::max_pool2d", "aten::dropout", "aten::_foreach_add_", "aten::mmx"}) {
     EXPECT_EQ(ClassifyOperation(name), OpKind::kKernelAlike) << name;
   }
 }

@@ -107,9 +107,10 @@ std::optional<Inferred<v1::Precision>> InferPrecision(const v1::Trace& trace) {
   if (inputs == 0) return std::nullopt;
   const auto [precision, agreeing] = MostCommon(dtypes);
   if (2 * agreeing <= inputs) return std::nullopt;
-  return Inferred<v1::Precision>{precision,
-                                 absl::StrCat("the data type of ", agreeing, " of ", inputs,
-                                              " kernel-varying op inputs (matrix multiplies, convolutions, RNNs, attention)")};
+  return Inferred<v1::Precision>{
+      precision,
+      absl::StrCat("the data type of ", agreeing, " of ", inputs,
+                   " kernel-varying op inputs (matrix multiplies, convolutions, RNNs, attention)")};
 }
 
 }  // namespace habitat

@@ -34,19 +34,18 @@ bool IsBidiControl(const std::string& s, size_t i) {
 
 // Names end up in tables, JSON and metric labels: require printable UTF-8
 // without control characters and a bounded length.
-absl::Status CheckName(const std::string& field, const std::string& name,
-                       const TraceLimits& limits, bool required) {
+absl::Status CheckName(const std::string& field, const std::string& name, const TraceLimits& limits,
+                       bool required) {
   if (required && name.empty()) return Invalid(field, "must not be empty");
   if (static_cast<int64_t>(name.size()) > limits.max_name_bytes) {
-    return Invalid(field, absl::StrCat("is ", name.size(),
-                                       " bytes; the limit is ",
-                                       limits.max_name_bytes));
+    return Invalid(
+        field, absl::StrCat("is ", name.size(), " bytes; the limit is ", limits.max_name_bytes));
   }
   for (size_t i = 0; i < name.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(name[i]);
     if (c < 0x20 || c == 0x7f) {
-      return Invalid(field, absl::StrCat("contains control character 0x",
-                                         absl::Hex(c), " at byte ", i));
+      return Invalid(field,
+                     absl::StrCat("contains control character 0x", absl::Hex(c), " at byte ", i));
     }
     if (IsBidiControl(name, i)) {
       return Invalid(field, absl::StrCat("contains a bidirectional text control at byte ", i,
@@ -69,12 +68,11 @@ absl::Status CheckName(const std::string& field, const std::string& name,
   return absl::OkStatus();
 }
 
-absl::Status CheckDuration(const std::string& field, int64_t ns,
-                           const TraceLimits& limits) {
+absl::Status CheckDuration(const std::string& field, int64_t ns, const TraceLimits& limits) {
   if (ns < 0) return Invalid(field, absl::StrCat("must be >= 0 (got ", ns, ")"));
   if (ns > limits.max_duration_ns) {
-    return Invalid(field, absl::StrCat("is ", ns, " ns, above the limit of ",
-                                       limits.max_duration_ns, " ns"));
+    return Invalid(
+        field, absl::StrCat("is ", ns, " ns, above the limit of ", limits.max_duration_ns, " ns"));
   }
   return absl::OkStatus();
 }
@@ -88,28 +86,29 @@ absl::Status CheckOffset(const std::string& field, int64_t ns, const TraceLimits
   const int64_t low = may_be_negative ? -limits.max_duration_ns : 0;
   if (ns < low) return Invalid(field, absl::StrCat("must be >= ", low, " (got ", ns, ")"));
   if (ns > limits.max_duration_ns) {
-    return Invalid(field, absl::StrCat("is ", ns, " ns after the iteration start, above the "
-                                       "limit of ", limits.max_duration_ns, " ns"));
+    return Invalid(field, absl::StrCat("is ", ns,
+                                       " ns after the iteration start, above the "
+                                       "limit of ",
+                                       limits.max_duration_ns, " ns"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckKernel(const std::string& field, const Kernel& kernel,
                          const TraceLimits& limits) {
-  HABITAT_RETURN_IF_ERROR(
-      CheckName(field + ".name", kernel.name(), limits, /*required=*/true));
+  HABITAT_RETURN_IF_ERROR(CheckName(field + ".name", kernel.name(), limits, /*required=*/true));
   const auto& g = kernel.grid();
   const auto& b = kernel.block();
   if (g.x() == 0 || g.y() == 0 || g.z() == 0) {
-    return Invalid(field + ".grid", absl::StrCat("must be >= 1 in each dimension (got ",
-                                                 g.x(), "x", g.y(), "x", g.z(), ")"));
+    return Invalid(field + ".grid", absl::StrCat("must be >= 1 in each dimension (got ", g.x(), "x",
+                                                 g.y(), "x", g.z(), ")"));
   }
   if (g.y() > 65535 || g.z() > 65535 || g.x() > 2147483647u) {
     return Invalid(field + ".grid", "exceeds CUDA's grid limits (2^31-1 x 65535 x 65535)");
   }
   if (b.x() == 0 || b.y() == 0 || b.z() == 0) {
-    return Invalid(field + ".block", absl::StrCat("must be >= 1 in each dimension (got ",
-                                                  b.x(), "x", b.y(), "x", b.z(), ")"));
+    return Invalid(field + ".block", absl::StrCat("must be >= 1 in each dimension (got ", b.x(),
+                                                  "x", b.y(), "x", b.z(), ")"));
   }
   const uint64_t threads = uint64_t{b.x()} * b.y() * b.z();
   if (threads > 1024) {
@@ -120,12 +119,12 @@ absl::Status CheckKernel(const std::string& field, const Kernel& kernel,
     return Invalid(field + ".registers_per_thread",
                    absl::StrCat("must be <= 255 (got ", kernel.registers_per_thread(), ")"));
   }
-  const uint64_t smem = uint64_t{kernel.static_shared_memory_bytes()} +
-                        kernel.dynamic_shared_memory_bytes();
+  const uint64_t smem =
+      uint64_t{kernel.static_shared_memory_bytes()} + kernel.dynamic_shared_memory_bytes();
   if (smem > (1u << 20)) {
-    return Invalid(field + ".dynamic_shared_memory_bytes",
-                   absl::StrCat("static + dynamic shared memory of ", smem,
-                                " bytes exceeds any GPU's limit"));
+    return Invalid(
+        field + ".dynamic_shared_memory_bytes",
+        absl::StrCat("static + dynamic shared memory of ", smem, " bytes exceeds any GPU's limit"));
   }
   HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".duration_ns", kernel.duration_ns(), limits));
   HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".start_ns", kernel.start_ns(), limits, false));
@@ -139,32 +138,30 @@ absl::Status CheckMemory(const std::string& field, const MemoryActivity& memory,
   return CheckOffset(field + ".launch_ns", memory.launch_ns(), limits, true);
 }
 
-absl::Status CheckPass(const std::string& field, const Pass& pass,
-                       const TraceLimits& limits, int64_t* total_kernels) {
+absl::Status CheckPass(const std::string& field, const Pass& pass, const TraceLimits& limits,
+                       int64_t* total_kernels) {
   HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".time_ns", pass.time_ns(), limits));
-  HABITAT_RETURN_IF_ERROR(
-      CheckDuration(field + ".rerun_time_ns", pass.rerun_time_ns(), limits));
-  HABITAT_RETURN_IF_ERROR(
-      CheckName(field + ".recorded_name", pass.recorded_name(), limits, false));
+  HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".rerun_time_ns", pass.rerun_time_ns(), limits));
+  HABITAT_RETURN_IF_ERROR(CheckName(field + ".recorded_name", pass.recorded_name(), limits, false));
   if (pass.kernels_size() > limits.max_kernels_per_pass) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".kernels has ", pass.kernels_size(),
-        " kernels; the limit (max_kernels_per_pass) is ", limits.max_kernels_per_pass));
+    return absl::InvalidArgumentError(absl::StrCat(field, ".kernels has ", pass.kernels_size(),
+                                                   " kernels; the limit (max_kernels_per_pass) is ",
+                                                   limits.max_kernels_per_pass));
   }
   if (pass.memory_size() > limits.max_memory_activities_per_pass) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".memory has ", pass.memory_size(),
-        " memory activities; the limit (max_memory_activities_per_pass) is ",
-        limits.max_memory_activities_per_pass));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".memory has ", pass.memory_size(),
+                     " memory activities; the limit (max_memory_activities_per_pass) is ",
+                     limits.max_memory_activities_per_pass));
   }
   *total_kernels += pass.kernels_size() + pass.memory_size();
   for (int i = 0; i < pass.kernels_size(); ++i) {
-    HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat(field, ".kernels[", i, "]"),
-                                        pass.kernels(i), limits));
+    HABITAT_RETURN_IF_ERROR(
+        CheckKernel(absl::StrCat(field, ".kernels[", i, "]"), pass.kernels(i), limits));
   }
   for (int i = 0; i < pass.memory_size(); ++i) {
-    HABITAT_RETURN_IF_ERROR(CheckMemory(absl::StrCat(field, ".memory[", i, "]"),
-                                        pass.memory(i), limits));
+    HABITAT_RETURN_IF_ERROR(
+        CheckMemory(absl::StrCat(field, ".memory[", i, "]"), pass.memory(i), limits));
   }
   return absl::OkStatus();
 }
@@ -182,17 +179,17 @@ absl::Status CheckArguments(const std::string& field, const Operation& op,
     HABITAT_RETURN_IF_ERROR(CheckName(arg_field + ".name", arg.name(), limits, false));
     HABITAT_RETURN_IF_ERROR(CheckName(arg_field + ".text", arg.text(), limits, false));
     if (arg.integers().values_size() > limits.max_argument_values) {
-      return Invalid(arg_field + ".integers",
-                     absl::StrCat("has ", arg.integers().values_size(),
-                                  " values; the limit (max_argument_values) is ",
-                                  limits.max_argument_values));
+      return Invalid(
+          arg_field + ".integers",
+          absl::StrCat("has ", arg.integers().values_size(),
+                       " values; the limit (max_argument_values) is ", limits.max_argument_values));
     }
     if (!arg.has_tensor()) continue;
     const auto& shape = arg.tensor().shape();
     if (shape.size() > limits.max_tensor_rank) {
-      return Invalid(arg_field + ".tensor.shape",
-                     absl::StrCat("has rank ", shape.size(), "; the limit is ",
-                                  limits.max_tensor_rank));
+      return Invalid(
+          arg_field + ".tensor.shape",
+          absl::StrCat("has rank ", shape.size(), "; the limit is ", limits.max_tensor_rank));
     }
     // Element counts beyond 2^62 cannot exist in any GPU's memory.
     long double elements = 1;
@@ -271,14 +268,14 @@ absl::Status CheckTotalKernels(int64_t total, const TraceLimits& limits) {
 
 absl::Status CheckMetadata(const Trace& trace, const TraceLimits& limits) {
   if (trace.metadata_size() > limits.max_metadata_entries) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metadata has ", trace.metadata_size(),
-                     " entries; the limit (max_metadata_entries) is ", limits.max_metadata_entries));
+    return absl::InvalidArgumentError(absl::StrCat("metadata has ", trace.metadata_size(),
+                                                   " entries; the limit (max_metadata_entries) is ",
+                                                   limits.max_metadata_entries));
   }
   for (const auto& [key, value] : trace.metadata()) {
     HABITAT_RETURN_IF_ERROR(CheckName("metadata key", key, limits, false));
-    HABITAT_RETURN_IF_ERROR(CheckName(absl::StrCat("metadata[", key.substr(0, 64), "]"), value,
-                                      limits, false));
+    HABITAT_RETURN_IF_ERROR(
+        CheckName(absl::StrCat("metadata[", key.substr(0, 64), "]"), value, limits, false));
   }
   return absl::OkStatus();
 }
@@ -307,18 +304,19 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
                                 "; this server understands version 1 (upgrade the server)"));
   }
   if (trace.origin().name().empty() && trace.origin().device_id().empty()) {
-    return Invalid("origin", "must name the GPU the trace was measured on "
-                             "(origin.name or origin.device_id)");
+    return Invalid("origin",
+                   "must name the GPU the trace was measured on "
+                   "(origin.name or origin.device_id)");
   }
   HABITAT_RETURN_IF_ERROR(CheckName("origin.name", trace.origin().name(), limits, false));
-  HABITAT_RETURN_IF_ERROR(
-      CheckName("origin.device_id", trace.origin().device_id(), limits, false));
+  HABITAT_RETURN_IF_ERROR(CheckName("origin.device_id", trace.origin().device_id(), limits, false));
   HABITAT_RETURN_IF_ERROR(CheckName("model_name", trace.model_name(), limits, false));
   HABITAT_RETURN_IF_ERROR(CheckName("source", trace.source(), limits, false));
   HABITAT_RETURN_IF_ERROR(CheckFrameworks(trace.frameworks(), limits));
   if (trace.batch_size() == 0) {
-    return Invalid("batch_size", "must be >= 1 (samples per iteration; needed for "
-                                 "throughput and cost per sample)");
+    return Invalid("batch_size",
+                   "must be >= 1 (samples per iteration; needed for "
+                   "throughput and cost per sample)");
   }
   if (trace.batch_size() > kMaxBatchSize) {
     return Invalid("batch_size", absl::StrCat("is ", trace.batch_size(), "; the limit is 2^30"));
@@ -331,12 +329,11 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     return Invalid("operations", "is empty: the trace holds no operations to predict");
   }
   if (trace.operations_size() > limits.max_operations) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("operations has ", trace.operations_size(),
-                     " entries; the limit (max_operations) is ", limits.max_operations));
+    return absl::InvalidArgumentError(absl::StrCat("operations has ", trace.operations_size(),
+                                                   " entries; the limit (max_operations) is ",
+                                                   limits.max_operations));
   }
-  HABITAT_RETURN_IF_ERROR(
-      CheckDuration("iteration_wall_ns", trace.iteration_wall_ns(), limits));
+  HABITAT_RETURN_IF_ERROR(CheckDuration("iteration_wall_ns", trace.iteration_wall_ns(), limits));
   HABITAT_RETURN_IF_ERROR(
       CheckDuration("iteration_gpu_busy_ns", trace.iteration_gpu_busy_ns(), limits));
 
@@ -363,16 +360,15 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
                                         trace.unattributed_kernels(i), limits));
   }
   if (trace.host_events_size() > limits.max_host_events) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("host_events has ", trace.host_events_size(),
-                     " entries; the limit (max_host_events) is ", limits.max_host_events));
+    return absl::InvalidArgumentError(absl::StrCat("host_events has ", trace.host_events_size(),
+                                                   " entries; the limit (max_host_events) is ",
+                                                   limits.max_host_events));
   }
   for (int i = 0; i < trace.host_events_size(); ++i) {
     const std::string field = absl::StrCat("host_events[", i, "]");
     HABITAT_RETURN_IF_ERROR(CheckName(field + ".name", trace.host_events(i).name(), limits, false));
     HABITAT_RETURN_IF_ERROR(
-        CheckOffset(field + ".cpu_start_ns", trace.host_events(i).cpu_start_ns(), limits,
-                    true));
+        CheckOffset(field + ".cpu_start_ns", trace.host_events(i).cpu_start_ns(), limits, true));
     HABITAT_RETURN_IF_ERROR(
         CheckDuration(field + ".cpu_duration_ns", trace.host_events(i).cpu_duration_ns(), limits));
   }

@@ -90,8 +90,8 @@ TEST(TraceValidationTest, RerunTimesAreDurations) {
   ExpectInvalid(trace, "operations[0].backward.rerun_time_ns");
 
   trace = OneKernelTrace();
-  trace.mutable_operations(0)->mutable_forward()->set_rerun_time_ns(
-      TraceLimits().max_duration_ns + 1);
+  trace.mutable_operations(0)->mutable_forward()->set_rerun_time_ns(TraceLimits().max_duration_ns +
+                                                                    1);
   ExpectInvalid(trace, "operations[0].forward.rerun_time_ns");
 }
 
@@ -191,7 +191,9 @@ TEST(TraceValidationTest, FreeFormStringsArePrintable) {
   trace.mutable_frameworks()->set_torch(std::string(300, '2'));
   ExpectInvalid(trace, "frameworks.torch");
   trace = OneKernelTrace();
-  trace.set_model_name("resnet\xE2\x80\xAE" "fp32");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  trace.set_model_name(
+      "resnet\xE2\x80\xAE"
+      "fp32");  // U+202E RIGHT-TO-LEFT OVERRIDE
   ExpectInvalid(trace, "bidirectional");
   trace = OneKernelTrace();
   trace.set_model_name("r\xC3\xA9seau \xE2\x80\x94 \xE2\x80\xA6");  // é, em dash, ellipsis

@@ -8,13 +8,12 @@
 
 // A check that stays on in every build type of the fuzz targets (assert is
 // compiled out under NDEBUG), so a broken property is reported as a crash.
-#define HABITAT_FUZZ_CHECK(condition)                                              \
-  do {                                                                             \
-    if (!(condition)) {                                                            \
-      std::fprintf(stderr, "%s:%d: fuzz check failed: %s\n", __FILE__, __LINE__, \
-                   #condition);                                                    \
-      std::abort();                                                                \
-    }                                                                              \
+#define HABITAT_FUZZ_CHECK(condition)                                                         \
+  do {                                                                                        \
+    if (!(condition)) {                                                                       \
+      std::fprintf(stderr, "%s:%d: fuzz check failed: %s\n", __FILE__, __LINE__, #condition); \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (false)
 
 namespace habitat {

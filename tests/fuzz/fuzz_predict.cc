@@ -96,15 +96,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // its kernels, so its replayed GPU time has no such bound.)
   const auto uploaded = UploadedHostEvents().find(request.trace_id());
   const bool known_trace = request.has_trace_id() && uploaded != UploadedHostEvents().end();
-  const double host_bound =
-      known_trace ? static_cast<double>(habitat::TraceLimits().max_duration_ns) /
-                        habitat::kMinTargetHostSpeed * (4.0 + uploaded->second)
-                  : 0.0;
+  const double host_bound = known_trace
+                                ? static_cast<double>(habitat::TraceLimits().max_duration_ns) /
+                                      habitat::kMinTargetHostSpeed * (4.0 + uploaded->second)
+                                : 0.0;
   for (const auto& p : response->predictions()) {
     HABITAT_FUZZ_CHECK(p.gpu_time_ns() >= 0);
     HABITAT_FUZZ_CHECK(p.wall_ns() >= 0);
-    HABITAT_FUZZ_CHECK(p.wall_time_ns() == (p.wall_time_is_gpu_time() ? p.gpu_time_ns()
-                                                                        : p.wall_ns()));
+    HABITAT_FUZZ_CHECK(p.wall_time_ns() ==
+                       (p.wall_time_is_gpu_time() ? p.gpu_time_ns() : p.wall_ns()));
     if (known_trace) {
       HABITAT_FUZZ_CHECK(static_cast<double>(p.wall_ns()) <=
                          2.0 * static_cast<double>(p.gpu_time_ns()) + host_bound);

@@ -5,21 +5,21 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <system_error>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "common/file_io.h"
+#include "common/json_text.h"
+#include "common/status_macros.h"
+#include "core/kineto/kineto_import.h"
+#include "core/trace/trace_id.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
-#include "absl/strings/match.h"
-#include "common/file_io.h"
-#include "common/status_macros.h"
-#include "common/json_text.h"
-#include "core/kineto/kineto_import.h"
-#include "core/trace/trace_id.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "habitat/v1/trace.pb.h"
 #include "nlohmann/json.hpp"
@@ -68,8 +68,7 @@ v1::Trace Shrink(const v1::Trace& trace, int first, int count, int kernels) {
 // the importer could not link), or the middle.
 int FirstBackwardOp(const v1::Trace& trace) {
   for (int i = 0; i < trace.operations_size(); ++i) {
-    if (trace.operations(i).has_backward() &&
-        trace.operations(i).backward().kernels_size() > 0) {
+    if (trace.operations(i).has_backward() && trace.operations(i).backward().kernels_size() > 0) {
       return i;
     }
   }
@@ -137,9 +136,8 @@ json Excerpt(const json& doc, int count, bool (*start_at)(const json&)) {
       continue;
     }
     const json& args = e.value("args", json::object());
-    if (args.contains("correlation") &&
-        std::binary_search(correlations.begin(), correlations.end(),
-                           args["correlation"].get<int64_t>())) {
+    if (args.contains("correlation") && std::binary_search(correlations.begin(), correlations.end(),
+                                                           args["correlation"].get<int64_t>())) {
       out["traceEvents"].push_back(e);
     }
   }
@@ -206,21 +204,20 @@ absl::Status Run(const std::string& out) {
   };
   for (const Fixture& f : fixtures) {
     const std::string stem = std::string(f.gpu) + "_" + f.name;
-    HABITAT_ASSIGN_OR_RETURN(
-        std::string text, ReadFile(kTestdata + "/kineto/" + f.gpu + "/" + f.name + ".json.gz"));
+    HABITAT_ASSIGN_OR_RETURN(std::string text,
+                             ReadFile(kTestdata + "/kineto/" + f.gpu + "/" + f.name + ".json.gz"));
     KinetoImportOptions options;
     options.model_name = f.name;
     options.batch_size = f.batch;
     options.precision = f.precision;
     HABITAT_ASSIGN_OR_RETURN(v1::Trace trace, ImportKinetoTrace(text, options));
-    HABITAT_RETURN_IF_ERROR(
-        WriteTrace(out + "/trace/seed_kineto_" + stem, Shrink(trace, 0, 5, 2)));
+    HABITAT_RETURN_IF_ERROR(WriteTrace(out + "/trace/seed_kineto_" + stem, Shrink(trace, 0, 5, 2)));
     imported.push_back(Shrink(trace, FirstBackwardOp(trace), 4, 2));
 
     // kineto/: a forward and a backward excerpt of the document.
     const json doc = json::parse(text);
-    const std::pair<const char*, bool (*)(const json&)> excerpts[] = {
-        {"forward", AnyEvent}, {"backward", BackwardNode}};
+    const std::pair<const char*, bool (*)(const json&)> excerpts[] = {{"forward", AnyEvent},
+                                                                      {"backward", BackwardNode}};
     for (const auto& [label, start_at] : excerpts) {
       const std::string excerpt = Excerpt(doc, 30, start_at).dump();
       absl::StatusOr<v1::Trace> check = ImportKinetoTrace(excerpt, options);
@@ -228,8 +225,7 @@ absl::Status Run(const std::string& out) {
         std::printf("note: %s %s excerpt does not import: %s\n", stem.c_str(), label,
                     std::string(check.status().message()).c_str());
       }
-      HABITAT_RETURN_IF_ERROR(
-          Write(out + "/kineto/seed_" + stem + "_" + label + ".json", excerpt));
+      HABITAT_RETURN_IF_ERROR(Write(out + "/kineto/seed_" + stem + "_" + label + ".json", excerpt));
       if (&f == &fixtures[0] && start_at == AnyEvent) {
         // As a Windows editor saves it: with a UTF-8 byte order mark.
         HABITAT_RETURN_IF_ERROR(Write(out + "/kineto/seed_" + stem + "_" + label + "_bom.json",
@@ -249,12 +245,12 @@ absl::Status Run(const std::string& out) {
 
   request.Clear();
   request.set_trace_id(smallcnn_id);
-  for (const char* device : {"H100-SXM", "A100-SXM-40GB", "T4", "H200"}) request.add_devices(device);
+  for (const char* device : {"H100-SXM", "A100-SXM-40GB", "T4", "H200"})
+    request.add_devices(device);
   request.set_catalog("gcp");
   request.set_price_kind(v1::PRICE_KIND_SPOT);
   request.set_include_breakdown(true);
-  HABITAT_RETURN_IF_ERROR(
-      Write(out + "/predict/seed_id_smallcnn_breakdown", Serialize(request)));
+  HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_id_smallcnn_breakdown", Serialize(request)));
 
   // Target host speeds: the range's edges, and values once accepted that
   // replayed to 80 years through an overflow (1e-12) or silently fell back
@@ -281,16 +277,15 @@ absl::Status Run(const std::string& out) {
   catalog->clear_source();
   catalog->mutable_prices()->DeleteSubrange(2, catalog->prices_size() - 2);
   for (const auto& p : catalog->prices()) request.add_devices(p.device_id());
-  HABITAT_RETURN_IF_ERROR(
-      Write(out + "/predict/seed_inline_smallcnn_catalog", Serialize(request)));
+  HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_inline_smallcnn_catalog", Serialize(request)));
 
   for (size_t i = 0; i < imported.size(); ++i) {
     request.Clear();
     *request.mutable_trace() = imported[i];
     request.set_include_breakdown(i % 2 == 0);
     if (i % 2 == 1) request.set_catalog("lambda");
-    HABITAT_RETURN_IF_ERROR(Write(out + "/predict/seed_inline_kineto_" + std::to_string(i),
-                                  Serialize(request)));
+    HABITAT_RETURN_IF_ERROR(
+        Write(out + "/predict/seed_inline_kineto_" + std::to_string(i), Serialize(request)));
   }
   return absl::OkStatus();
 }

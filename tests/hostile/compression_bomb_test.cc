@@ -36,8 +36,7 @@ constexpr long kAllowedGrowthKib = 64 << 10;
 // gzip of `size` zero bytes (~1/1000 of it).
 std::string GzipOfZeros(size_t size) {
   z_stream stream{};
-  EXPECT_EQ(deflateInit2(&stream, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9,
-                         Z_DEFAULT_STRATEGY),
+  EXPECT_EQ(deflateInit2(&stream, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY),
             Z_OK);
   const std::string zeros(1 << 20, '\0');
   std::string out;
@@ -89,7 +88,8 @@ CallResult SendPrecompressed(const std::string& target, const std::string& metho
   encoding.key = grpc_slice_from_static_string("grpc-internal-encoding-request");
   encoding.value = grpc_slice_from_static_string("gzip");
   grpc_slice payload = grpc_slice_from_copied_buffer(gzip.data(), gzip.size());
-  grpc_byte_buffer* request = grpc_raw_compressed_byte_buffer_create(&payload, 1, GRPC_COMPRESS_GZIP);
+  grpc_byte_buffer* request =
+      grpc_raw_compressed_byte_buffer_create(&payload, 1, GRPC_COMPRESS_GZIP);
   grpc_slice_unref(payload);
   grpc_metadata_array initial_metadata, trailing_metadata;
   grpc_metadata_array_init(&initial_metadata);
@@ -177,10 +177,11 @@ class CompressionBombTest : public ::testing::Test {
     ASSERT_GT(before, 0);
     const CallResult result = SendPrecompressed(address, method, *bomb_, absl::Seconds(30));
     const long after = server_->PeakRssKib();
-    std::printf("%s: %zu bytes of gzip (%zu inflated) -> status %d '%s'; server peak RSS %ld -> "
-                "%ld KiB\n",
-                method.c_str(), bomb_->size(), kInflatedBytes, static_cast<int>(result.code),
-                result.details.c_str(), before, after);
+    std::printf(
+        "%s: %zu bytes of gzip (%zu inflated) -> status %d '%s'; server peak RSS %ld -> "
+        "%ld KiB\n",
+        method.c_str(), bomb_->size(), kInflatedBytes, static_cast<int>(result.code),
+        result.details.c_str(), before, after);
     EXPECT_EQ(result.code, GRPC_STATUS_UNIMPLEMENTED) << result.details;
     EXPECT_THAT(result.details, ::testing::HasSubstr("gzip"));
     EXPECT_LT(after - before, kAllowedGrowthKib)

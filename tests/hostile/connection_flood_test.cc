@@ -46,9 +46,15 @@ std::vector<std::unique_ptr<IdleConnection>> Flood(int port, int count, absl::Du
   absl::SleepFor(settle);
   for (auto& connection : flood) {
     switch (connection->First(absl::ZeroDuration())) {
-      case State::kServed: ++census->served; break;
-      case State::kClosed: ++census->closed; break;
-      case State::kSilent: ++census->silent; break;
+      case State::kServed:
+        ++census->served;
+        break;
+      case State::kClosed:
+        ++census->closed;
+        break;
+      case State::kSilent:
+        ++census->silent;
+        break;
     }
   }
   return flood;
@@ -94,7 +100,8 @@ TEST_F(ConnectionFloodTest, FloodBeyondTheDescriptorLimitIsShedAndTheServerServe
 
   flood.clear();
   EXPECT_TRUE(WaitForHealth(server.address(), 1, absl::Seconds(15), &last))
-      << "main port after the flood: " << last << "\n" << server.Stderr();
+      << "main port after the flood: " << last << "\n"
+      << server.Stderr();
   IdleConnection after(server.port());
   EXPECT_EQ(after.First(absl::Seconds(5)), State::kServed);
   EXPECT_THAT(server.Stderr(), Not(HasSubstr("Failed accept4")));
@@ -127,8 +134,7 @@ TEST_F(ConnectionFloodTest, ConnectionsBeyondMaxConnectionsAreClosedAtOnce) {
 }
 
 TEST_F(ConnectionFloodTest, IdleAndHalfOpenConnectionsAreClosed) {
-  ServerProcess server(
-      {{"--max_connection_idle_seconds=1", "--handshake_timeout_seconds=1"}});
+  ServerProcess server({{"--max_connection_idle_seconds=1", "--handshake_timeout_seconds=1"}});
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();
   IdleConnection idle(server.port());
   IdleConnection silent(server.port(), /*preface=*/false);
@@ -143,8 +149,7 @@ TEST_F(ConnectionFloodTest, IdleAndHalfOpenConnectionsAreClosed) {
 // and health turns NOT_SERVING on the health-only port, which Kubernetes
 // probes, so the pod is restarted.
 TEST_F(ConnectionFloodTest, LostListenerTurnsHealthNotServing) {
-  ServerProcess server(
-      {{"--connection_guard=false", "--self_probe_seconds=0.3"}, kServerNofile});
+  ServerProcess server({{"--connection_guard=false", "--self_probe_seconds=0.3"}, kServerNofile});
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();
   ASSERT_TRUE(WaitForHealth(server.health_address(), 1, absl::Seconds(5), nullptr));
 
@@ -158,7 +163,8 @@ TEST_F(ConnectionFloodTest, LostListenerTurnsHealthNotServing) {
       << "gRPC's listener was expected to stop accepting after EMFILE";
   std::string last;
   EXPECT_TRUE(WaitForHealth(server.health_address(), 2, absl::Seconds(15), &last))
-      << "health-only port: " << last << "\n" << server.Stderr();
+      << "health-only port: " << last << "\n"
+      << server.Stderr();
   EXPECT_THAT(server.Stderr(), HasSubstr("health NOT_SERVING"));
 }
 

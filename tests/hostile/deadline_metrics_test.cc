@@ -38,9 +38,9 @@ double PredictCount(const std::string& scrape, const std::string& code) {
 }
 
 TEST(DeadlineMetricsTest, CallsPastTheirDeadlineAreNotCountedAsOk) {
-  auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
-                            "/agent_suite/h100/resnet50_b32_fp32.trace.gz",
-                        size_t{1} << 30);
+  auto bytes =
+      ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz",
+               size_t{1} << 30);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   v1::PredictRequest request;
   ASSERT_TRUE(request.mutable_trace()->ParseFromString(*bytes));

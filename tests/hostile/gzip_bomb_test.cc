@@ -155,12 +155,12 @@ class GzipBombTest : public ::testing::Test {
 std::string* GzipBombTest::dir_ = nullptr;
 
 TEST_F(GzipBombTest, CliRefusesIt) {
-  const ChildResult run = RunLimited({FromEnv("HABITAT_HOSTILE_CLI", HABITAT_CLI_BINARY), "predict",
-                               *dir_ + "/bomb.json.gz",
-                               "--batch-size", "8", "--data-dir", HABITAT_DATA_DIR},
-                              *dir_ + "/out.txt");
-  std::printf("habitat predict: status %d in %.1f s, peak RSS %ld KiB: %s", run.status,
-              run.seconds, run.max_rss_kib, run.output.c_str());
+  const ChildResult run =
+      RunLimited({FromEnv("HABITAT_HOSTILE_CLI", HABITAT_CLI_BINARY), "predict",
+                  *dir_ + "/bomb.json.gz", "--batch-size", "8", "--data-dir", HABITAT_DATA_DIR},
+                 *dir_ + "/out.txt");
+  std::printf("habitat predict: status %d in %.1f s, peak RSS %ld KiB: %s", run.status, run.seconds,
+              run.max_rss_kib, run.output.c_str());
   ASSERT_TRUE(WIFEXITED(run.status)) << "status " << run.status << ": " << run.output;
   EXPECT_EQ(WEXITSTATUS(run.status), 1) << run.output;
   EXPECT_THAT(run.output, HasSubstr("inflates to more than 1024 MiB"));
@@ -175,8 +175,8 @@ TEST_F(GzipBombTest, PythonClientRefusesIt) {
        "client.trace_bytes(sys.argv[2])",
        FromEnv("HABITAT_HOSTILE_PYTHON_DIR", HABITAT_AGENT_PYTHON_DIR), *dir_ + "/bomb.trace.gz"},
       *dir_ + "/out.txt");
-  std::printf("habitat.client.trace_bytes: status %d in %.1f s, peak RSS %ld KiB: %s",
-              run.status, run.seconds, run.max_rss_kib, run.output.c_str());
+  std::printf("habitat.client.trace_bytes: status %d in %.1f s, peak RSS %ld KiB: %s", run.status,
+              run.seconds, run.max_rss_kib, run.output.c_str());
   ASSERT_TRUE(WIFEXITED(run.status)) << "status " << run.status << ": " << run.output;
   EXPECT_EQ(WEXITSTATUS(run.status), 1) << run.output;
   EXPECT_THAT(run.output, HasSubstr("ValueError"));

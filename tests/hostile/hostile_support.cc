@@ -141,9 +141,9 @@ bool ServerProcess::WaitForStderr(const std::string& needle, absl::Duration time
 }
 
 habitat::v1::Trace RepeatedAgentTrace(int operations, bool with_host_events) {
-  auto bytes = habitat::ReadFile(std::string(HABITAT_TESTDATA_DIR) +
-                                     "/agent_suite/h100/resnet50_b32_fp32.trace.gz",
-                                 size_t{1} << 30);
+  auto bytes = habitat::ReadFile(
+      std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz",
+      size_t{1} << 30);
   habitat::v1::Trace base;
   if (!bytes.ok() || !base.ParseFromString(*bytes) || base.operations_size() == 0) {
     std::fprintf(stderr, "cannot read the ResNet-50 agent trace: %s\n",
@@ -188,8 +188,7 @@ absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadl
   }
   if (!done) return absl::InternalError("the health call did not complete");
   if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        status.error_message());
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
   }
   std::vector<grpc::Slice> slices;
   std::string bytes;

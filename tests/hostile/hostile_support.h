@@ -76,8 +76,7 @@ absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadl
 
 // Polls CheckHealth until it returns `want`, at most `timeout`; the last
 // result as text for messages.
-bool WaitForHealth(const std::string& address, int want, absl::Duration timeout,
-                   std::string* last);
+bool WaitForHealth(const std::string& address, int want, absl::Duration timeout, std::string* last);
 
 // A TCP connection to 127.0.0.1:port that sends the HTTP/2 client preface
 // and an empty SETTINGS frame, then stays idle: what a client that opened a

@@ -31,8 +31,9 @@ constexpr int kOperations = 8000;
 
 TEST(LoadSheddingTest, CallsBeyondTheLimitAreRefusedAtOnce) {
   ServerSpec spec;
-  spec.flags = {"--metrics_address=127.0.0.1:0", absl::StrCat("--max_concurrent_rpcs=", kMaxConcurrent),
-                "--work_threads=1", "--cache_entries=0"};
+  spec.flags = {"--metrics_address=127.0.0.1:0",
+                absl::StrCat("--max_concurrent_rpcs=", kMaxConcurrent), "--work_threads=1",
+                "--cache_entries=0"};
   ServerProcess server(spec);
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();
   auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());

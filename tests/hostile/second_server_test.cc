@@ -30,8 +30,8 @@ TEST(SecondServerTest, RefusesTheMainAddressOfARunningServer) {
   ASSERT_TRUE(first.WaitServing()) << first.Stderr();
   ServerProcess second({{absl::StrCat("--address=127.0.0.1:", first.port())}});
   EXPECT_TRUE(Exits(second, absl::Seconds(30))) << second.Stderr();
-  EXPECT_THAT(second.Stderr(), HasSubstr(absl::StrCat("cannot listen on '127.0.0.1:",
-                                                      first.port(), "'")));
+  EXPECT_THAT(second.Stderr(),
+              HasSubstr(absl::StrCat("cannot listen on '127.0.0.1:", first.port(), "'")));
   EXPECT_TRUE(first.Alive());
 }
 

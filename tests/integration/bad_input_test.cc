@@ -213,8 +213,7 @@ std::vector<BadInputCase> AllCases() {
          t->add_shape(8);
          t->add_shape(-3);
        })},
-      {"tensor_rank_17", C::kInvalidArgument, "has rank 17",
-       Mutated([](PredictRequest& r) {
+      {"tensor_rank_17", C::kInvalidArgument, "has rank 17", Mutated([](PredictRequest& r) {
          auto* t = r.mutable_trace()->mutable_operations(0)->add_arguments()->mutable_tensor();
          for (int i = 0; i < 17; ++i) t->add_shape(1);
        })},
@@ -241,16 +240,14 @@ std::vector<BadInputCase> AllCases() {
        Mutated([](PredictRequest& r) {
          r.mutable_trace()->mutable_operations(0)->set_name(std::string(100 << 10, 'a'));
        })},
-      {"oversize_message", C::kResourceExhausted, "larger than max",
-       Mutated([](PredictRequest& r) {
+      {"oversize_message", C::kResourceExhausted, "larger than max", Mutated([](PredictRequest& r) {
          (*r.mutable_trace()->mutable_metadata())["padding"] =
              std::string(kMaxMessageBytes + 1024, 'x');
        })},
 
       // --- names ---
       {"control_character_in_op_name", C::kInvalidArgument,
-       "operations[0].name contains control character 0x1b",
-       Mutated([](PredictRequest& r) {
+       "operations[0].name contains control character 0x1b", Mutated([](PredictRequest& r) {
          r.mutable_trace()->mutable_operations(0)->set_name("aten::\x1b[2Jrelu");
        })},
       {"newline_in_kernel_name", C::kInvalidArgument, "contains control character 0xa",
@@ -260,8 +257,7 @@ std::vector<BadInputCase> AllCases() {
          r.mutable_trace()->set_model_name(std::string("resnet\0evil", 11));
        })},
       // Valid UTF-8 beyond ASCII is a legitimate name: accepted.
-      {"unicode_names_are_accepted", C::kOk, "",
-       Mutated([](PredictRequest& r) {
+      {"unicode_names_are_accepted", C::kOk, "", Mutated([](PredictRequest& r) {
          r.mutable_trace()->set_model_name("\u043c\u043e\u0434\u0435\u043b\u044c-\u6a21\u578b");
          r.mutable_trace()->mutable_operations(0)->set_name("aten::stra\u00dfe_\U0001F680");
          FirstKernel(r.mutable_trace())->set_name("\u03bb_kernel");
@@ -285,8 +281,7 @@ std::vector<BadInputCase> AllCases() {
        Mutated([](PredictRequest& r) { r.add_devices(""); })},
       {"megabyte_device_id_message_is_bounded", C::kNotFound, "more bytes)",
        Mutated([](PredictRequest& r) { r.add_devices(std::string(1 << 20, 'G')); })},
-      {"unknown_origin_gpu", C::kNotFound, "Imaginary GPU 9000",
-       Mutated([](PredictRequest& r) {
+      {"unknown_origin_gpu", C::kNotFound, "Imaginary GPU 9000", Mutated([](PredictRequest& r) {
          r.mutable_trace()->mutable_origin()->set_device_id("");
          r.mutable_trace()->mutable_origin()->set_name("Imaginary GPU 9000");
        })},
@@ -296,8 +291,8 @@ std::vector<BadInputCase> AllCases() {
        Mutated([](PredictRequest& r) { r.set_trace_id("sha256:" + std::string(64, '0')); })},
       {"malformed_trace_id", C::kInvalidArgument, "is not of the form sha256:<64 hex digits>",
        Mutated([](PredictRequest& r) { r.set_trace_id("sha256:xyz"); })},
-      {"path_traversal_trace_id", C::kInvalidArgument, "is not of the form sha256:",
-       Mutated([](PredictRequest& r) {
+      {"path_traversal_trace_id", C::kInvalidArgument,
+       "is not of the form sha256:", Mutated([](PredictRequest& r) {
          r.set_trace_id("sha256:../../../../../../etc/passwd" + std::string(30, '0'));
        })},
       {"uppercase_hex_trace_id", C::kInvalidArgument, "is not of the form sha256:",
@@ -306,7 +301,8 @@ std::vector<BadInputCase> AllCases() {
       // --- catalogs and prices ---
       {"inline_catalog_negative_price", C::kInvalidArgument,
        "inline_catalog.prices[0].on_demand_per_gpu_hour must be finite and > 0 (got -1)",
-       Mutated([](PredictRequest& r) { *r.mutable_inline_catalog() = CatalogWithPrice("H200", -1); })},
+       Mutated(
+           [](PredictRequest& r) { *r.mutable_inline_catalog() = CatalogWithPrice("H200", -1); })},
       {"inline_catalog_nan_price", C::kInvalidArgument, "must be finite and > 0 (got nan)",
        Mutated([nan](PredictRequest& r) {
          *r.mutable_inline_catalog() = CatalogWithPrice("H200", nan);
@@ -316,21 +312,17 @@ std::vector<BadInputCase> AllCases() {
          *r.mutable_inline_catalog() = CatalogWithPrice("H200", inf);
        })},
       {"inline_catalog_negative_spot_price", C::kInvalidArgument,
-       "spot_per_gpu_hour must be finite and >= 0",
-       Mutated([](PredictRequest& r) {
+       "spot_per_gpu_hour must be finite and >= 0", Mutated([](PredictRequest& r) {
          v1::PriceCatalog catalog = CatalogWithPrice("H200", 2.0);
          catalog.mutable_prices(0)->set_spot_per_gpu_hour(-0.5);
          *r.mutable_inline_catalog() = catalog;
        })},
       {"inline_catalog_unknown_device", C::kInvalidArgument,
-       "device_id \"GTX 9999\" is not a known GPU id",
-       Mutated([](PredictRequest& r) {
+       "device_id \"GTX 9999\" is not a known GPU id", Mutated([](PredictRequest& r) {
          *r.mutable_inline_catalog() = CatalogWithPrice("GTX 9999", 1.0);
        })},
       {"inline_catalog_without_prices", C::kInvalidArgument, "prices must list at least one GPU",
-       Mutated([](PredictRequest& r) {
-         r.mutable_inline_catalog()->set_currency("USD");
-       })},
+       Mutated([](PredictRequest& r) { r.mutable_inline_catalog()->set_currency("USD"); })},
       {"unknown_catalog_name", C::kNotFound, "unknown price catalog \"no-such-cloud\"",
        Mutated([](PredictRequest& r) { r.set_catalog("no-such-cloud"); })},
       {"unknown_price_kind_enum", C::kInvalidArgument, "price_kind 42 is not a known PriceKind",

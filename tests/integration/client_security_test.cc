@@ -7,8 +7,8 @@
 #include <memory>
 #include <random>
 #include <sstream>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli_commands.h"
@@ -34,12 +34,10 @@ std::string RandomToken() {
 class ClientSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(
-        (std::filesystem::path(::testing::TempDir()) /
-         absl::StrCat("habitat_security_", ::getpid()))
-            .string());
-    const std::string command =
-        absl::StrCat("bash '", HABITAT_CERT_SCRIPT, "' '", *dir_, "'");
+    dir_ = new std::string((std::filesystem::path(::testing::TempDir()) /
+                            absl::StrCat("habitat_security_", ::getpid()))
+                               .string());
+    const std::string command = absl::StrCat("bash '", HABITAT_CERT_SCRIPT, "' '", *dir_, "'");
     ASSERT_EQ(std::system(command.c_str()), 0)
         << command << " failed (is the openssl command-line tool installed?)";
   }
@@ -88,7 +86,8 @@ std::string* ClientSecurityTest::dir_ = nullptr;
 
 TEST_F(ClientSecurityTest, BearerTokenIsRequiredAndChecked) {
   const std::string token = RandomToken();
-  ASSERT_TRUE(WriteFileAtomically(File("tokens"), absl::StrCat("# test\nalice ", token, "\n")).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(File("tokens"), absl::StrCat("# test\nalice ", token, "\n")).ok());
   Start([&](ServerOptions& o) { o.token_file = File("tokens"); });
 
   // Not retried: only UNAVAILABLE is (PredictionClientTest counts attempts).
@@ -191,8 +190,7 @@ TEST_F(ClientSecurityTest, CliReachesATlsServerWithAToken) {
       << err;
   EXPECT_THAT(out, HasSubstr("H100-SXM"));
   // `habitat health` (the image's HEALTHCHECK) needs no token, over TLS too.
-  EXPECT_EQ(run({"health", "--server", address_, "--tls-ca", File("ca.pem")}, &out, &err),
-            kExitOk)
+  EXPECT_EQ(run({"health", "--server", address_, "--tls-ca", File("ca.pem")}, &out, &err), kExitOk)
       << err;
   EXPECT_EQ(out, "SERVING\n");
   EXPECT_EQ(run({"health", "--server", address_, "--tls-ca", File("ca.pem"), "--service",
@@ -213,9 +211,9 @@ TEST_F(ClientSecurityTest, CliReachesATlsServerWithAToken) {
             kExitFailure);
   EXPECT_THAT(err, HasSubstr("Bearer"));
   // Plaintext to a TLS port: names the address.
-  EXPECT_EQ(run({"catalogs", "--server", address_, "--token-file", File("carol.token")}, &out,
-                &err),
-            kExitFailure);
+  EXPECT_EQ(
+      run({"catalogs", "--server", address_, "--token-file", File("carol.token")}, &out, &err),
+      kExitFailure);
   EXPECT_THAT(err, HasSubstr(address_));
 }
 

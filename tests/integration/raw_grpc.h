@@ -30,8 +30,7 @@ inline RawResult RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
                               const Metadata& metadata = {}, int deadline_seconds = 30) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(deadline_seconds));
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_seconds));
   for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
   grpc::Slice slice(request_bytes);
   grpc::ByteBuffer request(&slice, 1);

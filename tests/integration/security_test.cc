@@ -45,9 +45,7 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // A CA, a server certificate for localhost/127.0.0.1, a client certificate,
 // and a second CA with its own client certificate (trusted by nobody).
@@ -64,21 +62,18 @@ class Pki {
     WriteText(d + "/client.ext", "extendedKeyUsage=clientAuth\n");
     const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     const std::string script = absl::StrCat(
-        "set -e; cd ", d, "\n",
-        "for ca in ca other_ca; do openssl req -x509 ", key, " -keyout $ca.key -out $ca.pem ",
-        "-days 2 -subj /CN=habitat-test-$ca; done\n",
+        "set -e; cd ", d, "\n", "for ca in ca other_ca; do openssl req -x509 ", key,
+        " -keyout $ca.key -out $ca.pem ", "-days 2 -subj /CN=habitat-test-$ca; done\n",
         "sign() { openssl req ", key, " -keyout $1.key -out $1.csr -subj /CN=$2; ",
         "openssl x509 -req -in $1.csr -CA $3.pem -CAkey $3.key -CAcreateserial -out $1.pem ",
-        "-days 2 -extfile $4; }\n",
-        "sign server localhost ca server.ext\n",
+        "-days 2 -extfile $4; }\n", "sign server localhost ca server.ext\n",
         "sign client habitat-client ca client.ext\n",
         "sign rogue_client rogue other_ca client.ext\n",
         "sign other_server localhost other_ca server.ext\n");
     WriteText(d + "/make.sh", script);
     const std::string command = absl::StrCat("sh ", d, "/make.sh > ", d, "/openssl.log 2>&1");
     if (std::system(command.c_str()) != 0) {
-      return absl::InternalError(
-          absl::StrCat("openssl failed: ", ReadText(d + "/openssl.log")));
+      return absl::InternalError(absl::StrCat("openssl failed: ", ReadText(d + "/openssl.log")));
     }
     return pki;
   }
@@ -109,8 +104,7 @@ std::shared_ptr<grpc::Channel> TlsChannel(const Pki& pki, int port,
 }
 
 std::shared_ptr<grpc::Channel> PlainChannel(int port) {
-  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                             grpc::InsecureChannelCredentials());
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
 }
 
 // A Predict/ListDevices/UploadTrace through the generated stub with an
@@ -287,10 +281,10 @@ TEST_F(SecurityTest, BadTlsFilesFailAtStartNamingTheFile) {
        "--tls_cert: cannot read '/nonexistent/server.pem'"},
       {pki_->Path("server.pem"), "/nonexistent/server.key", "",
        "--tls_key: cannot read '/nonexistent/server.key'"},
-      {not_pem, pki_->Path("server.key"), "", absl::StrCat("--tls_cert: '", not_pem,
-                                                           "' holds no PEM certificate")},
-      {pki_->Path("server.pem"), not_pem, "", absl::StrCat("--tls_key: '", not_pem,
-                                                           "' holds no unencrypted PEM")},
+      {not_pem, pki_->Path("server.key"), "",
+       absl::StrCat("--tls_cert: '", not_pem, "' holds no PEM certificate")},
+      {pki_->Path("server.pem"), not_pem, "",
+       absl::StrCat("--tls_key: '", not_pem, "' holds no unencrypted PEM")},
       {pki_->Path("server.pem"), pki_->Path("client.key"), "",
        absl::StrCat("the key in '", pki_->Path("client.key"), "' does not match")},
       {pki_->Path("server.pem"), pki_->Path("server.key"), not_pem,
@@ -320,8 +314,8 @@ TEST_F(SecurityTest, TokensAuthenticateAndTenantsAreIsolated) {
       TokenFile(absl::StrCat("# tenants\nalpha ", kAlphaToken, "\nbeta ", kBetaToken, "\n"));
   ASSERT_NO_FATAL_FAILURE(Start(options));
   auto channel = PlainChannel(server_->port());
-  Caller anonymous(channel), wrong(channel, "not-a-real-token-1234567"), alpha(channel, kAlphaToken),
-      beta(channel, kBetaToken);
+  Caller anonymous(channel), wrong(channel, "not-a-real-token-1234567"),
+      alpha(channel, kAlphaToken), beta(channel, kBetaToken);
 
   grpc::Status missing = anonymous.ListDevices();
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED);
@@ -331,8 +325,7 @@ TEST_F(SecurityTest, TokensAuthenticateAndTenantsAreIsolated) {
   EXPECT_THAT(rejected.error_message(), HasSubstr("not valid on this server"));
   EXPECT_THAT(rejected.error_message(), Not(HasSubstr("not-a-real-token")));
   v1::UploadTraceResponse ignored;
-  EXPECT_EQ(anonymous.Upload(*trace_, &ignored).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(anonymous.Upload(*trace_, &ignored).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(anonymous.PredictById("sha256:" + std::string(64, '0')).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   // Probes need no token, and neither does reflection (it only describes
@@ -415,8 +408,7 @@ TEST_F(SecurityTest, TenantNamespacesPersistAcrossRestarts) {
   const std::string traces = pki_->Path("traces");
   ServerOptions options = BaseOptions();
   options.backend.trace_dir = traces;
-  options.token_file =
-      TokenFile(absl::StrCat("alpha ", kAlphaToken, "\nbeta ", kBetaToken, "\n"));
+  options.token_file = TokenFile(absl::StrCat("alpha ", kAlphaToken, "\nbeta ", kBetaToken, "\n"));
   ASSERT_NO_FATAL_FAILURE(Start(options));
   v1::UploadTraceResponse uploaded;
   {
@@ -443,13 +435,17 @@ TEST_F(SecurityTest, TenantNamespacesPersistAcrossRestarts) {
 TEST_F(SecurityTest, ServerBinaryWithTlsTokensAndSighupReload) {
   const std::string tokens = TokenFile(absl::StrCat("alpha ", kAlphaToken, "\n"));
   const std::string log = pki_->Path("server.log");
-  const std::vector<std::string> args = {
-      HABITAT_SERVER_BINARY, "--address=127.0.0.1:0", "--metrics_address=", "--store=memory",
-      "--health_address=127.0.0.1:0", absl::StrCat("--data_dir=", HABITAT_DATA_DIR),
-      absl::StrCat("--tls_cert=", pki_->Path("server.pem")),
-      absl::StrCat("--tls_key=", pki_->Path("server.key")),
-      absl::StrCat("--tls_client_ca=", pki_->Path("ca.pem")),
-      absl::StrCat("--token_file=", tokens), "--shutdown_grace_seconds=1"};
+  const std::vector<std::string> args = {HABITAT_SERVER_BINARY,
+                                         "--address=127.0.0.1:0",
+                                         "--metrics_address=",
+                                         "--store=memory",
+                                         "--health_address=127.0.0.1:0",
+                                         absl::StrCat("--data_dir=", HABITAT_DATA_DIR),
+                                         absl::StrCat("--tls_cert=", pki_->Path("server.pem")),
+                                         absl::StrCat("--tls_key=", pki_->Path("server.key")),
+                                         absl::StrCat("--tls_client_ca=", pki_->Path("ca.pem")),
+                                         absl::StrCat("--token_file=", tokens),
+                                         "--shutdown_grace_seconds=1"};
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -469,7 +465,8 @@ TEST_F(SecurityTest, ServerBinaryWithTlsTokensAndSighupReload) {
     }
     return text;
   };
-  const std::regex serving(R"(serving on port (\d+) \(TLS, bearer tokens;.*health-only port (\d+)\))");
+  const std::regex serving(
+      R"(serving on port (\d+) \(TLS, bearer tokens;.*health-only port (\d+)\))");
   std::string text = wait_for(serving);
   std::smatch ports;
   ASSERT_TRUE(std::regex_search(text, ports, serving)) << text;
@@ -510,13 +507,14 @@ TEST_F(SecurityTest, ServerBinaryWithTlsTokensAndSighupReload) {
 TEST_F(SecurityTest, ServerBinaryRefusesToStartWithBadTlsFlags) {
   const std::string log = pki_->Path("bad_tls.log");
   const std::string command = absl::StrCat(
-      HABITAT_SERVER_BINARY, " --address=127.0.0.1:0 --metrics_address= --data_dir=",
-      HABITAT_DATA_DIR, " --tls_cert=", pki_->Path("server.pem"),
-      " --tls_key=/nonexistent/key.pem 2> ", log);
+      HABITAT_SERVER_BINARY,
+      " --address=127.0.0.1:0 --metrics_address= --data_dir=", HABITAT_DATA_DIR,
+      " --tls_cert=", pki_->Path("server.pem"), " --tls_key=/nonexistent/key.pem 2> ", log);
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
-  EXPECT_THAT(ReadText(log), HasSubstr("cannot start: --tls_key: cannot read '/nonexistent/key.pem'"));
+  EXPECT_THAT(ReadText(log),
+              HasSubstr("cannot start: --tls_key: cannot read '/nonexistent/key.pem'"));
 }
 
 }  // namespace

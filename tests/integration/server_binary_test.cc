@@ -124,8 +124,8 @@ TEST(ServerBinaryTest, ServesOnAnEphemeralPortAndDrainsOnSigterm) {
 }
 
 TEST(ServerBinaryTest, BadDataDirectoryFailsAtStartWithExitCode1) {
-  ServerProcess server({HABITAT_SERVER_BINARY, "--address=127.0.0.1:0", "--metrics_address=",
-                        "--data_dir=/nonexistent/habitat-data"});
+  ServerProcess server({HABITAT_SERVER_BINARY, "--address=127.0.0.1:0",
+                        "--metrics_address=", "--data_dir=/nonexistent/habitat-data"});
   ASSERT_GT(server.pid(), 0);
   const int status = server.Wait(absl::Seconds(20));
   ASSERT_NE(status, -1);

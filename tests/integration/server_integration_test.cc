@@ -354,8 +354,7 @@ TEST_F(ServerIntegrationTest, BadRequestsGetClearErrorsAndTheServerKeepsAnswerin
   ASSERT_NE(FirstKernel(trace_), nullptr);
 
   std::vector<BadCase> cases;
-  auto add = [&](std::string name, absl::StatusCode code, std::string message,
-                 auto&& mutate) {
+  auto add = [&](std::string name, absl::StatusCode code, std::string message, auto&& mutate) {
     BadCase c{std::move(name), InlineRequest(), code, std::move(message)};
     mutate(c.request);
     cases.push_back(std::move(c));
@@ -399,9 +398,8 @@ TEST_F(ServerIntegrationTest, BadRequestsGetClearErrorsAndTheServerKeepsAnswerin
     block->set_y(1);
     block->set_z(1);
   });
-  add("empty trace", C::kInvalidArgument, "origin", [](PredictRequest& r) {
-    *r.mutable_trace() = v1::Trace();
-  });
+  add("empty trace", C::kInvalidArgument, "origin",
+      [](PredictRequest& r) { *r.mutable_trace() = v1::Trace(); });
   add("trace without operations", C::kInvalidArgument, "operations is empty",
       [](PredictRequest& r) {
         r.mutable_trace()->clear_operations();
@@ -414,7 +412,9 @@ TEST_F(ServerIntegrationTest, BadRequestsGetClearErrorsAndTheServerKeepsAnswerin
     r.mutable_trace()->mutable_origin()->set_name("Imaginary GPU 9000");
   });
   add("control character in an op name", C::kInvalidArgument, "contains control character",
-      [](PredictRequest& r) { r.mutable_trace()->mutable_operations(0)->set_name("aten::\x1b[2J"); });
+      [](PredictRequest& r) {
+        r.mutable_trace()->mutable_operations(0)->set_name("aten::\x1b[2J");
+      });
   add("huge shape", C::kInvalidArgument, "2^50", [](PredictRequest& r) {
     auto* tensor = r.mutable_trace()->mutable_operations(0)->add_arguments()->mutable_tensor();
     for (int i = 0; i < 4; ++i) tensor->add_shape(int64_t{1} << 20);

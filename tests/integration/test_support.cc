@@ -19,12 +19,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/trace_loader.h"
+#include "common/grpc/grpc_status.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "common/grpc/grpc_status.h"
 
 #ifndef HABITAT_TESTDATA_DIR
 #error "HABITAT_TESTDATA_DIR must be defined"
@@ -109,8 +109,7 @@ std::map<std::string, double> CounterValues(const std::string& exposition,
     const size_t close = line.find('}');
     if (close == absl::string_view::npos) continue;
     // Label values here (rpc and code names) hold no quotes or commas.
-    const absl::string_view labels =
-        line.substr(family.size() + 1, close - family.size() - 1);
+    const absl::string_view labels = line.substr(family.size() + 1, close - family.size() - 1);
     std::map<std::string, std::string> sorted;
     for (absl::string_view pair : absl::StrSplit(labels, ',', absl::SkipEmpty())) {
       const size_t eq = pair.find('=');
@@ -168,8 +167,8 @@ absl::StatusOr<int> HealthCheck(const std::string& address, const std::string& s
       if (!in.ReadVarint32(&value)) return absl::InternalError("bad HealthCheckResponse");
       serving = static_cast<int>(value);
     } else {
-      return absl::InternalError(absl::StrCat("unexpected tag ", tag_number,
-                                              " in HealthCheckResponse"));
+      return absl::InternalError(
+          absl::StrCat("unexpected tag ", tag_number, " in HealthCheckResponse"));
     }
   }
   return serving;

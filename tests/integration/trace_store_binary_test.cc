@@ -313,8 +313,7 @@ TEST_F(TraceStoreBinaryTest, TraceDirStaysAnAliasOfADirectoryStore) {
 }
 
 TEST_F(TraceStoreBinaryTest, HelpListsTheFlagsAndVersionNamesTheProgram) {
-  ChildProcess help({HABITAT_SERVER_BINARY, "--help"}, tmp_.Sub("help.out"),
-                    tmp_.Sub("help.err"));
+  ChildProcess help({HABITAT_SERVER_BINARY, "--help"}, tmp_.Sub("help.out"), tmp_.Sub("help.err"));
   ASSERT_NE(help.Wait(absl::Seconds(30)), -1);
   EXPECT_THAT(help.Stdout(), HasSubstr("--store"));
   EXPECT_THAT(help.Stdout(), HasSubstr("--metrics_address"));

@@ -24,8 +24,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_io.h"
-#include "common/status_macros.h"
 #include "common/stats.h"
+#include "common/status_macros.h"
 #include "core/predict/op_traffic.h"
 #include "core/trace/op_classification.h"
 #include "core/trace/trace_totals.h"
@@ -81,7 +81,8 @@ bool AllKernelsCounted(const habitat::v1::Pass& p) {
 
 uint64_t PassDramBytes(const habitat::v1::Pass& p) {
   uint64_t b = 0;
-  for (const auto& k : p.kernels()) b += k.counters().dram_read_bytes() + k.counters().dram_write_bytes();
+  for (const auto& k : p.kernels())
+    b += k.counters().dram_read_bytes() + k.counters().dram_write_bytes();
   return b;
 }
 
@@ -100,7 +101,8 @@ void PerOpSums(const std::string& tag, const std::vector<Case>& cases) {
     if (c.model != "gnmt") others.push_back(std::abs(sum / c.busy_ms - 1));
   }
   std::cout << absl::StrFormat(
-      "\nWithout GNMT: largest |Σ per-op / median busy − 1| = %.2f %%, median %.2f %% (%d cases).\n",
+      "\nWithout GNMT: largest |Σ per-op / median busy − 1| = %.2f %%, median %.2f %% (%d "
+      "cases).\n",
       100 * *std::max_element(others.begin(), others.end()), 100 * Median(others),
       static_cast<int>(others.size()));
 }
@@ -143,19 +145,19 @@ void Reruns(const std::string& tag, const std::vector<Case>& cases) {
     auto ratio = [](int64_t a, int64_t b) {
       return b > 0 ? absl::StrFormat("%.3f", static_cast<double>(a) / b) : std::string("–");
     };
-    std::cout << absl::StrFormat("| %s | %d | %.1f %% | %s | %s | %s | %s | %.3f | %d, %.1f |\n",
-                                 c.name, passes, 100.0 * covered / std::max<int64_t>(1, all),
-                                 ratio(fwd_re, fwd_cu), ratio(bwd_re, bwd_cu), ratio(var_re, var_cu),
-                                 ratio(alike_re, alike_cu), Median(per_pass),
-                                 static_cast<int>(empty_us.size()),
-                                 empty_us.empty() ? 0.0 : Median(empty_us));
+    std::cout << absl::StrFormat(
+        "| %s | %d | %.1f %% | %s | %s | %s | %s | %.3f | %d, %.1f |\n", c.name, passes,
+        100.0 * covered / std::max<int64_t>(1, all), ratio(fwd_re, fwd_cu), ratio(bwd_re, bwd_cu),
+        ratio(var_re, var_cu), ratio(alike_re, alike_cu), Median(per_pass),
+        static_cast<int>(empty_us.size()), empty_us.empty() ? 0.0 : Median(empty_us));
   }
 }
 
 void Counters(const std::string& tag, const std::vector<Case>& cases) {
   std::cout << absl::StrFormat(
       "\n### %s\n\n| case | kernel time with counters | kernel-alike passes compared | "
-      "measured / estimated DRAM bytes (Σ) | median per pass | batch_norm passes | relu/add passes |\n"
+      "measured / estimated DRAM bytes (Σ) | median per pass | batch_norm passes | relu/add passes "
+      "|\n"
       "|---|---:|---:|---:|---:|---:|---:|\n",
       tag);
   for (const Case& c : cases) {
@@ -177,19 +179,21 @@ void Counters(const std::string& tag, const std::vector<Case>& cases) {
         estimated += static_cast<double>(*est);
         ratios.push_back(m / *est);
         if (op.name().find("batch_norm") != std::string::npos) bn.push_back(m / *est);
-        if (op.name().find("relu") != std::string::npos || op.name().find("add") != std::string::npos)
+        if (op.name().find("relu") != std::string::npos ||
+            op.name().find("add") != std::string::npos)
           pointwise.push_back(m / *est);
       }
     }
     if (counted == 0) continue;
     auto med = [](const std::vector<double>& v) {
-      return v.empty() ? std::string("–") : absl::StrFormat("%.2f (%d)", Median(v), static_cast<int>(v.size()));
+      return v.empty() ? std::string("–")
+                       : absl::StrFormat("%.2f (%d)", Median(v), static_cast<int>(v.size()));
     };
-    std::cout << absl::StrFormat("| %s | %.1f %% | %d | %s | %s | %s | %s |\n", c.name,
-                                 100.0 * counted / std::max<int64_t>(1, all),
-                                 static_cast<int>(ratios.size()),
-                                 estimated > 0 ? absl::StrFormat("%.2f", measured / estimated) : "–",
-                                 med(ratios), med(bn), med(pointwise));
+    std::cout << absl::StrFormat(
+        "| %s | %.1f %% | %d | %s | %s | %s | %s |\n", c.name,
+        100.0 * counted / std::max<int64_t>(1, all), static_cast<int>(ratios.size()),
+        estimated > 0 ? absl::StrFormat("%.2f", measured / estimated) : "–", med(ratios), med(bn),
+        med(pointwise));
   }
 }
 
@@ -221,7 +225,8 @@ int Main() {
                "Middle batch size of each model: every top-level forward op re-run alone with "
                "inputs of its recorded shapes, 5 repetitions after 2 warm-up calls, behind a "
                "spin kernel so the CUDA events time the GPU (median; `OperationTracker."
-               "measure_ops`). Ratios are over the passes that were re-run and ran GPU work in the iteration.\n";
+               "measure_ops`). Ratios are over the passes that were re-run and ran GPU work in the "
+               "iteration.\n";
   for (const auto& [tag, cases] : by_tag) Reruns(tag, cases);
   std::cout << "\n## 3. Hardware counters\n\n"
                "Kernel time whose kernels carry counters (the 99.5 % rule), and for kernel-alike "

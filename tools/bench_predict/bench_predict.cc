@@ -17,8 +17,8 @@ namespace {
 
 const v1::Trace& Fixture() {
   static const v1::Trace* trace = [] {
-    auto json = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
-                         "/kineto/h100/resnet50_b64_fp32.json.gz");
+    auto json =
+        ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/resnet50_b64_fp32.json.gz");
     if (!json.ok()) std::abort();
     KinetoImportOptions options;
     options.model_name = "resnet50";

@@ -29,8 +29,8 @@
 #include "core/predict/prediction_engine.h"
 #include "core/predict/varying_predictor.h"
 #include "core/trace/trace_totals.h"
-#include "tools/eval_suite/host_speed.h"
 #include "nlohmann/json.hpp"
+#include "tools/eval_suite/host_speed.h"
 
 ABSL_FLAG(std::string, testdata, "tests/testdata", "tests/testdata directory");
 ABSL_FLAG(std::string, devices, "data/devices.textproto", "GPU spec database");
@@ -68,7 +68,6 @@ std::map<std::string, Case> LoadMeasurements(const std::string& path) {
   }
   return cases;
 }
-
 
 struct WallRow {
   std::string name, direction;
@@ -129,9 +128,10 @@ int Run() {
       if (trace.ok()) cpu_time[tag][name] = eval::SumOfOpCpuTime(*trace);
     }
   }
-  std::printf("| case | direction | measured origin busy ms | measured target busy ms | "
-              "predicted ms | error %% | same-FLOPS error %% | bandwidth-ratio error %% | "
-              "share unscaled %% |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| case | direction | measured origin busy ms | measured target busy ms | "
+      "predicted ms | error %% | same-FLOPS error %% | bandwidth-ratio error %% | "
+      "share unscaled %% |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   std::map<std::string, Errors> errors_by_direction;
   std::vector<WallRow> walls;
   for (const auto& [origin_tag, origin_id] : gpu_ids) {
@@ -155,8 +155,8 @@ int Run() {
         // model calibrates the profiled host timeline against it.
         options.iteration_wall_ns = origin_case.wall_ns;
         // The fixtures' names say how they ran: bf16 ones under autocast.
-        options.precision = absl::StrContains(name, "_bf16") ? v1::PRECISION_AMP_BF16
-                                                             : v1::PRECISION_FP32;
+        options.precision =
+            absl::StrContains(name, "_bf16") ? v1::PRECISION_AMP_BF16 : v1::PRECISION_FP32;
         auto trace = json.ok() ? ImportKinetoTrace(*json, options)
                                : absl::StatusOr<v1::Trace>(json.status());
         if (!trace.ok()) {
@@ -166,10 +166,10 @@ int Run() {
         }
         absl::StatusOr<std::vector<VaryingPassTable>> tables = std::vector<VaryingPassTable>(1);
         if (varying != nullptr) tables = varying->PredictTrace(*trace, origin_spec, {&target_spec});
-        auto prediction = tables.ok() ? PredictOnDevice(*trace, origin_spec, target_spec,
-                                                        std::nullopt,
-                                                        varying != nullptr ? &(*tables)[0] : nullptr)
-                                      : absl::StatusOr<v1::DevicePrediction>(tables.status());
+        auto prediction = tables.ok()
+                              ? PredictOnDevice(*trace, origin_spec, target_spec, std::nullopt,
+                                                varying != nullptr ? &(*tables)[0] : nullptr)
+                              : absl::StatusOr<v1::DevicePrediction>(tables.status());
         if (!prediction.ok()) {
           std::printf("| %s | %s | | | | predict failed: %s | | | |\n", name.c_str(),
                       direction.c_str(), std::string(prediction.status().message()).c_str());
@@ -178,8 +178,8 @@ int Run() {
         const double origin_sum = static_cast<double>(SumOfPassTimes(*trace));
         const double ratio = static_cast<double>(prediction->gpu_time_ns()) / origin_sum;
         const double predicted = origin_case.busy_ns * ratio;
-        const double same_flops = origin_case.busy_ns * origin_spec.peak_fp32_tflops() /
-                                  target_spec.peak_fp32_tflops();
+        const double same_flops =
+            origin_case.busy_ns * origin_spec.peak_fp32_tflops() / target_spec.peak_fp32_tflops();
         const double bandwidth = origin_case.busy_ns * origin_spec.memory_bandwidth_gbps() /
                                  target_spec.memory_bandwidth_gbps();
         const double target_busy = static_cast<double>(target_it->second.busy_ns);
@@ -189,16 +189,20 @@ int Run() {
         }
         errors_by_direction[direction].Add(predicted, same_flops, bandwidth, target_busy);
         if (prediction->wall_ns() > 0) {
-          WallRow row{name, direction, origin_case.wall_ns, target_it->second.wall_ns,
-                      prediction->wall_ns(), target_it->second.host_share,
+          WallRow row{name,
+                      direction,
+                      origin_case.wall_ns,
+                      target_it->second.wall_ns,
+                      prediction->wall_ns(),
+                      target_it->second.host_share,
                       prediction->host_bound()};
           const std::optional<double> speed =
               eval::HostSpeedFromOtherModels(name, cpu_time[origin_tag], cpu_time[target_tag]);
           const std::optional<double> host_scale = HostScaleFor(*trace);
           if (speed.has_value() && host_scale.has_value()) {
-            auto with_speed = PredictOnDevice(*trace, origin_spec, target_spec,
-                                              *host_scale / *speed,
-                                              varying != nullptr ? &(*tables)[0] : nullptr);
+            auto with_speed =
+                PredictOnDevice(*trace, origin_spec, target_spec, *host_scale / *speed,
+                                varying != nullptr ? &(*tables)[0] : nullptr);
             if (with_speed.ok() && with_speed->wall_ns() > 0) {
               row.predicted_wall_host_speed = with_speed->wall_ns();
               row.host_speed = *speed;
@@ -207,26 +211,26 @@ int Run() {
           walls.push_back(row);
         }
         std::printf("| %s | %s | %.2f | %.2f | %.2f | %+.1f | %+.1f | %+.1f | %.0f |\n",
-                    name.c_str(), direction.c_str(), origin_case.busy_ns / 1e6,
-                    target_busy / 1e6, predicted / 1e6,
-                    100.0 * (predicted - target_busy) / target_busy,
+                    name.c_str(), direction.c_str(), origin_case.busy_ns / 1e6, target_busy / 1e6,
+                    predicted / 1e6, 100.0 * (predicted - target_busy) / target_busy,
                     100.0 * (same_flops - target_busy) / target_busy,
                     100.0 * (bandwidth - target_busy) / target_busy,
                     100.0 * unscaled / prediction->gpu_time_ns());
       }
     }
   }
-  std::printf("\n| direction | cases | Habitat (this build) MAPE %% | same-FLOPS MAPE %% | "
-              "bandwidth-ratio MAPE %% |\n|---|---:|---:|---:|---:|\n");
+  std::printf(
+      "\n| direction | cases | Habitat (this build) MAPE %% | same-FLOPS MAPE %% | "
+      "bandwidth-ratio MAPE %% |\n|---|---:|---:|---:|---:|\n");
   for (const auto& [direction, errors] : errors_by_direction) {
-    std::printf("| %s | %zu | %.1f | %.1f | %.1f |\n", direction.c_str(),
-                errors.habitat.size(), Mean(errors.habitat), Mean(errors.same_flops),
-                Mean(errors.bandwidth));
+    std::printf("| %s | %zu | %.1f | %.1f | %.1f |\n", direction.c_str(), errors.habitat.size(),
+                Mean(errors.habitat), Mean(errors.same_flops), Mean(errors.bandwidth));
   }
-  std::printf("\n### Wall time (host model)\n\n| case | direction | measured origin wall ms | "
-              "measured target wall ms | target host share %% | predicted wall ms | error %% | "
-              "flagged host-bound | host speed (other models) | predicted wall ms with it | "
-              "error %% |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
+  std::printf(
+      "\n### Wall time (host model)\n\n| case | direction | measured origin wall ms | "
+      "measured target wall ms | target host share %% | predicted wall ms | error %% | "
+      "flagged host-bound | host speed (other models) | predicted wall ms with it | "
+      "error %% |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   std::map<std::string, std::vector<double>> gpu_bound_errors, host_bound_errors;
   std::map<std::string, std::vector<double>> gpu_bound_speed_errors, host_bound_speed_errors;
   for (const auto& w : walls) {
@@ -245,9 +249,10 @@ int Run() {
                 w.flagged_host_bound ? "yes" : "no", w.host_speed,
                 w.predicted_wall_host_speed / 1e6, 100.0 * speed_error);
   }
-  std::printf("\n| direction | GPU-bound cases (host share < 15%%) | wall MAPE %% | with host "
-              "speed %% | host-bound cases | wall MAPE %% | with host speed %% |\n"
-              "|---|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "\n| direction | GPU-bound cases (host share < 15%%) | wall MAPE %% | with host "
+      "speed %% | host-bound cases | wall MAPE %% | with host speed %% |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& [direction, errors] : errors_by_direction) {
     std::printf("| %s | %zu | %.1f | %.1f | %zu | %.1f | %.1f |\n", direction.c_str(),
                 gpu_bound_errors[direction].size(), Mean(gpu_bound_errors[direction]),

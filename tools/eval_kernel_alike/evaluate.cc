@@ -27,10 +27,9 @@ const char* MethodName(Method m) {
   }
 }
 
-absl::StatusOr<Report> Evaluate(
-    const std::vector<const JoinedRow*>& rows,
-    const std::map<std::string, habitat::v1::DeviceSpec>& devices,
-    const std::vector<std::string>& device_ids, TimeBasis basis) {
+absl::StatusOr<Report> Evaluate(const std::vector<const JoinedRow*>& rows,
+                                const std::map<std::string, habitat::v1::DeviceSpec>& devices,
+                                const std::vector<std::string>& device_ids, TimeBasis basis) {
   Report report;
   ScalingOptions options;
   options.basis = basis;
@@ -42,9 +41,9 @@ absl::StatusOr<Report> Evaluate(
     for (const std::string& o : device_ids) {
       const Measurement& mo = row->by_device.at(o);
       if (!(time_ms(mo) > 0)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            row->config.op, " B=", row->config.b, " H=", row->config.h, " on ", o,
-            ": no ", kernel ? "kernel duration" : "latency"));
+        return absl::InvalidArgumentError(absl::StrCat(row->config.op, " B=", row->config.b,
+                                                       " H=", row->config.h, " on ", o, ": no ",
+                                                       kernel ? "kernel duration" : "latency"));
       }
       const habitat::v1::Kernel with = ToKernel(row->config, mo, true, kernel);
       const habitat::v1::Kernel without = ToKernel(row->config, mo, false, kernel);
@@ -55,21 +54,18 @@ absl::StatusOr<Report> Evaluate(
         const double actual = time_ms(row->by_device.at(d)) * 1e6;
         const double t_o = static_cast<double>(with.duration_ns());
         double pred[kMethodCount];
-        pred[kBandwidthRatio] = t_o * origin.memory_bandwidth_gbps() /
-                                target.memory_bandwidth_gbps();
-        HABITAT_ASSIGN_OR_RETURN(auto paper,
-                                 PaperWaveScaling(without, origin, target));
+        pred[kBandwidthRatio] =
+            t_o * origin.memory_bandwidth_gbps() / target.memory_bandwidth_gbps();
+        HABITAT_ASSIGN_OR_RETURN(auto paper, PaperWaveScaling(without, origin, target));
         pred[kPaperEq2] = static_cast<double>(paper.predicted_ns);
-        HABITAT_ASSIGN_OR_RETURN(auto ours,
-                                 ScaleKernel(with, origin, target, options));
+        HABITAT_ASSIGN_OR_RETURN(auto ours, ScaleKernel(with, origin, target, options));
         pred[kOurs] = static_cast<double>(ours.predicted_ns);
         report.branches[ScalingBranchName(ours.branch)]++;
         ScalingOptions eq3 = options;
         eq3.gamma_from_achieved_bandwidth = false;
         HABITAT_ASSIGN_OR_RETURN(auto ours_eq3, ScaleKernel(with, origin, target, eq3));
         pred[kOursEq3Gamma] = static_cast<double>(ours_eq3.predicted_ns);
-        HABITAT_ASSIGN_OR_RETURN(auto ours_nc,
-                                 ScaleKernel(without, origin, target, options));
+        HABITAT_ASSIGN_OR_RETURN(auto ours_nc, ScaleKernel(without, origin, target, options));
         pred[kOursNoCounters] = static_cast<double>(ours_nc.predicted_ns);
         const bool large = time_ms(mo) >= kLargeMs;
         MethodErrors& op = report.by_op[row->config.op];
@@ -107,19 +103,16 @@ std::string Header(absl::string_view first) {
   std::string h = absl::StrCat("| ", first, " | n (≥0.1 ms) |");
   std::string rule = "| --- | --- |";
   for (int m = 0; m < kMethodCount; ++m) {
-    absl::StrAppend(&h, " ", MethodName(static_cast<Method>(m)),
-                    ": all | ≥0.1 ms |");
+    absl::StrAppend(&h, " ", MethodName(static_cast<Method>(m)), ": all | ≥0.1 ms |");
     absl::StrAppend(&rule, " ---: | ---: |");
   }
   return absl::StrCat(h, "\n", rule, "\n");
 }
 
 std::string Line(absl::string_view name, const MethodErrors& e) {
-  std::string s = absl::StrFormat("| %s | %d (%d) |", name, e[0].n_all,
-                                  e[0].n_large);
+  std::string s = absl::StrFormat("| %s | %d (%d) |", name, e[0].n_all, e[0].n_large);
   for (int m = 0; m < kMethodCount; ++m) {
-    absl::StrAppend(&s, absl::StrFormat(" %.1f | %.1f |", e[m].Mape(),
-                                        e[m].MapeLarge()));
+    absl::StrAppend(&s, absl::StrFormat(" %.1f | %.1f |", e[m].Mape(), e[m].MapeLarge()));
   }
   return absl::StrCat(s, "\n");
 }

@@ -56,11 +56,10 @@ struct Report {
 // `devices` maps id -> spec (with the constants to use filled in). With
 // TimeBasis::kKernelDuration the times are the rows' CUPTI kernel durations
 // and ScaleKernel runs on that basis.
-absl::StatusOr<Report> Evaluate(
-    const std::vector<const JoinedRow*>& rows,
-    const std::map<std::string, habitat::v1::DeviceSpec>& devices,
-    const std::vector<std::string>& device_ids,
-    TimeBasis basis = TimeBasis::kHostTimedOp);
+absl::StatusOr<Report> Evaluate(const std::vector<const JoinedRow*>& rows,
+                                const std::map<std::string, habitat::v1::DeviceSpec>& devices,
+                                const std::vector<std::string>& device_ids,
+                                TimeBasis basis = TimeBasis::kHostTimedOp);
 
 void Merge(const Report& from, Report& into);
 

@@ -52,8 +52,7 @@ struct LineFit {
 bool IsStreamingOp(const std::string& op) { return op != "ln" && op != "softmax"; }
 
 absl::StatusOr<std::map<std::string, FittedConstants>> FitConstants(
-    const std::vector<const JoinedRow*>& rows,
-    const std::vector<std::string>& device_ids) {
+    const std::vector<const JoinedRow*>& rows, const std::vector<std::string>& device_ids) {
   std::map<std::string, std::vector<const JoinedRow*>> by_op;
   for (const JoinedRow* r : rows) by_op[r->config.op].push_back(r);
   for (auto& [op, list] : by_op) {
@@ -89,8 +88,7 @@ absl::StatusOr<std::map<std::string, FittedConstants>> FitConstants(
     f.line_rows = fit.n;
     if (f.line_rows < kMinLineRows) {
       return absl::InvalidArgumentError(absl::StrCat(
-          id, ": only ", f.line_rows,
-          " streaming rows clear of the floor to fit bandwidth on"));
+          id, ": only ", f.line_rows, " streaming rows clear of the floor to fit bandwidth on"));
     }
     const Line line = fit.Solve();  // ns per byte, ns
     if (!(line.slope > 0)) {
@@ -103,9 +101,8 @@ absl::StatusOr<std::map<std::string, FittedConstants>> FitConstants(
   return out;
 }
 
-absl::StatusOr<KernelLine> FitKernelDurationLine(
-    const std::vector<const JoinedRow*>& rows, const std::string& device_id,
-    int64_t min_bytes) {
+absl::StatusOr<KernelLine> FitKernelDurationLine(const std::vector<const JoinedRow*>& rows,
+                                                 const std::string& device_id, int64_t min_bytes) {
   LineFit fit;
   std::map<std::string, std::vector<std::pair<int64_t, double>>> by_op;
   for (const JoinedRow* r : rows) {
@@ -117,9 +114,9 @@ absl::StatusOr<KernelLine> FitKernelDurationLine(
     if (IsStreamingOp(r->config.op) && bytes > min_bytes) fit.Add(bytes, ns);
   }
   if (fit.n < kMinLineRows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        device_id, ": only ", fit.n,
-        " streaming rows with kernel durations above ", min_bytes, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(device_id, ": only ", fit.n,
+                                                   " streaming rows with kernel durations above ",
+                                                   min_bytes, " bytes"));
   }
   const Line line = fit.Solve();
   if (!(line.slope > 0)) {

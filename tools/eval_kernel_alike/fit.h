@@ -17,8 +17,8 @@ struct FittedConstants {
   double streaming_bandwidth_gbps = 0;
   int64_t op_fixed_latency_ns = 0;
   int64_t op_latency_floor_ns = 0;
-  int line_rows = 0;   // rows the bandwidth/fixed line was fitted on
-  int floor_ops = 0;   // operators whose floors were pooled
+  int line_rows = 0;  // rows the bandwidth/fixed line was fitted on
+  int floor_ops = 0;  // operators whose floors were pooled
 };
 
 // Only these are streaming kernels (one pass over the data, no reduction):
@@ -32,8 +32,7 @@ bool IsStreamingOp(const std::string& op);
 //   latency is above 3x the floor (clear of it), weighted by 1/latency^2 so
 //   that relative error is minimised.
 absl::StatusOr<std::map<std::string, FittedConstants>> FitConstants(
-    const std::vector<const JoinedRow*>& rows,
-    const std::vector<std::string>& device_ids);
+    const std::vector<const JoinedRow*>& rows, const std::vector<std::string>& device_ids);
 
 // Kernel-duration basis (CUPTI times, "Kernel Duration" column):
 // - bandwidth: the same weighted line over streaming-op rows moving more
@@ -50,8 +49,7 @@ struct KernelLine {
   int64_t line_intercept_ns = 0;  // for the record only
   int rows = 0;
 };
-absl::StatusOr<KernelLine> FitKernelDurationLine(
-    const std::vector<const JoinedRow*>& rows, const std::string& device_id,
-    int64_t min_bytes);
+absl::StatusOr<KernelLine> FitKernelDurationLine(const std::vector<const JoinedRow*>& rows,
+                                                 const std::string& device_id, int64_t min_bytes);
 
 }  // namespace habitat::eval

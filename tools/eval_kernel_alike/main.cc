@@ -71,10 +71,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (absl::StartsWith(a, "--ops=")) {
       f.ops = absl::StrSplit(a.substr(6), ',', absl::SkipEmpty());
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown argument '", a,
-          "' (expected --neusight_dir=DIR, --devices=FILE, --print_fit, "
-          "--fit_only, --ops=a,b,..., --basis=host|kernel)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown argument '", a,
+                       "' (expected --neusight_dir=DIR, --devices=FILE, --print_fit, "
+                       "--fit_only, --ops=a,b,..., --basis=host|kernel)"));
     }
   }
   return f;
@@ -133,9 +133,8 @@ absl::StatusOr<std::map<std::string, habitat::v1::DeviceSpec>> FitSpecs(
   return out;
 }
 
-std::string ConstantsTable(
-    const std::map<std::string, habitat::v1::DeviceSpec>& specs,
-    const std::vector<std::string>& ids, TimeBasis basis) {
+std::string ConstantsTable(const std::map<std::string, habitat::v1::DeviceSpec>& specs,
+                           const std::vector<std::string>& ids, TimeBasis basis) {
   std::string s =
       "| GPU | datasheet GB/s | streaming GB/s (fraction) | fixed µs | floor µs |\n"
       "| --- | ---: | ---: | ---: | ---: |\n";
@@ -143,13 +142,12 @@ std::string ConstantsTable(
     const auto& d = specs.at(id);
     auto c = ResolveScalingConstants(d, basis);
     if (!c.ok()) continue;
-    absl::StrAppend(
-        &s, absl::StrFormat("| %s | %.0f | %.0f (%.3f)%s | %.1f%s | %.1f%s |\n", id,
-                            d.memory_bandwidth_gbps(), c->streaming_bandwidth_gbps,
-                            c->streaming_bandwidth_gbps / d.memory_bandwidth_gbps(),
-                            c->streaming_bandwidth_is_default ? " default" : "",
-                            c->fixed_ns / 1e3, c->fixed_is_default ? " default" : "",
-                            c->floor_ns / 1e3, c->floor_is_default ? " default" : ""));
+    absl::StrAppend(&s, absl::StrFormat("| %s | %.0f | %.0f (%.3f)%s | %.1f%s | %.1f%s |\n", id,
+                                        d.memory_bandwidth_gbps(), c->streaming_bandwidth_gbps,
+                                        c->streaming_bandwidth_gbps / d.memory_bandwidth_gbps(),
+                                        c->streaming_bandwidth_is_default ? " default" : "",
+                                        c->fixed_ns / 1e3, c->fixed_is_default ? " default" : "",
+                                        c->floor_ns / 1e3, c->floor_is_default ? " default" : ""));
   }
   return s;
 }
@@ -160,8 +158,7 @@ std::string Branches(const Report& r) {
   return s + "\n";
 }
 
-absl::Status FitOnly(const std::vector<JoinedRow>& rows,
-                     const std::vector<std::string>& ids,
+absl::Status FitOnly(const std::vector<JoinedRow>& rows, const std::vector<std::string>& ids,
                      const std::map<std::string, habitat::v1::DeviceSpec>& specs) {
   std::vector<const JoinedRow*> all;
   for (const auto& r : rows) all.push_back(&r);
@@ -171,8 +168,8 @@ absl::Status FitOnly(const std::vector<JoinedRow>& rows,
     std::cout << absl::StrFormat(
         "%s host-timed: streaming_bandwidth_gbps %.1f op_fixed_latency_ns %d "
         "op_latency_floor_ns %d (line on %d rows, floor over %d ops)\n",
-        id, f.streaming_bandwidth_gbps, f.op_fixed_latency_ns,
-        f.op_latency_floor_ns, f.line_rows, f.floor_ops);
+        id, f.streaming_bandwidth_gbps, f.op_fixed_latency_ns, f.op_latency_floor_ns, f.line_rows,
+        f.floor_ops);
     // Kernel durations: clear of L2 by 4x its size.
     const int64_t min_bytes = 4 * static_cast<int64_t>(specs.at(id).l2_cache_bytes());
     absl::StatusOr<KernelLine> k = FitKernelDurationLine(all, id, min_bytes);
@@ -180,8 +177,8 @@ absl::Status FitOnly(const std::vector<JoinedRow>& rows,
       std::cout << absl::StrFormat(
           "%s kernel durations: streaming_bandwidth_gbps %.1f (line on %d "
           "rows > %d bytes, intercept %d ns) kernel_fixed_latency_ns %d\n",
-          id, k->streaming_bandwidth_gbps, k->rows, min_bytes,
-          k->line_intercept_ns, k->kernel_fixed_latency_ns);
+          id, k->streaming_bandwidth_gbps, k->rows, min_bytes, k->line_intercept_ns,
+          k->kernel_fixed_latency_ns);
     } else {
       std::cout << id << " kernel durations: " << k.status().message() << "\n";
     }
@@ -215,20 +212,18 @@ absl::Status Run(const Flags& flags) {
       "ordered GPU pairs. Errors are mean absolute percentage errors over "
       "(configuration, ordered pair); \"≥0.1 ms\" keeps rows whose measured "
       "origin latency is at least 0.1 ms.\n\n",
-      rows.size(), ops.size(), ids.size(), absl::StrJoin(ids, ", "),
-      ids.size() * (ids.size() - 1));
+      rows.size(), ops.size(), ids.size(), absl::StrJoin(ids, ", "), ids.size() * (ids.size() - 1));
 
   const TimeBasis basis = flags.basis;
-  const char* what = basis == TimeBasis::kKernelDuration
-                         ? "CUPTI kernel durations"
-                         : "host-timed operator latencies";
+  const char* what = basis == TimeBasis::kKernelDuration ? "CUPTI kernel durations"
+                                                         : "host-timed operator latencies";
   std::cout << "Times: " << what << ".\n\n";
 
   // (1) Split by configuration.
   HABITAT_ASSIGN_OR_RETURN(auto split_specs, FitSpecs(fit_half, ids, specs, basis));
   HABITAT_ASSIGN_OR_RETURN(Report split, Evaluate(eval_half, split_specs, ids, basis));
-  std::cout << "## 1. Held out by configuration\n\nConstants fitted on the "
-            << fit_half.size() << " configurations at even positions of each operator's "
+  std::cout << "## 1. Held out by configuration\n\nConstants fitted on the " << fit_half.size()
+            << " configurations at even positions of each operator's "
                "size order; errors on the "
             << eval_half.size() << " at odd positions.\n\n"
             << ConstantsTable(split_specs, ids, basis) << "\n"
@@ -259,8 +254,7 @@ absl::Status Run(const Flags& flags) {
 
   // (3) The constants the product uses.
   HABITAT_ASSIGN_OR_RETURN(Report file, Evaluate(all, specs, ids, basis));
-  std::cout << "## 3. Constants of " << flags.devices
-            << ", all configurations\n\n"
+  std::cout << "## 3. Constants of " << flags.devices << ", all configurations\n\n"
             << ConstantsTable(specs, ids, basis) << "\n"
             << FormatByOp(file, ops) << "\n"
             << Branches(file);
@@ -272,8 +266,8 @@ absl::Status Run(const Flags& flags) {
       std::cout << absl::StrFormat(
           "%s: streaming_bandwidth_gbps: %.1f op_fixed_latency_ns: %d "
           "op_latency_floor_ns: %d kernel_fixed_latency_ns: %d\n",
-          id, d.streaming_bandwidth_gbps(), d.op_fixed_latency_ns(),
-          d.op_latency_floor_ns(), d.kernel_fixed_latency_ns());
+          id, d.streaming_bandwidth_gbps(), d.op_fixed_latency_ns(), d.op_latency_floor_ns(),
+          d.kernel_fixed_latency_ns());
     }
   }
   return absl::OkStatus();

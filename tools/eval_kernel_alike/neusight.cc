@@ -20,9 +20,9 @@
 namespace habitat::eval {
 
 const std::vector<std::string>& KernelAlikeOps() {
-  static const auto* ops = new std::vector<std::string>{
-      "add", "addu", "mul", "mulu", "div",  "divu",   "pow",
-      "powu", "relu", "tanh", "gelu", "ln", "softmax"};
+  static const auto* ops =
+      new std::vector<std::string>{"add",  "addu", "mul",  "mulu", "div", "divu",   "pow",
+                                   "powu", "relu", "tanh", "gelu", "ln",  "softmax"};
   return *ops;
 }
 
@@ -53,24 +53,21 @@ absl::StatusOr<std::vector<std::string>> SplitCsvLine(absl::string_view line) {
 }
 
 absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
-    absl::string_view text, absl::string_view source,
-    const habitat::v1::DeviceDatabase& devices, std::string* device_id) {
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(text, '\n', absl::SkipWhitespace());
+    absl::string_view text, absl::string_view source, const habitat::v1::DeviceDatabase& devices,
+    std::string* device_id) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n', absl::SkipWhitespace());
   if (lines.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": empty file"));
   }
-  HABITAT_ASSIGN_OR_RETURN(const std::vector<std::string> header,
-                           SplitCsvLine(lines[0]));
+  HABITAT_ASSIGN_OR_RETURN(const std::vector<std::string> header, SplitCsvLine(lines[0]));
   absl::flat_hash_map<std::string, size_t> col;
   for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
-  const std::vector<std::string> needed = {
-      "OPName", "Latency", "Device", "Grid x", "Grid y", "Grid z",
-      "Block x", "Block y", "Block z", "B", "H"};
+  const std::vector<std::string> needed = {"OPName",  "Latency", "Device",  "Grid x",
+                                           "Grid y",  "Grid z",  "Block x", "Block y",
+                                           "Block z", "B",       "H"};
   for (const auto& name : needed) {
     if (!col.contains(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": no column '", name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(source, ": no column '", name, "'"));
     }
   }
   std::map<Config, Measurement> out;
@@ -80,12 +77,10 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
     absl::StatusOr<std::vector<std::string>> f = SplitCsvLine(lines[n]);
     if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", f.status().message()));
     if (f->size() != header.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": ", f->size(), " fields, header has ", header.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", f->size(), " fields, header has ", header.size()));
     }
-    auto field = [&](const std::string& name) -> const std::string& {
-      return (*f)[col[name]];
-    };
+    auto field = [&](const std::string& name) -> const std::string& { return (*f)[col[name]]; };
     // Resolve the GPU once per file, from the driver name it was measured on.
     if (device_id->empty()) {
       for (const auto& d : devices.devices()) {
@@ -94,19 +89,17 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
         }
       }
       if (device_id->empty()) {
-        return absl::NotFoundError(absl::StrCat(
-            where, ": Device '", field("Device"),
-            "' matches no driver_names in the device database"));
+        return absl::NotFoundError(
+            absl::StrCat(where, ": Device '", field("Device"),
+                         "' matches no driver_names in the device database"));
       }
     }
     Config c;
     c.op = field("OPName");
     Measurement m;
-    bool ok = absl::SimpleAtoi(field("B"), &c.b) &&
-              absl::SimpleAtoi(field("H"), &c.h) &&
+    bool ok = absl::SimpleAtoi(field("B"), &c.b) && absl::SimpleAtoi(field("H"), &c.h) &&
               absl::SimpleAtod(field("Latency"), &m.latency_ms);
-    const char* dims[6] = {"Grid x", "Grid y", "Grid z",
-                           "Block x", "Block y", "Block z"};
+    const char* dims[6] = {"Grid x", "Grid y", "Grid z", "Block x", "Block y", "Block z"};
     for (int i = 0; i < 6 && ok; ++i) {
       ok = absl::SimpleAtoi(field(dims[i]), i < 3 ? &m.grid[i] : &m.block[i - 3]);
     }
@@ -115,13 +108,11 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
           absl::StrCat(where, ": B, H, Latency, Grid or Block is not a number"));
     }
     if (!(m.latency_ms > 0) || c.b <= 0 || c.h <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": Latency, B and H must be positive"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": Latency, B and H must be positive"));
     }
     if (col.contains("Kernel Duration") &&
         !absl::SimpleAtod(field("Kernel Duration"), &m.kernel_duration_ms)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": Kernel Duration is not a number"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": Kernel Duration is not a number"));
     }
     m.repeats = 1;
     auto [it, inserted] = out.emplace(c, m);
@@ -131,24 +122,22 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
       Measurement& prev = it->second;
       if (!std::equal(prev.grid, prev.grid + 3, m.grid) ||
           !std::equal(prev.block, prev.block + 3, m.block)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": repeated configuration with a different launch"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": repeated configuration with a different launch"));
       }
-      prev.latency_ms = (prev.latency_ms * prev.repeats + m.latency_ms) /
-                        (prev.repeats + 1);
+      prev.latency_ms = (prev.latency_ms * prev.repeats + m.latency_ms) / (prev.repeats + 1);
       prev.kernel_duration_ms =
-          (prev.kernel_duration_ms * prev.repeats + m.kernel_duration_ms) /
-          (prev.repeats + 1);
+          (prev.kernel_duration_ms * prev.repeats + m.kernel_duration_ms) / (prev.repeats + 1);
       ++prev.repeats;
     }
   }
   return out;
 }
 
-absl::StatusOr<std::vector<JoinedRow>> LoadJoined(
-    const std::string& neusight_dir, const std::vector<std::string>& ops,
-    const habitat::v1::DeviceDatabase& devices,
-    std::vector<std::string>* device_ids) {
+absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::string& neusight_dir,
+                                                  const std::vector<std::string>& ops,
+                                                  const habitat::v1::DeviceDatabase& devices,
+                                                  std::vector<std::string>* device_ids) {
   namespace fs = std::filesystem;
   std::map<Config, JoinedRow> joined;
   std::set<std::string> all_devices;
@@ -167,14 +156,13 @@ absl::StatusOr<std::vector<JoinedRow>> LoadJoined(
     for (const fs::path& file : files) {
       HABITAT_ASSIGN_OR_RETURN(const std::string text, ReadFile(file.string()));
       std::string id;
-      HABITAT_ASSIGN_OR_RETURN(auto rows,
-                               ParseNeuSightCsv(text, file.string(), devices, &id));
+      HABITAT_ASSIGN_OR_RETURN(auto rows, ParseNeuSightCsv(text, file.string(), devices, &id));
       all_devices.insert(id);
       devices_per_op[op].insert(id);
       for (auto& [config, m] : rows) {
         if (config.op != op) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              file.string(), ": OPName '", config.op, "' in the folder of '", op, "'"));
+          return absl::InvalidArgumentError(absl::StrCat(file.string(), ": OPName '", config.op,
+                                                         "' in the folder of '", op, "'"));
         }
         JoinedRow& row = joined[config];
         row.config = config;
@@ -184,9 +172,9 @@ absl::StatusOr<std::vector<JoinedRow>> LoadJoined(
   }
   for (const auto& [op, ids] : devices_per_op) {
     if (ids != all_devices) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "op '", op, "' is measured on ", absl::StrJoin(ids, ","),
-          " but the data set has ", absl::StrJoin(all_devices, ",")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("op '", op, "' is measured on ", absl::StrJoin(ids, ","),
+                       " but the data set has ", absl::StrJoin(all_devices, ",")));
     }
   }
   // Stable GPU order: the device database's.
@@ -211,8 +199,8 @@ DramTraffic AnalyticDramTraffic(const Config& c) {
   return {n * kFloat, n * kFloat};
 }
 
-habitat::v1::Kernel ToKernel(const Config& config, const Measurement& m,
-                             bool with_counters, bool kernel_duration) {
+habitat::v1::Kernel ToKernel(const Config& config, const Measurement& m, bool with_counters,
+                             bool kernel_duration) {
   habitat::v1::Kernel k;
   k.set_name(absl::StrCat(config.op, " B=", config.b, " H=", config.h));
   k.mutable_grid()->set_x(m.grid[0]);

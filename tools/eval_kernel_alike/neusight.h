@@ -4,8 +4,8 @@
 #pragma once
 
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,9 +35,7 @@ struct Config {
   std::string op;
   int64_t b = 0;
   int64_t h = 0;
-  bool operator<(const Config& o) const {
-    return std::tie(op, b, h) < std::tie(o.op, o.b, o.h);
-  }
+  bool operator<(const Config& o) const { return std::tie(op, b, h) < std::tie(o.op, o.b, o.h); }
 };
 
 // One configuration measured on every GPU (device id -> measurement).
@@ -52,16 +50,16 @@ absl::StatusOr<std::vector<std::string>> SplitCsvLine(absl::string_view line);
 // Parses one file's text; `source` names it in errors. The device column is
 // resolved to a DeviceSpec id through `devices`' driver_names.
 absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
-    absl::string_view text, absl::string_view source,
-    const habitat::v1::DeviceDatabase& devices, std::string* device_id);
+    absl::string_view text, absl::string_view source, const habitat::v1::DeviceDatabase& devices,
+    std::string* device_id);
 
 // Loads every file of `ops` under `neusight_dir`/ops and keeps the
 // configurations measured on all GPUs found. `device_ids` receives the GPUs
 // in a stable order.
-absl::StatusOr<std::vector<JoinedRow>> LoadJoined(
-    const std::string& neusight_dir, const std::vector<std::string>& ops,
-    const habitat::v1::DeviceDatabase& devices,
-    std::vector<std::string>* device_ids);
+absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::string& neusight_dir,
+                                                  const std::vector<std::string>& ops,
+                                                  const habitat::v1::DeviceDatabase& devices,
+                                                  std::vector<std::string>* device_ids);
 
 // DRAM bytes the operator's kernel must move, fp32, each tensor read or
 // written once: binary ops read two B x H inputs and write one (12 B per
@@ -78,7 +76,7 @@ DramTraffic AnalyticDramTraffic(const Config& config);
 // in the data; they are left 0 (unknown), so occupancy is limited by
 // threads and blocks only (see docs/kernel_alike_accuracy.md).
 // `kernel_duration`: use the CUPTI kernel duration instead of the latency.
-habitat::v1::Kernel ToKernel(const Config& config, const Measurement& m,
-                             bool with_counters, bool kernel_duration = false);
+habitat::v1::Kernel ToKernel(const Config& config, const Measurement& m, bool with_counters,
+                             bool kernel_duration = false);
 
 }  // namespace habitat::eval

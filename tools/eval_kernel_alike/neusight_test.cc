@@ -4,8 +4,8 @@
 #include <string>
 
 #include "common/file_io.h"
-#include "google/protobuf/text_format.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "tools/eval_kernel_alike/fit.h"
 
@@ -42,13 +42,13 @@ TEST(ParseNeuSightCsvTest, RejectsBadInput) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("x.csv: no column 'Device'"));
 
-  r = ParseNeuSightCsv(kHeader + "add,0.1,Unknown GPU,p,1,k,1,1,1,1,1,128,1,1,cu,2,3\n",
-                       "x.csv", db, &id);
+  r = ParseNeuSightCsv(kHeader + "add,0.1,Unknown GPU,p,1,k,1,1,1,1,1,128,1,1,cu,2,3\n", "x.csv",
+                       db, &id);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("Unknown GPU"));
 
-  r = ParseNeuSightCsv(kHeader + "add,fast,Tesla P4,p,1,k,1,1,1,1,1,128,1,1,cu,2,3\n",
-                       "x.csv", db, &id);
+  r = ParseNeuSightCsv(kHeader + "add,fast,Tesla P4,p,1,k,1,1,1,1,1,128,1,1,cu,2,3\n", "x.csv", db,
+                       &id);
   EXPECT_THAT(r.status().message(), HasSubstr("x.csv:2"));
 
   r = ParseNeuSightCsv(kHeader + "add,0.1,Tesla P4\n", "x.csv", db, &id);
@@ -79,8 +79,7 @@ TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
   std::vector<std::string> ids;
   auto rows = LoadJoined(dir, {"add", "ln"}, db, &ids);
   ASSERT_TRUE(rows.ok()) << rows.status();
-  EXPECT_THAT(ids, ElementsAre("P4", "P100", "T4", "V100-PCIE-32GB",
-                               "A100-PCIE-40GB"));
+  EXPECT_THAT(ids, ElementsAre("P4", "P100", "T4", "V100-PCIE-32GB", "A100-PCIE-40GB"));
   // 1750 rows per file for add, one configuration measured twice; ln has
   // 1400 rows and 1397 distinct configurations.
   EXPECT_EQ(rows->size(), 1749u + 1397u);

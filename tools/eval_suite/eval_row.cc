@@ -24,14 +24,15 @@ Nanoseconds Scale(Nanoseconds ns, double ratio) {
 }  // namespace
 
 std::string CsvHeader(bool host_speed_columns) {
-  return std::string("case,model,batch,precision,origin,target,"
-         "origin_wall_ns,origin_busy_ns,origin_host_share,"
-         "target_wall_ns,target_busy_ns,target_host_share,"
-         "trace_busy_ns,origin_op_sum_ns,replayed_origin_wall_ns,replayed_origin_busy_ns,"
-         "predicted_wall_ns,predicted_gpu_busy_ns,predicted_op_sum_ns,host_bound,"
-         "predicted_busy_scaled_ns,"
-         "same_flops_busy_ns,same_flops_wall_ns,bandwidth_busy_ns,bandwidth_wall_ns,"
-         "trace_id,error") +
+  return std::string(
+             "case,model,batch,precision,origin,target,"
+             "origin_wall_ns,origin_busy_ns,origin_host_share,"
+             "target_wall_ns,target_busy_ns,target_host_share,"
+             "trace_busy_ns,origin_op_sum_ns,replayed_origin_wall_ns,replayed_origin_busy_ns,"
+             "predicted_wall_ns,predicted_gpu_busy_ns,predicted_op_sum_ns,host_bound,"
+             "predicted_busy_scaled_ns,"
+             "same_flops_busy_ns,same_flops_wall_ns,bandwidth_busy_ns,bandwidth_wall_ns,"
+             "trace_id,error") +
          (host_speed_columns ? ",origin_tag,target_tag,host_speed_hostbench,"
                                "predicted_wall_hostbench_ns,host_speed_calibrated,"
                                "predicted_wall_calibrated_ns"

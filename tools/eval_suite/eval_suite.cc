@@ -118,8 +118,8 @@ absl::StatusOr<std::vector<Gpu>> LoadGpus(const std::string& spec, const std::st
       HABITAT_ASSIGN_OR_RETURN(gpu.cases, LoadMeasurements(dir + "/measurements.json"));
       HABITAT_RETURN_IF_ERROR(LoadAgentCaptures(dir, gpu));
     } else {
-      HABITAT_ASSIGN_OR_RETURN(gpu.cases, LoadMeasurements(absl::StrCat(
-                                              testdata, "/measurements/", gpu.tag, ".json")));
+      HABITAT_ASSIGN_OR_RETURN(
+          gpu.cases, LoadMeasurements(absl::StrCat(testdata, "/measurements/", gpu.tag, ".json")));
     }
     gpus.push_back(std::move(gpu));
   }
@@ -159,8 +159,7 @@ absl::StatusOr<std::string> Upload(const std::string& testdata, const Gpu& origi
     // measurement anyway, as the Kineto path does, so both compare the same.
     request.mutable_trace()->set_iteration_wall_ns(measured.wall_ns);
   } else {
-    HABITAT_ASSIGN_OR_RETURN(*request.mutable_trace(),
-                             ImportFixture(testdata, origin, measured));
+    HABITAT_ASSIGN_OR_RETURN(*request.mutable_trace(), ImportFixture(testdata, origin, measured));
   }
   row.trace_busy_ns = request.trace().iteration_gpu_busy_ns();
   row.origin_op_sum_ns = SumOfPassTimes(request.trace());
@@ -216,8 +215,8 @@ absl::StatusOr<Nanoseconds> PredictWall(PredictionClient& client, const EvalRow&
 }
 
 // The agent source's host-speed columns; a failure goes into `error`.
-absl::Status PredictWithHostSpeeds(PredictionClient& client, const Gpu& origin,
-                                   const Gpu& target, EvalRow& row) {
+absl::Status PredictWithHostSpeeds(PredictionClient& client, const Gpu& origin, const Gpu& target,
+                                   EvalRow& row) {
   if (origin.hostbench.has_value() && target.hostbench.has_value()) {
     row.host_speed_hostbench = *origin.hostbench / *target.hostbench;
     HABITAT_ASSIGN_OR_RETURN(row.predicted_wall_hostbench_ns,

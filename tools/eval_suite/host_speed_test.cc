@@ -47,12 +47,16 @@ TEST(HostSpeedTest, ModelOfCase) {
 }
 
 TEST(HostSpeedTest, CalibrationLeavesTheCasesModelOut) {
-  const std::map<std::string, int64_t> origin = {
-      {"a_b1_fp32", 100}, {"a_b2_fp32", 100}, {"b_b1_fp32", 200}, {"c_b1_fp32", 300},
-      {"d_b1_fp32", 400}};
-  const std::map<std::string, int64_t> target = {
-      {"a_b1_fp32", 1}, {"a_b2_fp32", 1}, {"b_b1_fp32", 100}, {"c_b1_fp32", 100},
-      {"d_b1_fp32", 100}};
+  const std::map<std::string, int64_t> origin = {{"a_b1_fp32", 100},
+                                                 {"a_b2_fp32", 100},
+                                                 {"b_b1_fp32", 200},
+                                                 {"c_b1_fp32", 300},
+                                                 {"d_b1_fp32", 400}};
+  const std::map<std::string, int64_t> target = {{"a_b1_fp32", 1},
+                                                 {"a_b2_fp32", 1},
+                                                 {"b_b1_fp32", 100},
+                                                 {"c_b1_fp32", 100},
+                                                 {"d_b1_fp32", 100}};
   // a's own huge ratio (100) is left out: median of 2, 3, 4.
   EXPECT_DOUBLE_EQ(*HostSpeedFromOtherModels("a_b1_fp32", origin, target), 3.0);
   // For b: a (100, 100), c 3, d 4 -> median of four is (4 + 100) / 2.

@@ -28,8 +28,7 @@ TEST(MeasurementsTest, LoadsTheCommittedH100Captures) {
 absl::Status LoadText(const std::string& text) {
   // One file per test: CTest runs the tests of this binary in parallel.
   const auto* test = testing::UnitTest::GetInstance()->current_test_info();
-  const std::string path =
-      testing::TempDir() + "/measurements_" + test->name() + ".json";
+  const std::string path = testing::TempDir() + "/measurements_" + test->name() + ".json";
   EXPECT_TRUE(WriteFileAtomically(path, text).ok());
   return LoadMeasurements(path).status();
 }

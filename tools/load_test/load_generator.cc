@@ -19,19 +19,32 @@ using Clock = std::chrono::steady_clock;
 
 const char* CodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    default: return "OTHER";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    default:
+      return "OTHER";
   }
 }
 
@@ -86,8 +99,8 @@ class Caller {
       error = "WRONG_ANSWER";
     }
     if (error == nullptr && call.start >= shared_->measure_start && end <= shared_->measure_end) {
-      latencies_.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - call.start)
-                               .count());
+      latencies_.push_back(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(end - call.start).count());
     }
     {
       absl::MutexLock lock(&shared_->mutex);
@@ -123,8 +136,8 @@ int64_t LoadResult::Percentile(double q) const {
   return latencies_ns[index];
 }
 
-LoadResult RunLoadWithHooks(const LoadOptions& options,
-                            const habitat::v1::PredictRequest& request, LoadHooks* hooks) {
+LoadResult RunLoadWithHooks(const LoadOptions& options, const habitat::v1::PredictRequest& request,
+                            LoadHooks* hooks) {
   std::vector<std::unique_ptr<habitat::v1::PredictionService::Stub>> stubs;
   for (int i = 0; i < std::max(1, options.channels); ++i) {
     grpc::ChannelArguments args;

@@ -28,9 +28,9 @@ struct LoadOptions {
 };
 
 struct LoadResult {
-  int64_t calls = 0;      // all completed calls, warm-up included
-  int64_t measured = 0;   // completed inside the measurement window
-  double seconds = 0;     // length of the measurement window
+  int64_t calls = 0;     // all completed calls, warm-up included
+  int64_t measured = 0;  // completed inside the measurement window
+  double seconds = 0;    // length of the measurement window
   // Failed calls anywhere in the run, by gRPC status code name; answers
   // with the wrong number of predictions count as "WRONG_ANSWER".
   std::map<std::string, int64_t> errors;
@@ -57,8 +57,8 @@ class LoadHooks {
   virtual void MeasureStart() = 0;
   virtual void Tick() = 0;
 };
-LoadResult RunLoadWithHooks(const LoadOptions& options,
-                            const habitat::v1::PredictRequest& request, LoadHooks* hooks);
+LoadResult RunLoadWithHooks(const LoadOptions& options, const habitat::v1::PredictRequest& request,
+                            LoadHooks* hooks);
 
 template <typename OnMeasureStart, typename OnTick>
 LoadResult RunLoad(const LoadOptions& options, const habitat::v1::PredictRequest& request,

@@ -30,8 +30,7 @@
 
 ABSL_FLAG(std::string, server_binary, "",
           "habitat-server to start on a free loopback port (else use --address)");
-ABSL_FLAG(std::string, server_args, "",
-          "Extra flags for --server_binary, separated by spaces");
+ABSL_FLAG(std::string, server_args, "", "Extra flags for --server_binary, separated by spaces");
 ABSL_FLAG(std::string, server_store, "sqlite",
           "Trace store of --server_binary: sqlite (a database in a temporary directory, "
           "removed afterwards), memory, or empty (the server's default)");
@@ -84,8 +83,8 @@ int Run(std::string* store_dir) {
     }
     const std::string models_dir = absl::GetFlag(FLAGS_server_models_dir);
     if (!models_dir.empty()) args.push_back("--models_dir=" + models_dir);
-    auto started = ServerProcess::Start(absl::GetFlag(FLAGS_server_binary), args,
-                                        absl::Seconds(30));
+    auto started =
+        ServerProcess::Start(absl::GetFlag(FLAGS_server_binary), args, absl::Seconds(30));
     if (!started.ok()) {
       std::fprintf(stderr, "load_test: %s\n", std::string(started.status().message()).c_str());
       return 1;
@@ -150,20 +149,21 @@ int Run(std::string* store_dir) {
   std::vector<std::string> methods;
   for (int m = 1; m < v1::PredictionMethod_ARRAYSIZE; ++m) {
     if (by_method[m] > 0) {
-      methods.push_back(absl::StrCat(v1::PredictionMethod_Name(static_cast<v1::PredictionMethod>(m)),
-                                     "=", by_method[m]));
+      methods.push_back(absl::StrCat(
+          v1::PredictionMethod_Name(static_cast<v1::PredictionMethod>(m)), "=", by_method[m]));
     }
   }
   std::fprintf(stderr,
                "load_test: trace %s (%d operations), %d GPUs per answer; operations by method "
                "over all GPUs: %s\n",
-               uploaded->trace_id().c_str(), trace->operations_size(),
-               first->predictions_size(), absl::StrJoin(methods, ", ").c_str());
+               uploaded->trace_id().c_str(), trace->operations_size(), first->predictions_size(),
+               absl::StrJoin(methods, ", ").c_str());
   const std::string models_dir = absl::GetFlag(FLAGS_server_models_dir);
   if (server != nullptr && !models_dir.empty() && models_dir != "none" &&
       by_method[v1::PREDICTION_METHOD_MLP] == 0) {
-    std::fprintf(stderr, "load_test: the server has --models_dir=%s but predicted no "
-                         "operation with the kernel-varying predictor\n",
+    std::fprintf(stderr,
+                 "load_test: the server has --models_dir=%s but predicted no "
+                 "operation with the kernel-varying predictor\n",
                  models_dir.c_str());
     return 1;
   }
@@ -216,11 +216,9 @@ int Run(std::string* store_dir) {
               options.channels);
   std::printf("answers            %d GPUs each, catalog '%s'\n", options.expected_predictions,
               request.catalog().c_str());
-  std::printf("calls              %lld (warm-up included)\n",
-              static_cast<long long>(result.calls));
+  std::printf("calls              %lld (warm-up included)\n", static_cast<long long>(result.calls));
   std::printf("measured           %lld calls in %.1f s = %.0f calls/s\n",
-              static_cast<long long>(result.measured), result.seconds,
-              result.calls_per_second());
+              static_cast<long long>(result.measured), result.seconds, result.calls_per_second());
   std::printf("latency (ms)       p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
               result.Percentile(0.50) / 1e6, result.Percentile(0.90) / 1e6,
               result.Percentile(0.99) / 1e6,
@@ -237,10 +235,11 @@ int Run(std::string* store_dir) {
     std::printf("\n");
   }
   if (have_memory) {
-    std::printf("server RSS (MiB)   after warm-up %.1f, end %.1f, highest sampled %.1f, "
-                "VmHWM %.1f\n",
-                Mib(after_warmup.rss_kib), Mib(at_end.rss_kib), Mib(highest.rss_kib),
-                Mib(highest.peak_rss_kib));
+    std::printf(
+        "server RSS (MiB)   after warm-up %.1f, end %.1f, highest sampled %.1f, "
+        "VmHWM %.1f\n",
+        Mib(after_warmup.rss_kib), Mib(at_end.rss_kib), Mib(highest.rss_kib),
+        Mib(highest.peak_rss_kib));
   }
 
   int exit_code = 0;

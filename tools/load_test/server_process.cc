@@ -69,8 +69,7 @@ double OwnCpuSeconds() {
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
-    const std::string& binary, const std::vector<std::string>& extra_args,
-    absl::Duration timeout) {
+    const std::string& binary, const std::vector<std::string>& extra_args, absl::Duration timeout) {
   std::vector<std::string> args = {binary, "--address=127.0.0.1:0", "--metrics_address="};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   int fds[2];
@@ -95,9 +94,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::smatch match;
   while (!std::regex_search(server->early_output_, match, serving)) {
     if (absl::Now() > end) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          binary, " did not report its port within ", absl::FormatDuration(timeout),
-          "; it printed: ", server->early_output_));
+      return absl::DeadlineExceededError(absl::StrCat(binary, " did not report its port within ",
+                                                      absl::FormatDuration(timeout),
+                                                      "; it printed: ", server->early_output_));
     }
     pollfd p{server->stderr_fd_, POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) continue;

@@ -17,14 +17,14 @@
 
 namespace {
 
-#define CHECK_CUDA(expr)                                                   \
-  do {                                                                     \
-    cudaError_t err_ = (expr);                                             \
-    if (err_ != cudaSuccess) {                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,   \
-                   #expr, cudaGetErrorString(err_));                       \
-      std::exit(1);                                                        \
-    }                                                                      \
+#define CHECK_CUDA(expr)                                                        \
+  do {                                                                          \
+    cudaError_t err_ = (expr);                                                  \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(err_));                                   \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (0)
 
 struct Attr {
@@ -46,23 +46,18 @@ const Attr kAttrs[] = {
     {"max_threads_per_multiprocessor", cudaDevAttrMaxThreadsPerMultiProcessor},
     {"max_blocks_per_multiprocessor", cudaDevAttrMaxBlocksPerMultiprocessor},
     {"max_registers_per_block", cudaDevAttrMaxRegistersPerBlock},
-    {"max_registers_per_multiprocessor",
-     cudaDevAttrMaxRegistersPerMultiprocessor},
+    {"max_registers_per_multiprocessor", cudaDevAttrMaxRegistersPerMultiprocessor},
     {"max_shared_memory_per_block_bytes", cudaDevAttrMaxSharedMemoryPerBlock},
-    {"max_shared_memory_per_block_optin_bytes",
-     cudaDevAttrMaxSharedMemoryPerBlockOptin},
-    {"max_shared_memory_per_multiprocessor_bytes",
-     cudaDevAttrMaxSharedMemoryPerMultiprocessor},
-    {"reserved_shared_memory_per_block_bytes",
-     cudaDevAttrReservedSharedMemoryPerBlock},
+    {"max_shared_memory_per_block_optin_bytes", cudaDevAttrMaxSharedMemoryPerBlockOptin},
+    {"max_shared_memory_per_multiprocessor_bytes", cudaDevAttrMaxSharedMemoryPerMultiprocessor},
+    {"reserved_shared_memory_per_block_bytes", cudaDevAttrReservedSharedMemoryPerBlock},
     {"total_constant_memory_bytes", cudaDevAttrTotalConstantMemory},
     {"async_engine_count", cudaDevAttrAsyncEngineCount},
     {"concurrent_kernels", cudaDevAttrConcurrentKernels},
     {"ecc_enabled", cudaDevAttrEccEnabled},
     {"pci_bus_id", cudaDevAttrPciBusId},
     {"pci_device_id", cudaDevAttrPciDeviceId},
-    {"single_to_double_precision_perf_ratio",
-     cudaDevAttrSingleToDoublePrecisionPerfRatio},
+    {"single_to_double_precision_perf_ratio", cudaDevAttrSingleToDoublePrecisionPerfRatio},
     {"cooperative_launch", cudaDevAttrCooperativeLaunch},
     {"cluster_launch", cudaDevAttrClusterLaunch},
 };
@@ -96,8 +91,7 @@ int main() {
       cudaGetLastError();
       continue;
     }
-    std::printf("    \"%s\": %d%s\n", kAttrs[i].name, value,
-                i + 1 < n ? "," : "");
+    std::printf("    \"%s\": %d%s\n", kAttrs[i].name, value, i + 1 < n ? "," : "");
   }
   std::printf("  },\n");
 
@@ -130,8 +124,7 @@ int main() {
   }
   // Spot-check that the copy really happened.
   unsigned char probe = 0;
-  CHECK_CUDA(cudaMemcpy(&probe, static_cast<char*>(dst) + bytes - 1, 1,
-                        cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(&probe, static_cast<char*>(dst) + bytes - 1, 1, cudaMemcpyDeviceToHost));
   std::sort(ns.begin(), ns.end());
   const double median_ns = (ns[kReps / 2 - 1] + ns[kReps / 2]) / 2.0;
   const double moved = 2.0 * static_cast<double>(bytes);

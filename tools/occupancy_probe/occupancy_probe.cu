@@ -19,22 +19,22 @@
 
 namespace {
 
-#define CHECK_CUDA(expr)                                                   \
-  do {                                                                     \
-    cudaError_t err_ = (expr);                                             \
-    if (err_ != cudaSuccess) {                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,   \
-                   #expr, cudaGetErrorString(err_));                       \
-      std::exit(1);                                                        \
-    }                                                                      \
+#define CHECK_CUDA(expr)                                                        \
+  do {                                                                          \
+    cudaError_t err_ = (expr);                                                  \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(err_));                                   \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (0)
 
 // Keeps kAcc values live across a data-dependent loop so the register demand
 // grows with kAcc; the optional static shared tile is written and read back so
 // the compiler cannot drop it.
 template <int kAcc, int kStaticSmemBytes>
-__device__ __forceinline__ void Body(const float* __restrict__ in,
-                                     float* __restrict__ out, int iters) {
+__device__ __forceinline__ void Body(const float* __restrict__ in, float* __restrict__ out,
+                                     int iters) {
   float acc[kAcc];
   const int tid = blockIdx.x * blockDim.x + threadIdx.x;
 #pragma unroll
@@ -59,25 +59,22 @@ __device__ __forceinline__ void Body(const float* __restrict__ in,
 }
 
 // A kernel with almost no register demand: the low end of the register axis.
-__global__ void tiny(const float* __restrict__ in, float* __restrict__ out,
-                     int iters) {
+__global__ void tiny(const float* __restrict__ in, float* __restrict__ out, int iters) {
   const int tid = blockIdx.x * blockDim.x + threadIdx.x;
   out[tid] = in[tid] * static_cast<float>(iters);
 }
 
-#define NATURAL_KERNEL(NAME, ACC, SMEM)                                  \
-  __global__ void NAME(const float* __restrict__ in,                     \
-                       float* __restrict__ out, int iters) {             \
-    Body<ACC, SMEM>(in, out, iters);                                     \
+#define NATURAL_KERNEL(NAME, ACC, SMEM)                                                    \
+  __global__ void NAME(const float* __restrict__ in, float* __restrict__ out, int iters) { \
+    Body<ACC, SMEM>(in, out, iters);                                                       \
   }
 
 // __maxnreg__ (CUDA 12.4+) caps registers per kernel, which gives exact
 // register counts between the natural ones (spilling to local memory).
-#define CAPPED_KERNEL(NAME, ACC, SMEM, CAP)                              \
-  __global__ void __maxnreg__(CAP) NAME(const float* __restrict__ in,    \
-                                        float* __restrict__ out,         \
-                                        int iters) {                     \
-    Body<ACC, SMEM>(in, out, iters);                                     \
+#define CAPPED_KERNEL(NAME, ACC, SMEM, CAP)                                    \
+  __global__ void __maxnreg__(CAP)                                             \
+      NAME(const float* __restrict__ in, float* __restrict__ out, int iters) { \
+    Body<ACC, SMEM>(in, out, iters);                                           \
   }
 
 NATURAL_KERNEL(acc16, 16, 0)
@@ -131,17 +128,14 @@ int main(int argc, char** argv) {
       {"acc128_cap72_smem8k", acc128_cap72_smem8k},
   };
   const int block_sizes[] = {32, 64, 96, 128, 192, 256, 384, 512, 640, 768, 1024};
-  const int dynamic_smem[] = {0,     1024,  4096,   16384,  32768,
-                              49152, 65536, 100000, 150000, 200000};
+  const int dynamic_smem[] = {0, 1024, 4096, 16384, 32768, 49152, 65536, 100000, 150000, 200000};
   int device = 0;
   CHECK_CUDA(cudaGetDevice(&device));
   int optin = 0;
-  CHECK_CUDA(cudaDeviceGetAttribute(
-      &optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
-  std::printf("device %s, shared memory opt-in limit per block %d bytes\n",
-              prop.name, optin);
+  std::printf("device %s, shared memory opt-in limit per block %d bytes\n", prop.name, optin);
 
   FILE* csv = std::fopen(argv[1], "w");
   if (csv == nullptr) {
@@ -159,8 +153,7 @@ int main(int argc, char** argv) {
     std::printf(
         "%-22s regs %3d static_smem %6zu local %5zu max_threads_per_block "
         "%4d\n",
-        k.name, attr.numRegs, attr.sharedSizeBytes, attr.localSizeBytes,
-        attr.maxThreadsPerBlock);
+        k.name, attr.numRegs, attr.sharedSizeBytes, attr.localSizeBytes, attr.maxThreadsPerBlock);
     for (int dyn : dynamic_smem) {
       if (static_cast<long>(attr.sharedSizeBytes) + dyn > optin) {
         ++skipped;
@@ -170,11 +163,10 @@ int main(int argc, char** argv) {
       // 48 KiB of static + dynamic a launch needs the opt-in, and without it
       // the calculator answers 0 blocks, which says nothing about occupancy.
       {
-        cudaError_t err = cudaFuncSetAttribute(
-            k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
+        cudaError_t err =
+            cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
         if (err != cudaSuccess) {
-          std::printf("  skip dyn %d: cudaFuncSetAttribute: %s\n", dyn,
-                      cudaGetErrorString(err));
+          std::printf("  skip dyn %d: cudaFuncSetAttribute: %s\n", dyn, cudaGetErrorString(err));
           cudaGetLastError();  // Clear so later calls are not blamed.
           ++skipped;
           continue;
@@ -182,17 +174,15 @@ int main(int argc, char** argv) {
       }
       for (int bs : block_sizes) {
         int blocks = -1;
-        cudaError_t err =
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, bs, dyn);
+        cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, bs, dyn);
         if (err != cudaSuccess) {
-          std::printf("  skip block %d dyn %d: %s\n", bs, dyn,
-                      cudaGetErrorString(err));
+          std::printf("  skip block %d dyn %d: %s\n", bs, dyn, cudaGetErrorString(err));
           cudaGetLastError();
           ++skipped;
           continue;
         }
-        std::fprintf(csv, "%s,%d,%zu,%d,%d,%d\n", k.name, attr.numRegs,
-                     attr.sharedSizeBytes, bs, dyn, blocks);
+        std::fprintf(csv, "%s,%d,%zu,%d,%d,%d\n", k.name, attr.numRegs, attr.sharedSizeBytes, bs,
+                     dyn, blocks);
         ++rows;
       }
     }
@@ -201,7 +191,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error closing %s\n", argv[1]);
     return 1;
   }
-  std::printf("wrote %d rows (%d combinations skipped) to %s\n", rows, skipped,
-              argv[1]);
+  std::printf("wrote %d rows (%d combinations skipped) to %s\n", rows, skipped, argv[1]);
   return 0;
 }

@@ -2,8 +2,9 @@
 // several register and static shared memory sizes over block sizes and
 // dynamic shared memory; output: h100_occupancy.csv (H100 80GB HBM3, driver
 // 580.159.04, 2026-11-22). Build: nvcc -O2 -arch=sm_90 -o occ occupancy_probe.cu
-#include <cstdio>
 #include <cuda_runtime.h>
+
+#include <cstdio>
 
 template <int N>
 __global__ void regs_kernel(float* out, int iters) {
@@ -50,7 +51,9 @@ void probe(const char* name, K kernel) {
 }
 
 int main() {
-  printf("kernel,regs_per_thread,static_smem_bytes,block_size,dynamic_smem_bytes,max_active_blocks_per_sm,status\n");
+  printf(
+      "kernel,regs_per_thread,static_smem_bytes,block_size,dynamic_smem_bytes,max_active_blocks_"
+      "per_sm,status\n");
   probe("r4", regs_kernel<4>);
   probe("r16", regs_kernel<16>);
   probe("r24", regs_kernel<24>);
