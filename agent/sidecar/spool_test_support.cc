@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/child_process.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/kineto/kineto_import.h"
@@ -147,20 +148,12 @@ std::string IdOf(const v1::Trace& trace) {
 ChildProcess::ChildProcess(const std::vector<std::string>& args, const std::string& stdout_path,
                            const std::string& stderr_path)
     : stdout_path_(stdout_path), stderr_path_(stderr_path) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    const int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0) ::_exit(126);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(err, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  EXPECT_GT(pid_, 0) << "fork failed";
+  ChildOptions options;
+  options.stdout_path = stdout_path;
+  options.stderr_path = stderr_path;
+  absl::StatusOr<pid_t> pid = StartChild(args, options);
+  EXPECT_TRUE(pid.ok()) << pid.status();
+  pid_ = pid.value_or(-1);
 }
 
 ChildProcess::~ChildProcess() {

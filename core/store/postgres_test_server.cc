@@ -3,13 +3,11 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <glob.h>
-#include <grp.h>
 #include <libpq-fe.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/child_process.h"
 
 namespace habitat::testing {
 namespace {
@@ -56,29 +55,19 @@ int WaitFor(pid_t pid, absl::Duration timeout) {
   return -1;
 }
 
-// fork + exec of `args` with stdout and stderr appended to `log_path`, in
-// `cwd`, as uid/gid when `switch_user`. Everything the child touches is
-// prepared before fork (only async-signal-safe calls after it).
+// Starts `args` with stdout and stderr appended to `log_path`, in `cwd`, as
+// uid/gid when `switch_user`; -1 if it cannot.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path,
             const std::string& cwd, bool switch_user, uid_t uid, gid_t gid, int death_signal) {
-  std::vector<char*> argv;
-  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (log < 0) _exit(124);
-  ::dup2(log, STDOUT_FILENO);
-  ::dup2(log, STDERR_FILENO);
-  if (switch_user && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)) {
-    _exit(125);
-  }
-  // After setuid, which clears it: a test that dies does not leave the
-  // server running.
-  if (death_signal != 0) ::prctl(PR_SET_PDEATHSIG, death_signal);
-  if (::chdir(cwd.c_str()) != 0) _exit(126);
-  ::execv(argv[0], argv.data());
-  _exit(127);
+  ChildOptions options;
+  options.stdout_path = options.stderr_path = log_path;
+  options.append = true;
+  options.cwd = cwd;
+  if (switch_user) options.user = {uid, gid};
+  // Set after the user switch, which clears it: a test that dies does not
+  // leave the server running.
+  options.death_signal = death_signal;
+  return StartChild(args, options).value_or(-1);
 }
 
 std::string ReadLog(const std::string& path) {

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/child_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "zlib.h"
@@ -86,24 +87,18 @@ struct ChildResult {
 ChildResult RunLimited(const std::vector<std::string>& args, const std::string& output_path) {
   ChildResult result;
   const absl::Time start = absl::Now();
-  const pid_t pid = fork();
-  if (pid == 0) {
+  ChildOptions options;
+  options.stdout_path = options.stderr_path = output_path;
 #ifndef __SANITIZE_ADDRESS__
-    // AddressSanitizer reserves terabytes of address space for its shadow:
-    // the limit would stop a sanitized CLI before main. Peak RSS still
-    // bounds it there.
-    rlimit limit{kChildAddressSpace, kChildAddressSpace};
-    setrlimit(RLIMIT_AS, &limit);
+  // AddressSanitizer reserves terabytes of address space for its shadow:
+  // the limit would stop a sanitized CLI before main. Peak RSS still
+  // bounds it there.
+  options.limits = {{RLIMIT_AS, kChildAddressSpace}};
 #endif
-    const int out = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    dup2(out, STDOUT_FILENO);
-    dup2(out, STDERR_FILENO);
-    std::vector<char*> argv;
-    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  const absl::StatusOr<pid_t> started = StartChild(args, options);
+  EXPECT_TRUE(started.ok()) << started.status();
+  if (!started.ok()) return result;
+  const pid_t pid = *started;
   rusage usage{};
   while (true) {
     const pid_t done = wait4(pid, &result.status, WNOHANG, &usage);

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/child_process.h"
 #include "common/file_io.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -64,21 +65,11 @@ ServerProcess::ServerProcess(const ServerSpec& spec) {
                                    "--models_dir=none",
                                    absl::StrCat("--data_dir=", HABITAT_DATA_DIR)};
   args.insert(args.end(), spec.flags.begin(), spec.flags.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    if (spec.nofile > 0) {
-      rlimit limit{static_cast<rlim_t>(spec.nofile), static_cast<rlim_t>(spec.nofile)};
-      if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
-    }
-    const int err = open(stderr_path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (err < 0) _exit(126);
-    dup2(err, STDERR_FILENO);
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  ChildOptions options;
+  options.stderr_path = stderr_path_;
+  if (spec.nofile > 0) options.limits = {{RLIMIT_NOFILE, static_cast<rlim_t>(spec.nofile)}};
+  absl::StatusOr<pid_t> pid = StartChild(args, options);
+  if (pid.ok()) pid_ = *pid;
 }
 
 ServerProcess::~ServerProcess() {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "common/child_process.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -446,16 +447,11 @@ TEST_F(SecurityTest, ServerBinaryWithTlsTokensAndSighupReload) {
                                          absl::StrCat("--tls_client_ca=", pki_->Path("ca.pem")),
                                          absl::StrCat("--token_file=", tokens),
                                          "--shutdown_grace_seconds=1"};
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (!freopen(log.c_str(), "w", stderr)) _exit(126);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  ChildOptions options;
+  options.stderr_path = log;
+  const absl::StatusOr<pid_t> started = StartChild(args, options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const pid_t pid = *started;
   // Waits until the log matches `pattern`; the log so far.
   auto wait_for = [&](const std::regex& pattern) {
     std::string text;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/prediction_client.h"
+#include "common/child_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -26,19 +27,13 @@ class ServerProcess {
  public:
   explicit ServerProcess(const std::vector<std::string>& args) {
     int fds[2];
-    if (pipe(fds) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDERR_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      std::vector<char*> argv;
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    if (pipe2(fds, O_CLOEXEC) != 0) return;
+    ChildOptions options;
+    options.stderr_fd = fds[1];
+    absl::StatusOr<pid_t> pid = StartChild(args, options);
     close(fds[1]);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    pid_ = pid.value_or(-1);
     stderr_fd_ = fds[0];
   }
   ~ServerProcess() {

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/child_process.h"
 
 namespace habitat {
 namespace load_test {
@@ -76,18 +77,15 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   if (pipe2(fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    dup2(fds[1], STDERR_FILENO);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
+  ChildOptions options;
+  options.stderr_fd = fds[1];
+  const absl::StatusOr<pid_t> started = StartChild(args, options);
   close(fds[1]);
+  if (!started.ok()) {
+    close(fds[0]);
+    return started.status();
+  }
+  const pid_t pid = *started;
   std::unique_ptr<ServerProcess> server(new ServerProcess(pid, fds[0]));
   const std::regex serving("serving on port ([0-9]+)");
   const absl::Time end = absl::Now() + timeout;
