@@ -82,11 +82,15 @@ constexpr char kPredictUsage[] =
     "  --breakdown            per GPU, the operations with the largest predicted time\n"
     "  --top N                operations listed per GPU with --breakdown (default 10)\n"
     "  --model NAME           model name (JSON traces; default: the file name)\n"
-    "  --batch-size N         samples per iteration (JSON traces: inferred from the\n"
+    "  --batch-size N         predict at N samples per iteration (default: the trace's\n"
+    "                         batch); another batch than the trace's is predicted by\n"
+    "                         scaling its kernels, up to 256x either way, with a warning\n"
+    "  --traced-batch-size N  the batch the trace ran at (JSON traces: inferred from the\n"
     "                         layers' input shapes when not given; a habitat trace\n"
-    "                         that records one takes only that one)\n"
+    "                         records its own)\n"
     "  --precision P          fp32, tf32, fp16, bf16, amp_fp16 or amp_bf16 (JSON traces:\n"
-    "                         inferred from autocast and the GEMM input types if not given)\n"
+    "                         inferred from autocast and the input types of matrix\n"
+    "                         multiplies, convolutions, RNNs and attention if not given)\n"
     "  --step N               the ProfilerStep#N to import (JSON traces; default: last)\n"
     "  --wall-ns N            iteration wall time measured without the profiler, in ns\n"
     "                         (JSON traces; calibrates the host model)\n"
@@ -149,6 +153,8 @@ const std::vector<OptionSpec> kServiceOptions =
             {{"data-dir", true}, {"models-dir", true}, {"format", true}, {"help", false}}});
 const std::vector<OptionSpec> kTraceOptions = {
     {"model", true}, {"batch-size", true}, {"precision", true}, {"step", true}, {"wall-ns", true}};
+// The batch the trace ran at, where --batch-size is the batch to predict at.
+constexpr char kTracedBatchFlag[] = "traced-batch-size";
 
 // Reads the remote options. Token and TLS options need --server: they would
 // be silently ignored in-process. INVALID_ARGUMENT is a usage error.
@@ -208,12 +214,16 @@ absl::StatusOr<std::unique_ptr<CliService>> Open(const CliArgs& args, const Cont
 }
 
 // Parses the trace-loading options shared by predict, upload and import.
-absl::StatusOr<TraceLoadOptions> TraceOptions(const CliArgs& args) {
+// `batch_flag` names the trace's own batch: "batch-size" for upload and
+// import, "traced-batch-size" for predict (whose --batch-size is the batch
+// to predict at).
+absl::StatusOr<TraceLoadOptions> TraceOptions(const CliArgs& args, const char* batch_flag) {
   TraceLoadOptions options;
   options.model_name = args.Get("model");
-  absl::StatusOr<std::optional<int64_t>> batch = args.GetInt("batch-size", 1, kMaxBatchSize);
+  absl::StatusOr<std::optional<int64_t>> batch = args.GetInt(batch_flag, 1, kMaxBatchSize);
   if (!batch.ok()) return batch.status();
   if (batch->has_value()) options.batch_size = static_cast<uint32_t>(**batch);
+  options.batch_flag = absl::StrCat("--", batch_flag);
   if (args.Has("precision")) {
     absl::StatusOr<v1::Precision> precision = ParsePrecision(args.Get("precision"));
     if (!precision.ok()) return precision.status();
@@ -236,34 +246,34 @@ void PrintNotes(const TraceLoadReport& report, const Context& ctx) {
 }
 
 // Loads a trace file and applies explicitly given overrides to binary traces
-// too (a JSON import already took them).
+// too (a JSON import already took them). `batch_flag` as for TraceOptions.
 absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOptions& options,
-                                    const Context& ctx) {
+                                    const char* batch_flag, const Context& ctx) {
   TraceLoadReport report;
   absl::StatusOr<v1::Trace> trace = LoadTraceFile(path, options, &report);
   if (!trace.ok()) return trace.status();
   PrintNotes(report, ctx);
   if (report.kind == TraceFileKind::kBinaryTrace) {
     if (!options.model_name.empty()) trace->set_model_name(options.model_name);
-    // Another batch size changes every operation's shapes; relabelling the
-    // recorded one would only scale throughput and cost, not predict them.
+    // Relabelling the recorded batch would only scale throughput and cost,
+    // not predict them.
     if (options.batch_size > 0 && trace->batch_size() > 0 &&
         options.batch_size != trace->batch_size()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: the trace records batch size %d; --batch-size %d would relabel the samples "
-          "without predicting them (another batch size changes every operation's shapes and "
-          "times, which habitat does not predict yet): drop --batch-size, or profile at "
-          "batch %d",
-          path, trace->batch_size(), options.batch_size, options.batch_size));
+          "%s: the trace records batch size %d; --%s %d would relabel the samples without "
+          "predicting them: drop it (habitat predict --batch-size %d predicts that batch)",
+          path, trace->batch_size(), batch_flag, options.batch_size, options.batch_size));
     }
     if (options.batch_size > 0) trace->set_batch_size(options.batch_size);
+    if (trace->batch_size() == 0) trace->set_batch_size(options.fallback_batch_size);
     if (options.precision != v1::PRECISION_UNSPECIFIED) trace->set_precision(options.precision);
   }
   if (trace->batch_size() == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path,
                      ": the trace does not say how many samples an iteration processes (and its "
-                     "operators' input shapes do not show it); pass --batch-size N"));
+                     "operators' input shapes do not show it); pass --",
+                     batch_flag, " N"));
   }
   return trace;
 }
@@ -282,7 +292,8 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
                                                                 {"spot", false},
                                                                 {"breakdown", false},
                                                                 {"top", true},
-                                                                {"host-speed", true}}}));
+                                                                {"host-speed", true},
+                                                                {kTracedBatchFlag, true}}}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kPredictUsage;
@@ -310,8 +321,10 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
         "--format csv has one row per GPU and no per-operation breakdown; use --format json "
         "or table with --breakdown"));
   }
-  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
+  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, kTracedBatchFlag);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
+  absl::StatusOr<std::optional<int64_t>> batch = args->GetInt("batch-size", 1, kMaxBatchSize);
+  if (!batch.ok()) return ctx.Usage(batch.status());
 
   // Misused server options are usage errors; find them before the work.
   if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
@@ -332,13 +345,17 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (by_id) {
     request.set_trace_id(trace_arg);
   } else {
-    absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, *trace_options, ctx);
+    // A trace that shows no batch of its own ran at the one asked for.
+    TraceLoadOptions options = *trace_options;
+    if (options.batch_size == 0 && batch->has_value()) options.fallback_batch_size = **batch;
+    absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, options, kTracedBatchFlag, ctx);
     if (!trace.ok()) return ctx.Fail(trace.status());
     header.model_name = trace->model_name();
     header.precision =
         trace->precision() == v1::PRECISION_UNSPECIFIED ? "" : PrecisionName(trace->precision());
     *request.mutable_trace() = std::move(*trace);
   }
+  if (batch->has_value()) request.set_batch_size(static_cast<uint32_t>(**batch));
   for (const auto& device : *devices) request.add_devices(device);
   // Without --spot the backend's default (on-demand) applies.
   if (args->Has("spot")) request.set_price_kind(v1::PRICE_KIND_SPOT);
@@ -491,12 +508,13 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
     return ctx.Usage(absl::InvalidArgumentError(
         "--server HOST:PORT is required: an upload stores the trace on a server"));
   }
-  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
+  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, "batch-size");
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
   if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
     return ctx.Usage(remote.status());
   }
-  absl::StatusOr<v1::Trace> trace = LoadTrace(args->positional()[0], *trace_options, ctx);
+  absl::StatusOr<v1::Trace> trace =
+      LoadTrace(args->positional()[0], *trace_options, "batch-size", ctx);
   if (!trace.ok()) return ctx.Fail(trace.status());
   bool usage_error = false;
   absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
@@ -521,7 +539,7 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
   if (args->positional().size() != 2) {
     return ctx.Usage(absl::InvalidArgumentError("expected IN and OUT"));
   }
-  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args);
+  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, "batch-size");
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
   const std::string& in = args->positional()[0];
   const std::string& out = args->positional()[1];

@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct CliRun {
@@ -102,18 +103,26 @@ TEST(CliCommandsTest, FailuresExitWith1AndNameTheFile) {
   EXPECT_THAT(unreachable.err, HasSubstr("127.0.0.1:1"));
 }
 
-// The agent recorded batch 32: restating it is fine, another batch would
-// only relabel samples/s and cost.
-TEST(CliCommandsTest, ABatchSizeOtherThanTheRecordedOneIsRefused) {
+// The agent recorded batch 32: --batch-size 64 predicts batch 64 from it
+// (scaled, with the warning); relabelling the traced batch is refused.
+TEST(CliCommandsTest, AnotherBatchIsPredictedAndTheTracedOneIsNotRelabelled) {
   const std::string trace = AgentTrace();
   CliRun other = Habitat({"predict", trace, "--batch-size", "64", "--devices", "H200"});
-  EXPECT_EQ(other.code, kExitFailure);
-  EXPECT_THAT(other.err, HasSubstr("the trace records batch size 32; --batch-size 64 would "
-                                   "relabel the samples without predicting them"));
-  EXPECT_THAT(other.out, IsEmpty());
+  EXPECT_EQ(other.code, kExitOk) << other.err;
+  EXPECT_THAT(other.out, HasSubstr("batch 64"));
+  EXPECT_THAT(other.out + other.err, HasSubstr("predicted at batch 64 from a trace at batch 32"));
+  CliRun relabel = Habitat({"predict", trace, "--traced-batch-size", "64", "--devices", "H200"});
+  EXPECT_EQ(relabel.code, kExitFailure);
+  EXPECT_THAT(relabel.err, HasSubstr("the trace records batch size 32; --traced-batch-size 64 "
+                                     "would relabel the samples without predicting them"));
+  EXPECT_THAT(relabel.out, IsEmpty());
   CliRun same = Habitat({"predict", trace, "--batch-size", "32", "--devices", "H200"});
   EXPECT_EQ(same.code, kExitOk) << same.err;
   EXPECT_THAT(same.out, HasSubstr("batch 32"));
+  EXPECT_THAT(same.out + same.err, Not(HasSubstr("predicted at batch")));
+  CliRun far = Habitat({"predict", trace, "--batch-size", "1000000000", "--devices", "H200"});
+  EXPECT_EQ(far.code, kExitFailure);
+  EXPECT_THAT(far.err, HasSubstr("out of range for a trace at batch 32"));
 }
 
 // Request values have one owner, the backend: the CLI only parses them, and

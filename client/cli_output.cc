@@ -34,6 +34,8 @@ const char* MethodName(v1::PredictionMethod method) {
       return "unscaled";
     case v1::PREDICTION_METHOD_MEASURED:
       return "measured";
+    case v1::PREDICTION_METHOD_BATCH_SCALED:
+      return "scaled";
     default:
       return "?";
   }
@@ -48,11 +50,20 @@ std::string ModeText(const v1::OperationPrediction& op) {
   return absl::StrCat(Printable(op.origin_math_mode()), ">", Printable(op.target_math_mode()));
 }
 
-// The table's expected-error column: "-" for the origin (measured) and where
-// the response has no estimate.
+// The table's expected-error column: "-" where the response has no estimate
+// (the origin at the traced batch: measured).
 std::string ErrorText(const DevicePrediction& p) {
-  if (p.is_origin() || !(p.expected_error_percent() > 0)) return "-";
+  if (!(p.expected_error_percent() > 0)) return "-";
   return absl::StrFormat("%.1f%%", p.expected_error_percent());
+}
+
+// The table's footnote for the origin GPU's row.
+std::string OriginNote(const PredictResponse& response) {
+  if (response.traced_batch_size() == 0 || response.traced_batch_size() == response.batch_size()) {
+    return "  * origin GPU: the measured time, not a prediction\n";
+  }
+  return absl::StrFormat("  * origin GPU: the time measured at batch %u scaled to batch %u\n",
+                         response.traced_batch_size(), response.batch_size());
 }
 
 // Predictions in rank order; ties (equal time) by device id so output is
@@ -310,7 +321,7 @@ std::string FormatPredictionTable(const PredictResponse& response, const Predict
       origin_id = Printable(p->device_id());
     }
   }
-  if (origin_listed) out += "  * origin GPU: the measured time, not a prediction\n";
+  if (origin_listed) out += OriginNote(response);
   if (any_host_bound) {
     out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
   }

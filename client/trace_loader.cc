@@ -48,11 +48,17 @@ void ApplyInferredLabels(const TraceLoadOptions& options, v1::Trace* trace,
     if (options.batch_size == 0) {
       trace->set_batch_size(batch->value);
       notes->push_back(absl::StrCat("batch size ", batch->value, " inferred from ", batch->evidence,
-                                    "; --batch-size N sets another"));
+                                    "; ", options.batch_flag, " N sets another"));
     } else if (options.batch_size != batch->value) {
-      notes->push_back(absl::StrCat("--batch-size ", options.batch_size, " is used, although ",
-                                    batch->evidence, " is ", batch->value));
+      notes->push_back(absl::StrCat(options.batch_flag, " ", options.batch_size,
+                                    " is used, although ", batch->evidence, " is ", batch->value));
     }
+  }
+  if (trace->batch_size() == 0 && options.fallback_batch_size > 0) {
+    trace->set_batch_size(options.fallback_batch_size);
+    notes->push_back(absl::StrCat("the trace's shapes do not show its batch size; taken to be ",
+                                  options.fallback_batch_size, " (", options.batch_flag,
+                                  " N sets it)"));
   }
   if (auto precision = InferPrecision(*trace)) {
     if (options.precision == v1::PRECISION_UNSPECIFIED) {

@@ -23,7 +23,12 @@ struct TraceLoadOptions {
   // Used only when the file is Kineto JSON; a binary trace carries its own.
   // Empty: the file name without directory and extensions.
   std::string model_name;
+  // The batch the trace ran at; 0: the trace's own, else inferred from its
+  // shapes, else `fallback_batch_size`.
   uint32_t batch_size = 0;
+  uint32_t fallback_batch_size = 0;
+  // The CLI flag that sets batch_size, named in the notes.
+  std::string batch_flag = "--batch-size";
   habitat::v1::Precision precision = habitat::v1::PRECISION_UNSPECIFIED;
   std::optional<int64_t> iteration_wall_ns;
   std::optional<int64_t> profiler_step;

@@ -136,6 +136,11 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
         host_speed));
   }
   query.host_speed = host_speed == 0.0 ? 1.0 : host_speed;
+  if (request.batch_size() > kMaxBatchSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch_size ", request.batch_size(), " is above the largest batch size, ", kMaxBatchSize));
+  }
+  query.batch_size = request.batch_size();
   query.trace_already_validated = true;
   if (!v1::PriceKind_IsValid(request.price_kind())) {
     return absl::InvalidArgumentError(

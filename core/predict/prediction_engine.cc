@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "common/time_units.h"
 #include "core/mlp/features.h"
+#include "core/predict/batch_scaling.h"
 #include "core/predict/expected_error.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/op_traffic.h"
@@ -678,15 +679,22 @@ absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(const v1::Trac
   return spec;
 }
 
-absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& trace,
+absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& traced,
                                                               std::string trace_id,
                                                               const PredictionQuery& query,
                                                               PredictionStats* stats) const {
-  if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(trace));
-  HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(trace));
+  if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(traced));
+  HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(traced));
   if (trace_id.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(trace_id, ComputeTraceId(trace));
+    HABITAT_ASSIGN_OR_RETURN(trace_id, ComputeTraceId(traced));
   }
+  // At another batch, every GPU (the origin's too) is predicted from the
+  // trace scaled to it; the host model stays calibrated on the traced one.
+  std::optional<BatchScaledTrace> scaled;
+  if (query.batch_size != 0 && query.batch_size != traced.batch_size()) {
+    HABITAT_ASSIGN_OR_RETURN(scaled, ScaleTraceToBatch(traced, query.batch_size));
+  }
+  const v1::Trace& trace = scaled.has_value() ? scaled->trace : traced;
 
   std::vector<const DeviceSpec*> targets;
   if (query.devices.empty()) {
@@ -705,9 +713,10 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
     }
   }
 
-  // Predictions for another host speed are other predictions.
-  const std::string cache_key =
-      query.host_speed == 1.0 ? trace_id : absl::StrCat(trace_id, "|host_speed=", query.host_speed);
+  // Predictions for another host speed or batch are other predictions.
+  std::string cache_key = trace_id;
+  if (query.host_speed != 1.0) absl::StrAppend(&cache_key, "|host_speed=", query.host_speed);
+  if (scaled.has_value()) absl::StrAppend(&cache_key, "|batch=", trace.batch_size());
   PredictionStats local_stats;
   if (stats == nullptr) stats = &local_stats;
   std::vector<CachedPrediction> cached(targets.size());
@@ -746,7 +755,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
     } else {
       ++stats->cache_misses;
       if (!host_scale.has_value()) {
-        HABITAT_ASSIGN_OR_RETURN(host_scale, HostScaleFor(trace, query.stop));
+        HABITAT_ASSIGN_OR_RETURN(host_scale, HostScaleFor(traced, query.stop));
         // A faster host takes proportionally less time for its share.
         if (host_scale->has_value()) **host_scale /= query.host_speed;
       }
@@ -756,6 +765,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
       HABITAT_ASSIGN_OR_RETURN(
           DevicePrediction fresh,
           PredictOnDevice(trace, *origin, *target, *host_scale, table, query.stop));
+      if (scaled.has_value()) MarkBatchScaled(*scaled, &fresh);
       PredictionStats::DeviceOperations& by_device = stats->operations_by_device.emplace_back();
       by_device.device_id = target->id();
       for (const auto& op : fresh.operations()) {
@@ -773,6 +783,12 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   response.set_trace_id(trace_id);
   response.set_origin_device_id(origin->id());
   response.set_batch_size(trace.batch_size());
+  response.set_traced_batch_size(traced.batch_size());
+  if (scaled.has_value()) {
+    for (std::string& warning : BatchScalingWarnings(*scaled, traced.batch_size())) {
+      response.add_warnings(std::move(warning));
+    }
+  }
   response.set_price_kind(query.price_kind);
   if (query.catalog != nullptr) {
     response.set_catalog(query.catalog->name());
@@ -785,14 +801,14 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   auto gpu_time_warning = WallTimeFromGpuTimeWarning(trace, predictions);
   if (gpu_time_warning.has_value()) response.add_warnings(*std::move(gpu_time_warning));
   for (auto& p : predictions) *response.add_predictions() = std::move(p);
-  if (trace.iteration_gpu_busy_ns() > 0 && trace.iteration_wall_ns() > 0 &&
-      IsHostBound(trace.iteration_gpu_busy_ns(), trace.iteration_wall_ns())) {
+  if (traced.iteration_gpu_busy_ns() > 0 && traced.iteration_wall_ns() > 0 &&
+      IsHostBound(traced.iteration_gpu_busy_ns(), traced.iteration_wall_ns())) {
     response.add_warnings(absl::StrFormat(
         "the origin iteration was host-bound (GPU busy %.0f%% of wall time): the wall time "
         "predicted for each GPU replays the origin's host timeline, assuming a host as fast "
         "as the origin's; throughput, cost and ranks follow it",
-        100.0 * static_cast<double>(trace.iteration_gpu_busy_ns()) /
-            static_cast<double>(trace.iteration_wall_ns())));
+        100.0 * static_cast<double>(traced.iteration_gpu_busy_ns()) /
+            static_cast<double>(traced.iteration_wall_ns())));
   }
   return response;
 }

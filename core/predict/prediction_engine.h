@@ -30,6 +30,9 @@ struct PredictionQuery {
   // True for traces that were validated when stored (UploadTrace), so a
   // repeated Predict by id does not re-check them.
   bool trace_already_validated = false;
+  // The batch size to predict at (PredictRequest field; ScaleTraceToBatch);
+  // 0: the trace's.
+  uint32_t batch_size = 0;
   // Target host speed relative to the origin's (PredictRequest field),
   // positive; PredictionBackend is the one that checks requests' values.
   double host_speed = 1.0;

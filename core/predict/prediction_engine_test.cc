@@ -263,6 +263,45 @@ TEST_F(PredictionEngineTest, CacheKeepsTheBreakdownOnlyWhenAsked) {
   EXPECT_TRUE(summary->predictions(0).operations().empty());
 }
 
+// At another batch every GPU is predicted from the scaled trace: the origin
+// is no longer "measured", throughput counts the new batch, and the cache
+// keeps the two batches apart.
+TEST_F(PredictionEngineTest, AnotherBatchIsPredictedFromTheScaledTrace) {
+  PredictionEngine engine(devices_, std::make_shared<PredictionCache>(100));
+  PredictionQuery query;
+  query.devices = {"H100-SXM", "A100-SXM-80GB"};
+  query.include_breakdown = true;
+  auto traced = engine.Predict(*trace_, "", query);
+  query.batch_size = 64;
+  auto scaled = engine.Predict(*trace_, "", query);
+  ASSERT_TRUE(traced.ok() && scaled.ok()) << scaled.status();
+  EXPECT_EQ(scaled->batch_size(), 64u);
+  EXPECT_EQ(scaled->traced_batch_size(), 16u);
+  EXPECT_EQ(traced->traced_batch_size(), 16u);
+  ASSERT_FALSE(scaled->warnings().empty());
+  EXPECT_NE(scaled->warnings(0).find("predicted at batch 64 from a trace at batch 16"),
+            std::string::npos);
+  for (int d = 0; d < 2; ++d) {
+    const v1::DevicePrediction& at16 = traced->predictions(d);
+    const v1::DevicePrediction& at64 = scaled->predictions(d);
+    EXPECT_EQ(at16.device_id(), at64.device_id());
+    // More work per iteration, but less than 4x the time: fixed parts.
+    EXPECT_GT(at64.gpu_time_ns(), 2 * at16.gpu_time_ns()) << at64.device_id();
+    EXPECT_LT(at64.gpu_time_ns(), 4 * at16.gpu_time_ns()) << at64.device_id();
+    EXPECT_GT(at64.samples_per_second(), at16.samples_per_second()) << at64.device_id();
+    EXPECT_GT(at64.expected_error_percent(), at16.expected_error_percent());
+  }
+  const v1::DevicePrediction& origin = scaled->predictions(0);
+  ASSERT_TRUE(origin.is_origin());
+  for (const auto& op : origin.operations()) {
+    EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_BATCH_SCALED) << op.name();
+  }
+  query.batch_size = 16;  // the trace's own: the same as not asking
+  auto same = engine.Predict(*trace_, "", query);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->SerializeAsString(), traced->SerializeAsString());
+}
+
 TEST_F(PredictionEngineTest, StopsWhenItsStopConditionSays) {
   PredictionEngine engine(devices_, nullptr);
   PredictionQuery query;

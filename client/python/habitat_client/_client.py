@@ -70,10 +70,17 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                           target_host_speed: Optional[float] = None,
                           include_breakdown: bool = False, trace_id: Optional[str] = None,
                           habitat_cli: Optional[str] = None,
-                          max_trace_bytes: int = _traces.MAX_TRACE_BYTES):
+                          max_trace_bytes: int = _traces.MAX_TRACE_BYTES,
+                          at_batch_size: Optional[int] = None):
     """The habitat.v1.PredictRequest message Client.predict sends; see there."""
     PredictRequest = _messages.messages()["PredictRequest"]
     request = PredictRequest()
+    if at_batch_size is not None:
+        if (not isinstance(at_batch_size, int) or isinstance(at_batch_size, bool)
+                or not 1 <= at_batch_size <= _traces.MAX_BATCH_SIZE):
+            raise ValueError(f"at_batch_size must be an integer within [1, "
+                             f"{_traces.MAX_BATCH_SIZE}], got {at_batch_size!r}")
+        request.batch_size = at_batch_size
     if isinstance(devices, str):
         devices = [devices]
     if devices is not None:
@@ -228,20 +235,23 @@ class Client:
                         catalog: Optional[str] = None, price_kind: Optional[str] = None,
                         batch_size: Optional[int] = None,
                         target_host_speed: Optional[float] = None,
-                        include_breakdown: bool = False, trace_id: Optional[str] = None):
+                        include_breakdown: bool = False, trace_id: Optional[str] = None,
+                        at_batch_size: Optional[int] = None):
         """As predict, returning the habitat.v1.PredictResponse message."""
         request = build_predict_request(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
             batch_size=batch_size, target_host_speed=target_host_speed,
             include_breakdown=include_breakdown, trace_id=trace_id,
-            habitat_cli=self.habitat_cli, max_trace_bytes=self._max_message_bytes)
+            habitat_cli=self.habitat_cli, max_trace_bytes=self._max_message_bytes,
+            at_batch_size=at_batch_size)
         return self._call("Predict", request, "PredictResponse")
 
     def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
                 catalog: Optional[str] = None, price_kind: Optional[str] = None,
                 batch_size: Optional[int] = None, target_host_speed: Optional[float] = None,
                 include_breakdown: bool = False,
-                trace_id: Optional[str] = None) -> PredictionResult:
+                trace_id: Optional[str] = None,
+                at_batch_size: Optional[int] = None) -> PredictionResult:
         """Predicts one iteration of `trace` or of an uploaded `trace_id` on
         `devices` (ids from list_devices; None: every listed GPU).
 
@@ -254,7 +264,9 @@ class Client:
         "on_demand" (default) or "spot"; batch_size: the trace's batch size
         where it records none (a torch.profiler trace); target_host_speed:
         how fast the targets' CPUs run the host code relative to the
-        origin's (wall-time predictions only).
+        origin's (wall-time predictions only); at_batch_size: predict at this
+        batch instead of the trace's (the server scales the trace, 1/256 to
+        256 times its batch, and says so in a warning).
 
         Returns a PredictionResult. The server's warnings are in it, and are
         also reported: the response's own through warnings.warn
@@ -263,7 +275,8 @@ class Client:
         result = PredictionResult.from_message(self.predict_message(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
             batch_size=batch_size, target_host_speed=target_host_speed,
-            include_breakdown=include_breakdown, trace_id=trace_id))
+            include_breakdown=include_breakdown, trace_id=trace_id,
+            at_batch_size=at_batch_size))
         _report_warnings(result)
         return result
 

@@ -135,10 +135,11 @@ class PredictionResult:
     catalog: str
     currency: str
     price_kind: str
-    batch_size: int
+    batch_size: int  # predicted at; the basis of throughput and cost
     warnings: Tuple[str, ...]
     predictions: Tuple[DevicePrediction, ...] = field(metadata={"element": DevicePrediction})
     message: Any = field(default=None, repr=False, compare=False, metadata={"proto": False})
+    traced_batch_size: int = 0  # the trace's own batch
 
     @classmethod
     def from_message(cls, message) -> "PredictionResult":

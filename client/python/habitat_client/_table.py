@@ -9,6 +9,7 @@ import math
 _METHOD_NAMES = {
     "PREDICTION_METHOD_WAVE_SCALING": "wave", "PREDICTION_METHOD_MLP": "mlp",
     "PREDICTION_METHOD_UNSCALED": "unscaled", "PREDICTION_METHOD_MEASURED": "measured",
+    "PREDICTION_METHOD_BATCH_SCALED": "scaled",
 }
 
 
@@ -66,11 +67,19 @@ def _mode_text(op: dict) -> str:
     return f"{_printable(origin)}>{_printable(target)}"
 
 
+def _origin_note(response: dict) -> str:
+    """The table's footnote for the origin GPU's row."""
+    traced, batch = response.get("traced_batch_size", 0), response.get("batch_size", 0)
+    if not traced or traced == batch:
+        return "  * origin GPU: the measured time, not a prediction\n"
+    return f"  * origin GPU: the time measured at batch {traced} scaled to batch {batch}\n"
+
+
 def _error_text(p: dict) -> str:
-    """The table's expected-error column: '-' for the origin (measured) and
-    where the response has no estimate."""
+    """The table's expected-error column: '-' where the response has no
+    estimate (the origin at the traced batch: measured)."""
     error = p.get("expected_error_percent", 0.0)
-    if p["is_origin"] or not error > 0:
+    if not error > 0:
         return "-"
     return f"{error:.1f}%"
 
@@ -178,7 +187,7 @@ def format_table(response, model_name: str = "", precision: str = "",
         out += f"  {_instance_text(p)}\n" if any_price else "\n"
     origins = [_printable(p["device_id"]) for p in predictions if p["is_origin"]]
     if origins:
-        out += "  * origin GPU: the measured time, not a prediction\n"
+        out += _origin_note(response)
     if any_host_bound:
         out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n"
     out += "  GPU ms: sum of the operations' predicted GPU time\n"

@@ -472,6 +472,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(request.catalog, "aws")
         self.assertEqual(request.price_kind, 2)  # PRICE_KIND_SPOT in device.proto
         self.assertEqual(request.target_host_speed, 2.0)
+        self.assertEqual(request.batch_size, 0)  # the trace's own
         self.assertEqual(request.trace.SerializeToString(),
                          habitat_client.messages()["Trace"].FromString(raw_trace())
                          .SerializeToString())
@@ -481,6 +482,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(log.getvalue(), "T4, H200: old GPU\n")
         self.assertEqual((out.getvalue(), err.getvalue()), ("", ""), "nothing printed")
 
+    def test_another_batch_is_asked_for_by_id_too(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.client.predict(trace_id="sha256:" + "0" * 64, at_batch_size=128)
+        self.assertEqual(self.sent[0][1].batch_size, 128)
+
     def test_request_arguments_are_checked(self):
         cases = [
             (dict(trace=TRACE_GZ, price_kind="cheap"), "price_kind must be"),
@@ -489,6 +496,9 @@ class ClientTest(unittest.TestCase):
             (dict(), "exactly one of trace and trace_id"),
             (dict(trace=TRACE_GZ, trace_id="sha256:0"), "exactly one of trace and trace_id"),
             (dict(trace_id="sha256:0", batch_size=8), "batch_size applies to a trace"),
+            (dict(trace=TRACE_GZ, at_batch_size=0), "at_batch_size must be an integer"),
+            (dict(trace=TRACE_GZ, at_batch_size=2.5), "at_batch_size must be an integer"),
+            (dict(trace=TRACE_GZ, at_batch_size=1 << 31), "at_batch_size must be an integer"),
         ]
         for kwargs, message in cases:
             with self.subTest(kwargs=kwargs):

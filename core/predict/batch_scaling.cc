@@ -1,0 +1,240 @@
+#include "core/predict/batch_scaling.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/time_units.h"
+#include "core/trace/op_classification.h"
+
+namespace habitat {
+namespace {
+
+using Shape = std::vector<int64_t>;
+using ShapeField = google::protobuf::RepeatedField<int64_t>;
+
+// AccumulateGrad receives each parameter (and its gradient): a tensor of
+// such a shape is a weight, not an activation, even when its first
+// dimension happens to be a multiple of the batch.
+absl::flat_hash_set<Shape> ParameterShapes(const v1::Trace& trace) {
+  absl::flat_hash_set<Shape> shapes;
+  for (const v1::Operation& op : trace.operations()) {
+    if (!absl::StrContains(op.name(), "AccumulateGrad")) continue;
+    for (const v1::Argument& arg : op.arguments()) {
+      if (arg.has_tensor())
+        shapes.emplace(arg.tensor().shape().begin(), arg.tensor().shape().end());
+    }
+  }
+  return shapes;
+}
+
+// Work whose size follows the parameters, not the batch.
+bool IsParameterSized(const v1::Operation& op) {
+  return absl::StrContains(op.name(), "AccumulateGrad") ||
+         absl::StrContains(op.name(), "Optimizer.") ||
+         absl::StartsWith(op.name(), "aten::_foreach");
+}
+
+// The dimension of `shape` that holds the batch (see the header), or -1.
+int BatchDimension(const ShapeField& shape, int64_t batch,
+                   const absl::flat_hash_set<Shape>& parameters) {
+  if (shape.empty() || parameters.contains(Shape(shape.begin(), shape.end()))) return -1;
+  if (shape[0] >= batch && shape[0] % batch == 0) return 0;
+  for (int d = 1; d <= 2 && d < shape.size(); ++d) {
+    if (shape[d] == batch) return d;
+  }
+  if (shape.size() >= 3 && shape[1] >= batch && shape[1] % batch == 0) return 1;
+  return -1;
+}
+
+enum class OpScaling { kScaled, kFixed, kUnknown };
+
+// Gives the operation's batch-carrying inputs (tensors, or the size list of
+// a factory operation) the target batch; says how its device work scales.
+OpScaling ScaleInputs(v1::Operation* op, int64_t batch, int64_t target,
+                      const absl::flat_hash_set<Shape>& parameters) {
+  if (IsParameterSized(*op)) return OpScaling::kFixed;
+  bool any_tensor = false;
+  bool carries_batch = false;
+  for (v1::Argument& arg : *op->mutable_arguments()) {
+    if (!arg.has_tensor()) continue;
+    any_tensor = true;
+    ShapeField* shape = arg.mutable_tensor()->mutable_shape();
+    const int d = BatchDimension(*shape, batch, parameters);
+    if (d < 0) continue;
+    carries_batch = true;
+    shape->Set(d, shape->Get(d) / batch * target);
+  }
+  if (carries_batch) return OpScaling::kScaled;
+  if (any_tensor) return OpScaling::kFixed;
+  // Factory operations (randn, zeros, ...) take a size list instead.
+  for (v1::Argument& arg : *op->mutable_arguments()) {
+    if (!arg.has_integers() || arg.integers().values().empty()) continue;
+    ShapeField* sizes = arg.mutable_integers()->mutable_values();
+    if (BatchDimension(*sizes, batch, parameters) == 0) {
+      sizes->Set(0, sizes->Get(0) / batch * target);
+      return OpScaling::kScaled;
+    }
+  }
+  return OpScaling::kUnknown;
+}
+
+Nanoseconds ScaleDuration(Nanoseconds t, double ratio, Nanoseconds fixed) {
+  const Nanoseconds t0 = std::min(t, fixed);
+  return t0 + std::llround(static_cast<double>(t - t0) * ratio);
+}
+
+// Scales the pass's kernels and copies; the pass's times follow their sum.
+void ScalePass(v1::Pass* pass, double ratio, Nanoseconds fixed) {
+  Nanoseconds before = 0, after = 0;
+  for (v1::Kernel& kernel : *pass->mutable_kernels()) {
+    before += kernel.duration_ns();
+    kernel.set_duration_ns(ScaleDuration(kernel.duration_ns(), ratio, fixed));
+    after += kernel.duration_ns();
+  }
+  for (v1::MemoryActivity& copy : *pass->mutable_memory()) {
+    before += copy.duration_ns();
+    copy.set_bytes(static_cast<uint64_t>(std::llround(static_cast<double>(copy.bytes()) * ratio)));
+    copy.set_duration_ns(ScaleDuration(copy.duration_ns(), ratio, kBatchFixedOtherNs));
+    after += copy.duration_ns();
+  }
+  if (before == 0) return;
+  const double factor = static_cast<double>(after) / static_cast<double>(before);
+  pass->set_time_ns(std::llround(static_cast<double>(pass->time_ns()) * factor));
+  pass->set_rerun_time_ns(std::llround(static_cast<double>(pass->rerun_time_ns()) * factor));
+}
+
+Nanoseconds DeviceTime(const v1::Pass& pass) {
+  Nanoseconds total = 0;
+  for (const v1::Kernel& kernel : pass.kernels()) total += kernel.duration_ns();
+  for (const v1::MemoryActivity& copy : pass.memory()) total += copy.duration_ns();
+  return total;
+}
+
+Nanoseconds DeviceTime(const v1::Operation& op) {
+  return DeviceTime(op.forward()) + (op.has_backward() ? DeviceTime(op.backward()) : 0);
+}
+
+bool IsKernelVarying(const v1::Operation& op) {
+  return ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
+         (op.has_backward() &&
+          ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
+}
+
+absl::Status CheckBatchSizes(uint32_t traced, uint32_t target) {
+  if (traced == 0) {
+    return absl::InvalidArgumentError(
+        "the trace does not record its batch size, so it cannot be predicted at another one; "
+        "set the trace's batch_size (CLI: --traced-batch-size for torch.profiler traces)");
+  }
+  const double ratio = static_cast<double>(target) / traced;
+  if (target == 0 || ratio > kMaxBatchScale || ratio < 1 / kMaxBatchScale) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size ", target, " is out of range for a trace at batch ", traced,
+                     ": predictions go from 1/", kMaxBatchScale, " to ", kMaxBatchScale,
+                     " times the traced batch (kernels change and memory runs out beyond)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint32_t batch_size) {
+  if (absl::Status checked = CheckBatchSizes(trace.batch_size(), batch_size); !checked.ok()) {
+    return checked;
+  }
+  BatchScaledTrace out;
+  out.trace = trace;
+  out.ratio = static_cast<double>(batch_size) / trace.batch_size();
+  const absl::flat_hash_set<Shape> parameters = ParameterShapes(trace);
+  Nanoseconds total = 0, unscaled = 0, after = 0;
+  for (v1::Operation& op : *out.trace.mutable_operations()) {
+    const Nanoseconds time = DeviceTime(op);
+    total += time;
+    const OpScaling scaling = ScaleInputs(&op, trace.batch_size(), batch_size, parameters);
+    if (scaling == OpScaling::kScaled) {
+      const Nanoseconds fixed =
+          IsKernelVarying(op) ? kBatchFixedKernelVaryingNs : kBatchFixedOtherNs;
+      ScalePass(op.mutable_forward(), out.ratio, fixed);
+      if (op.has_backward()) ScalePass(op.mutable_backward(), out.ratio, fixed);
+    } else if (scaling == OpScaling::kUnknown && time > 0) {
+      unscaled += time;
+      out.unscaled_operations.push_back(op.name());
+    }
+    after += DeviceTime(op);
+  }
+  const Nanoseconds busy_change = after - total;
+  for (const v1::Kernel& kernel : trace.unattributed_kernels()) {
+    total += kernel.duration_ns();
+    unscaled += kernel.duration_ns();
+  }
+  out.unscaled_share = total > 0 ? static_cast<double>(unscaled) / total : 0;
+  out.trace.set_batch_size(batch_size);
+  // The GPU-busy time grows with the device time; a GPU-bound iteration's
+  // wall time with it (the engine calibrates its host model on the traced
+  // iteration, not on these).
+  if (trace.iteration_gpu_busy_ns() > 0) {
+    out.trace.set_iteration_gpu_busy_ns(
+        std::max<Nanoseconds>(0, trace.iteration_gpu_busy_ns() + busy_change));
+  }
+  if (trace.iteration_wall_ns() > 0) {
+    out.trace.set_iteration_wall_ns(
+        std::max(out.trace.iteration_gpu_busy_ns(), trace.iteration_wall_ns() + busy_change));
+  }
+  return out;
+}
+
+void MarkBatchScaled(const BatchScaledTrace& scaled, v1::DevicePrediction* prediction) {
+  const auto relabel = [](v1::PredictionMethod* method) {
+    if (*method == v1::PREDICTION_METHOD_MEASURED) *method = v1::PREDICTION_METHOD_BATCH_SCALED;
+  };
+  for (v1::OperationPrediction& op : *prediction->mutable_operations()) {
+    v1::PredictionMethod method = op.method();
+    relabel(&method);
+    op.set_method(method);
+  }
+  for (v1::MethodTotal& total : *prediction->mutable_method_totals()) {
+    v1::PredictionMethod method = total.method();
+    relabel(&method);
+    total.set_method(method);
+  }
+  prediction->set_expected_error_percent(prediction->expected_error_percent() +
+                                         BatchScalingErrorPercent(scaled.ratio));
+}
+
+std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
+                                              uint32_t traced_batch) {
+  std::vector<std::string> warnings;
+  warnings.push_back(absl::StrFormat(
+      "predicted at batch %u from a trace at batch %u: each operation that carries the batch "
+      "had its kernel times scaled by %.3g beyond a fixed part per kernel, on the origin GPU as "
+      "on the others (about %.0f%% more expected error%s)",
+      scaled.trace.batch_size(), traced_batch, scaled.ratio, BatchScalingErrorPercent(scaled.ratio),
+      scaled.ratio > 4 || scaled.ratio < 0.5 ? "; ratios beyond 1/2 and 4 were not evaluated"
+                                             : ""));
+  if (scaled.unscaled_share > 0) {
+    absl::flat_hash_set<std::string> seen;
+    std::vector<std::string> names;
+    for (const std::string& name : scaled.unscaled_operations) {
+      if (seen.insert(name).second && names.size() < 5) names.push_back(name);
+    }
+    warnings.push_back(absl::StrFormat(
+        "%.1f%% of the traced GPU time (%d operations%s%s) shows no batch dimension and keeps "
+        "its traced time at batch %u",
+        100 * scaled.unscaled_share, static_cast<int>(scaled.unscaled_operations.size()),
+        names.empty() ? " and unattributed kernels" : ": ", absl::StrJoin(names, ", "),
+        scaled.trace.batch_size()));
+  }
+  return warnings;
+}
+
+double BatchScalingErrorPercent(double r) {
+  constexpr double kPerDoubling = 4.5;
+  return r > 0 ? kPerDoubling * std::abs(std::log2(r)) : 0;
+}
+
+}  // namespace habitat

@@ -1,0 +1,70 @@
+// Another batch size from one trace: the trace as the origin GPU would have
+// run it at the target batch, for the engine to predict on every GPU.
+//
+// An operation carries the batch when one of its tensor inputs has the
+// batch in a known place (dimension 0 a multiple of it: batch-first or a
+// flattened batch x sequence; dimension 1 or 2 equal to it: sequence-first
+// RNN inputs and states; dimension 1 a multiple of it in a 3-d tensor:
+// attention's batch x heads) and is not shaped like a parameter (the shapes
+// AccumulateGrad receives). Its inputs get the new batch and each of its
+// kernels and copies takes
+//   t' = t0 + (t - t0) * r,   r = target / traced batch,  t0 = min(t, fixed)
+// where `fixed` is the part of a kernel that does not grow with its work
+// (launch ramp, prologue, tail; for GEMMs, convolutions, RNNs and attention
+// also tile set-up, split-K reductions and the RNN's serial steps). The
+// optimizer, AccumulateGrad and operations without a batch dimension keep
+// their time. docs/batch_scaling_study.md measured this against the
+// H100/H200 batch fixtures (MAPE of the iteration's GPU time 4.2% at half
+// the batch, 4.5% at 2x, 8.1% at 4x on the H100 with constants from the
+// H200) and the alternatives it beat (linear, wave quantisation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "habitat/v1/prediction_service.pb.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+
+// The fixed part of one kernel, by the kind of operation that launched it
+// (fitted on the H200 batch fixtures, docs/batch_scaling_study.md).
+inline constexpr int64_t kBatchFixedKernelVaryingNs = 8000;
+inline constexpr int64_t kBatchFixedOtherNs = 1000;
+
+// Farthest a trace is scaled, either way: beyond, kernels switch and memory
+// runs out long before the formula's error could be stated.
+inline constexpr double kMaxBatchScale = 256;
+
+struct BatchScaledTrace {
+  habitat::v1::Trace trace;
+  double ratio = 1;
+  // Operations with device work whose batch dimension could not be found
+  // (no tensor inputs to tell): kept at the traced batch's time.
+  std::vector<std::string> unscaled_operations;
+  // Their share of the traced GPU time, in [0, 1].
+  double unscaled_share = 0;
+};
+
+// INVALID_ARGUMENT when the trace records no batch size or `batch_size` is
+// 0 or more than kMaxBatchScale times larger or smaller.
+absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const habitat::v1::Trace& trace,
+                                                   uint32_t batch_size);
+
+// Expected absolute error the scaling adds, percent, for a ratio `r` (the
+// study's H100 MAPE: 4.2 at 1/2, 4.5 at 2, 8.1 at 4; about 4.5 per doubling
+// or halving).
+double BatchScalingErrorPercent(double r);
+
+// A prediction made from a scaled trace: on the origin GPU its operations
+// were scaled, not measured (PREDICTION_METHOD_BATCH_SCALED), and on every
+// GPU the expected error grows by the scaling's.
+void MarkBatchScaled(const BatchScaledTrace& scaled, habitat::v1::DevicePrediction* prediction);
+
+// What the response says about the scaling, from a trace at `traced_batch`.
+std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
+                                              uint32_t traced_batch);
+
+}  // namespace habitat
