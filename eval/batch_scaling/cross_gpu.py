@@ -1,10 +1,13 @@
-"""Cross-GPU plus batch: each H100 Kineto fixture predicted on the H200 at
-its sibling fixture's batch by `habitat predict --batch-size`, against that
-H200 fixture's summed kernel time (the quantity the predictor predicts).
+"""Batch scaling through the product (`habitat predict --batch-size`):
+1. same GPU: each Kineto fixture at its first batch b predicted at b/2, 2b
+   and 4b on its own GPU, against batch_memory's summed kernel time there;
+2. cross-GPU plus batch: each H100 fixture predicted on the H200 at its
+   sibling fixture's batch, against that H200 fixture's own GPU time.
 
 Run from the repository root after building: /usr/bin/python3
 eval/batch_scaling/cross_gpu.py [--cli build/client/habitat]."""
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -12,6 +15,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KINETO = os.path.join(ROOT, "tests", "testdata", "kineto")
+BATCH_MEMORY = os.path.join(ROOT, "tests", "testdata", "batch_memory")
+DEVICE_IDS = {"h100": "H100-SXM", "h200": "H200"}
 PAIRS = (("resnet50", 16, 64), ("inception_v3", 16, 64), ("transformer", 32, 64),
          ("gnmt", 32, 64), ("dcgan", 64, 128))
 
@@ -34,24 +39,60 @@ def predicted_gpu_ns(cli: str, path: str, batch: int, device: str) -> int:
     return int(json.loads(out)["predictions"][0]["gpu_time_ns"])
 
 
+def batch_memory(gpu: str) -> dict:
+    with gzip.open(os.path.join(BATCH_MEMORY, f"{gpu}.json.gz"), "rt") as f:
+        cases = json.load(f)["cases"]
+    return {(c["model"], c["precision"], c["batch"]): c["gpu_time_ns_mean"]
+            for c in cases if c["status"] == "ok"}
+
+
+def print_case(case: str, predicted: int, measured: int) -> float:
+    error = 100 * (predicted - measured) / measured
+    print(f"{case:<40} {predicted / 1e6:>12.3f} {measured / 1e6:>12.3f} {error:>+6.1f}%")
+    return error
+
+
+def same_gpu(cli: str) -> None:
+    print(f"{'same GPU, vs batch_memory':<40} {'predicted ms':>12} {'measured ms':>12} {'error':>7}")
+    by_ratio = {0.5: [], 2: [], 4: []}
+    for gpu in ("h100", "h200"):
+        measured = batch_memory(gpu)
+        for model, small, _ in PAIRS:
+            for precision in ("fp32", "bf16"):
+                for ratio, errors in by_ratio.items():
+                    target = int(small * ratio)
+                    predicted = predicted_gpu_ns(cli, fixture(gpu, model, small, precision),
+                                                 target, DEVICE_IDS[gpu])
+                    case = f"{gpu} {model} {precision} b{small} -> b{target}"
+                    errors.append(abs(print_case(case, predicted,
+                                                 measured[(model, precision, target)])))
+    for ratio, errors in by_ratio.items():
+        print(f"MAPE at r = {ratio}: {sum(errors) / len(errors):.1f}% ({len(errors)} cases)")
+
+
+def cross_gpu(cli: str) -> None:
+    print(f"{'H100 trace -> H200 fixture':<40} {'predicted ms':>12} {'measured ms':>12} {'error':>7}")
+    errors = []
+    for model, small, large in PAIRS:
+        for precision in ("fp32", "bf16"):
+            for source, target in ((small, large), (large, small), (small, small)):
+                predicted = predicted_gpu_ns(cli, fixture("h100", model, source, precision),
+                                             target, "H200")
+                measured = measured_gpu_ns(cli, fixture("h200", model, target, precision))
+                error = print_case(f"{model} {precision} H100 b{source} -> H200 b{target}",
+                                   predicted, measured)
+                if source != target:
+                    errors.append(abs(error))
+    print(f"MAPE over {len(errors)} cases with another batch: {sum(errors) / len(errors):.1f}%")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cli", default=os.path.join(ROOT, "build", "client", "habitat"))
     args = parser.parse_args()
-    errors = []
-    print(f"{'case':<34} {'predicted ms':>12} {'measured ms':>12} {'error':>7}")
-    for model, small, large in PAIRS:
-        for precision in ("fp32", "bf16"):
-            for source, target in ((small, large), (large, small), (small, small)):
-                predicted = predicted_gpu_ns(args.cli, fixture("h100", model, source, precision),
-                                             target, "H200")
-                measured = measured_gpu_ns(args.cli, fixture("h200", model, target, precision))
-                error = 100 * (predicted - measured) / measured
-                if source != target:
-                    errors.append(abs(error))
-                case = f"{model} {precision} H100 b{source} -> H200 b{target}"
-                print(f"{case:<34} {predicted / 1e6:>12.3f} {measured / 1e6:>12.3f} {error:>+6.1f}%")
-    print(f"MAPE over {len(errors)} cases with another batch: {sum(errors) / len(errors):.1f}%")
+    same_gpu(args.cli)
+    print()
+    cross_gpu(args.cli)
     return 0
 
 
