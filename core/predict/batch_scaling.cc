@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "common/time_units.h"
 #include "core/trace/op_classification.h"
 
@@ -53,10 +55,24 @@ int BatchDimension(const ShapeField& shape, int64_t batch,
 
 enum class OpScaling { kScaled, kFixed, kUnknown };
 
+// Dimension `d` of `shape`, a multiple of `batch`, as the same multiple of
+// `target`; INVALID_ARGUMENT where that does not fit an int64.
+absl::Status Rescale(ShapeField* shape, int d, int64_t batch, int64_t target,
+                     const std::string& op_name) {
+  const int64_t multiple = shape->Get(d) / batch;
+  if (multiple > std::numeric_limits<int64_t>::max() / target) {
+    return absl::InvalidArgumentError(absl::StrCat("an input of ", op_name, " has dimension ",
+                                                   shape->Get(d), ", too large to scale to batch ",
+                                                   target));
+  }
+  shape->Set(d, multiple * target);
+  return absl::OkStatus();
+}
+
 // Gives the operation's batch-carrying inputs (tensors, or the size list of
 // a factory operation) the target batch; says how its device work scales.
-OpScaling ScaleInputs(v1::Operation* op, int64_t batch, int64_t target,
-                      const absl::flat_hash_set<Shape>& parameters) {
+absl::StatusOr<OpScaling> ScaleInputs(v1::Operation* op, int64_t batch, int64_t target,
+                                      const absl::flat_hash_set<Shape>& parameters) {
   if (IsParameterSized(*op)) return OpScaling::kFixed;
   bool any_tensor = false;
   bool carries_batch = false;
@@ -67,7 +83,7 @@ OpScaling ScaleInputs(v1::Operation* op, int64_t batch, int64_t target,
     const int d = BatchDimension(*shape, batch, parameters);
     if (d < 0) continue;
     carries_batch = true;
-    shape->Set(d, shape->Get(d) / batch * target);
+    HABITAT_RETURN_IF_ERROR(Rescale(shape, d, batch, target, op->name()));
   }
   if (carries_batch) return OpScaling::kScaled;
   if (any_tensor) return OpScaling::kFixed;
@@ -76,7 +92,7 @@ OpScaling ScaleInputs(v1::Operation* op, int64_t batch, int64_t target,
     if (!arg.has_integers() || arg.integers().values().empty()) continue;
     ShapeField* sizes = arg.mutable_integers()->mutable_values();
     if (BatchDimension(*sizes, batch, parameters) == 0) {
-      sizes->Set(0, sizes->Get(0) / batch * target);
+      HABITAT_RETURN_IF_ERROR(Rescale(sizes, 0, batch, target, op->name()));
       return OpScaling::kScaled;
     }
   }
@@ -98,7 +114,10 @@ void ScalePass(v1::Pass* pass, double ratio, Nanoseconds fixed) {
   }
   for (v1::MemoryActivity& copy : *pass->mutable_memory()) {
     before += copy.duration_ns();
-    copy.set_bytes(static_cast<uint64_t>(std::llround(static_cast<double>(copy.bytes()) * ratio)));
+    // Saturates: a validated trace bounds times, not byte counts.
+    const double bytes = std::round(static_cast<double>(copy.bytes()) * ratio);
+    copy.set_bytes(bytes >= 1.8e19 ? std::numeric_limits<uint64_t>::max()
+                                   : static_cast<uint64_t>(bytes));
     copy.set_duration_ns(ScaleDuration(copy.duration_ns(), ratio, kBatchFixedOtherNs));
     after += copy.duration_ns();
   }
@@ -155,7 +174,8 @@ absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint3
   for (v1::Operation& op : *out.trace.mutable_operations()) {
     const Nanoseconds time = DeviceTime(op);
     total += time;
-    const OpScaling scaling = ScaleInputs(&op, trace.batch_size(), batch_size, parameters);
+    HABITAT_ASSIGN_OR_RETURN(const OpScaling scaling,
+                             ScaleInputs(&op, trace.batch_size(), batch_size, parameters));
     if (scaling == OpScaling::kScaled) {
       const Nanoseconds fixed =
           IsKernelVarying(op) ? kBatchFixedKernelVaryingNs : kBatchFixedOtherNs;

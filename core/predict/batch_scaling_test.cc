@@ -71,6 +71,13 @@ TEST(BatchScalingTest, RefusesWhatItCannotPredict) {
     EXPECT_THAT(scaled.status().message(), HasSubstr("out of range")) << bad;
   }
   EXPECT_TRUE(ScaleTraceToBatch(traced, 64 * 256).ok());
+  // A dimension whose scaled value would not fit an int64.
+  v1::Trace huge = traced;
+  v1::Argument* input = huge.mutable_operations(0)->mutable_arguments(0);
+  ASSERT_TRUE(input->has_tensor());
+  input->mutable_tensor()->set_shape(0, int64_t{64} << 50);
+  EXPECT_THAT(ScaleTraceToBatch(huge, 64 * 256).status().message(),
+              HasSubstr("too large to scale to batch 16384"));
   traced.set_batch_size(0);
   EXPECT_THAT(ScaleTraceToBatch(traced, 64).status().message(),
               HasSubstr("does not record its batch size"));

@@ -266,6 +266,20 @@ absl::Status Run(const std::string& out) {
         Write(out + "/predict/seed_id_smallcnn_host_speed_" + label, Serialize(request)));
   }
 
+  // Other batch sizes: half, 256 times (the largest scale) and 10^9.
+  for (const uint32_t factor_label : {0u, 1u, 2u}) {
+    const uint32_t batch = factor_label == 0   ? std::max(1u, smallcnn.batch_size() / 2)
+                           : factor_label == 1 ? smallcnn.batch_size() * 256
+                                               : 1000000000u;
+    request.Clear();
+    request.set_trace_id(smallcnn_id);
+    request.add_devices("H100-SXM");
+    request.add_devices("T4");
+    request.set_batch_size(batch);
+    HABITAT_RETURN_IF_ERROR(
+        Write(absl::StrCat(out, "/predict/seed_id_smallcnn_batch_", batch), Serialize(request)));
+  }
+
   request.Clear();
   *request.mutable_trace() = smallcnn;
   // Inline catalog: the first prices of the bundled GCP catalog.
