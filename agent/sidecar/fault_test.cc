@@ -1,4 +1,4 @@
-// Fault test (issue 6 item 7): 100 traces go through the habitat-agent
+// Fault test: 100 traces go through the habitat-agent
 // binary to the habitat-server binary, which is killed with SIGKILL three
 // times while uploads are in flight and restarted on the same port and
 // trace directory. Every trace must end up stored exactly once and the

@@ -1,5 +1,5 @@
 // Replays an iteration's host timeline with predicted kernel times, to
-// predict wall time rather than only GPU time (issue 5's host model).
+// predict wall time rather than only GPU time.
 //
 // Each kernel or copy is launched by the CPU at its recorded launch time
 // (shifted by however much earlier waits moved the CPU), starts at the later

@@ -1,4 +1,4 @@
-// The habitat-server binary with its trace store (issue 6, item 2): uploads
+// The habitat-server binary with its trace store: uploads
 // acknowledged before a SIGKILL are predicted from after a restart on the
 // same SQLite file, tenants stay apart across restarts, retention runs at
 // start-up, and the store flags are checked.

@@ -1,4 +1,4 @@
-// Checks the agent captures (tests/testdata/agent_suite, issue 3 item 4) and
+// Checks the agent captures (tests/testdata/agent_suite) and
 // writes docs/agent_validation.md:
 //  1. per-op times add up to the measured GPU-busy time;
 //  2. the paper's per-op re-runs (Pass.rerun_time_ns) against the same ops'

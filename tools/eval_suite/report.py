@@ -37,7 +37,7 @@ AGENT_COLUMNS = COLUMNS + HOST_SPEED_COLUMNS
 TEXT_COLUMNS = {"case", "model", "precision", "origin", "target", "trace_id", "error",
                 "origin_tag", "target_tag"}
 
-# Issue 5: a target's iteration is GPU-bound below this measured host share.
+# A target's iteration is GPU-bound below this measured host share.
 GPU_BOUND_SHARE = 0.15
 TARGET_GPU = 3.0
 TARGET_WALL_GPU_BOUND = 4.0
@@ -244,7 +244,8 @@ def host_speed_lines(rows):
 
 
 def summary_lines(rows):
-    """Per-direction MAPEs for the three quantities of issue 5."""
+    """Per-direction MAPEs: GPU time, and wall time of GPU-bound and of
+    host-bound cases."""
     out = ["| direction | quantity | cases | Habitat (server) MAPE % | target | met | "
            "Σ op times MAPE % | eval_fixtures scaling MAPE % | same-FLOPS MAPE % | "
            "bandwidth-ratio MAPE % | replay on origin MAPE % |",

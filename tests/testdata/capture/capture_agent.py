@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Captures the agent fixtures under tests/testdata/agent/<gpu>/ (issue 3).
+"""Captures the agent fixtures under tests/testdata/agent/<gpu>/.
 
 Same workloads as capture_fixtures.py (build_step: the paper's five models
 plus GPT-2 small and ViT-B/16, SGD for the CNNs, Adam(W) for the rest), three
@@ -48,7 +48,7 @@ import capture_fixtures as cf  # noqa: E402  (build_step, environment, ...)
 
 # The paper's five first: when the budget runs out, the extras go first.
 MODELS = ("resnet50", "inception_v3", "transformer", "gnmt", "dcgan", "gpt2", "vit")
-# capture_fixtures' two batch sizes plus a third (issue 3 asks for three).
+# capture_fixtures' two batch sizes plus a third, so that batch trends show.
 BATCHES = {
     "resnet50": (16, 32, 64),
     "inception_v3": (16, 32, 64),
@@ -299,7 +299,7 @@ def _median_ns(fn, runs=11):
 
 def cmd_hostbench(args) -> int:
     """Host speed, measured apart from any model: the factor between two
-    machines' CPUs that the wall-time prediction needs (issue 5)."""
+    machines' CPUs that the wall-time prediction needs."""
     import torch
     n = 20000
     res = {"cpu_model": "", "os_cpu_count": os.cpu_count()}

@@ -50,7 +50,7 @@ BATCHES = {
     "transformer": (32, 64),
     "gnmt": (32, 64),
     "dcgan": (64, 128),
-    # Issue 5's additions: a decoder-only LM and a vision transformer.
+    # A decoder-only LM and a vision transformer: today's common shapes.
     "gpt2": (8, 16),
     "vit": (32, 64),
 }
