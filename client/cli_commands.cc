@@ -283,6 +283,101 @@ bool IsFile(const std::string& path) {
   return std::filesystem::exists(path, error);
 }
 
+// The predict options that only make sense together; INVALID_ARGUMENT (a
+// usage error) otherwise.
+absl::Status CheckPredictOptions(const CliArgs& args, OutputFormat format,
+                                 std::optional<int64_t> top) {
+  if (args.Has("catalog") && args.Has("catalog-file")) {
+    return absl::InvalidArgumentError("give --catalog or --catalog-file, not both");
+  }
+  if (top.has_value() && !args.Has("breakdown")) {
+    return absl::InvalidArgumentError("--top N limits --breakdown; give both");
+  }
+  if (format == OutputFormat::kCsv && args.Has("breakdown")) {
+    return absl::InvalidArgumentError(
+        "--format csv has one row per GPU and no per-operation breakdown; use --format json "
+        "or table with --breakdown");
+  }
+  return absl::OkStatus();
+}
+
+// The request fields the flags set directly; INVALID_ARGUMENT (a usage
+// error) for a --host-speed that is not a number. Ranges are the backend's
+// to check, for every client alike.
+absl::Status AddRequestOptions(const CliArgs& args, const std::vector<std::string>& devices,
+                               std::optional<int64_t> batch, v1::PredictRequest* request) {
+  if (batch.has_value()) request->set_batch_size(static_cast<uint32_t>(*batch));
+  for (const auto& device : devices) request->add_devices(device);
+  // Without --spot the backend's default (on-demand) applies.
+  if (args.Has("spot")) request->set_price_kind(v1::PRICE_KIND_SPOT);
+  request->set_include_breakdown(args.Has("breakdown"));
+  if (args.Has("host-speed")) {
+    double speed = 0;
+    if (!absl::SimpleAtod(args.Get("host-speed"), &speed)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--host-speed must be a number (the target host's speed relative to the origin's), "
+          "got '",
+          args.Get("host-speed"), "'"));
+    }
+    request->set_target_host_speed(speed);
+  }
+  return absl::OkStatus();
+}
+
+// --catalog-file into the request, and the header's label for it.
+absl::Status AddCatalogFile(const CliArgs& args, v1::PredictRequest* request,
+                            PredictionHeader* header) {
+  if (!args.Has("catalog-file")) return absl::OkStatus();
+  const std::string file = args.Get("catalog-file");
+  HABITAT_RETURN_IF_ERROR(ReadTextProtoFile(file, request->mutable_inline_catalog()));
+  header->inline_catalog_label =
+      request->inline_catalog().name().empty()
+          ? absl::StrCat("file ", file)
+          : absl::StrCat("catalog ", request->inline_catalog().name(), " from ", file);
+  return absl::OkStatus();
+}
+
+// --catalog, else aws when the deployment has it (the header says which
+// catalog priced the table).
+absl::Status ChooseCatalog(const CliArgs& args, CliService& service, v1::PredictRequest* request) {
+  if (args.Has("catalog")) {
+    const std::string name = args.Get("catalog");
+    if (name != "none") request->set_catalog(name);
+    return absl::OkStatus();
+  }
+  if (args.Has("catalog-file")) return absl::OkStatus();
+  HABITAT_ASSIGN_OR_RETURN(v1::ListCatalogsResponse catalogs, service.ListCatalogs());
+  for (const auto& catalog : catalogs.catalogs()) {
+    if (catalog.name() == "aws") request->set_catalog("aws");
+  }
+  return absl::OkStatus();
+}
+
+int PrintPrediction(v1::PredictResponse response, const PredictionHeader& header,
+                    OutputFormat format, bool breakdown, std::optional<int64_t> top,
+                    const Context& ctx) {
+  switch (format) {
+    case OutputFormat::kTable: {
+      TableOptions table;
+      table.breakdown = breakdown;
+      if (top.has_value()) table.top_operations = static_cast<int>(*top);
+      *ctx.out << FormatPredictionTable(response, header, table);
+      break;
+    }
+    case OutputFormat::kJson: {
+      if (top.has_value()) KeepTopOperations(static_cast<int>(*top), &response);
+      absl::StatusOr<std::string> json = FormatJson(response);
+      if (!json.ok()) return ctx.Fail(json.status());
+      *ctx.out << *json;
+      break;
+    }
+    case OutputFormat::kCsv:
+      *ctx.out << FormatPredictionCsv(response);
+      break;
+  }
+  return kExitOk;
+}
+
 int Predict(const std::vector<std::string>& words, const Context& ctx) {
   absl::StatusOr<CliArgs> args = CliArgs::Parse(words, Concat({kServiceOptions,
                                                                kTraceOptions,
@@ -306,26 +401,21 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   }
   absl::StatusOr<OutputFormat> format = ParseOutputFormat(args->Get("format", "table"));
   if (!format.ok()) return ctx.Usage(format.status());
-  if (args->Has("catalog") && args->Has("catalog-file")) {
-    return ctx.Usage(absl::InvalidArgumentError("give --catalog or --catalog-file, not both"));
-  }
   absl::StatusOr<std::vector<std::string>> devices = args->GetList("devices");
   if (!devices.ok()) return ctx.Usage(devices.status());
   absl::StatusOr<std::optional<int64_t>> top = args->GetInt("top", 1, 100000);
   if (!top.ok()) return ctx.Usage(top.status());
-  if (top->has_value() && !args->Has("breakdown")) {
-    return ctx.Usage(absl::InvalidArgumentError("--top N limits --breakdown; give both"));
-  }
-  if (*format == OutputFormat::kCsv && args->Has("breakdown")) {
-    return ctx.Usage(absl::InvalidArgumentError(
-        "--format csv has one row per GPU and no per-operation breakdown; use --format json "
-        "or table with --breakdown"));
+  if (absl::Status checked = CheckPredictOptions(*args, *format, *top); !checked.ok()) {
+    return ctx.Usage(checked);
   }
   absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, kTracedBatchFlag);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
   absl::StatusOr<std::optional<int64_t>> batch = args->GetInt("batch-size", 1, kMaxBatchSize);
   if (!batch.ok()) return ctx.Usage(batch.status());
-
+  v1::PredictRequest request;
+  if (absl::Status added = AddRequestOptions(*args, *devices, *batch, &request); !added.ok()) {
+    return ctx.Usage(added);
+  }
   // Misused server options are usage errors; find them before the work.
   if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
     return ctx.Usage(remote.status());
@@ -339,8 +429,6 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
                      "' is a trace id; ids refer to traces uploaded to a "
                      "server, so give --server HOST:PORT (or pass the trace file)")));
   }
-
-  v1::PredictRequest request;
   PredictionHeader header;
   if (by_id) {
     request.set_trace_id(trace_arg);
@@ -355,72 +443,19 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
         trace->precision() == v1::PRECISION_UNSPECIFIED ? "" : PrecisionName(trace->precision());
     *request.mutable_trace() = std::move(*trace);
   }
-  if (batch->has_value()) request.set_batch_size(static_cast<uint32_t>(**batch));
-  for (const auto& device : *devices) request.add_devices(device);
-  // Without --spot the backend's default (on-demand) applies.
-  if (args->Has("spot")) request.set_price_kind(v1::PRICE_KIND_SPOT);
-  request.set_include_breakdown(args->Has("breakdown"));
-  if (args->Has("host-speed")) {
-    double speed = 0;
-    // The range is the backend's to check, for every client alike.
-    if (!absl::SimpleAtod(args->Get("host-speed"), &speed)) {
-      return ctx.Usage(absl::InvalidArgumentError(absl::StrCat(
-          "--host-speed must be a number (the target host's speed relative to the origin's), "
-          "got '",
-          args->Get("host-speed"), "'")));
-    }
-    request.set_target_host_speed(speed);
-  }
-
-  if (args->Has("catalog-file")) {
-    const std::string file = args->Get("catalog-file");
-    absl::Status read = ReadTextProtoFile(file, request.mutable_inline_catalog());
-    if (!read.ok()) return ctx.Fail(read);
-    header.inline_catalog_label =
-        request.inline_catalog().name().empty()
-            ? absl::StrCat("file ", file)
-            : absl::StrCat("catalog ", request.inline_catalog().name(), " from ", file);
+  if (absl::Status read = AddCatalogFile(*args, &request, &header); !read.ok()) {
+    return ctx.Fail(read);
   }
 
   bool usage_error = false;
   absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
   if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
-
-  if (args->Has("catalog")) {
-    const std::string name = args->Get("catalog");
-    if (name != "none") request.set_catalog(name);
-  } else if (!args->Has("catalog-file")) {
-    // The default catalog is aws when the deployment has it; the header
-    // says which catalog priced the table.
-    absl::StatusOr<v1::ListCatalogsResponse> catalogs = (*service)->ListCatalogs();
-    if (!catalogs.ok()) return ctx.Fail(catalogs.status());
-    for (const auto& catalog : catalogs->catalogs()) {
-      if (catalog.name() == "aws") request.set_catalog("aws");
-    }
+  if (absl::Status chosen = ChooseCatalog(*args, **service, &request); !chosen.ok()) {
+    return ctx.Fail(chosen);
   }
-
   absl::StatusOr<v1::PredictResponse> response = (*service)->Predict(request);
   if (!response.ok()) return ctx.Fail(response.status());
-  switch (*format) {
-    case OutputFormat::kTable: {
-      TableOptions table;
-      table.breakdown = args->Has("breakdown");
-      if (top->has_value()) table.top_operations = static_cast<int>(**top);
-      *ctx.out << FormatPredictionTable(*response, header, table);
-      break;
-    }
-    case OutputFormat::kJson: {
-      if (top->has_value()) KeepTopOperations(static_cast<int>(**top), &*response);
-      absl::StatusOr<std::string> json = FormatJson(*response);
-      if (!json.ok()) return ctx.Fail(json.status());
-      *ctx.out << *json;
-      break;
-    }
-    case OutputFormat::kCsv:
-      *ctx.out << FormatPredictionCsv(*response);
-      break;
-  }
-  return kExitOk;
+  return PrintPrediction(*std::move(response), header, *format, args->Has("breakdown"), *top, ctx);
 }
 
 // Parses the options of a command that takes no positional arguments into

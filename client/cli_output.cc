@@ -241,16 +241,16 @@ double UnscaledPercent(const DevicePrediction& prediction) {
   return origin > 0 ? 100.0 * unscaled / origin : 0.0;
 }
 
-std::string FormatPredictionTable(const PredictResponse& response, const PredictionHeader& header,
-                                  const TableOptions& options) {
+namespace {
+
+// The lines above the table: what was predicted and how it was priced.
+std::string TableHeader(const PredictResponse& response, const PredictionHeader& header,
+                        const std::string& currency) {
   std::string out = absl::StrFormat(
       "model %s  batch %d  precision %s  origin GPU %s\n",
       header.model_name.empty() ? "?" : Printable(header.model_name), response.batch_size(),
       header.precision.empty() ? "?" : header.precision,
       response.origin_device_id().empty() ? "?" : Printable(response.origin_device_id()));
-  bool any_price = false;
-  for (const auto& p : response.predictions()) any_price = any_price || p.has_price();
-  const std::string currency = response.currency().empty() ? "?" : Printable(response.currency());
   if (!header.inline_catalog_label.empty()) {
     absl::StrAppend(&out, "prices: ", Printable(header.inline_catalog_label), ", ", currency,
                     " per GPU-hour, ", PriceKindName(response.price_kind()), "\n");
@@ -261,75 +261,77 @@ std::string FormatPredictionTable(const PredictResponse& response, const Predict
     out += "prices: none (no catalog given)\n";
   }
   if (!response.trace_id().empty()) absl::StrAppend(&out, "trace: ", response.trace_id(), "\n");
-  out += "\n";
+  return out + "\n";
+}
 
-  const auto sorted = ByRank(response);
+// What the table's rows need to know of all of them.
+struct TableLayout {
   size_t id_width = 3;
-  for (const auto* p : sorted) id_width = std::max(id_width, p->device_id().size() + 1);
-  id_width = std::min<size_t>(id_width, 24);
-  const std::string price_unit = any_price ? currency : "price";
+  bool any_price = false;
   // The wall-time column appears when the service replayed the host
   // timeline (traces with one); '!' marks targets where the host, not the
   // GPU, sets the pace.
-  bool any_wall = false, any_host_bound = false;
-  for (const auto* p : sorted) {
-    any_wall = any_wall || !p->wall_time_is_gpu_time();
-    any_host_bound = any_host_bound || (!p->wall_time_is_gpu_time() && p->host_bound());
-  }
-  // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
-  out +=
-      absl::StrFormat("%4s  %-*s %9s   ±err", "rank", static_cast<int>(id_width), "GPU", "GPU ms");
-  if (any_wall) out += absl::StrFormat(" %10s", "wall ms");
-  out += absl::StrFormat(" %10s %10s %12s %5s %9s", "samples/s", absl::StrCat(price_unit, "/GPU-h"),
-                         absl::StrCat(price_unit, "/1k smp"), "cost#", "unscaled");
-  out += any_price ? "  instance\n" : "\n";
+  bool any_wall = false;
+  bool any_host_bound = false;
   // Enough decimals for three significant digits of the cheapest cost, the
   // same for every row so the column lines up.
   int cost_decimals = 4;
+};
+
+TableLayout LayOut(const std::vector<const DevicePrediction*>& sorted) {
+  TableLayout layout;
   for (const auto* p : sorted) {
+    layout.id_width = std::max(layout.id_width, p->device_id().size() + 1);
+    layout.any_price = layout.any_price || p->has_price();
+    layout.any_wall = layout.any_wall || !p->wall_time_is_gpu_time();
+    layout.any_host_bound =
+        layout.any_host_bound || (!p->wall_time_is_gpu_time() && p->host_bound());
     if (p->has_price() && p->cost_per_1000_samples() > 0) {
       const int needed = 2 - static_cast<int>(std::floor(std::log10(p->cost_per_1000_samples())));
-      cost_decimals = std::max(cost_decimals, std::min(needed, 9));
+      layout.cost_decimals = std::max(layout.cost_decimals, std::min(needed, 9));
     }
   }
-  for (const auto* p : sorted) {
-    const std::string id =
-        Truncate(Printable(p->device_id()) + (p->is_origin() ? "*" : ""), id_width);
-    std::string price = "-", cost = "-", cost_rank = "-";
-    if (p->has_price()) {
-      price = absl::StrFormat("%.3f", p->price_per_hour());
-      cost = absl::StrFormat("%.*f", cost_decimals, p->cost_per_1000_samples());
-      if (p->rank_by_cost() > 0) cost_rank = absl::StrCat(p->rank_by_cost());
-    }
-    out += absl::StrFormat("%4d  %-*s %9.3f %6s", p->rank_by_time(), static_cast<int>(id_width), id,
-                           static_cast<double>(p->gpu_time_ns()) / 1e6, ErrorText(*p));
-    if (any_wall) {
-      out += !p->wall_time_is_gpu_time()
-                 ? absl::StrFormat(" %9.3f%s", static_cast<double>(p->wall_time_ns()) / 1e6,
-                                   p->host_bound() ? "!" : " ")
-                 : absl::StrFormat(" %10s", "-");
-    }
-    out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%", p->samples_per_second(), price, cost,
-                           cost_rank, UnscaledPercent(*p));
-    out += any_price ? absl::StrCat("  ", InstanceText(*p), "\n") : "\n";
+  layout.id_width = std::min<size_t>(layout.id_width, 24);
+  return layout;
+}
+
+std::string TableRow(const DevicePrediction& p, const TableLayout& layout) {
+  const std::string id =
+      Truncate(Printable(p.device_id()) + (p.is_origin() ? "*" : ""), layout.id_width);
+  std::string price = "-", cost = "-", cost_rank = "-";
+  if (p.has_price()) {
+    price = absl::StrFormat("%.3f", p.price_per_hour());
+    cost = absl::StrFormat("%.*f", layout.cost_decimals, p.cost_per_1000_samples());
+    if (p.rank_by_cost() > 0) cost_rank = absl::StrCat(p.rank_by_cost());
   }
-  bool origin_listed = false;
-  std::string origin_id;
-  for (const auto* p : sorted) {
-    if (p->is_origin()) {
-      origin_listed = true;
-      origin_id = Printable(p->device_id());
-    }
+  std::string out =
+      absl::StrFormat("%4d  %-*s %9.3f %6s", p.rank_by_time(), static_cast<int>(layout.id_width),
+                      id, static_cast<double>(p.gpu_time_ns()) / 1e6, ErrorText(p));
+  if (layout.any_wall) {
+    out += !p.wall_time_is_gpu_time()
+               ? absl::StrFormat(" %9.3f%s", static_cast<double>(p.wall_time_ns()) / 1e6,
+                                 p.host_bound() ? "!" : " ")
+               : absl::StrFormat(" %10s", "-");
   }
+  out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%", p.samples_per_second(), price, cost,
+                         cost_rank, UnscaledPercent(p));
+  out += layout.any_price ? absl::StrCat("  ", InstanceText(p), "\n") : "\n";
+  return out;
+}
+
+// The legend under the rows.
+std::string TableLegend(const PredictResponse& response, bool origin_listed,
+                        const TableLayout& layout) {
+  std::string out;
   if (origin_listed) out += OriginNote(response);
-  if (any_host_bound) {
+  if (layout.any_host_bound) {
     out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
   }
   out += "  GPU ms: sum of the operations' predicted GPU time\n";
   out +=
       "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
       "time)\n";
-  if (any_wall) {
+  if (layout.any_wall) {
     out +=
         "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n"
         "           samples/s, costs and ranks use it ('-': GPU ms instead)\n";
@@ -338,16 +340,21 @@ std::string FormatPredictionTable(const PredictResponse& response, const Predict
         "  no host timeline in the trace: samples/s, costs and ranks use GPU ms as the wall "
         "time\n";
   }
-  if (any_price) {
+  if (layout.any_price) {
     out += "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n";
     out +=
         "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
         "           it holds N GPUs, and the price is its price per GPU-hour\n";
   }
   out += "  unscaled: share of the origin GPU time in operations carried over unscaled\n";
+  return out;
+}
 
-  // The same warning on many GPUs is printed once, with the GPUs it
-  // concerns, so a trace with unscaled operations does not print 20 copies.
+// The same warning on many GPUs is printed once, with the GPUs it
+// concerns, so a trace with unscaled operations does not print 20 copies.
+std::string TableWarnings(const PredictResponse& response,
+                          const std::vector<const DevicePrediction*>& sorted,
+                          const std::string& origin_id) {
   std::vector<std::pair<std::string, std::vector<std::string>>> grouped;
   for (const auto* p : sorted) {
     for (const auto& w : p->warnings()) {
@@ -360,22 +367,51 @@ std::string FormatPredictionTable(const PredictResponse& response, const Predict
       it->second.push_back(Printable(p->device_id()));
     }
   }
-  if (!grouped.empty() || response.warnings_size() > 0) {
-    out += "\nwarnings:\n";
-    for (const auto& [text, devices] : grouped) {
-      std::string who;
-      if (devices.size() == sorted.size() && devices.size() > 1) {
-        who = "all GPUs";
-      } else if (origin_listed && devices.size() + 1 == sorted.size() && devices.size() > 1 &&
-                 std::find(devices.begin(), devices.end(), origin_id) == devices.end()) {
-        who = "all GPUs but the origin";
-      } else {
-        who = absl::StrJoin(devices, ", ");
-      }
-      out += Wrap("  - ", absl::StrCat(who, ": ", Printable(text)), 99);
+  if (grouped.empty() && response.warnings_size() == 0) return "";
+  std::string out = "\nwarnings:\n";
+  for (const auto& [text, devices] : grouped) {
+    std::string who;
+    if (devices.size() == sorted.size() && devices.size() > 1) {
+      who = "all GPUs";
+    } else if (!origin_id.empty() && devices.size() + 1 == sorted.size() && devices.size() > 1 &&
+               std::find(devices.begin(), devices.end(), origin_id) == devices.end()) {
+      who = "all GPUs but the origin";
+    } else {
+      who = absl::StrJoin(devices, ", ");
     }
-    for (const auto& w : response.warnings()) out += Wrap("  - ", Printable(w), 99);
+    out += Wrap("  - ", absl::StrCat(who, ": ", Printable(text)), 99);
   }
+  for (const auto& w : response.warnings()) out += Wrap("  - ", Printable(w), 99);
+  return out;
+}
+
+}  // namespace
+
+std::string FormatPredictionTable(const PredictResponse& response, const PredictionHeader& header,
+                                  const TableOptions& options) {
+  const std::string currency = response.currency().empty() ? "?" : Printable(response.currency());
+  std::string out = TableHeader(response, header, currency);
+  const auto sorted = ByRank(response);
+  const TableLayout layout = LayOut(sorted);
+  const std::string price_unit = layout.any_price ? currency : "price";
+  // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
+  out += absl::StrFormat("%4s  %-*s %9s   ±err", "rank", static_cast<int>(layout.id_width), "GPU",
+                         "GPU ms");
+  if (layout.any_wall) out += absl::StrFormat(" %10s", "wall ms");
+  out += absl::StrFormat(" %10s %10s %12s %5s %9s", "samples/s", absl::StrCat(price_unit, "/GPU-h"),
+                         absl::StrCat(price_unit, "/1k smp"), "cost#", "unscaled");
+  out += layout.any_price ? "  instance\n" : "\n";
+  std::string origin_id;
+  bool origin_listed = false;
+  for (const auto* p : sorted) {
+    out += TableRow(*p, layout);
+    if (p->is_origin()) {
+      origin_listed = true;
+      origin_id = Printable(p->device_id());
+    }
+  }
+  out += TableLegend(response, origin_listed, layout);
+  out += TableWarnings(response, sorted, origin_listed ? origin_id : "");
   if (options.breakdown) {
     out += "\nbreakdown:\n";
     for (const auto* p : sorted) out += OperationTable(*p, options.top_operations);

@@ -679,6 +679,42 @@ absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(const v1::Trac
   return spec;
 }
 
+namespace {
+std::optional<std::string> OriginHostBoundWarning(const v1::Trace& traced) {
+  if (traced.iteration_gpu_busy_ns() <= 0 || traced.iteration_wall_ns() <= 0 ||
+      !IsHostBound(traced.iteration_gpu_busy_ns(), traced.iteration_wall_ns())) {
+    return std::nullopt;
+  }
+  return absl::StrFormat(
+      "the origin iteration was host-bound (GPU busy %.0f%% of wall time): the wall time "
+      "predicted for each GPU replays the origin's host timeline, assuming a host as fast "
+      "as the origin's; throughput, cost and ranks follow it",
+      100.0 * static_cast<double>(traced.iteration_gpu_busy_ns()) /
+          static_cast<double>(traced.iteration_wall_ns()));
+}
+}  // namespace
+
+absl::StatusOr<std::vector<const DeviceSpec*>> PredictionEngine::ResolveTargets(
+    const std::vector<std::string>& ids) const {
+  std::vector<const DeviceSpec*> targets;
+  if (ids.empty()) {
+    for (const auto& spec : devices_->devices()) {
+      if (!spec.test_only()) targets.push_back(&spec);
+    }
+    return targets;
+  }
+  absl::flat_hash_set<std::string> seen;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!seen.insert(ids[i]).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("devices[", i, "] '", ids[i], "' is listed more than once"));
+    }
+    HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* spec, devices_->Get(ids[i]));
+    targets.push_back(spec);
+  }
+  return targets;
+}
+
 absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& traced,
                                                               std::string trace_id,
                                                               const PredictionQuery& query,
@@ -696,22 +732,8 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   }
   const v1::Trace& trace = scaled.has_value() ? scaled->trace : traced;
 
-  std::vector<const DeviceSpec*> targets;
-  if (query.devices.empty()) {
-    for (const auto& spec : devices_->devices()) {
-      if (!spec.test_only()) targets.push_back(&spec);
-    }
-  } else {
-    absl::flat_hash_set<std::string> seen;
-    for (size_t i = 0; i < query.devices.size(); ++i) {
-      if (!seen.insert(query.devices[i]).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("devices[", i, "] '", query.devices[i], "' is listed more than once"));
-      }
-      HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* spec, devices_->Get(query.devices[i]));
-      targets.push_back(spec);
-    }
-  }
+  HABITAT_ASSIGN_OR_RETURN(const std::vector<const DeviceSpec*> targets,
+                           ResolveTargets(query.devices));
 
   // Predictions for another host speed or batch are other predictions.
   std::string cache_key = trace_id;
@@ -801,15 +823,8 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   auto gpu_time_warning = WallTimeFromGpuTimeWarning(trace, predictions);
   if (gpu_time_warning.has_value()) response.add_warnings(*std::move(gpu_time_warning));
   for (auto& p : predictions) *response.add_predictions() = std::move(p);
-  if (traced.iteration_gpu_busy_ns() > 0 && traced.iteration_wall_ns() > 0 &&
-      IsHostBound(traced.iteration_gpu_busy_ns(), traced.iteration_wall_ns())) {
-    response.add_warnings(absl::StrFormat(
-        "the origin iteration was host-bound (GPU busy %.0f%% of wall time): the wall time "
-        "predicted for each GPU replays the origin's host timeline, assuming a host as fast "
-        "as the origin's; throughput, cost and ranks follow it",
-        100.0 * static_cast<double>(traced.iteration_gpu_busy_ns()) /
-            static_cast<double>(traced.iteration_wall_ns())));
-  }
+  auto host_bound_warning = OriginHostBoundWarning(traced);
+  if (host_bound_warning.has_value()) response.add_warnings(*std::move(host_bound_warning));
   return response;
 }
 

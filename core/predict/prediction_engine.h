@@ -94,6 +94,10 @@ class PredictionEngine {
       const habitat::v1::Trace& trace) const;
 
  private:
+  // The GPUs a query names (every listed one when it names none);
+  // INVALID_ARGUMENT for a repeated id, NOT_FOUND for an unknown one.
+  absl::StatusOr<std::vector<const habitat::v1::DeviceSpec*>> ResolveTargets(
+      const std::vector<std::string>& ids) const;
   const DeviceDatabase* devices_;
   std::shared_ptr<PredictionCache> cache_;
   std::shared_ptr<const VaryingPredictor> varying_;
