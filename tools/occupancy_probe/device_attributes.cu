@@ -15,17 +15,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
+#include "check_cuda.h"
 
-#define CHECK_CUDA(expr)                                                        \
-  do {                                                                          \
-    cudaError_t err_ = (expr);                                                  \
-    if (err_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(err_));                                   \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
+namespace {
 
 struct Attr {
   const char* name;
