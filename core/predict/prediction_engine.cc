@@ -34,7 +34,6 @@ using habitat::v1::MemoryActivity;
 using habitat::v1::Operation;
 using habitat::v1::OperationPrediction;
 using habitat::v1::Pass;
-using habitat::v1::PredictionMethod;
 
 // Predicted times saturate instead of overflowing: a valid but extreme
 // trace (a long pass whose recorded kernels sum to a few ns) scales by a
