@@ -31,19 +31,56 @@ def measured_gpu_ns(cli: str, path: str) -> int:
     return predicted_gpu_ns(cli, path, 0, "H200")
 
 
-def predicted_gpu_ns(cli: str, path: str, batch: int, device: str) -> int:
-    batch_flags = ["--batch-size", str(batch)] if batch else []
-    out = subprocess.run([cli, "predict", path, *batch_flags, "--devices", device,
+def predict(cli: str, path: str, batch: int, device: str, wall_ns: int = 0) -> dict:
+    """The CLI's prediction for `device` (a DevicePrediction as JSON)."""
+    flags = ["--batch-size", str(batch)] if batch else []
+    if wall_ns:
+        flags += ["--wall-ns", str(wall_ns)]
+    out = subprocess.run([cli, "predict", path, *flags, "--devices", device,
                           "--catalog", "none", "--format", "json"],
                          capture_output=True, text=True, check=True, timeout=300).stdout
-    return int(json.loads(out)["predictions"][0]["gpu_time_ns"])
+    return json.loads(out)["predictions"][0]
 
 
-def batch_memory(gpu: str) -> dict:
+def predicted_gpu_ns(cli: str, path: str, batch: int, device: str) -> int:
+    return int(predict(cli, path, batch, device)["gpu_time_ns"])
+
+
+def measured_wall_ns(gpu: str) -> dict:
+    """Median wall time of each fixture, measured without the profiler."""
+    with open(os.path.join(ROOT, "tests", "testdata", "measurements", f"{gpu}.json")) as f:
+        return {c["case"]: c["wall_ns_median"] for c in json.load(f)["cases"]
+                if "wall_ns_median" in c}
+
+
+def batch_memory(gpu: str, quantity: str = "gpu_time_ns_mean") -> dict:
     with gzip.open(os.path.join(BATCH_MEMORY, f"{gpu}.json.gz"), "rt") as f:
         cases = json.load(f)["cases"]
-    return {(c["model"], c["precision"], c["batch"]): c["gpu_time_ns_mean"]
+    return {(c["model"], c["precision"], c["batch"]): c[quantity]
             for c in cases if c["status"] == "ok"}
+
+
+def same_gpu_wall(cli: str) -> None:
+    """Wall time at the other batches, the host model calibrated with the
+    trace's measured wall time (--wall-ns), against batch_memory's median
+    CUDA-event time per iteration."""
+    print(f"{'same GPU wall time, vs batch_memory':<40} {'predicted ms':>12} "
+          f"{'measured ms':>12} {'error':>7}")
+    by_ratio = {0.5: [], 2: [], 4: []}
+    for gpu in ("h100", "h200"):
+        measured, walls = batch_memory(gpu, "wall_ns_median"), measured_wall_ns(gpu)
+        for model, small, _ in PAIRS:
+            for precision in ("fp32", "bf16"):
+                name = f"{model}_b{small}_{precision}"
+                for ratio, errors in by_ratio.items():
+                    target = int(small * ratio)
+                    p = predict(cli, fixture(gpu, model, small, precision), target,
+                                DEVICE_IDS[gpu], walls[name])
+                    case = f"{gpu} {model} {precision} b{small} -> b{target}"
+                    errors.append(abs(print_case(case, int(p["wall_time_ns"]),
+                                                 measured[(model, precision, target)])))
+    for ratio, errors in by_ratio.items():
+        print(f"wall MAPE at r = {ratio}: {sum(errors) / len(errors):.1f}% ({len(errors)} cases)")
 
 
 def print_case(case: str, predicted: int, measured: int) -> float:
@@ -91,6 +128,8 @@ def main() -> int:
     parser.add_argument("--cli", default=os.path.join(ROOT, "build", "client", "habitat"))
     args = parser.parse_args()
     same_gpu(args.cli)
+    print()
+    same_gpu_wall(args.cli)
     print()
     cross_gpu(args.cli)
     return 0
