@@ -138,12 +138,6 @@ Nanoseconds DeviceTime(const v1::Operation& op) {
   return DeviceTime(op.forward()) + (op.has_backward() ? DeviceTime(op.backward()) : 0);
 }
 
-bool IsKernelVarying(const v1::Operation& op) {
-  return ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
-         (op.has_backward() &&
-          ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
-}
-
 absl::Status CheckBatchSizes(uint32_t traced, uint32_t target) {
   if (traced == 0) {
     return absl::InvalidArgumentError(
@@ -178,7 +172,7 @@ absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint3
                              ScaleInputs(&op, trace.batch_size(), batch_size, parameters));
     if (scaling == OpScaling::kScaled) {
       const Nanoseconds fixed =
-          IsKernelVarying(op) ? kBatchFixedKernelVaryingNs : kBatchFixedOtherNs;
+          IsKernelVaryingOperation(op) ? kBatchFixedKernelVaryingNs : kBatchFixedOtherNs;
       ScalePass(op.mutable_forward(), out.ratio, fixed);
       if (op.has_backward()) ScalePass(op.mutable_backward(), out.ratio, fixed);
     } else if (scaling == OpScaling::kUnknown && time > 0) {

@@ -230,9 +230,7 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
     out.set_predicted_backward_ns(out.origin_backward_ns());
     return out;
   }
-  const bool varying = ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
-                       (op.has_backward() &&
-                        ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
+  const bool varying = IsKernelVaryingOperation(op);
   // Kernel-varying means "runs other kernels on another architecture". A GPU
   // that differs only in memory runs the same GEMM/convolution kernels on the
   // same SMs at the same clock: their work does not change (gamma 0), only

@@ -71,4 +71,10 @@ OpKind ClassifyOperation(absl::string_view name) {
   return OpKind::kKernelAlike;
 }
 
+bool IsKernelVaryingOperation(const v1::Operation& op) {
+  return ClassifyOperation(op.name()) == OpKind::kKernelVarying ||
+         (op.has_backward() &&
+          ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
+}
+
 }  // namespace habitat

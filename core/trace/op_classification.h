@@ -4,6 +4,7 @@
 #pragma once
 
 #include "absl/strings/string_view.h"
+#include "habitat/v1/trace.pb.h"
 
 namespace habitat {
 
@@ -15,5 +16,9 @@ enum class OpKind {
 // Classifies by ATen name ("aten::conv2d") or autograd node name
 // ("ConvolutionBackward0").
 OpKind ClassifyOperation(absl::string_view name);
+
+// Whether `op` is kernel-varying by its ATen name or by the autograd node
+// its backward pass was recorded under.
+bool IsKernelVaryingOperation(const habitat::v1::Operation& op);
 
 }  // namespace habitat

@@ -29,5 +29,18 @@ TEST(OpClassificationTest, BackwardNodesFollowTheirForward) {
   EXPECT_EQ(ClassifyOperation("NativeBatchNormBackward0"), OpKind::kKernelAlike);
 }
 
+// An operation is kernel-varying by its name or by its backward's node.
+TEST(OpClassificationTest, OperationsByNameOrBackwardNode) {
+  v1::Operation op;
+  op.set_name("aten::linear");
+  EXPECT_TRUE(IsKernelVaryingOperation(op));
+  op.set_name("custom::fused");
+  EXPECT_FALSE(IsKernelVaryingOperation(op));
+  op.mutable_backward()->set_recorded_name("AddmmBackward0");
+  EXPECT_TRUE(IsKernelVaryingOperation(op));
+  op.mutable_backward()->set_recorded_name("ReluBackward0");
+  EXPECT_FALSE(IsKernelVaryingOperation(op));
+}
+
 }  // namespace
 }  // namespace habitat
