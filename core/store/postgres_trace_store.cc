@@ -306,9 +306,7 @@ absl::Status PostgresTraceStore::WhyNotInserted(Lease& lease, const std::string&
     return Error("check a tenant's quota", "unexpected answer to SELECT COUNT(*), SUM(...)");
   }
   if (std::string_view(PQgetvalue(usage.get(), 0, 2)) == "t") return absl::OkStatus();
-  HABITAT_RETURN_IF_ERROR(CheckTenantQuota(options_.quota, used, encoded.size_bytes));
-  // Room again: retention deleted traces between the two statements.
-  return absl::AbortedError("the trace store changed while storing the trace; try again");
+  return WhyNotStored(options_.quota, used, encoded.size_bytes);
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> PostgresTraceStore::Get(const std::string& tenant,

@@ -345,9 +345,7 @@ absl::Status SqliteTraceStore::WhyNotInserted(sqlite3* db, const std::string& te
   if (sqlite3_column_int64(usage.get(), 2) != 0) return absl::OkStatus();  // stored before
   const TenantUsage used{sqlite3_column_int64(usage.get(), 0),
                          sqlite3_column_int64(usage.get(), 1)};
-  HABITAT_RETURN_IF_ERROR(CheckTenantQuota(options_.quota, used, encoded.size_bytes));
-  // Room again: retention deleted traces between the two statements.
-  return absl::AbortedError("the trace store changed while storing the trace; try again");
+  return WhyNotStored(options_.quota, used, encoded.size_bytes);
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Trace>> SqliteTraceStore::Get(const std::string& tenant,

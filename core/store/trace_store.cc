@@ -72,8 +72,8 @@ std::string Mib(int64_t bytes) {
 
 absl::Status CheckTenantQuota(const TenantQuota& quota, const TenantUsage& usage,
                               int64_t size_bytes) {
-  const bool traces_fit = quota.max_traces <= 0 || usage.traces < quota.max_traces;
-  const bool bytes_fit = quota.max_bytes <= 0 || usage.bytes <= quota.max_bytes - size_bytes;
+  const bool traces_fit = usage.traces < QuotaLimit(quota.max_traces);
+  const bool bytes_fit = usage.bytes <= QuotaLimit(quota.max_bytes) - size_bytes;
   if (traces_fit && bytes_fit) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       "the trace store's quota for this tenant is full: ", usage.traces, " traces (",
@@ -85,6 +85,12 @@ absl::Status CheckTenantQuota(const TenantQuota& quota, const TenantUsage& usage
 
 int64_t QuotaLimit(int64_t limit) {
   return limit > 0 ? limit : std::numeric_limits<int64_t>::max();
+}
+
+absl::Status WhyNotStored(const TenantQuota& quota, const TenantUsage& usage, int64_t size_bytes) {
+  HABITAT_RETURN_IF_ERROR(CheckTenantQuota(quota, usage, size_bytes));
+  // Room again: retention deleted traces between the two statements.
+  return absl::AbortedError("the trace store changed while storing the trace; try again");
 }
 
 absl::Status CheckTenantName(const std::string& tenant) {

@@ -47,8 +47,14 @@ struct TenantUsage {
 absl::Status CheckTenantQuota(const TenantQuota& quota, const TenantUsage& usage,
                               int64_t size_bytes);
 
-// A quota limit as the SQL stores compare it: no limit is INT64_MAX.
+// A quota limit as it is compared (in C++ and by the SQL stores): no limit
+// is INT64_MAX.
 int64_t QuotaLimit(int64_t limit);
+
+// For a store whose conditional INSERT stored nothing although the tenant
+// does not have the trace: the quota's RESOURCE_EXHAUSTED for `usage` read
+// after it, or ABORTED (try again) when there is room by then.
+absl::Status WhyNotStored(const TenantQuota& quota, const TenantUsage& usage, int64_t size_bytes);
 
 struct TraceStoreOptions {
   Clock clock = [] { return absl::Now(); };
