@@ -246,9 +246,9 @@ void PrintNotes(const TraceLoadReport& report, const Context& ctx) {
 }
 
 // Loads a trace file and applies explicitly given overrides to binary traces
-// too (a JSON import already took them). `batch_flag` as for TraceOptions.
+// too (a JSON import already took them).
 absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOptions& options,
-                                    const char* batch_flag, const Context& ctx) {
+                                    const Context& ctx) {
   TraceLoadReport report;
   absl::StatusOr<v1::Trace> trace = LoadTraceFile(path, options, &report);
   if (!trace.ok()) return trace.status();
@@ -260,9 +260,9 @@ absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOpti
     if (options.batch_size > 0 && trace->batch_size() > 0 &&
         options.batch_size != trace->batch_size()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: the trace records batch size %d; --%s %d would relabel the samples without "
+          "%s: the trace records batch size %d; %s %d would relabel the samples without "
           "predicting them: drop it (habitat predict --batch-size %d predicts that batch)",
-          path, trace->batch_size(), batch_flag, options.batch_size, options.batch_size));
+          path, trace->batch_size(), options.batch_flag, options.batch_size, options.batch_size));
     }
     if (options.batch_size > 0) trace->set_batch_size(options.batch_size);
     if (trace->batch_size() == 0) trace->set_batch_size(options.fallback_batch_size);
@@ -272,8 +272,8 @@ absl::StatusOr<v1::Trace> LoadTrace(const std::string& path, const TraceLoadOpti
     return absl::InvalidArgumentError(
         absl::StrCat(path,
                      ": the trace does not say how many samples an iteration processes (and its "
-                     "operators' input shapes do not show it); pass --",
-                     batch_flag, " N"));
+                     "operators' input shapes do not show it); pass ",
+                     options.batch_flag, " N"));
   }
   return trace;
 }
@@ -436,7 +436,7 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
     // A trace that shows no batch of its own ran at the one asked for.
     TraceLoadOptions options = *trace_options;
     if (options.batch_size == 0 && batch->has_value()) options.fallback_batch_size = **batch;
-    absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, options, kTracedBatchFlag, ctx);
+    absl::StatusOr<v1::Trace> trace = LoadTrace(trace_arg, options, ctx);
     if (!trace.ok()) return ctx.Fail(trace.status());
     header.model_name = trace->model_name();
     header.precision =
@@ -548,8 +548,7 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
   if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
     return ctx.Usage(remote.status());
   }
-  absl::StatusOr<v1::Trace> trace =
-      LoadTrace(args->positional()[0], *trace_options, "batch-size", ctx);
+  absl::StatusOr<v1::Trace> trace = LoadTrace(args->positional()[0], *trace_options, ctx);
   if (!trace.ok()) return ctx.Fail(trace.status());
   bool usage_error = false;
   absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);

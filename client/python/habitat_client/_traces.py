@@ -139,10 +139,11 @@ def is_json(data: bytes) -> bool:
     a serialised Trace starts with a field tag, never with '{' or '[' or a
     UTF-8 byte order mark (which Windows editors write and JSON parsers may
     ignore, RFC 8259 8.1)."""
-    return _strip_bom(data.lstrip()).lstrip()[:1] in (b"{", b"[")
+    return _strip_bom(data).lstrip()[:1] in (b"{", b"[")
 
 
 def _strip_bom(data: bytes) -> bytes:
+    """`data` without a leading byte order mark (as common/json_text.h)."""
     return data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data
 
 
