@@ -60,29 +60,6 @@ def batch_memory(gpu: str, quantity: str = "gpu_time_ns_mean") -> dict:
             for c in cases if c["status"] == "ok"}
 
 
-def same_gpu_wall(cli: str) -> None:
-    """Wall time at the other batches, the host model calibrated with the
-    trace's measured wall time (--wall-ns), against batch_memory's median
-    CUDA-event time per iteration."""
-    print(f"{'same GPU wall time, vs batch_memory':<40} {'predicted ms':>12} "
-          f"{'measured ms':>12} {'error':>7}")
-    by_ratio = {0.5: [], 2: [], 4: []}
-    for gpu in ("h100", "h200"):
-        measured, walls = batch_memory(gpu, "wall_ns_median"), measured_wall_ns(gpu)
-        for model, small, _ in PAIRS:
-            for precision in ("fp32", "bf16"):
-                name = f"{model}_b{small}_{precision}"
-                for ratio, errors in by_ratio.items():
-                    target = int(small * ratio)
-                    p = predict(cli, fixture(gpu, model, small, precision), target,
-                                DEVICE_IDS[gpu], walls[name])
-                    case = f"{gpu} {model} {precision} b{small} -> b{target}"
-                    errors.append(abs(print_case(case, int(p["wall_time_ns"]),
-                                                 measured[(model, precision, target)])))
-    for ratio, errors in by_ratio.items():
-        print(f"wall MAPE at r = {ratio}: {sum(errors) / len(errors):.1f}% ({len(errors)} cases)")
-
-
 def print_case(case: str, predicted: int, measured: int) -> float:
     error = 100 * (predicted - measured) / measured
     print(f"{case:<40} {predicted / 1e6:>12.3f} {measured / 1e6:>12.3f} {error:>+6.1f}%")
@@ -90,21 +67,34 @@ def print_case(case: str, predicted: int, measured: int) -> float:
 
 
 def same_gpu(cli: str) -> None:
-    print(f"{'same GPU, vs batch_memory':<40} {'predicted ms':>12} {'measured ms':>12} {'error':>7}")
-    by_ratio = {0.5: [], 2: [], 4: []}
+    """GPU time and wall time at the other batches on the traced GPU, against
+    batch_memory's summed kernel time and median CUDA-event time per
+    iteration. One prediction per case: --wall-ns (the trace's measured wall
+    time) calibrates the host model and leaves the GPU time alone."""
+    rows = {"gpu_time_ns": [], "wall_time_ns": []}
     for gpu in ("h100", "h200"):
-        measured = batch_memory(gpu)
+        gpu_ns, wall_ns = batch_memory(gpu), batch_memory(gpu, "wall_ns_median")
+        walls = measured_wall_ns(gpu)
         for model, small, _ in PAIRS:
             for precision in ("fp32", "bf16"):
-                for ratio, errors in by_ratio.items():
+                for ratio in (0.5, 2, 4):
                     target = int(small * ratio)
-                    predicted = predicted_gpu_ns(cli, fixture(gpu, model, small, precision),
-                                                 target, DEVICE_IDS[gpu])
+                    p = predict(cli, fixture(gpu, model, small, precision), target,
+                                DEVICE_IDS[gpu], walls[f"{model}_b{small}_{precision}"])
                     case = f"{gpu} {model} {precision} b{small} -> b{target}"
-                    errors.append(abs(print_case(case, predicted,
-                                                 measured[(model, precision, target)])))
-    for ratio, errors in by_ratio.items():
-        print(f"MAPE at r = {ratio}: {sum(errors) / len(errors):.1f}% ({len(errors)} cases)")
+                    key = (model, precision, target)
+                    rows["gpu_time_ns"].append((ratio, case, p["gpu_time_ns"], gpu_ns[key]))
+                    rows["wall_time_ns"].append((ratio, case, p["wall_time_ns"], wall_ns[key]))
+    for quantity, title in (("gpu_time_ns", "same GPU, vs batch_memory"),
+                            ("wall_time_ns", "same GPU wall time, vs batch_memory")):
+        print(f"{title:<40} {'predicted ms':>12} {'measured ms':>12} {'error':>7}")
+        by_ratio = {0.5: [], 2: [], 4: []}
+        for ratio, case, predicted, measured in rows[quantity]:
+            by_ratio[ratio].append(abs(print_case(case, int(predicted), measured)))
+        label = "MAPE" if quantity == "gpu_time_ns" else "wall MAPE"
+        for ratio, errors in by_ratio.items():
+            print(f"{label} at r = {ratio}: {sum(errors) / len(errors):.1f}% ({len(errors)} cases)")
+        print()
 
 
 def cross_gpu(cli: str) -> None:
@@ -128,9 +118,6 @@ def main() -> int:
     parser.add_argument("--cli", default=os.path.join(ROOT, "build", "client", "habitat"))
     args = parser.parse_args()
     same_gpu(args.cli)
-    print()
-    same_gpu_wall(args.cli)
-    print()
     cross_gpu(args.cli)
     return 0
 
