@@ -1,0 +1,149 @@
+#include "core/parallel/allreduce.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace habitat {
+namespace {
+
+bool PositiveFinite(double x) { return std::isfinite(x) && x > 0; }
+
+// Time of moving `bytes` at `gbps` (GB/s = bytes/ns).
+double TransferNs(double bytes, double gbps) { return bytes / gbps; }
+
+int CeilLog2(int x) {
+  int steps = 0;
+  while ((1 << steps) < x) ++steps;
+  return steps;
+}
+
+// Across nodes every ring (and tree) crosses the network, n_l of them at
+// once over the n_l NICs of a node, so the slower of the two fabrics sets
+// the per-GPU bandwidth.
+double FlatBandwidthGbps(const AllReduceShape& shape, const LinkConstants& link) {
+  if (shape.nodes == 1) return link.intra_node_busbw_gbps;
+  return std::min(link.intra_node_busbw_gbps, shape.ranks_per_node * link.inter_node_gbps_per_gpu);
+}
+
+// A ring step waits for its slowest hop.
+int64_t FlatHopLatencyNs(const AllReduceShape& shape, const LinkConstants& link) {
+  if (shape.nodes == 1) return link.intra_node_latency_ns;
+  return std::max(link.intra_node_latency_ns, link.inter_node_latency_ns);
+}
+
+bool NothingToExchange(const AllReduceShape& shape) {
+  return shape.bytes == 0 || static_cast<int64_t>(shape.ranks_per_node) * shape.nodes == 1;
+}
+
+}  // namespace
+
+const char* AllReduceAlgorithmName(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRing:
+      return "ring";
+    case AllReduceAlgorithm::kTree:
+      return "tree";
+    case AllReduceAlgorithm::kHierarchical:
+      return "hierarchical";
+    case AllReduceAlgorithm::kBest:
+      return "best";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateAllReduce(const AllReduceShape& shape, const LinkConstants& link) {
+  if (shape.ranks_per_node < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks_per_node must be >= 1, got ", shape.ranks_per_node));
+  }
+  if (shape.nodes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("nodes must be >= 1, got ", shape.nodes));
+  }
+  if (shape.bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes must be >= 0, got ", shape.bytes));
+  }
+  if (link.intra_node_latency_ns < 0 || link.inter_node_latency_ns < 0) {
+    return absl::InvalidArgumentError("link latencies must be >= 0");
+  }
+  if (!PositiveFinite(link.intra_node_busbw_gbps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("intra_node_busbw_gbps must be > 0, got ", link.intra_node_busbw_gbps));
+  }
+  if (shape.nodes > 1 && !PositiveFinite(link.inter_node_gbps_per_gpu)) {
+    return absl::InvalidArgumentError(absl::StrCat("inter_node_gbps_per_gpu must be > 0 with ",
+                                                   shape.nodes, " nodes, got ",
+                                                   link.inter_node_gbps_per_gpu));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> RingAllReduceNs(const AllReduceShape& shape, const LinkConstants& link) {
+  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
+  if (NothingToExchange(shape)) return 0;
+  const int64_t n = static_cast<int64_t>(shape.ranks_per_node) * shape.nodes;
+  // Reduce-scatter then all-gather: n-1 steps each, bytes/n per step.
+  const double moved = 2.0 * (n - 1) / n * shape.bytes;
+  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) +
+         2 * (n - 1) * FlatHopLatencyNs(shape, link);
+}
+
+absl::StatusOr<int64_t> TreeAllReduceNs(const AllReduceShape& shape, const LinkConstants& link) {
+  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
+  if (NothingToExchange(shape)) return 0;
+  // Reduce up and broadcast down, pipelined: each GPU sends the buffer
+  // twice, whatever the number of ranks.
+  const double moved = 2.0 * shape.bytes;
+  const int64_t latency = 2 * (shape.ranks_per_node - 1) * link.intra_node_latency_ns +
+                          2 * CeilLog2(shape.nodes) * link.inter_node_latency_ns;
+  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) + latency;
+}
+
+absl::StatusOr<int64_t> HierarchicalAllReduceNs(const AllReduceShape& shape,
+                                                const LinkConstants& link) {
+  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
+  if (NothingToExchange(shape)) return 0;
+  const int64_t local = shape.ranks_per_node;
+  const int64_t nodes = shape.nodes;
+  // Reduce-scatter and all-gather inside the node: (n_l-1)/n_l of the buffer
+  // each, n_l-1 hops each.
+  const double intra_moved = 2.0 * (local - 1) / local * shape.bytes;
+  double ns = TransferNs(intra_moved, link.intra_node_busbw_gbps);
+  int64_t latency = 2 * (local - 1) * link.intra_node_latency_ns;
+  if (nodes > 1) {
+    // Each GPU all-reduces its 1/n_l shard with its peers on the other nodes.
+    const double shard = static_cast<double>(shape.bytes) / local;
+    ns += TransferNs(2.0 * (nodes - 1) / nodes * shard, link.inter_node_gbps_per_gpu);
+    latency += 2 * (nodes - 1) * link.inter_node_latency_ns;
+  }
+  return std::llround(ns) + latency;
+}
+
+absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
+                                    const LinkConstants& link) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRing:
+      return RingAllReduceNs(shape, link);
+    case AllReduceAlgorithm::kTree:
+      return TreeAllReduceNs(shape, link);
+    case AllReduceAlgorithm::kHierarchical:
+      return HierarchicalAllReduceNs(shape, link);
+    case AllReduceAlgorithm::kBest:
+      break;
+  }
+  absl::StatusOr<int64_t> ring = RingAllReduceNs(shape, link);
+  if (!ring.ok()) return ring.status();
+  absl::StatusOr<int64_t> tree = TreeAllReduceNs(shape, link);
+  absl::StatusOr<int64_t> hier = HierarchicalAllReduceNs(shape, link);
+  return std::min({*ring, *tree, *hier});
+}
+
+double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks) {
+  if (time_ns <= 0 || total_ranks < 2) return 0;
+  const double algbw = static_cast<double>(bytes) / time_ns;
+  return algbw * 2.0 * (total_ranks - 1) / total_ranks;
+}
+
+}  // namespace habitat

@@ -1,0 +1,78 @@
+// Time of one NCCL all-reduce of a buffer across the GPUs of a data-parallel
+// job, from link constants (docs/multi_gpu.md, section 2, steps 3 and 4).
+//
+// Units: bytes, integer nanoseconds, and bandwidths in GB/s with GB = 10^9
+// bytes as nccl-tests reports them, so bytes / (GB/s) is nanoseconds.
+// Bus bandwidth follows nccl-tests: algbw = bytes / time and, for
+// all-reduce, busbw = algbw * 2(n-1)/n.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace habitat {
+
+struct LinkConstants {
+  // Latency of one step between two GPUs of a node (one hop of a ring or
+  // chain). NCCL's device-side step is microseconds; the 24-38 us latency
+  // fitted from PyTorch-timed sweeps is mostly the host call, which the DDP
+  // timeline charges per bucket instead.
+  int64_t intra_node_latency_ns = 0;
+  // Latency of one step that crosses the network between nodes.
+  int64_t inter_node_latency_ns = 0;
+  // All-reduce bus bandwidth inside one node at large sizes (ring, nccl-tests
+  // busbw), GB/s. It is per GPU: what each GPU's links sustain.
+  double intra_node_busbw_gbps = 0;
+  // Network bandwidth per GPU, GB/s: rail-optimised nodes give each GPU its
+  // own NIC, so every GPU of a node crosses the network at once. For nodes
+  // with fewer NICs than GPUs pass node bandwidth / GPUs per node. Ignored,
+  // and may be 0, when there is one node.
+  double inter_node_gbps_per_gpu = 0;
+};
+
+struct AllReduceShape {
+  int64_t bytes = 0;
+  int ranks_per_node = 1;
+  int nodes = 1;
+};
+
+enum class AllReduceAlgorithm {
+  // One ring over all ranks; across nodes the network caps its bandwidth.
+  kRing,
+  // NCCL's tree: a chain inside each node, a double binary tree across
+  // nodes; not bandwidth-optimal (busbw = 2 x algbw in NCCL's tuning model)
+  // but logarithmic in the number of nodes.
+  kTree,
+  // Reduce-scatter inside the node, all-reduce of 1/n_l of the buffer per
+  // GPU across nodes over that GPU's NIC, all-gather inside the node.
+  kHierarchical,
+  // The lowest of the three, as NCCL picks the fastest algorithm by size.
+  kBest,
+};
+
+const char* AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
+
+// InvalidArgument for ranks_per_node or nodes < 1, negative bytes or
+// latencies, non-positive (or non-finite) intra-node bandwidth, and
+// non-positive inter-node bandwidth when nodes > 1.
+absl::Status ValidateAllReduce(const AllReduceShape& shape, const LinkConstants& link);
+
+// Each returns 0 for one rank in all or 0 bytes (nothing to exchange).
+// 2(N-1)/N * bytes / min(B_intra, n_l * B_nic) + 2(N-1) hops.
+absl::StatusOr<int64_t> RingAllReduceNs(const AllReduceShape& shape, const LinkConstants& link);
+// 2 * bytes / min(B_intra, n_l * B_nic) + 2(n_l - 1) intra hops
+// + 2 ceil(log2 M) inter hops.
+absl::StatusOr<int64_t> TreeAllReduceNs(const AllReduceShape& shape, const LinkConstants& link);
+// Reduce-scatter + inter-node ring all-reduce of bytes / n_l + all-gather,
+// one after another. With one node it equals the ring.
+absl::StatusOr<int64_t> HierarchicalAllReduceNs(const AllReduceShape& shape,
+                                                const LinkConstants& link);
+absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
+                                    const LinkConstants& link);
+
+// nccl-tests' all-reduce bus bandwidth of a time, GB/s; 0 for time <= 0 or
+// fewer than 2 ranks.
+double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks);
+
+}  // namespace habitat
