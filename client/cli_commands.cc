@@ -75,7 +75,8 @@ constexpr char kPredictUsage[] =
     "  --models-dir DIR       trained predictors for in-process predictions ('none':\n"
     "                         kernel-varying ops carried over unscaled)\n"
     "  --devices A,B          target GPU ids (default: every GPU; see 'habitat devices')\n"
-    "  --catalog NAME         price catalog (default: aws if it exists; 'none': no prices)\n"
+    "  --catalog NAME         price catalog (default: the server's, aws unless it says\n"
+    "                         otherwise; 'none': no prices)\n"
     "  --catalog-file FILE    a habitat.v1.PriceCatalog in text format\n"
     "  --spot                 spot prices instead of on-demand\n"
     "  --format FORMAT        table (default), json or csv\n"
@@ -337,20 +338,10 @@ absl::Status AddCatalogFile(const CliArgs& args, v1::PredictRequest* request,
   return absl::OkStatus();
 }
 
-// --catalog, else aws when the deployment has it (the header says which
-// catalog priced the table).
-absl::Status ChooseCatalog(const CliArgs& args, CliService& service, v1::PredictRequest* request) {
-  if (args.Has("catalog")) {
-    const std::string name = args.Get("catalog");
-    if (name != "none") request->set_catalog(name);
-    return absl::OkStatus();
-  }
-  if (args.Has("catalog-file")) return absl::OkStatus();
-  HABITAT_ASSIGN_OR_RETURN(v1::ListCatalogsResponse catalogs, service.ListCatalogs());
-  for (const auto& catalog : catalogs.catalogs()) {
-    if (catalog.name() == "aws") request->set_catalog("aws");
-  }
-  return absl::OkStatus();
+// --catalog NAME (or 'none') into the request; without it the server's
+// default catalog prices the table, and the response names it.
+void ChooseCatalog(const CliArgs& args, v1::PredictRequest* request) {
+  if (args.Has("catalog")) request->set_catalog(args.Get("catalog"));
 }
 
 int PrintPrediction(v1::PredictResponse response, const PredictionHeader& header,
@@ -446,13 +437,11 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (absl::Status read = AddCatalogFile(*args, &request, &header); !read.ok()) {
     return ctx.Fail(read);
   }
+  ChooseCatalog(*args, &request);
 
   bool usage_error = false;
   absl::StatusOr<std::unique_ptr<CliService>> service = Open(*args, ctx, &usage_error);
   if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
-  if (absl::Status chosen = ChooseCatalog(*args, **service, &request); !chosen.ok()) {
-    return ctx.Fail(chosen);
-  }
   absl::StatusOr<v1::PredictResponse> response = (*service)->Predict(request);
   if (!response.ok()) return ctx.Fail(response.status());
   return PrintPrediction(*std::move(response), header, *format, args->Has("breakdown"), *top, ctx);

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -14,7 +15,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/program_flags.h"
 #include "core/store/trace_store_factory.h"
@@ -46,9 +46,12 @@ ABSL_FLAG(std::string, store, "",
           "postgresql:// URI (for replicas sharing one store), dir:PATH, or memory. "
           "Default: sqlite:$STATE_DIRECTORY/traces.db, else "
           "$XDG_STATE_HOME/habitat/traces.db, else ~/.local/state/habitat/traces.db");
-ABSL_FLAG(std::string, trace_dir, "",
-          "Older spelling of --store=dir:PATH; given empty (--trace_dir=), keeps traces "
-          "in memory");
+ABSL_FLAG(std::optional<std::string>, trace_dir, std::nullopt,
+          "Retired: use --store=dir:PATH (or --store=memory); the server refuses to start "
+          "when it is given, rather than keep traces somewhere else than before");
+ABSL_FLAG(std::string, default_catalog, "",
+          "The price catalog for requests that name none: a catalog in <data_dir>/catalogs, "
+          "or 'none' for no prices unless asked. Default: aws when present, else none");
 ABSL_FLAG(int, trace_retention_days, 0,
           "Delete traces stored more than this many days ago, at start-up and hourly "
           "(0: keep forever)");
@@ -145,40 +148,20 @@ absl::StatusOr<habitat::TraceLimits> TraceLimitsFromFlags() {
   return limits;
 }
 
-// Whether --name or --name=... is on the command line (this absl version
-// keeps CommandLineFlag::IsSpecifiedOnCommandLine private). absl accepts
-// one or two dashes; "--" ends the flags. Flags from --flagfile are not seen.
-bool FlagOnCommandLine(int argc, char** argv, absl::string_view name) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
-    if (absl::ConsumePrefix(&arg, name) && (arg.empty() || arg[0] == '=')) return true;
-  }
-  return false;
-}
-
-// The store spec from --store, or from --trace_dir when only that is
-// given (kept so that existing deployments start unchanged).
-absl::StatusOr<std::string> StoreFromFlags(bool dir_given) {
-  const std::string store = absl::GetFlag(FLAGS_store);
-  if (!store.empty() && dir_given) {
+// The store spec from --store (default: SQLite in the state directory).
+absl::StatusOr<std::string> StoreFromFlags() {
+  if (absl::GetFlag(FLAGS_trace_dir).has_value()) {
     return absl::InvalidArgumentError(
-        "--store and --trace_dir both name the trace store; pass one "
-        "(--trace_dir=PATH is --store=dir:PATH)");
+        "--trace_dir is retired: pass --store=dir:PATH for the same directory store, or "
+        "--store=memory");
   }
-  if (!store.empty()) {
-    auto parsed = habitat::ParseStoreSpec(store);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--store: ", parsed.status().message()));
-    }
-    return store;
+  const std::string store = absl::GetFlag(FLAGS_store);
+  if (store.empty()) return "sqlite:" + habitat::DefaultSqlitePath();
+  auto parsed = habitat::ParseStoreSpec(store);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--store: ", parsed.status().message()));
   }
-  if (dir_given) {
-    const std::string dir = absl::GetFlag(FLAGS_trace_dir);
-    return dir.empty() ? std::string("memory") : "dir:" + dir;
-  }
-  return "sqlite:" + habitat::DefaultSqlitePath();
+  return store;
 }
 
 absl::StatusOr<habitat::ConnectionOptions> ConnectionOptionsFromFlags() {
@@ -272,13 +255,14 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_models_dir) != "none") {
     options.backend.models_dir = absl::GetFlag(FLAGS_models_dir);
   }
-  auto store = StoreFromFlags(FlagOnCommandLine(argc, argv, "trace_dir"));
+  auto store = StoreFromFlags();
   if (!store.ok()) {
     std::fprintf(stderr, "habitat-server: cannot start: %s\n",
                  std::string(store.status().message()).c_str());
     return 1;
   }
   options.backend.store = *store;
+  options.backend.default_catalog = absl::GetFlag(FLAGS_default_catalog);
   options.backend.trace_retention_days = absl::GetFlag(FLAGS_trace_retention_days);
   if (options.backend.trace_retention_days < 0) {
     std::fprintf(stderr, "habitat-server: cannot start: --trace_retention_days must be >= 0\n");

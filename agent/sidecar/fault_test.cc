@@ -55,7 +55,7 @@ TEST(SidecarFaultTest, HundredTracesThroughThreeServerKillsAreStoredExactlyOnce)
     auto server = std::make_unique<ChildProcess>(
         std::vector<std::string>{HABITAT_SERVER_BINARY, "--address=" + address,
                                  "--metrics_address=", "--data_dir=" HABITAT_DATA_DIR,
-                                 "--trace_dir=" + store},
+                                 "--store=dir:" + store},
         tmp.Sub(absl::StrCat("server", generation, ".out")),
         tmp.Sub(absl::StrCat("server", generation, ".err")));
     const std::string log = server->WaitForStderr("serving on port", absl::Seconds(20));

@@ -17,6 +17,22 @@ StopCondition StopFor(const RequestContext& context) {
   return StopCondition(context.deadline, context.deadline_source, context.cancelled);
 }
 
+// The catalog that prices requests naming none; "" for none.
+absl::StatusOr<std::string> DefaultCatalog(const std::string& configured,
+                                           const CatalogSet& catalogs) {
+  if (configured == kNoCatalog) return std::string();
+  if (configured.empty()) {
+    return catalogs.Get(kPreferredDefaultCatalog).ok() ? std::string(kPreferredDefaultCatalog)
+                                                       : std::string();
+  }
+  absl::StatusOr<const v1::PriceCatalog*> catalog = catalogs.Get(configured);
+  if (!catalog.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the default catalog: ", catalog.status().message()));
+  }
+  return configured;
+}
+
 }  // namespace
 
 bool IsValidTenantName(const std::string& name) {
@@ -35,17 +51,13 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
                            DeviceDatabase::LoadFromFile(options.data_dir + "/devices.textproto"));
   HABITAT_ASSIGN_OR_RETURN(CatalogSet catalogs,
                            CatalogSet::LoadFromDirectory(options.data_dir + "/catalogs", devices));
-  if (!options.store.empty() && !options.trace_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("both a trace store ('", options.store,
-                                                   "') and a trace directory ('", options.trace_dir,
-                                                   "') are given; name one"));
-  }
+  HABITAT_ASSIGN_OR_RETURN(std::string default_catalog,
+                           DefaultCatalog(options.default_catalog, catalogs));
   if (options.trace_retention_days < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("trace retention must be >= 0 days (got ", options.trace_retention_days, ")"));
   }
-  std::string spec = options.store;
-  if (spec.empty()) spec = options.trace_dir.empty() ? "memory" : "dir:" + options.trace_dir;
+  const std::string spec = options.store.empty() ? "memory" : options.store;
   if (options.tenant_quota.max_traces < 0 || options.tenant_quota.max_bytes < 0) {
     return absl::InvalidArgumentError("the tenant quota's limits must be >= 0 (0: no limit)");
   }
@@ -67,6 +79,7 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
   }
   std::unique_ptr<PredictionBackend> backend(new PredictionBackend(
       options, std::move(devices), std::move(catalogs), std::move(store), std::move(varying)));
+  backend->default_catalog_ = std::move(default_catalog);
   if (options.trace_retention_days > 0) {
     RetentionOptions retention;
     retention.days = options.trace_retention_days;
@@ -148,16 +161,27 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
   }
   // Unspecified keeps PredictionQuery's default (on-demand).
   if (request.price_kind() != v1::PRICE_KIND_UNSPECIFIED) query.price_kind = request.price_kind();
-  if (request.pricing_case() == v1::PredictRequest::kCatalog && !request.catalog().empty()) {
-    HABITAT_ASSIGN_OR_RETURN(query.catalog, catalogs_.Get(request.catalog()));
-  } else if (request.pricing_case() == v1::PredictRequest::kInlineCatalog) {
-    HABITAT_RETURN_IF_ERROR(ValidateCatalog(request.inline_catalog(), devices_));
-    query.catalog = &request.inline_catalog();
-  }
+  HABITAT_ASSIGN_OR_RETURN(query.catalog, CatalogFor(request));
   HABITAT_RETURN_IF_ERROR(stop.Check("before predicting"));
   query.stop = &stop;
   query.max_work = max_predict_work_;
   return engine_.Predict(*trace, std::move(trace_id), query, stats);
+}
+
+absl::StatusOr<const v1::PriceCatalog*> PredictionBackend::CatalogFor(
+    const v1::PredictRequest& request) const {
+  switch (request.pricing_case()) {
+    case v1::PredictRequest::kCatalog:
+      if (request.catalog().empty() || request.catalog() == kNoCatalog) return nullptr;
+      return catalogs_.Get(request.catalog());
+    case v1::PredictRequest::kInlineCatalog:
+      HABITAT_RETURN_IF_ERROR(ValidateCatalog(request.inline_catalog(), devices_));
+      return &request.inline_catalog();
+    case v1::PredictRequest::PRICING_NOT_SET:
+      break;
+  }
+  if (default_catalog_.empty()) return nullptr;
+  return catalogs_.Get(default_catalog_);
 }
 
 absl::StatusOr<v1::UploadTraceResponse> PredictionBackend::UploadTrace(

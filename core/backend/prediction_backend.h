@@ -26,17 +26,24 @@ namespace habitat {
 inline constexpr double kMinTargetHostSpeed = 0.01;
 inline constexpr double kMaxTargetHostSpeed = 100.0;
 
+// The catalog name that asks for no prices, in a request or as the
+// default.
+inline constexpr char kNoCatalog[] = "none";
+// The default catalog when the deployment names none and has it.
+inline constexpr char kPreferredDefaultCatalog[] = "aws";
+
 struct BackendOptions {
   // Holds devices.textproto and catalogs/*.textproto.
   std::string data_dir;
   // Where uploaded traces are kept: "memory", "sqlite:PATH",
   // "postgres:CONNINFO" or "dir:PATH" (core/store/trace_store_factory.h).
-  // Empty: `trace_dir` decides.
+  // Empty: memory.
   std::string store;
-  // The older way to name a directory store (same as store = "dir:PATH"):
-  // the anonymous tenant's traces live in this directory, a named tenant's
-  // in <trace_dir>/tenants/<name>. Both empty: memory.
-  std::string trace_dir;
+  // The catalog that prices a request naming none (PredictRequest leaves
+  // `pricing` unset). Empty: "aws" when the data directory has it, else no
+  // prices; kNoCatalog: no prices unless asked. Any other name must be a
+  // loaded catalog.
+  std::string default_catalog;
   // How much each tenant may keep in the store.
   TenantQuota tenant_quota;
   // Traces older than this many days are deleted at start-up and every
@@ -107,6 +114,8 @@ class PredictionBackend {
   habitat::v1::ListCatalogsResponse ListCatalogs() const;
 
   const DeviceDatabase& devices() const { return devices_; }
+  // The catalog that prices requests naming none; "" for none.
+  const std::string& default_catalog() const { return default_catalog_; }
   // The trace store, all tenants.
   TraceStore& store() { return *store_; }
   // Traces stored, over all tenants (the last count read while the store
@@ -121,10 +130,16 @@ class PredictionBackend {
                     std::unique_ptr<TraceStore> store,
                     std::shared_ptr<const VaryingPredictor> varying);
 
+  // The catalog of the request, else the default; null: no prices.
+  absl::StatusOr<const habitat::v1::PriceCatalog*> CatalogFor(
+      const habitat::v1::PredictRequest& request) const;
+
   const TraceLimits limits_;
   const int64_t max_predict_work_;
   DeviceDatabase devices_;
   CatalogSet catalogs_;
+  // Prices requests that name no catalog; "" for none.
+  std::string default_catalog_;
   std::unique_ptr<TraceStore> store_;
   // Declared after store_: destroyed (its thread stopped) first.
   std::unique_ptr<TraceRetention> retention_;

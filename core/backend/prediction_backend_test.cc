@@ -31,6 +31,41 @@ class BackendTest : public ::testing::Test {
   v1::Trace trace_;
 };
 
+TEST_F(BackendTest, TheServerChoosesTheCatalogWhenTheRequestNamesNone) {
+  EXPECT_EQ(backend_->default_catalog(), kPreferredDefaultCatalog);
+  v1::PredictRequest request;
+  *request.mutable_trace() = trace_;
+  request.add_devices("L4");
+  auto priced = backend_->Predict(request);
+  ASSERT_TRUE(priced.ok()) << priced.status();
+  EXPECT_EQ(priced->catalog(), "aws");
+  EXPECT_TRUE(priced->predictions(0).has_price());
+  for (const std::string none : {"none", ""}) {
+    request.set_catalog(none);
+    auto unpriced = backend_->Predict(request);
+    ASSERT_TRUE(unpriced.ok()) << unpriced.status();
+    EXPECT_EQ(unpriced->catalog(), "") << none;
+    EXPECT_FALSE(unpriced->predictions(0).has_price()) << none;
+  }
+}
+
+TEST(BackendDefaultCatalogTest, TheDeploymentNamesItOrTurnsItOff) {
+  BackendOptions options;
+  options.data_dir = HABITAT_DATA_DIR;
+  options.default_catalog = "gcp";
+  auto gcp = PredictionBackend::Create(options);
+  ASSERT_TRUE(gcp.ok()) << gcp.status();
+  EXPECT_EQ((*gcp)->default_catalog(), "gcp");
+  options.default_catalog = kNoCatalog;
+  auto none = PredictionBackend::Create(options);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ((*none)->default_catalog(), "");
+  options.default_catalog = "nosuch";
+  auto bad = PredictionBackend::Create(options);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("the default catalog"), std::string::npos) << bad.status();
+}
+
 TEST_F(BackendTest, UploadThenPredictByIdMatchesInline) {
   v1::UploadTraceRequest upload;
   *upload.mutable_trace() = trace_;
@@ -226,7 +261,7 @@ TEST(BackendDirectoryTest, TenantTracesPersistInTheirOwnDirectories) {
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
   BackendOptions options;
   options.data_dir = HABITAT_DATA_DIR;
-  options.trace_dir = dir;
+  options.store = "dir:" + dir;
   auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
   ASSERT_TRUE(trace.ok()) << trace.status();
   v1::UploadTraceRequest upload;

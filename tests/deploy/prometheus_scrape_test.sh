@@ -55,7 +55,7 @@ wait_for() {
 
 # --- habitat-server on free loopback ports.
 "$server_bin" --address=127.0.0.1:0 --metrics_address=127.0.0.1:0 \
-  --data_dir="$data_dir" --trace_dir="$dir/traces" >"$dir/server.log" 2>&1 &
+  --data_dir="$data_dir" --store="dir:$dir/traces" >"$dir/server.log" 2>&1 &
 server_pid=$!
 server_ports() {
   kill -0 "$server_pid" 2>/dev/null || fail "habitat-server exited"

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -218,9 +219,16 @@ TEST_F(ServerIntegrationTest, PredictAllDevicesCoversEveryListedGpu) {
   }
   EXPECT_EQ(predicted, std::set<std::string>(ids.begin(), ids.end()));
   EXPECT_EQ(origins, 1);
-  // No catalog asked for: no prices.
-  EXPECT_EQ(response->catalog(), "");
-  for (const auto& p : response->predictions()) EXPECT_FALSE(p.has_price()) << p.device_id();
+  // No catalog asked for: the server's default prices what it lists.
+  EXPECT_EQ(response->catalog(), "aws");
+  EXPECT_TRUE(std::any_of(response->predictions().begin(), response->predictions().end(),
+                          [](const v1::DevicePrediction& p) { return p.has_price(); }));
+  v1::PredictRequest unpriced = InlineRequest();
+  unpriced.set_catalog("none");
+  auto none = client_->Predict(unpriced);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->catalog(), "");
+  for (const auto& p : none->predictions()) EXPECT_FALSE(p.has_price()) << p.device_id();
 }
 
 TEST_F(ServerIntegrationTest, PredictSubsetWithCatalogAndBreakdown) {

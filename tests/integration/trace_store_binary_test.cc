@@ -299,11 +299,11 @@ TEST_F(TraceStoreBinaryTest, ATenantPastItsQuotaIsRefusedWithTheReason) {
   EXPECT_EQ(StoredTracesMetric(*server), 2.0);
 }
 
-TEST_F(TraceStoreBinaryTest, TraceDirStaysAnAliasOfADirectoryStore) {
+TEST_F(TraceStoreBinaryTest, ADirectoryStoreKeepsOneFilePerTrace) {
   auto traces = DistinctTraces(1, 1);
   ASSERT_TRUE(traces.ok()) << traces.status();
   const std::string dir = tmp_.Sub("traces");
-  auto server = StartServer({"--trace_dir=" + dir});
+  auto server = StartServer({"--store=dir:" + dir});
   EXPECT_THAT(server->Stderr(), HasSubstr("trace store dir:" + dir));
   auto client = Client();
   auto id = Upload(*client, (*traces)[0]);
@@ -329,7 +329,9 @@ TEST_F(TraceStoreBinaryTest, HelpListsTheFlagsAndVersionNamesTheProgram) {
 TEST_F(TraceStoreBinaryTest, BadStoreFlagsStopTheServerWithExitCode1) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--store=mysql:db"}, "--store: store 'mysql:db' is not known"},
-      {{"--store=memory", "--trace_dir=/tmp/x"}, "pass one"},
+      // The retired spelling is refused, not ignored: traces would go elsewhere.
+      {{"--trace_dir=/tmp/x"}, "--trace_dir is retired: pass --store=dir:PATH"},
+      {{"--default_catalog=nosuch"}, "the default catalog"},
       {{"--store=sqlite:" + tmp_.Sub("file/traces.db")}, tmp_.Sub("file/traces.db")},
       {{"--store=sqlite:" + tmp_.path()}, "open the database file"},
       // A store file truncated to 0 bytes is not silently a new, empty store.

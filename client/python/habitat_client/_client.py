@@ -260,7 +260,8 @@ class Client:
         JSON trace (path or bytes, gzip or not), which the `habitat` CLI
         converts (see the Client's habitat_cli; without a CLI it is refused
         with a KinetoConversionError saying how to convert it).
-        catalog: a server-side price catalog ("aws", ...); price_kind:
+        catalog: a server-side price catalog ("aws", ...; default: the
+        server's default catalog; "none": no prices); price_kind:
         "on_demand" (default) or "spot"; batch_size: the trace's batch size
         where it records none (a torch.profiler trace); target_host_speed:
         how fast the targets' CPUs run the host code relative to the
