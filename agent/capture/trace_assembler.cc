@@ -413,6 +413,7 @@ Status Assembler::Run(Trace* out) {
   t.precision = opt_.precision;
   t.source = opt_.source;
   t.math = opt_.math;
+  t.memory = opt_.memory;
   BuildOperations(&t);
   FillTraceLevel(&t);
   *out = std::move(t);

@@ -69,6 +69,8 @@ struct AssemblyOptions {
   std::map<uint64_t, RerunTime> rerun_times;
   // The math settings in force when tracking started, copied to the trace.
   std::optional<MathSettings> math;
+  // The memory the tracked iteration used, copied to the trace.
+  std::optional<MemoryUsage> memory;
 };
 
 // INVALID_ARGUMENT (naming the op event or record) for inconsistent input;

@@ -154,6 +154,15 @@ struct MathSettings {
   std::string source;
 };
 
+// habitat.v1.MemoryUsage, in bytes. The optional fields have presence on
+// the wire, as in MathSettings: set ones are written even when 0.
+struct MemoryUsage {
+  std::optional<int64_t> allocated_bytes_at_start;
+  std::optional<int64_t> peak_allocated_bytes;
+  std::optional<int64_t> peak_reserved_bytes;
+  std::string source;
+};
+
 struct Trace {
   uint32_t format_version = 1;
   OriginDevice origin;
@@ -168,7 +177,8 @@ struct Trace {
   std::vector<HostEvent> host_events;
   std::string source;
   std::map<std::string, std::string> metadata;
-  std::optional<MathSettings> math;  // unset: not known
+  std::optional<MathSettings> math;   // unset: not known
+  std::optional<MemoryUsage> memory;  // unset: not known
 };
 
 }  // namespace agent

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -204,6 +205,19 @@ Writer WriteMath(const MathSettings& m) {
   return w;
 }
 
+Writer WriteMemoryUsage(const MemoryUsage& m) {
+  Writer w;
+  // proto3 `optional` fields: present means written, 0 or not.
+  auto optional = [&w](uint32_t field, const std::optional<int64_t>& v) {
+    if (v.has_value()) w.ForceVarint(field, static_cast<uint64_t>(*v));
+  };
+  optional(1, m.allocated_bytes_at_start);
+  optional(2, m.peak_allocated_bytes);
+  optional(3, m.peak_reserved_bytes);
+  w.String(5, m.source);
+  return w;
+}
+
 Writer WriteFrameworks(const FrameworkVersions& f) {
   Writer w;
   w.String(1, f.torch);
@@ -243,6 +257,7 @@ std::string SerializeTrace(const Trace& t) {
     w.Message(13, entry);
   }
   if (t.math.has_value()) w.Message(14, WriteMath(*t.math));
+  if (t.memory.has_value()) w.Message(15, WriteMemoryUsage(*t.memory));
   return w.bytes();
 }
 

@@ -147,6 +147,12 @@ Trace FullTrace() {
   math.autocast_dtype = "";
   math.source = "recorded";
   t.math = math;
+  MemoryUsage memory;
+  memory.allocated_bytes_at_start = 0;  // present although 0
+  memory.peak_allocated_bytes = int64_t{70} << 30;
+  memory.peak_reserved_bytes = std::numeric_limits<int64_t>::max();
+  memory.source = "recorded";
+  t.memory = memory;
   return t;
 }
 
@@ -305,6 +311,12 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   ASSERT_TRUE(t.math().has_autocast_dtype());
   EXPECT_EQ(t.math().autocast_dtype(), "");
   EXPECT_EQ(t.math().source(), "recorded");
+  ASSERT_TRUE(t.has_memory());
+  ASSERT_TRUE(t.memory().has_allocated_bytes_at_start());
+  EXPECT_EQ(t.memory().allocated_bytes_at_start(), 0);
+  EXPECT_EQ(t.memory().peak_allocated_bytes(), int64_t{70} << 30);
+  EXPECT_EQ(t.memory().peak_reserved_bytes(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(t.memory().source(), "recorded");
 }
 
 TEST(WireFormatTest, MathSettingsPresenceFollowsTheModel) {
@@ -335,6 +347,34 @@ TEST(WireFormatTest, MathSettingsPresenceFollowsTheModel) {
   EXPECT_TRUE(parsed.has_math());
   EXPECT_FALSE(parsed.math().has_matmul_tf32());
   EXPECT_FALSE(parsed.math().has_autocast_dtype());
+}
+
+TEST(WireFormatTest, MemoryUsagePresenceFollowsTheModel) {
+  Trace t;
+  pb::Trace parsed;
+  ASSERT_TRUE(parsed.ParseFromString(SerializeTrace(t)));
+  EXPECT_FALSE(parsed.has_memory());  // not known: not written
+
+  MemoryUsage imported;  // only what a profile's memory events tell
+  imported.peak_allocated_bytes = 3 << 20;
+  imported.peak_reserved_bytes = 4 << 20;
+  imported.source = "kineto";
+  t.memory = imported;
+  const std::string ours = SerializeTrace(t);
+  ASSERT_TRUE(parsed.ParseFromString(ours));
+  ASSERT_TRUE(parsed.has_memory());
+  EXPECT_FALSE(parsed.memory().has_allocated_bytes_at_start());
+  EXPECT_EQ(parsed.memory().peak_allocated_bytes(), 3 << 20);
+  EXPECT_EQ(parsed.memory().peak_reserved_bytes(), 4 << 20);
+  EXPECT_EQ(parsed.memory().source(), "kineto");
+  std::string theirs;
+  ASSERT_TRUE(parsed.SerializeToString(&theirs));
+  EXPECT_TRUE(ours == theirs);
+
+  t.memory = MemoryUsage();  // present and empty
+  ASSERT_TRUE(parsed.ParseFromString(SerializeTrace(t)));
+  EXPECT_TRUE(parsed.has_memory());
+  EXPECT_FALSE(parsed.memory().has_peak_allocated_bytes());
 }
 
 // The generated code, serialising deterministically (map keys sorted),
@@ -383,6 +423,7 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   o.batch_size = 2;
   o.origin.name = "gpu";
   o.math = MathSettings{true, true, "high", "bf16", "recorded"};
+  o.memory = MemoryUsage{1000, 5000, 8192, "recorded"};
   Trace trace;
   ASSERT_TRUE(AssembleTrace(s.ops(), records, o, &trace).ok());
   pb::Trace parsed;
@@ -402,6 +443,10 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   EXPECT_EQ(parsed.math().float32_matmul_precision(), "high");
   EXPECT_EQ(parsed.math().autocast_dtype(), "bf16");
   EXPECT_EQ(parsed.math().source(), "recorded");
+  EXPECT_EQ(parsed.memory().allocated_bytes_at_start(), 1000);
+  EXPECT_EQ(parsed.memory().peak_allocated_bytes(), 5000);
+  EXPECT_EQ(parsed.memory().peak_reserved_bytes(), 8192);
+  EXPECT_EQ(parsed.memory().source(), "recorded");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -41,6 +42,34 @@ T Get(const py::dict& d, const char* key, T fallback) {
   return d[key].cast<T>();
 }
 
+// A key that is missing or None stays unset (not known).
+template <typename T>
+std::optional<T> GetOptional(const py::dict& d, const char* key) {
+  if (!d.contains(key) || d[key].is_none()) return std::nullopt;
+  return d[key].cast<T>();
+}
+
+// The settings OperationTracker read when tracking started.
+MathSettings MathFrom(const py::dict& d) {
+  MathSettings m;
+  m.matmul_tf32 = GetOptional<bool>(d, "matmul_tf32");
+  m.cudnn_tf32 = GetOptional<bool>(d, "cudnn_tf32");
+  m.float32_matmul_precision = Get<std::string>(d, "float32_matmul_precision", "");
+  m.autocast_dtype = GetOptional<std::string>(d, "autocast_dtype");
+  m.source = Get<std::string>(d, "source", "recorded");
+  return m;
+}
+
+// What OperationTracker read from the caching allocator around the region.
+MemoryUsage MemoryFrom(const py::dict& d) {
+  MemoryUsage m;
+  m.allocated_bytes_at_start = GetOptional<int64_t>(d, "allocated_bytes_at_start");
+  m.peak_allocated_bytes = GetOptional<int64_t>(d, "peak_allocated_bytes");
+  m.peak_reserved_bytes = GetOptional<int64_t>(d, "peak_reserved_bytes");
+  m.source = Get<std::string>(d, "source", "recorded");
+  return m;
+}
+
 AssemblyOptions OptionsFrom(const py::dict& info) {
   AssemblyOptions o;
   o.model_name = Get<std::string>(info, "model_name", "");
@@ -65,24 +94,8 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
       o.rerun_times[key.cast<uint64_t>()] = RerunTime{times.first, times.second};
     }
   }
-  if (info.contains("math") && !info["math"].is_none()) {
-    // The settings OperationTracker read when tracking started; a key that
-    // is missing or None stays unset (not known).
-    const py::dict d = info["math"].cast<py::dict>();
-    MathSettings m;
-    if (d.contains("matmul_tf32") && !d["matmul_tf32"].is_none()) {
-      m.matmul_tf32 = d["matmul_tf32"].cast<bool>();
-    }
-    if (d.contains("cudnn_tf32") && !d["cudnn_tf32"].is_none()) {
-      m.cudnn_tf32 = d["cudnn_tf32"].cast<bool>();
-    }
-    m.float32_matmul_precision = Get<std::string>(d, "float32_matmul_precision", "");
-    if (d.contains("autocast_dtype") && !d["autocast_dtype"].is_none()) {
-      m.autocast_dtype = d["autocast_dtype"].cast<std::string>();
-    }
-    m.source = Get<std::string>(d, "source", "recorded");
-    o.math = m;
-  }
+  if (auto math = GetOptional<py::dict>(info, "math")) o.math = MathFrom(*math);
+  if (auto memory = GetOptional<py::dict>(info, "memory")) o.memory = MemoryFrom(*memory);
   if (info.contains("frameworks")) {
     const py::dict d = info["frameworks"].cast<py::dict>();
     o.frameworks.torch = Get<std::string>(d, "torch", "");
@@ -129,6 +142,20 @@ py::dict CountersDict(const KernelCounters& c) {
   return d;
 }
 
+template <typename T>
+py::object OrNone(const std::optional<T>& v) {
+  return v ? py::cast(*v) : py::none();
+}
+
+py::dict MemoryDict(const MemoryUsage& m) {
+  py::dict d;
+  d["allocated_bytes_at_start"] = OrNone(m.allocated_bytes_at_start);
+  d["peak_allocated_bytes"] = OrNone(m.peak_allocated_bytes);
+  d["peak_reserved_bytes"] = OrNone(m.peak_reserved_bytes);
+  d["source"] = m.source;
+  return d;
+}
+
 py::dict SummaryDict(const Trace& t) {
   const TraceSummary s = Summarize(t);
   py::dict d;
@@ -148,15 +175,16 @@ py::dict SummaryDict(const Trace& t) {
   if (t.math.has_value()) {
     py::dict math;
     const MathSettings& m = *t.math;
-    math["matmul_tf32"] = m.matmul_tf32 ? py::cast(*m.matmul_tf32) : py::none();
-    math["cudnn_tf32"] = m.cudnn_tf32 ? py::cast(*m.cudnn_tf32) : py::none();
+    math["matmul_tf32"] = OrNone(m.matmul_tf32);
+    math["cudnn_tf32"] = OrNone(m.cudnn_tf32);
     math["float32_matmul_precision"] = m.float32_matmul_precision;
-    math["autocast_dtype"] = m.autocast_dtype ? py::cast(*m.autocast_dtype) : py::none();
+    math["autocast_dtype"] = OrNone(m.autocast_dtype);
     math["source"] = m.source;
     d["math"] = math;
   } else {
     d["math"] = py::none();
   }
+  d["memory"] = t.memory ? MemoryDict(*t.memory) : py::object(py::none());
   // Per operation, in trace order: CUPTI pass times and re-run times, to
   // compare the two without a protobuf library (backward None: no pass).
   py::list passes;

@@ -270,6 +270,35 @@ absl::StatusOr<DeviceEvent> ParseDevice(const Where& where, EventKind kind) {
   return out;
 }
 
+bool IsMemoryEvent(const json& event) {
+  auto ph = event.find("ph");
+  auto name = event.find("name");
+  return ph != event.end() && ph->is_string() && ph->get_ref<const std::string&>() == "i" &&
+         name != event.end() && name->is_string() &&
+         name->get_ref<const std::string&>() == "[memory]";
+}
+
+// An allocator total: absent is -1, present must be >= 0.
+absl::StatusOr<int64_t> TotalArg(const Where& where, const json& args, const char* field) {
+  auto it = args.find(field);
+  if (it == args.end() || it->is_null()) return -1;
+  HABITAT_ASSIGN_OR_RETURN(int64_t v, AsInt64(where, *it, absl::StrCat("args.", field)));
+  if (v < 0) return FieldError(where, absl::StrCat("args.", field), "is negative");
+  return v;
+}
+
+absl::StatusOr<MemoryEvent> ParseMemory(const Where& where) {
+  MemoryEvent out;
+  out.index = where.index;
+  HABITAT_ASSIGN_OR_RETURN(out.time, Micros(where, where.event, "ts", false));
+  HABITAT_ASSIGN_OR_RETURN(const json* args, ArgsObject(where, where.event, true));
+  HABITAT_ASSIGN_OR_RETURN(out.device_type, OptionalIntArg(where, args, "Device Type"));
+  HABITAT_ASSIGN_OR_RETURN(out.device_id, OptionalIntArg(where, args, "Device Id"));
+  HABITAT_ASSIGN_OR_RETURN(out.total_allocated, TotalArg(where, *args, "Total Allocated"));
+  HABITAT_ASSIGN_OR_RETURN(out.total_reserved, TotalArg(where, *args, "Total Reserved"));
+  return out;
+}
+
 }  // namespace
 
 std::string DescribeEvent(size_t index, const json& event) {
@@ -324,6 +353,11 @@ absl::StatusOr<std::unique_ptr<ParsedTrace>> ParseKinetoTrace(absl::string_view 
       if (!event.is_object()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Kineto trace: traceEvents[", i, "] must be an object, got ", event.type_name()));
+      }
+      if (IsMemoryEvent(event)) {
+        HABITAT_ASSIGN_OR_RETURN(MemoryEvent memory, ParseMemory(where));
+        trace->memory.push_back(memory);
+        continue;
       }
       EventKind kind;
       HABITAT_ASSIGN_OR_RETURN(bool used, KindOf(event, &kind));

@@ -68,12 +68,29 @@ struct DeviceEvent {
   Nanoseconds end() const { return start + duration; }
 };
 
+// A "[memory]" instant event, which a profile taken with
+// profile_memory=True has for every allocation and free: the caching
+// allocator's totals on one device right after it.
+struct MemoryEvent {
+  size_t index = 0;
+  Nanoseconds time = 0;
+  int64_t device_type = -1;  // c10::DeviceType: 0 CPU, 1 CUDA
+  int64_t device_id = -1;
+  // -1 when the event lacks them (older torch).
+  int64_t total_allocated = -1;
+  int64_t total_reserved = -1;
+};
+
+// c10::DeviceType::CUDA, the "Device Type" of GPU memory events.
+inline constexpr int64_t kCudaDeviceType = 1;
+
 struct ParsedTrace {
   // The whole document: top-level keys (deviceProperties, versions) and the
   // raw events, whose "args" the argument converter reads later.
   nlohmann::json document;
   std::vector<HostEvent> host;
   std::vector<DeviceEvent> device;
+  std::vector<MemoryEvent> memory;
 
   const nlohmann::json& RawEvent(size_t index) const {
     return document.at("traceEvents").at(index);

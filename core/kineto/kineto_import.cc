@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -128,6 +129,7 @@ class Converter {
   void AppendWork(const OpWork& work, Pass* pass) const;
   void FillKernel(const Placed& p, Kernel* k) const;
   void FillTraceLevel(Trace* out) const;
+  std::optional<habitat::v1::MemoryUsage> MemoryInWindow(int64_t device) const;
 
   Nanoseconds Rel(Nanoseconds t) const { return t - window_.start; }
 
@@ -418,6 +420,26 @@ void Converter::FillTraceLevel(Trace* out) const {
   meta["kineto.backward_nodes_linked"] = absl::StrCat(linked);
 }
 
+// The caching allocator's peaks on `device` during the window: the maxima
+// of the totals its memory events report after each allocation. Unset when
+// the window has none (a profile taken without profile_memory=True). With
+// device -1 (kernels without a "device" arg) every GPU's events count.
+std::optional<habitat::v1::MemoryUsage> Converter::MemoryInWindow(int64_t device) const {
+  int64_t allocated = -1, reserved = -1;
+  for (const kineto::MemoryEvent& m : trace_.memory) {
+    if (m.device_type != kineto::kCudaDeviceType || !window_.Contains(m.time)) continue;
+    if (device >= 0 && m.device_id != device) continue;
+    allocated = std::max(allocated, m.total_allocated);
+    reserved = std::max(reserved, m.total_reserved);
+  }
+  if (allocated < 0 && reserved < 0) return std::nullopt;
+  habitat::v1::MemoryUsage out;
+  if (allocated >= 0) out.set_peak_allocated_bytes(allocated);
+  if (reserved >= 0) out.set_peak_reserved_bytes(reserved);
+  out.set_source("kineto");
+  return out;
+}
+
 absl::StatusOr<Trace> Converter::Run() {
   if (trace_.device.empty()) {
     return absl::InvalidArgumentError(
@@ -461,6 +483,7 @@ absl::StatusOr<Trace> Converter::Run() {
   out.set_iteration_wall_ns(options_.iteration_wall_ns.value_or(window_.end - window_.start));
   // A profile records no TF32 or autocast settings; the kernels show them.
   if (auto math = InferMathSettings(out)) *out.mutable_math() = *std::move(math);
+  if (auto memory = MemoryInWindow(device)) *out.mutable_memory() = *std::move(memory);
   return out;
 }
 

@@ -34,6 +34,11 @@
 //  - `math` (source "inferred") is what the kernel names show about TF32
 //    and autocast (InferMathSettings in core/trace/math_mode.h); unset when
 //    they show nothing.
+//  - `memory` (source "kineto"): the peaks of the "Total Allocated" and
+//    "Total Reserved" that the iteration's "[memory]" events (a profile taken
+//    with profile_memory=True) report for the GPU most activities ran on;
+//    unset without such events. The allocation when the iteration began and
+//    the device's total are left unset (origin.memory_bytes has the latter).
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -447,6 +448,7 @@ TEST(KinetoOptionsTest, StepSelectionAndWallOverride) {
   EXPECT_EQ(chosen->iteration_wall_ns(), 123456789);
   EXPECT_EQ(chosen->operations_size(), by_default->operations_size());
   EXPECT_EQ(chosen->iteration_gpu_busy_ns(), by_default->iteration_gpu_busy_ns());
+  EXPECT_FALSE(by_default->has_memory());  // profiled without profile_memory
 
   // The capture kept one step's events; the other steps' annotations remain
   // and hold no GPU work, which must be said rather than imported as empty.
@@ -462,6 +464,39 @@ TEST(KinetoOptionsTest, StepSelectionAndWallOverride) {
   auto cut = ImportKinetoTrace(text->substr(0, text->size() / 2), options);
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(cut.status().message()), ::testing::HasSubstr("not valid JSON"));
+}
+
+// tests/testdata/kineto/memory_events.json: two steps of a hand-made
+// profile_memory=True profile; in step 2 GPU 0's totals peak at 3 MiB
+// allocated and 4 MiB reserved, a CPU and a GPU 1 event are larger.
+absl::StatusOr<Trace> ImportMemoryFixture(std::optional<int64_t> step) {
+  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/memory_events.json");
+  if (!text.ok()) return text.status();
+  KinetoImportOptions options;
+  options.batch_size = 64;
+  options.profiler_step = step;
+  return ImportKinetoTrace(*text, options);
+}
+
+TEST(KinetoMemoryTest, PeaksOfTheIterationsGpuMemoryEvents) {
+  auto trace = ImportMemoryFixture(std::nullopt);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->metadata().at("kineto.iteration"), "ProfilerStep#2");
+  ASSERT_TRUE(trace->has_memory());
+  const habitat::v1::MemoryUsage& m = trace->memory();
+  EXPECT_EQ(m.source(), "kineto");
+  EXPECT_EQ(m.peak_allocated_bytes(), 3 << 20);
+  EXPECT_EQ(m.peak_reserved_bytes(), 4 << 20);
+  EXPECT_FALSE(m.has_allocated_bytes_at_start());
+  EXPECT_TRUE(ValidateTrace(*trace).ok()) << ValidateTrace(*trace);
+}
+
+TEST(KinetoMemoryTest, OnlyTheChosenStepCounts) {
+  auto trace = ImportMemoryFixture(1);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_TRUE(trace->has_memory());
+  EXPECT_EQ(trace->memory().peak_allocated_bytes(), 5 << 20);
+  EXPECT_EQ(trace->memory().peak_reserved_bytes(), 6 << 20);
 }
 
 std::string FixtureName(const ::testing::TestParamInfo<Fixture>& info) {

@@ -172,6 +172,38 @@ TEST(KinetoMalformedTest, UnknownProfilerStep) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("no ProfilerStep#3 (steps present: none)"));
 }
 
+TEST(KinetoMalformedTest, BadMemoryEvents) {
+  auto memory = [](const std::string& args) {
+    return absl::StrCat(R"(, {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
+                              "ts": 11.0, "args": {)",
+                        args, "}}");
+  };
+  const std::string good = R"("Device Type": 1, "Device Id": 0, "Total Allocated": 512,
+                              "Total Reserved": 2048)";
+  auto trace = ImportKinetoTrace(Make(R"("External id": 1)", "2.5", kGoodKernelArgs, memory(good)),
+                                 KinetoImportOptions());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->memory().peak_allocated_bytes(), 512);
+  EXPECT_EQ(trace->memory().peak_reserved_bytes(), 2048);
+
+  // Older torch wrote no totals: the memory stays unknown.
+  trace = ImportKinetoTrace(
+      Make(R"("External id": 1)", "2.5", kGoodKernelArgs, memory(R"("Device Type": 1)")),
+      KinetoImportOptions());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_FALSE(trace->has_memory());
+
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
+                      memory(R"("Device Type": 1, "Total Allocated": -5)")),
+                 HasSubstr("[memory]"), HasSubstr("args.Total Allocated"), HasSubstr("negative"));
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
+                      memory(R"("Device Type": 1, "Total Reserved": "lots")")),
+                 HasSubstr("args.Total Reserved"), HasSubstr("must be an integer"));
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
+                      R"(, {"ph": "i", "name": "[memory]", "ts": 1.0})"),
+                 HasSubstr("[memory]"), HasSubstr("\"args\" is missing"));
+}
+
 TEST(KinetoMalformedTest, NonPositiveWallOverride) {
   KinetoImportOptions options;
   options.iteration_wall_ns = 0;

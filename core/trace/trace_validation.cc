@@ -241,6 +241,15 @@ absl::Status CheckTotalGpuTime(const Trace& trace, const TraceLimits& limits) {
   return absl::OkStatus();
 }
 
+// Which tool wrote a settings message ("recorded", "inferred", "kineto"):
+// a short printable name.
+absl::Status CheckSource(const std::string& field, const std::string& source,
+                         const TraceLimits& limits) {
+  TraceLimits source_limits = limits;
+  source_limits.max_name_bytes = std::min<int64_t>(limits.max_name_bytes, 64);
+  return CheckName(field, source, source_limits, false);
+}
+
 // Free-form strings of MathSettings end up in warnings: known values only,
 // except `source`, which is bounded and printable.
 absl::Status CheckMath(const habitat::v1::MathSettings& math, const TraceLimits& limits) {
@@ -254,9 +263,20 @@ absl::Status CheckMath(const habitat::v1::MathSettings& math, const TraceLimits&
   if (!autocast.empty() && autocast != "bf16" && autocast != "fp16") {
     return Invalid("math.autocast_dtype", "must be \"bf16\", \"fp16\" or empty");
   }
-  TraceLimits source_limits = limits;
-  source_limits.max_name_bytes = std::min<int64_t>(limits.max_name_bytes, 64);
-  return CheckName("math.source", math.source(), source_limits, false);
+  return CheckSource("math.source", math.source(), limits);
+}
+
+// MemoryUsage: byte counts are never negative; `source` as MathSettings'.
+absl::Status CheckMemory(const habitat::v1::MemoryUsage& memory, const TraceLimits& limits) {
+  const std::pair<const char*, int64_t> bytes[] = {
+      {"memory.allocated_bytes_at_start", memory.allocated_bytes_at_start()},
+      {"memory.peak_allocated_bytes", memory.peak_allocated_bytes()},
+      {"memory.peak_reserved_bytes", memory.peak_reserved_bytes()},
+  };
+  for (const auto& [field, value] : bytes) {
+    if (value < 0) return Invalid(field, absl::StrCat("must be >= 0 (got ", value, ")"));
+  }
+  return CheckSource("memory.source", memory.source(), limits);
 }
 
 absl::Status CheckTotalKernels(int64_t total, const TraceLimits& limits) {
@@ -373,6 +393,7 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
         CheckDuration(field + ".cpu_duration_ns", trace.host_events(i).cpu_duration_ns(), limits));
   }
   if (trace.has_math()) HABITAT_RETURN_IF_ERROR(CheckMath(trace.math(), limits));
+  if (trace.has_memory()) HABITAT_RETURN_IF_ERROR(CheckMemory(trace.memory(), limits));
   HABITAT_RETURN_IF_ERROR(CheckMetadata(trace, limits));
   return CheckTotalGpuTime(trace, limits);
 }

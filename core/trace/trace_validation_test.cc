@@ -132,6 +132,20 @@ TEST(TraceValidationTest, MathSettingsTakeKnownValuesOnly) {
   ExpectInvalid(trace, "math.source");
 }
 
+TEST(TraceValidationTest, MemoryUsageIsNeverNegative) {
+  v1::Trace trace = OneKernelTrace();
+  v1::MemoryUsage* memory = trace.mutable_memory();
+  memory->set_allocated_bytes_at_start(0);
+  memory->set_peak_allocated_bytes(int64_t{70} << 30);
+  memory->set_source("recorded");
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  memory->set_peak_reserved_bytes(-1);
+  ExpectInvalid(trace, "memory.peak_reserved_bytes");
+  memory->clear_peak_reserved_bytes();
+  memory->set_source("kineto\n");
+  ExpectInvalid(trace, "memory.source");
+}
+
 // Every repeated field counts against a limit: 3,000,000 memory activities,
 // host events or metadata entries used to be accepted, and unattributed
 // kernels did not count toward max_total_kernels.

@@ -4,11 +4,13 @@ iteration with habitat.OperationTracker (RecordFunction + CUPTI) and checks
 that the traces hold kernels, ops and backward links and are consistent:
 every GPU activity is counted once (per-op sums + unattributed = total),
 the per-op sum is within a few percent of the measured GPU-busy time, no
-records were dropped, and every kernel was attributed. With counters
-(CUPTI range profiler, tracker.collect_counters): the small CNN's kernels
-making up 99.5% of its kernel time all get counters, the top kernel has DRAM
-traffic, and a square matmul's FLOPs (fp32 without TF32: FFMA counts; bf16:
-tensor-core counts) are within 1.2x of 2*M*N*K. Per-op re-runs
+records were dropped, every kernel was attributed, and the memory recorded
+(allocated at start <= peak allocated <= peak reserved < device total) is
+consistent. With counters (CUPTI range profiler, tracker.collect_counters):
+the small CNN's kernels making up 99.5% of its kernel time all get
+counters, the top kernel has DRAM traffic, and a square matmul's FLOPs
+(fp32 without TF32: FFMA counts; bf16: tensor-core counts) are within 1.2x
+of 2*M*N*K. Per-op re-runs
 (tracker.measure_ops) on ResNet-50: each convolution's re-run forward time
 within 0.5-2x of its CUPTI forward time, and >= 80% of the iteration's pass
 time in measured ops; the sums are printed.
@@ -181,6 +183,22 @@ RERUN_CONV_FACTOR = 2.0
 RERUN_COVERAGE = 0.80
 
 
+def check_memory(memory):
+    """The caching allocator's bytes the trace records for the region
+    (habitat.v1.MemoryUsage): the weights were allocated before it began,
+    and the peaks lie between that and the device's total."""
+    check(memory is not None and memory["source"] == "recorded",
+          f"memory recorded: {memory}")
+    if memory is None:
+        return
+    start, peak = memory["allocated_bytes_at_start"], memory["peak_allocated_bytes"]
+    reserved = memory["peak_reserved_bytes"]
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    check(0 < start <= peak <= reserved < total,
+          f"0 < allocated at start {start} <= peak allocated {peak} <= "
+          f"peak reserved {reserved} < device total {total}")
+
+
 def check_reruns(tracker, plain_wall, results_case):
     """Times every op alone (measure_ops) and compares with CUPTI."""
     t0 = time.perf_counter()
@@ -304,6 +322,7 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10, counters=False
     check(counts["api_calls"] > 0 and counts["external_correlations"] > 0,
           f"activity records: {counts}")
     check(len(trace.to_bytes()) > 0, f"trace bytes: {len(trace.to_bytes())}")
+    check_memory(s["memory"])
     print(f"  {s['line']}")
     print(f"  plain iteration wall (median of {repetitions}): "
           f"{plain_wall / 1e6:.3f} ms; tracked region {capture_s * 1e3:.1f} ms; "

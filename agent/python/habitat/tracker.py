@@ -114,6 +114,31 @@ def math_settings() -> dict:
     }
 
 
+def memory_at_start(device=None) -> Optional[dict]:
+    """Starts measuring the memory of a region: resets the caching
+    allocator's peak statistics (torch.cuda.reset_peak_memory_stats, so the
+    caller's own peaks restart too) and returns what is allocated now, the
+    weights, gradients and optimizer state kept from earlier steps. None
+    when this process has not initialised CUDA (no GPU, or a CPU run): the
+    memory stays unknown."""
+    if not torch.cuda.is_initialized():
+        return None
+    torch.cuda.reset_peak_memory_stats(device)
+    return {"allocated_bytes_at_start": torch.cuda.memory_allocated(device)}
+
+
+def memory_usage(start: Optional[dict], device=None) -> Optional[dict]:
+    """habitat.v1.MemoryUsage of the region that memory_at_start began:
+    `start` with the peaks allocated and reserved since then (the device's
+    total memory is the origin's memory_bytes). None when `start` is None."""
+    if start is None:
+        return None
+    return dict(start,
+                peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
+                peak_reserved_bytes=torch.cuda.max_memory_reserved(device),
+                source="recorded")
+
+
 def time_iteration(step, repetitions: int = 30, warmup: int = 3) -> int:
     """Median wall time of `step()` in ns, untracked: CUDA events around each
     call, synchronised after it. Pass it to get_tracked_trace(
@@ -249,6 +274,7 @@ class OperationTracker:
         self._trace: Optional[Trace] = None
         self._rerun_times: dict = {}  # op event id -> (forward_ns, backward_ns)
         self._math: Optional[dict] = None  # math_settings() when track() began
+        self._memory: Optional[dict] = None  # memory_usage() of the region
         self.warnings: list = []
 
     def _sync(self) -> None:
@@ -260,6 +286,7 @@ class OperationTracker:
         self._sync()  # earlier work stays out of the window
         self._rerun_times = {}  # keyed by the previous region's op ids
         self._math = math_settings()
+        memory_start = memory_at_start(self.device)
         try:
             self._impl.start()
         except RuntimeError as e:
@@ -271,6 +298,7 @@ class OperationTracker:
                 self._sync()
             finally:
                 self.warnings = list(self._impl.stop())
+        self._memory = memory_usage(memory_start, self.device)
         self._tracked = True
         for w in self.warnings:
             print(f"habitat: warning: {w}", file=sys.stderr)
@@ -296,9 +324,19 @@ class OperationTracker:
             autocast = AUTOCAST_DTYPES.get(self.precision, "")
         return dict(self._math, autocast_dtype=autocast)
 
+    def memory_usage(self) -> Optional[dict]:
+        """The memory of the last tracked region, as the trace records it
+        (memory_usage()): allocated when it began, peaks allocated and
+        reserved during it. None without CUDA."""
+        if not self._tracked:
+            raise TrackingError("nothing tracked yet: run the iteration inside "
+                                "`with tracker.track():` first")
+        return None if self._memory is None else dict(self._memory)
+
     def _info(self, batch_size, iteration_wall_ns=None) -> dict:
         return {
             "math": self.math_settings(),
+            "memory": self.memory_usage(),
             "model_name": self.model_name,
             "batch_size": batch_size or 0,
             "iteration_wall_ns": iteration_wall_ns or 0,
