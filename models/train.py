@@ -244,11 +244,15 @@ def main():
     p.add_argument("--out", default=str(ROOT / "models" / "kernel_varying"))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--eval", action="store_true", help="also run the held-out evaluations")
+    p.add_argument("--harness_floor_factor", type=float,
+                   default=data_lib.DEFAULT_HARNESS_FLOOR_FACTOR,
+                   help="drop NeuSight rows under this multiple of their (GPU, op) floor")
     args = p.parse_args()
     random.seed(args.seed)
     np.random.seed(args.seed)
     devices = feat.load_devices(args.devices)
-    rows = data_lib.measurements(args.neusight_dir, args.own_dir, devices)
+    rows = data_lib.measurements(args.neusight_dir, args.own_dir, devices,
+                                 args.harness_floor_factor)
     pair_rows = data_lib.pairs(rows, group)
     started = time.time()
     x_all, y_all, ratio_all = featurize(pair_rows, devices)
@@ -263,7 +267,8 @@ def main():
                                            args.seed)
         hopper = hopper_configs_held_out(pair_rows, x_all, y_all, ratio_all, devices, args.seed)
         results = {"production_direction": production, "hopper_configs_held_out": hopper,
-                   "min_ns": data_lib.MIN_NS, "seed": args.seed, "tree_params": TREE_PARAMS,
+                   "min_ns": data_lib.MIN_NS, "harness_floor_factor": args.harness_floor_factor,
+                   "seed": args.seed, "tree_params": TREE_PARAMS,
                    "xgboost": xgb.__version__, "feature_version": feat.FEATURE_VERSION}
         (out / "eval_results.json").write_text(json.dumps(results, indent=1, sort_keys=True))
     elif manifest_path.exists():

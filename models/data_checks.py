@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Facts about the training data that bound what any cross-GPU model can
+learn from it, printed as Markdown for docs/kernel_varying_accuracy.md:
+
+1. the harness floor of each (GPU, operator) in NeuSight's host-timed data;
+2. the fp32 throughput each GPU reached on the data's large GEMMs against
+   the spec database's `measured_fp32_gemm_tflops`;
+3. which kernel families ran the fp32 convolutions (NeuSight's `Kernel Name`
+   on the older GPUs, the profiled kernels of our H100 run).
+
+    /usr/bin/python3 models/data_checks.py [--neusight_dir ../shared/data/neusight]
+"""
+import argparse
+import csv
+import gzip
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from habitat_models import data as data_lib  # noqa: E402
+from habitat_models import features as feat  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+# GEMMs of at least this many FLOP are compute-bound on every GPU here.
+LARGE_GEMM_FLOP = 2e10
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, len(values) * q // 100)]
+
+
+def floors_table(rows):
+    floors = data_lib.harness_floors(rows)
+    print("| GPU | linear | bmm | conv2d |", "|---|---:|---:|---:|", sep="\n")
+    for device in sorted({k[4] for k in floors}):
+        cells = [floors.get(("neusight", f, "fp32", False, device)) for f in
+                 ("linear", "bmm", "conv2d")]
+        print(f"| {device} | " + " | ".join(f"{c / 1e3:.0f} µs" if c else "" for c in cells) + " |")
+
+
+def throughput_table(rows, devices):
+    achieved = defaultdict(list)
+    for source, family, config, mode, backward, device, ns in rows:
+        if source != "neusight" or mode != "fp32" or backward or family != "linear":
+            continue
+        flop, _ = feat.work(family, config, mode, backward)
+        if flop >= LARGE_GEMM_FLOP:
+            achieved[device].append(flop / ns / 1e3)
+    print("| GPU | rows | median TFLOP/s | 90th percentile | spec database |",
+          "|---|---:|---:|---:|---:|", sep="\n")
+    for device, values in sorted(achieved.items()):
+        print(f"| {device} | {len(values)} | {statistics.median(values):.2f} | "
+              f"{percentile(values, 90):.2f} | {devices[device]['measured_fp32_gemm_tflops']:.2f} |")
+
+
+def kernel_family(name):
+    name = re.sub(r"<.*", "", name)
+    for key in ("winograd", "implicit_gemm", "scudnn", "sgemm", "gcgemm", "fft"):
+        if key in name:
+            return key
+    return "other"
+
+
+def conv_kernels(neusight_dir):
+    print("| GPU | kernels (rows) |", "|---|---|", sep="\n")
+    for path in sorted(Path(neusight_dir, "ops", "conv").glob("*.csv.gz")):
+        with gzip.open(path, "rt") as f:
+            counts = Counter(kernel_family(r["Kernel Name"]) for r in csv.DictReader(f))
+        print(f"| {path.name[:-len('.csv.gz')]} (NeuSight, cuDNN 8.9) | " +
+              ", ".join(f"{k} {n}" for k, n in counts.most_common()) + " |")
+    ours = ROOT / "models" / "data" / "neusight_configs" / "H100-SXM.csv.gz"
+    with gzip.open(ours, "rt") as f:
+        counts = Counter(kernel_family(r["kernel"]) for r in csv.DictReader(f)
+                         if r["op"] == "conv" and r.get("kernel") and r["precision"] != "bf16")
+    print("| H100-SXM (ours, profiled subset) | " +
+          ", ".join(f"{k} {n}" for k, n in counts.most_common()) + " |")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--neusight_dir", default=str(ROOT.parent / "shared" / "data" / "neusight"))
+    args = p.parse_args()
+    devices = feat.load_devices(ROOT / "data" / "devices.textproto")
+    rows = list(data_lib.load_neusight(args.neusight_dir, devices))
+    rows += list(data_lib.load_neusight_configs(ROOT / "models" / "data" / "neusight_configs"))
+    print("Harness floor (1st percentile of each GPU's fp32 forward times):\n")
+    floors_table(rows)
+    print("\nfp32 linear GEMMs of at least 2e10 FLOP: throughput reached:\n")
+    throughput_table(rows, devices)
+    print("\nfp32 convolution kernels:\n")
+    conv_kernels(args.neusight_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
