@@ -38,21 +38,59 @@ bool NothingToExchange(const AllReduceShape& shape) {
   return shape.bytes == 0 || static_cast<int64_t>(shape.ranks_per_node) * shape.nodes == 1;
 }
 
-}  // namespace
+// Reduce-scatter then all-gather: n-1 steps each, bytes/n per step.
+int64_t RingNs(const AllReduceShape& shape, const LinkConstants& link) {
+  const int64_t n = static_cast<int64_t>(shape.ranks_per_node) * shape.nodes;
+  const double moved = 2.0 * (n - 1) / n * shape.bytes;
+  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) +
+         2 * (n - 1) * FlatHopLatencyNs(shape, link);
+}
 
-const char* AllReduceAlgorithmName(AllReduceAlgorithm algorithm) {
+// Reduce up and broadcast down, pipelined: each GPU sends the buffer twice,
+// whatever the number of ranks.
+int64_t TreeNs(const AllReduceShape& shape, const LinkConstants& link) {
+  const double moved = 2.0 * shape.bytes;
+  const int64_t latency = 2 * (shape.ranks_per_node - 1) * link.intra_node_latency_ns +
+                          2 * CeilLog2(shape.nodes) * link.inter_node_latency_ns;
+  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) + latency;
+}
+
+int64_t HierarchicalNs(const AllReduceShape& shape, const LinkConstants& link) {
+  const int64_t local = shape.ranks_per_node;
+  const int64_t nodes = shape.nodes;
+  // Reduce-scatter and all-gather inside the node: (n_l-1)/n_l of the buffer
+  // each, n_l-1 hops each.
+  const double intra_moved = 2.0 * (local - 1) / local * shape.bytes;
+  double ns = TransferNs(intra_moved, link.intra_node_busbw_gbps);
+  int64_t latency = 2 * (local - 1) * link.intra_node_latency_ns;
+  if (nodes > 1) {
+    // Each GPU all-reduces its 1/n_l shard with its peers on the other nodes.
+    const double shard = static_cast<double>(shape.bytes) / local;
+    ns += TransferNs(2.0 * (nodes - 1) / nodes * shard, link.inter_node_gbps_per_gpu);
+    latency += 2 * (nodes - 1) * link.inter_node_latency_ns;
+  }
+  return std::llround(ns) + latency;
+}
+
+// Validates once, then costs the algorithm (kBest: the lowest of the three).
+absl::StatusOr<int64_t> CheckedNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
+                                  const LinkConstants& link) {
+  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
+  if (NothingToExchange(shape)) return 0;
   switch (algorithm) {
     case AllReduceAlgorithm::kRing:
-      return "ring";
+      return RingNs(shape, link);
     case AllReduceAlgorithm::kTree:
-      return "tree";
+      return TreeNs(shape, link);
     case AllReduceAlgorithm::kHierarchical:
-      return "hierarchical";
+      return HierarchicalNs(shape, link);
     case AllReduceAlgorithm::kBest:
-      return "best";
+      break;
   }
-  return "unknown";
+  return std::min({RingNs(shape, link), TreeNs(shape, link), HierarchicalNs(shape, link)});
 }
+
+}  // namespace
 
 absl::Status ValidateAllReduce(const AllReduceShape& shape, const LinkConstants& link) {
   if (shape.ranks_per_node < 1) {
@@ -81,63 +119,21 @@ absl::Status ValidateAllReduce(const AllReduceShape& shape, const LinkConstants&
 }
 
 absl::StatusOr<int64_t> RingAllReduceNs(const AllReduceShape& shape, const LinkConstants& link) {
-  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
-  if (NothingToExchange(shape)) return 0;
-  const int64_t n = static_cast<int64_t>(shape.ranks_per_node) * shape.nodes;
-  // Reduce-scatter then all-gather: n-1 steps each, bytes/n per step.
-  const double moved = 2.0 * (n - 1) / n * shape.bytes;
-  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) +
-         2 * (n - 1) * FlatHopLatencyNs(shape, link);
+  return CheckedNs(AllReduceAlgorithm::kRing, shape, link);
 }
 
 absl::StatusOr<int64_t> TreeAllReduceNs(const AllReduceShape& shape, const LinkConstants& link) {
-  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
-  if (NothingToExchange(shape)) return 0;
-  // Reduce up and broadcast down, pipelined: each GPU sends the buffer
-  // twice, whatever the number of ranks.
-  const double moved = 2.0 * shape.bytes;
-  const int64_t latency = 2 * (shape.ranks_per_node - 1) * link.intra_node_latency_ns +
-                          2 * CeilLog2(shape.nodes) * link.inter_node_latency_ns;
-  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) + latency;
+  return CheckedNs(AllReduceAlgorithm::kTree, shape, link);
 }
 
 absl::StatusOr<int64_t> HierarchicalAllReduceNs(const AllReduceShape& shape,
                                                 const LinkConstants& link) {
-  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
-  if (NothingToExchange(shape)) return 0;
-  const int64_t local = shape.ranks_per_node;
-  const int64_t nodes = shape.nodes;
-  // Reduce-scatter and all-gather inside the node: (n_l-1)/n_l of the buffer
-  // each, n_l-1 hops each.
-  const double intra_moved = 2.0 * (local - 1) / local * shape.bytes;
-  double ns = TransferNs(intra_moved, link.intra_node_busbw_gbps);
-  int64_t latency = 2 * (local - 1) * link.intra_node_latency_ns;
-  if (nodes > 1) {
-    // Each GPU all-reduces its 1/n_l shard with its peers on the other nodes.
-    const double shard = static_cast<double>(shape.bytes) / local;
-    ns += TransferNs(2.0 * (nodes - 1) / nodes * shard, link.inter_node_gbps_per_gpu);
-    latency += 2 * (nodes - 1) * link.inter_node_latency_ns;
-  }
-  return std::llround(ns) + latency;
+  return CheckedNs(AllReduceAlgorithm::kHierarchical, shape, link);
 }
 
 absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
                                     const LinkConstants& link) {
-  switch (algorithm) {
-    case AllReduceAlgorithm::kRing:
-      return RingAllReduceNs(shape, link);
-    case AllReduceAlgorithm::kTree:
-      return TreeAllReduceNs(shape, link);
-    case AllReduceAlgorithm::kHierarchical:
-      return HierarchicalAllReduceNs(shape, link);
-    case AllReduceAlgorithm::kBest:
-      break;
-  }
-  absl::StatusOr<int64_t> ring = RingAllReduceNs(shape, link);
-  if (!ring.ok()) return ring.status();
-  absl::StatusOr<int64_t> tree = TreeAllReduceNs(shape, link);
-  absl::StatusOr<int64_t> hier = HierarchicalAllReduceNs(shape, link);
-  return std::min({*ring, *tree, *hier});
+  return CheckedNs(algorithm, shape, link);
 }
 
 double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks) {

@@ -51,8 +51,6 @@ enum class AllReduceAlgorithm {
   kBest,
 };
 
-const char* AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
-
 // InvalidArgument for ranks_per_node or nodes < 1, negative bytes or
 // latencies, non-positive (or non-finite) intra-node bandwidth, and
 // non-positive inter-node bandwidth when nodes > 1.
