@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "client/cli_args.h"
 #include "client/cli_output.h"
+#include "client/cli_plot.h"
 #include "client/cli_service.h"
 #include "client/trace_loader.h"
 #include "common/file_io.h"
@@ -97,7 +98,14 @@ constexpr char kPredictUsage[] =
     "                         (JSON traces; calibrates the host model)\n"
     "  --host-speed X         the target machines' CPUs run the training loop X times as\n"
     "                         fast as the origin's (0.01 to 100, default 1; changes wall\n"
-    "                         time only)\n";
+    "                         time only)\n"
+    "  --fit                  predict each GPU at the largest batch whose predicted peak\n"
+    "                         memory fits it (powers of two; needs a trace with memory\n"
+    "                         data, as the habitat agent records), ranked by cost\n"
+    "  --fit-step N           with --fit: the batches are multiples of N instead\n"
+    "  --plot FILE            also draw samples/s against price per GPU-hour, the Pareto\n"
+    "                         front marked, to FILE.svg or FILE.png (with the Python\n"
+    "                         client and matplotlib: pip install './client/python[plot]')\n";
 
 constexpr char kDevicesUsage[] =
     "usage: habitat devices [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n"
@@ -303,11 +311,25 @@ absl::Status CheckPredictOptions(const CliArgs& args, OutputFormat format,
 }
 
 // The request fields the flags set directly; INVALID_ARGUMENT (a usage
-// error) for a --host-speed that is not a number. Ranges are the backend's
+// error) for a --host-speed that is not a number or flags that contradict. Ranges are the backend's
 // to check, for every client alike.
 absl::Status AddRequestOptions(const CliArgs& args, const std::vector<std::string>& devices,
                                std::optional<int64_t> batch, v1::PredictRequest* request) {
   if (batch.has_value()) request->set_batch_size(static_cast<uint32_t>(*batch));
+  HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> fit_step,
+                           args.GetInt("fit-step", 1, kMaxBatchSize));
+  if (fit_step.has_value() && !args.Has("fit")) {
+    return absl::InvalidArgumentError(
+        "--fit-step N sets the batches --fit chooses from; give both");
+  }
+  if (args.Has("fit")) {
+    if (batch.has_value()) {
+      return absl::InvalidArgumentError(
+          "--fit chooses each GPU's batch size; drop --batch-size (or drop --fit to predict one "
+          "batch)");
+    }
+    request->mutable_fit()->set_batch_step(static_cast<uint32_t>(fit_step.value_or(0)));
+  }
   for (const auto& device : devices) request->add_devices(device);
   // Without --spot the backend's default (on-demand) applies.
   if (args.Has("spot")) request->set_price_kind(v1::PRICE_KIND_SPOT);
@@ -379,6 +401,9 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
                                                                 {"breakdown", false},
                                                                 {"top", true},
                                                                 {"host-speed", true},
+                                                                {"fit", false},
+                                                                {"fit-step", true},
+                                                                {"plot", true},
                                                                 {kTracedBatchFlag, true}}}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
@@ -398,6 +423,11 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (!top.ok()) return ctx.Usage(top.status());
   if (absl::Status checked = CheckPredictOptions(*args, *format, *top); !checked.ok()) {
     return ctx.Usage(checked);
+  }
+  if (args->Has("plot")) {
+    if (absl::Status checked = CheckPlotPath(args->Get("plot")); !checked.ok()) {
+      return ctx.Usage(checked);
+    }
   }
   absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, kTracedBatchFlag);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
@@ -444,6 +474,13 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
   absl::StatusOr<v1::PredictResponse> response = (*service)->Predict(request);
   if (!response.ok()) return ctx.Fail(response.status());
+  if (args->Has("plot")) {
+    if (absl::Status drawn = PlotPrediction(*response, header.model_name, args->Get("plot"));
+        !drawn.ok()) {
+      return ctx.Fail(drawn);
+    }
+    *ctx.err << "plot written to " << args->Get("plot") << "\n";
+  }
   return PrintPrediction(*std::move(response), header, *format, args->Has("breakdown"), *top, ctx);
 }
 

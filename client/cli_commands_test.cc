@@ -3,6 +3,7 @@
 // traces are covered by tests/golden.
 #include "client/cli_commands.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -196,6 +197,75 @@ TEST(CliCommandsTest, DevicesAndCatalogsInEveryFormat) {
   CliRun catalogs = Habitat({"catalogs", "--format", "csv"});
   ASSERT_EQ(catalogs.code, kExitOk) << catalogs.err;
   EXPECT_THAT(catalogs.out, HasSubstr("\naws,"));
+}
+
+// The agent recorded this trace's memory (ResNet-50 at batch 16, H100).
+std::string AgentTraceWithMemory() {
+  return std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100_memory/resnet50_b16_fp32.trace.gz";
+}
+
+TEST(CliCommandsTest, FitPrintsEachGpusLargestBatchRankedByCost) {
+  CliRun table =
+      Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,L4,H100-SXM", "--fit"});
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("batch per GPU, the largest that fits (traced at 16)"));
+  EXPECT_THAT(table.out, HasSubstr("peak GiB"));
+  EXPECT_THAT(table.out, HasSubstr("batch: the largest batch"));
+  CliRun csv = Habitat(
+      {"predict", AgentTraceWithMemory(), "--devices", "T4,H100-SXM", "--fit", "--format", "csv"});
+  ASSERT_EQ(csv.code, kExitOk) << csv.err;
+  EXPECT_THAT(csv.out, HasSubstr(",fits_memory,largest_fitting_batch\n"));
+  EXPECT_THAT(csv.out, HasSubstr(",true,"));
+
+  CliRun no_fit = Habitat({"predict", AgentTraceWithMemory(), "--fit-step", "8"});
+  EXPECT_EQ(no_fit.code, kExitUsage);
+  EXPECT_THAT(no_fit.err, HasSubstr("give both"));
+  CliRun both = Habitat({"predict", AgentTraceWithMemory(), "--fit", "--batch-size", "64"});
+  EXPECT_EQ(both.code, kExitUsage);
+  EXPECT_THAT(both.err, HasSubstr("drop --batch-size"));
+  // A trace without memory data cannot be fitted, and says why.
+  CliRun memoryless = Habitat({"predict", AgentTrace(), "--fit"});
+  EXPECT_EQ(memoryless.code, kExitFailure);
+  EXPECT_THAT(memoryless.err, HasSubstr("no memory data"));
+}
+
+// --plot runs the Python client's plotter: the package from this tree, with
+// matplotlib (Debian's python3-matplotlib in CI).
+TEST(CliCommandsTest, PlotDrawsThroughThePythonClientOrSaysWhatIsMissing) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "habitat_plot";
+  std::filesystem::create_directories(dir);
+  CliRun bad_suffix = Habitat({"predict", AgentTraceWithMemory(), "--plot", "out.pdf"});
+  EXPECT_EQ(bad_suffix.code, kExitUsage);
+  EXPECT_THAT(bad_suffix.err, HasSubstr("FILE.svg or FILE.png"));
+
+  ::setenv("HABITAT_PYTHON", "/nonexistent/python3", 1);
+  CliRun no_python = Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,H100-SXM",
+                              "--plot", (dir / "never.svg").string()});
+  EXPECT_EQ(no_python.code, kExitFailure);
+  EXPECT_THAT(no_python.err, HasSubstr("pip install"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "never.svg"));
+  ::unsetenv("HABITAT_PYTHON");
+
+  // Debian's interpreter, which has python3-matplotlib, whatever python3
+  // comes first on PATH.
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 with matplotlib is not installed";
+  }
+  ::setenv("HABITAT_PYTHON", "/usr/bin/python3", 1);
+  const std::string client = std::string(HABITAT_TESTDATA_DIR) + "/../../client/python";
+  ::setenv("PYTHONPATH", client.c_str(), 1);
+  const std::string svg = (dir / "fit.svg").string();
+  CliRun plotted = Habitat({"predict", AgentTraceWithMemory(), "--fit", "--devices",
+                            "T4,L4,A100-SXM-40GB,H100-SXM,H200", "--plot", svg});
+  ASSERT_EQ(plotted.code, kExitOk) << plotted.err;
+  EXPECT_THAT(plotted.err, HasSubstr("plot written to"));
+  EXPECT_THAT(plotted.out, HasSubstr("peak GiB"));
+  auto drawn = ReadFile(svg);
+  ASSERT_TRUE(drawn.ok()) << drawn.status();
+  EXPECT_THAT(*drawn, HasSubstr("<svg"));
+  EXPECT_THAT(*drawn, HasSubstr("A100-SXM-40GB"));
+  ::unsetenv("HABITAT_PYTHON");
+  ::unsetenv("PYTHONPATH");
 }
 
 }  // namespace

@@ -57,8 +57,16 @@ std::string ErrorText(const DevicePrediction& p) {
   return absl::StrFormat("%.1f%%", p.expected_error_percent());
 }
 
+// A fit predicts each GPU at its own batch (the response's is 0).
+bool IsFit(const PredictResponse& response) {
+  return response.batch_size() == 0 && response.predictions_size() > 0;
+}
+
 // The table's footnote for the origin GPU's row.
 std::string OriginNote(const PredictResponse& response) {
+  if (IsFit(response)) {
+    return "  * origin GPU: the measured time where its batch is the traced one, else scaled\n";
+  }
   if (response.traced_batch_size() == 0 || response.traced_batch_size() == response.batch_size()) {
     return "  * origin GPU: the measured time, not a prediction\n";
   }
@@ -66,19 +74,27 @@ std::string OriginNote(const PredictResponse& response) {
                          response.traced_batch_size(), response.batch_size());
 }
 
-// Predictions in rank order; ties (equal time) by device id so output is
-// stable whatever order the server sent.
+// Predictions in rank order (a fit's by cost, the question it answers),
+// unranked ones (0: unpriced, or out of memory) last; ties by device id so
+// output is stable whatever order the server sent.
 std::vector<const DevicePrediction*> ByRank(const PredictResponse& response) {
   std::vector<const DevicePrediction*> sorted;
   for (const auto& p : response.predictions()) sorted.push_back(&p);
+  const bool by_cost = IsFit(response);
+  const auto key = [by_cost](const DevicePrediction* p) {
+    const auto last = [](uint32_t rank) { return rank == 0 ? UINT32_MAX : rank; };
+    return std::pair(by_cost ? last(p->rank_by_cost()) : 0u, last(p->rank_by_time()));
+  };
   std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const DevicePrediction* a, const DevicePrediction* b) {
-                     if (a->rank_by_time() != b->rank_by_time()) {
-                       return a->rank_by_time() < b->rank_by_time();
-                     }
+                   [&key](const DevicePrediction* a, const DevicePrediction* b) {
+                     if (key(a) != key(b)) return key(a) < key(b);
                      return a->device_id() < b->device_id();
                    });
   return sorted;
+}
+
+std::string GiBText(int64_t bytes) {
+  return absl::StrFormat("%.1f", static_cast<double>(bytes) / (1 << 30));
 }
 
 // RFC 4180: quote fields holding a comma, quote or line break.
@@ -246,9 +262,13 @@ namespace {
 // The lines above the table: what was predicted and how it was priced.
 std::string TableHeader(const PredictResponse& response, const PredictionHeader& header,
                         const std::string& currency) {
+  const std::string batch = IsFit(response)
+                                ? absl::StrCat("per GPU, the largest that fits (traced at ",
+                                               response.traced_batch_size(), ")")
+                                : absl::StrCat(response.batch_size());
   std::string out = absl::StrFormat(
-      "model %s  batch %d  precision %s  origin GPU %s\n",
-      header.model_name.empty() ? "?" : Printable(header.model_name), response.batch_size(),
+      "model %s  batch %s  precision %s  origin GPU %s\n",
+      header.model_name.empty() ? "?" : Printable(header.model_name), batch,
       header.precision.empty() ? "?" : header.precision,
       response.origin_device_id().empty() ? "?" : Printable(response.origin_device_id()));
   if (!header.inline_catalog_label.empty()) {
@@ -273,14 +293,21 @@ struct TableLayout {
   // GPU, sets the pace.
   bool any_wall = false;
   bool any_host_bound = false;
+  // A fit's per-GPU batch, and the predicted peak memory where the trace
+  // recorded memory.
+  bool fit = false;
+  bool any_memory = false;
   // Enough decimals for three significant digits of the cheapest cost, the
   // same for every row so the column lines up.
   int cost_decimals = 4;
 };
 
-TableLayout LayOut(const std::vector<const DevicePrediction*>& sorted) {
+TableLayout LayOut(const PredictResponse& response,
+                   const std::vector<const DevicePrediction*>& sorted) {
   TableLayout layout;
+  layout.fit = IsFit(response);
   for (const auto* p : sorted) {
+    layout.any_memory = layout.any_memory || p->has_memory();
     layout.id_width = std::max(layout.id_width, p->device_id().size() + 1);
     layout.any_price = layout.any_price || p->has_price();
     layout.any_wall = layout.any_wall || !p->wall_time_is_gpu_time();
@@ -304,9 +331,15 @@ std::string TableRow(const DevicePrediction& p, const TableLayout& layout) {
     cost = absl::StrFormat("%.*f", layout.cost_decimals, p.cost_per_1000_samples());
     if (p.rank_by_cost() > 0) cost_rank = absl::StrCat(p.rank_by_cost());
   }
-  std::string out =
-      absl::StrFormat("%4d  %-*s %9.3f %6s", p.rank_by_time(), static_cast<int>(layout.id_width),
-                      id, static_cast<double>(p.gpu_time_ns()) / 1e6, ErrorText(p));
+  const std::string rank = p.rank_by_time() > 0 ? absl::StrCat(p.rank_by_time()) : "-";
+  std::string out = absl::StrFormat("%4s  %-*s", rank, static_cast<int>(layout.id_width), id);
+  if (layout.fit) out += absl::StrFormat(" %6u", p.batch_size());
+  if (layout.any_memory) {
+    out += !p.has_memory() ? absl::StrFormat(" %9s", "-")
+                           : absl::StrFormat(" %8s%s", GiBText(p.memory().peak_allocated_bytes()),
+                                             p.memory().fits() ? " " : "!");
+  }
+  out += absl::StrFormat(" %9.3f %6s", static_cast<double>(p.gpu_time_ns()) / 1e6, ErrorText(p));
   if (layout.any_wall) {
     out += !p.wall_time_is_gpu_time()
                ? absl::StrFormat(" %9.3f%s", static_cast<double>(p.wall_time_ns()) / 1e6,
@@ -326,6 +359,14 @@ std::string TableLegend(const PredictResponse& response, bool origin_listed,
   if (origin_listed) out += OriginNote(response);
   if (layout.any_host_bound) {
     out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
+  }
+  if (layout.fit) {
+    out += "  batch: the largest batch whose predicted peak memory fits the GPU\n";
+  }
+  if (layout.any_memory) {
+    out +=
+        "  peak GiB: predicted peak of PyTorch's allocated memory; '!': with headroom for its\n"
+        "           expected error, more than the GPU leaves a process (unranked, rank '-')\n";
   }
   out += "  GPU ms: sum of the operations' predicted GPU time\n";
   out +=
@@ -392,11 +433,13 @@ std::string FormatPredictionTable(const PredictResponse& response, const Predict
   const std::string currency = response.currency().empty() ? "?" : Printable(response.currency());
   std::string out = TableHeader(response, header, currency);
   const auto sorted = ByRank(response);
-  const TableLayout layout = LayOut(sorted);
+  const TableLayout layout = LayOut(response, sorted);
   const std::string price_unit = layout.any_price ? currency : "price";
+  out += absl::StrFormat("%4s  %-*s", "rank", static_cast<int>(layout.id_width), "GPU");
+  if (layout.fit) out += absl::StrFormat(" %6s", "batch");
+  if (layout.any_memory) out += absl::StrFormat(" %9s", "peak GiB");
   // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
-  out += absl::StrFormat("%4s  %-*s %9s   ±err", "rank", static_cast<int>(layout.id_width), "GPU",
-                         "GPU ms");
+  out += absl::StrFormat(" %9s   ±err", "GPU ms");
   if (layout.any_wall) out += absl::StrFormat(" %10s", "wall ms");
   out += absl::StrFormat(" %10s %10s %12s %5s %9s", "samples/s", absl::StrCat(price_unit, "/GPU-h"),
                          absl::StrCat(price_unit, "/1k smp"), "cost#", "unscaled");
@@ -426,7 +469,8 @@ const char* PredictionCsvHeader() {
          "catalog,currency,price_kind,has_price,price_per_gpu_hour,cost_per_1000_samples,"
          "samples_per_currency_unit,rank_by_cost,unscaled_percent,warnings,wall_ms,gpu_busy_ms,"
          "host_bound,expected_error_percent,instance_type,gpus_per_instance,"
-         "instance_description,price_region";
+         "instance_description,price_region,batch_size,peak_allocated_bytes,"
+         "memory_expected_error_percent,usable_memory_bytes,fits_memory,largest_fitting_batch";
 }
 
 std::string FormatPredictionCsv(const PredictResponse& response) {
@@ -462,7 +506,15 @@ std::string FormatPredictionCsv(const PredictResponse& response) {
         p->has_price() ? absl::StrCat(p->gpus_per_instance()) : "",
         CsvField(p->instance_description()),
         CsvField(p->price_region()),
+        absl::StrCat(p->batch_size()),
     };
+    // Empty when the trace recorded no memory.
+    const bool m = p->has_memory();
+    fields.push_back(m ? absl::StrCat(p->memory().peak_allocated_bytes()) : "");
+    fields.push_back(m ? absl::StrFormat("%.3f", p->memory().expected_error_percent()) : "");
+    fields.push_back(m ? absl::StrCat(p->memory().usable_bytes()) : "");
+    fields.push_back(m ? (p->memory().fits() ? "true" : "false") : "");
+    fields.push_back(m ? absl::StrCat(p->memory().largest_fitting_batch()) : "");
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;

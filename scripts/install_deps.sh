@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev prometheus openssl
   libsqlite3-dev libpq-dev postgresql
   python3-grpcio python3-protobuf  # the Python client's tests (client/python, client_server_test)
+  python3-matplotlib  # habitat predict --plot and the Python client's plot tests
   # python_client_fresh_venv_install: venv (with pip and setuptools from
   # ensurepip) and wheel, which setuptools builds the wheel with offline.
   python3-venv python3-wheel

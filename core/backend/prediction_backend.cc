@@ -154,6 +154,18 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
         "batch_size ", request.batch_size(), " is above the largest batch size, ", kMaxBatchSize));
   }
   query.batch_size = request.batch_size();
+  if (request.has_fit()) {
+    if (request.batch_size() != 0) {
+      return absl::InvalidArgumentError(
+          "a fit chooses each GPU's batch size: leave batch_size unset (0) with fit");
+    }
+    if (request.fit().batch_step() > kMaxBatchSize) {
+      return absl::InvalidArgumentError(absl::StrCat("fit.batch_step ", request.fit().batch_step(),
+                                                     " is above the largest batch size, ",
+                                                     kMaxBatchSize));
+    }
+    query.fit = request.fit();
+  }
   query.trace_already_validated = true;
   if (!v1::PriceKind_IsValid(request.price_kind())) {
     return absl::InvalidArgumentError(

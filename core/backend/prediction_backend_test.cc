@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "absl/time/clock.h"
 #include "common/file_io.h"
@@ -339,6 +341,111 @@ TEST_F(BackendTest, ListsDevicesAndCatalogs) {
   EXPECT_GE(devices.devices_size(), 20);
   auto catalogs = backend_->ListCatalogs();
   EXPECT_GE(catalogs.catalogs_size(), 4);
+}
+
+// An agent trace that recorded its memory (tests/testdata/agent_suite/
+// h100_memory: ResNet-50, batch 16, fp32, on an H100).
+v1::Trace AgentTraceWithMemory() {
+  v1::Trace trace;
+  auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                        "/agent_suite/h100_memory/resnet50_b16_fp32.trace.gz");
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  if (bytes.ok()) EXPECT_TRUE(trace.ParseFromString(*bytes));
+  EXPECT_TRUE(trace.has_memory());
+  return trace;
+}
+
+TEST_F(BackendTest, FitPredictsEachGpuAtTheLargestBatchThatFitsAndRanksThemAll) {
+  v1::PredictRequest request;
+  *request.mutable_trace() = AgentTraceWithMemory();
+  for (const char* id : {"T4", "L4", "A100-SXM-40GB", "H100-SXM", "H200"}) request.add_devices(id);
+  request.mutable_fit();
+  auto fitted = backend_->Predict(request);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  EXPECT_EQ(fitted->batch_size(), 0u);
+  EXPECT_EQ(fitted->traced_batch_size(), 16u);
+  std::map<std::string, uint32_t> batch;
+  std::set<uint32_t> cost_ranks;
+  for (const v1::DevicePrediction& p : fitted->predictions()) {
+    ASSERT_TRUE(p.has_memory()) << p.device_id();
+    EXPECT_TRUE(p.memory().fits()) << p.device_id();
+    EXPECT_EQ(p.batch_size(), p.memory().largest_fitting_batch()) << p.device_id();
+    EXPECT_EQ(p.batch_size() & (p.batch_size() - 1), 0u) << p.device_id();
+    EXPECT_LT(p.memory().peak_allocated_bytes(), p.memory().usable_bytes()) << p.device_id();
+    EXPECT_NEAR(p.samples_per_second(), p.batch_size() / (p.wall_time_ns() / 1e9),
+                1e-6 * p.samples_per_second());
+    EXPECT_GT(p.rank_by_time(), 0u);
+    cost_ranks.insert(p.rank_by_cost());
+    batch[p.device_id()] = p.batch_size();
+  }
+  EXPECT_EQ(cost_ranks, (std::set<uint32_t>{1, 2, 3, 4, 5}));
+  // More memory holds a larger batch; 16 GB holds more than the traced 16.
+  EXPECT_GT(batch["T4"], 16u);
+  EXPECT_LE(batch["T4"], batch["L4"]);
+  EXPECT_LE(batch["L4"], batch["A100-SXM-40GB"]);
+  EXPECT_LE(batch["A100-SXM-40GB"], batch["H100-SXM"]);
+  EXPECT_LE(batch["H100-SXM"], batch["H200"]);
+
+  // Multiples of a step instead of powers of two.
+  request.mutable_fit()->set_batch_step(48);
+  auto stepped = backend_->Predict(request);
+  ASSERT_TRUE(stepped.ok()) << stepped.status();
+  for (const v1::DevicePrediction& p : stepped->predictions()) {
+    EXPECT_EQ(p.batch_size() % 48, 0u) << p.device_id();
+    EXPECT_EQ(p.batch_size(), p.memory().largest_fitting_batch()) << p.device_id();
+  }
+}
+
+TEST_F(BackendTest, AGpuTheBatchDoesNotFitIsPredictedButNotRanked) {
+  v1::PredictRequest request;
+  *request.mutable_trace() = AgentTraceWithMemory();
+  request.add_devices("T4");
+  request.add_devices("H100-SXM");
+  request.set_batch_size(256);
+  auto response = backend_->Predict(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  for (const v1::DevicePrediction& p : response->predictions()) {
+    ASSERT_TRUE(p.has_memory());
+    EXPECT_EQ(p.batch_size(), 256u);
+    if (p.device_id() == "T4") {
+      EXPECT_FALSE(p.memory().fits());
+      EXPECT_EQ(p.rank_by_time(), 0u);
+      EXPECT_EQ(p.rank_by_cost(), 0u);
+      ASSERT_GT(p.warnings_size(), 0);
+      EXPECT_NE(p.warnings(p.warnings_size() - 1).find("may run out of memory: batch 256"),
+                std::string::npos)
+          << p.warnings(p.warnings_size() - 1);
+    } else {
+      EXPECT_TRUE(p.memory().fits());
+      EXPECT_EQ(p.rank_by_time(), 1u);
+    }
+  }
+}
+
+TEST_F(BackendTest, FitNeedsMemoryDataAndExcludesABatchSize) {
+  v1::PredictRequest request;
+  *request.mutable_trace() = trace_;  // a Kineto import without memory events
+  request.mutable_fit();
+  auto no_memory = backend_->Predict(request);
+  EXPECT_EQ(no_memory.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(no_memory.status().message().find("no memory data"), std::string::npos)
+      << no_memory.status();
+  // Without a fit the same trace is predicted, with a warning and no memory.
+  request.clear_fit();
+  auto plain = backend_->Predict(request);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->predictions(0).has_memory());
+  bool warned = false;
+  for (const auto& w : plain->warnings()) warned |= w.find("no memory prediction") == 0;
+  EXPECT_TRUE(warned);
+
+  *request.mutable_trace() = AgentTraceWithMemory();
+  request.mutable_fit();
+  request.set_batch_size(64);
+  EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.set_batch_size(0);
+  request.mutable_fit()->set_batch_step(kMaxBatchSize + 1);
+  EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -176,6 +176,15 @@ absl::Status ValidateThroughput(const SpecChecker& c, const DeviceSpec& s) {
   return absl::OkStatus();
 }
 
+// The driver's total is optional (0: derated from the datasheet) but can
+// only be below the datasheet capacity, and must say where it was read.
+absl::Status ValidateDriverMemory(const SpecChecker& c, const DeviceSpec& s) {
+  if (s.driver_memory_bytes() == 0) return absl::OkStatus();
+  HABITAT_RETURN_IF_ERROR(
+      c.InRange("driver_memory_bytes", s.driver_memory_bytes(), 1, s.memory_bytes()));
+  return c.NonEmpty("driver_memory_source", s.driver_memory_source());
+}
+
 // The kernel-scaling constants are optional (0: not measured, core/scaling
 // derives a default), but a measured one must be plausible and say where it
 // came from.
@@ -209,6 +218,7 @@ absl::Status ValidateDeviceSpec(const DeviceSpec& spec, absl::string_view origin
   HABITAT_RETURN_IF_ERROR(ValidateIdentity(checker, spec));
   HABITAT_RETURN_IF_ERROR(ValidateOccupancyLimits(checker, spec));
   HABITAT_RETURN_IF_ERROR(ValidateThroughput(checker, spec));
+  HABITAT_RETURN_IF_ERROR(ValidateDriverMemory(checker, spec));
   return ValidateScalingConstants(checker, spec);
 }
 

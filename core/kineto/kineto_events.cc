@@ -296,6 +296,10 @@ absl::StatusOr<MemoryEvent> ParseMemory(const Where& where) {
   HABITAT_ASSIGN_OR_RETURN(out.device_id, OptionalIntArg(where, args, "Device Id"));
   HABITAT_ASSIGN_OR_RETURN(out.total_allocated, TotalArg(where, *args, "Total Allocated"));
   HABITAT_ASSIGN_OR_RETURN(out.total_reserved, TotalArg(where, *args, "Total Reserved"));
+  if (args->contains("Bytes") && !args->at("Bytes").is_null()) {
+    HABITAT_ASSIGN_OR_RETURN(int64_t bytes, AsInt64(where, args->at("Bytes"), "args.Bytes"));
+    out.bytes = bytes;
+  }
   return out;
 }
 

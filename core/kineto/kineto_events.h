@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,8 @@ struct MemoryEvent {
   // -1 when the event lacks them (older torch).
   int64_t total_allocated = -1;
   int64_t total_reserved = -1;
+  // Allocated (> 0) or freed (< 0) by this event; unset when absent.
+  std::optional<int64_t> bytes;
 };
 
 // c10::DeviceType::CUDA, the "Device Type" of GPU memory events.

@@ -421,19 +421,29 @@ void Converter::FillTraceLevel(Trace* out) const {
 }
 
 // The caching allocator's peaks on `device` during the window: the maxima
-// of the totals its memory events report after each allocation. Unset when
-// the window has none (a profile taken without profile_memory=True). With
+// of the totals its memory events report after each allocation, and what
+// was allocated when the window began: the first event's total less what
+// that event allocated (nothing changes between events). Unset when the
+// window has none (a profile taken without profile_memory=True). With
 // device -1 (kernels without a "device" arg) every GPU's events count.
 std::optional<habitat::v1::MemoryUsage> Converter::MemoryInWindow(int64_t device) const {
   int64_t allocated = -1, reserved = -1;
+  const kineto::MemoryEvent* first = nullptr;
   for (const kineto::MemoryEvent& m : trace_.memory) {
     if (m.device_type != kineto::kCudaDeviceType || !window_.Contains(m.time)) continue;
     if (device >= 0 && m.device_id != device) continue;
     allocated = std::max(allocated, m.total_allocated);
     reserved = std::max(reserved, m.total_reserved);
+    if (first == nullptr || std::pair(m.time, m.index) < std::pair(first->time, first->index)) {
+      first = &m;
+    }
   }
   if (allocated < 0 && reserved < 0) return std::nullopt;
   habitat::v1::MemoryUsage out;
+  if (first->total_allocated >= 0 && first->bytes.has_value() &&
+      first->total_allocated - *first->bytes >= 0) {
+    out.set_allocated_bytes_at_start(first->total_allocated - *first->bytes);
+  }
   if (allocated >= 0) out.set_peak_allocated_bytes(allocated);
   if (reserved >= 0) out.set_peak_reserved_bytes(reserved);
   out.set_source("kineto");

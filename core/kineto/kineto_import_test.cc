@@ -487,7 +487,8 @@ TEST(KinetoMemoryTest, PeaksOfTheIterationsGpuMemoryEvents) {
   EXPECT_EQ(m.source(), "kineto");
   EXPECT_EQ(m.peak_allocated_bytes(), 3 << 20);
   EXPECT_EQ(m.peak_reserved_bytes(), 4 << 20);
-  EXPECT_FALSE(m.has_allocated_bytes_at_start());
+  // The first event's total less what it allocated.
+  EXPECT_EQ(m.allocated_bytes_at_start(), 1 << 20);
   EXPECT_TRUE(ValidateTrace(*trace).ok()) << ValidateTrace(*trace);
 }
 
@@ -497,6 +498,7 @@ TEST(KinetoMemoryTest, OnlyTheChosenStepCounts) {
   ASSERT_TRUE(trace->has_memory());
   EXPECT_EQ(trace->memory().peak_allocated_bytes(), 5 << 20);
   EXPECT_EQ(trace->memory().peak_reserved_bytes(), 6 << 20);
+  EXPECT_EQ(trace->memory().allocated_bytes_at_start(), 4 << 20);
 }
 
 std::string FixtureName(const ::testing::TestParamInfo<Fixture>& info) {

@@ -185,6 +185,17 @@ TEST(KinetoMalformedTest, BadMemoryEvents) {
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->memory().peak_allocated_bytes(), 512);
   EXPECT_EQ(trace->memory().peak_reserved_bytes(), 2048);
+  // Without "Bytes" the start is unknown; with more bytes than the total it
+  // would be negative, and stays unknown too.
+  EXPECT_FALSE(trace->memory().has_allocated_bytes_at_start());
+  trace = ImportKinetoTrace(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
+                                 memory(absl::StrCat(good, R"(, "Bytes": 4096)"))),
+                            KinetoImportOptions());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_FALSE(trace->memory().has_allocated_bytes_at_start());
+  EXPECT_INVALID(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
+                      memory(absl::StrCat(good, R"(, "Bytes": "some")"))),
+                 HasSubstr("args.Bytes"), HasSubstr("must be an integer"));
 
   // Older torch wrote no totals: the memory stays unknown.
   trace = ImportKinetoTrace(

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -17,6 +16,7 @@
 #include "core/predict/batch_scaling.h"
 #include "core/predict/expected_error.h"
 #include "core/predict/host_replay.h"
+#include "core/predict/memory_prediction.h"
 #include "core/predict/op_traffic.h"
 #include "core/predict/varying_predictor.h"
 #include "core/scaling/wave_scaling.h"
@@ -525,11 +525,11 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
   return prediction;
 }
 
-void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::PriceKind kind,
+void PriceAndRank(const v1::PriceCatalog* catalog, v1::PriceKind kind,
                   std::vector<DevicePrediction>* predictions) {
   for (auto& p : *predictions) {
     const double seconds = NsToSeconds(p.wall_time_ns());
-    p.set_samples_per_second(seconds > 0 ? batch_size / seconds : 0.0);
+    p.set_samples_per_second(seconds > 0 ? p.batch_size() / seconds : 0.0);
     p.set_has_price(false);
     p.clear_instance_type();
     p.clear_gpus_per_instance();
@@ -549,22 +549,33 @@ void PriceAndRank(uint32_t batch_size, const v1::PriceCatalog* catalog, v1::Pric
         p.samples_per_second() > 0 ? price / 3600.0 * 1000.0 / p.samples_per_second() : 0.0);
     p.set_samples_per_currency_unit(p.samples_per_second() * 3600.0 / price);
   }
-  std::vector<size_t> order(predictions->size());
-  std::iota(order.begin(), order.end(), 0);
-  // Where the host sets the pace, several GPUs share one wall time; the one
-  // with less GPU time has more headroom and comes first.
+  // A GPU the batch does not fit would run out of memory, not win.
+  const auto ranked = [](const DevicePrediction& p) {
+    return !p.has_memory() || p.memory().fits();
+  };
+  std::vector<size_t> order;
+  for (size_t i = 0; i < predictions->size(); ++i) {
+    (*predictions)[i].set_rank_by_time(0);
+    (*predictions)[i].set_rank_by_cost(0);
+    if (ranked((*predictions)[i])) order.push_back(i);
+  }
+  // By throughput: GPUs fitted to different batches compare by samples per
+  // second, which at one batch orders as the wall time does. Where the host
+  // sets the pace, several GPUs share one wall time; the one with less GPU
+  // time has more headroom and comes first.
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const auto& pa = (*predictions)[a];
     const auto& pb = (*predictions)[b];
-    return std::pair(pa.wall_time_ns(), pa.gpu_time_ns()) <
-           std::pair(pb.wall_time_ns(), pb.gpu_time_ns());
+    return std::pair(-pa.samples_per_second(), pa.gpu_time_ns()) <
+           std::pair(-pb.samples_per_second(), pb.gpu_time_ns());
   });
   for (size_t rank = 0; rank < order.size(); ++rank) {
     (*predictions)[order[rank]].set_rank_by_time(static_cast<uint32_t>(rank + 1));
   }
   std::vector<size_t> priced;
   for (size_t i = 0; i < predictions->size(); ++i) {
-    if ((*predictions)[i].has_price()) priced.push_back(i);
+    const DevicePrediction& p = (*predictions)[i];
+    if (p.has_price() && ranked(p)) priced.push_back(i);
   }
   std::stable_sort(priced.begin(), priced.end(), [&](size_t a, size_t b) {
     return (*predictions)[a].cost_per_1000_samples() < (*predictions)[b].cost_per_1000_samples();
@@ -712,32 +723,86 @@ absl::StatusOr<std::vector<const DeviceSpec*>> PredictionEngine::ResolveTargets(
   return targets;
 }
 
-absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& traced,
-                                                              std::string trace_id,
-                                                              const PredictionQuery& query,
-                                                              PredictionStats* stats) const {
-  if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(traced));
-  HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(traced));
-  if (trace_id.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(trace_id, ComputeTraceId(traced));
+namespace {
+
+// One Predict's targets grouped by the batch each is predicted at: the
+// request's (or the trace's) for all of them, or with a fit the largest
+// batch that fits each GPU (the trace's where none does: it is reported not
+// to fit).
+struct BatchGroup {
+  uint32_t batch = 0;
+  std::vector<size_t> targets;  // indices into the resolved targets
+};
+
+std::vector<BatchGroup> GroupByBatch(const v1::Trace& traced, const PredictionQuery& query,
+                                     const std::optional<MemoryModel>& memory,
+                                     const std::vector<const DeviceSpec*>& targets) {
+  const uint32_t asked = query.batch_size != 0 ? query.batch_size : traced.batch_size();
+  std::vector<BatchGroup> groups;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    uint32_t batch = asked;
+    if (query.fit.has_value()) {
+      const uint32_t largest =
+          LargestFittingBatch(*memory, UsableMemoryBytes(*targets[t]), query.fit->batch_step());
+      if (largest != 0) batch = largest;
+    }
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [batch](const BatchGroup& g) { return g.batch == batch; });
+    if (group == groups.end()) group = groups.insert(groups.end(), BatchGroup{batch, {}});
+    group->targets.push_back(t);
   }
+  return groups;
+}
+
+std::string GiB(int64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+}
+
+// Sets the prediction's batch and memory; a GPU the batch does not fit says
+// so (PriceAndRank then leaves it unranked).
+void AddMemory(const std::optional<MemoryModel>& memory, uint32_t batch, const DeviceSpec& target,
+               const PredictionQuery& query, DevicePrediction* prediction) {
+  prediction->set_batch_size(batch);
+  if (!memory.has_value()) return;
+  const uint32_t step = query.fit.has_value() ? query.fit->batch_step() : 0;
+  *prediction->mutable_memory() = PredictMemory(*memory, batch, target, step);
+  const v1::MemoryPrediction& m = prediction->memory();
+  if (m.fits()) return;
+  prediction->add_warnings(absl::StrCat(
+      "may run out of memory: batch ", batch, " needs about ", GiB(m.peak_allocated_bytes()),
+      " (+-", absl::StrFormat("%.0f", m.expected_error_percent()),
+      "%), and with headroom for that error more than the ", GiB(m.usable_bytes()),
+      " this GPU leaves a process; ",
+      m.largest_fitting_batch() == 0
+          ? std::string("no batch fits")
+          : absl::StrCat("the largest batch that fits is ", m.largest_fitting_batch()),
+      "; it is not ranked"));
+}
+
+void AddUnique(std::string warning, std::vector<std::string>* warnings) {
+  if (std::find(warnings->begin(), warnings->end(), warning) == warnings->end()) {
+    warnings->push_back(std::move(warning));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBatch(
+    const v1::Trace& traced, const std::string& trace_id, const DeviceSpec& origin,
+    const std::vector<const DeviceSpec*>& targets, uint32_t batch, const PredictionQuery& query,
+    HostScaleMemo* host_scale, int64_t* work_left, PredictionStats* stats) const {
   // At another batch, every GPU (the origin's too) is predicted from the
   // trace scaled to it; the host model stays calibrated on the traced one.
   std::optional<BatchScaledTrace> scaled;
-  if (query.batch_size != 0 && query.batch_size != traced.batch_size()) {
-    HABITAT_ASSIGN_OR_RETURN(scaled, ScaleTraceToBatch(traced, query.batch_size));
+  if (batch != traced.batch_size()) {
+    HABITAT_ASSIGN_OR_RETURN(scaled, ScaleTraceToBatch(traced, batch));
   }
   const v1::Trace& trace = scaled.has_value() ? scaled->trace : traced;
-
-  HABITAT_ASSIGN_OR_RETURN(const std::vector<const DeviceSpec*> targets,
-                           ResolveTargets(query.devices));
 
   // Predictions for another host speed or batch are other predictions.
   std::string cache_key = trace_id;
   if (query.host_speed != 1.0) absl::StrAppend(&cache_key, "|host_speed=", query.host_speed);
   if (scaled.has_value()) absl::StrAppend(&cache_key, "|batch=", trace.batch_size());
-  PredictionStats local_stats;
-  if (stats == nullptr) stats = &local_stats;
   std::vector<CachedPrediction> cached(targets.size());
   std::vector<const DeviceSpec*> missed;
   for (size_t t = 0; t < targets.size(); ++t) {
@@ -746,24 +811,23 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   }
   if (query.max_work > 0 && !missed.empty()) {
     const int64_t work = PredictionWorkPerDevice(trace) * static_cast<int64_t>(missed.size());
-    if (work > query.max_work) {
+    if (work > *work_left) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "predicting this trace on ", missed.size(), " GPUs is ", work,
-          " units of work (trace entries x GPUs), above this server's limit of ", query.max_work,
-          " (--max_predict_work): ask for fewer GPUs (devices) or send a "
-          "smaller trace"));
+          "predicting this trace on ", missed.size(), " more GPUs is ", work,
+          " units of work (trace entries x GPUs), above what is left of this server's limit of ",
+          query.max_work,
+          " (--max_predict_work): ask for fewer GPUs (devices) or send a smaller trace"));
     }
+    *work_left -= work;
   }
   // Kernel-varying ops of every missed target in one batched model pass.
   std::vector<VaryingPassTable> varying_tables;
   if (varying_ != nullptr && !missed.empty()) {
     HABITAT_ASSIGN_OR_RETURN(varying_tables,
-                             varying_->PredictTrace(trace, *origin, missed, query.stop));
+                             varying_->PredictTrace(trace, origin, missed, query.stop));
   }
-  std::vector<DevicePrediction> predictions;
-  predictions.reserve(targets.size());
-  // Per trace, not per device: computed at the first cache miss.
-  std::optional<std::optional<double>> host_scale;
+  BatchPredictions out;
+  out.predictions.reserve(targets.size());
   size_t miss_index = 0;
   stats->operations_by_device.reserve(stats->operations_by_device.size() + missed.size());
   for (size_t t = 0; t < targets.size(); ++t) {
@@ -773,17 +837,17 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
-      if (!host_scale.has_value()) {
-        HABITAT_ASSIGN_OR_RETURN(host_scale, HostScaleFor(traced, query.stop));
+      if (!host_scale->has_value()) {
+        HABITAT_ASSIGN_OR_RETURN(*host_scale, HostScaleFor(traced, query.stop));
         // A faster host takes proportionally less time for its share.
-        if (host_scale->has_value()) **host_scale /= query.host_speed;
+        if ((*host_scale)->has_value()) ***host_scale /= query.host_speed;
       }
       const VaryingPassTable* table =
           varying_tables.empty() ? nullptr : &varying_tables[miss_index];
       ++miss_index;
       HABITAT_ASSIGN_OR_RETURN(
           DevicePrediction fresh,
-          PredictOnDevice(trace, *origin, *target, *host_scale, table, query.stop));
+          PredictOnDevice(trace, origin, *target, **host_scale, table, query.stop));
       if (scaled.has_value()) MarkBatchScaled(*scaled, &fresh);
       PredictionStats::DeviceOperations& by_device = stats->operations_by_device.emplace_back();
       by_device.device_id = target->id();
@@ -794,19 +858,63 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
       entry = ForTheCache(std::move(fresh), query.include_breakdown);
       if (cache_ != nullptr) cache_->Insert(cache_key, target->id(), entry);
     }
-    predictions.push_back(query.include_breakdown ? *entry.full : *entry.summary);
+    out.predictions.push_back(query.include_breakdown ? *entry.full : *entry.summary);
   }
-  PriceAndRank(trace.batch_size(), query.catalog, query.price_kind, &predictions);
+  if (scaled.has_value()) out.warnings = BatchScalingWarnings(*scaled, traced.batch_size());
+  return out;
+}
+
+absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& traced,
+                                                              std::string trace_id,
+                                                              const PredictionQuery& query,
+                                                              PredictionStats* stats) const {
+  if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(traced));
+  HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(traced));
+  if (trace_id.empty()) {
+    HABITAT_ASSIGN_OR_RETURN(trace_id, ComputeTraceId(traced));
+  }
+  HABITAT_ASSIGN_OR_RETURN(const std::vector<const DeviceSpec*> targets,
+                           ResolveTargets(query.devices));
+  std::string no_memory_reason;
+  const std::optional<MemoryModel> memory = MemoryModelFor(traced, &no_memory_reason);
+  if (query.fit.has_value() && !memory.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a fit needs the trace's memory: ", no_memory_reason));
+  }
+
+  PredictionStats local_stats;
+  if (stats == nullptr) stats = &local_stats;
+  int64_t work_left = query.max_work;
+  // Per trace, not per device or batch: computed at the first cache miss.
+  HostScaleMemo host_scale;
+  std::vector<DevicePrediction> predictions(targets.size());
+  std::vector<std::string> warnings;
+  for (const BatchGroup& group : GroupByBatch(traced, query, memory, targets)) {
+    std::vector<const DeviceSpec*> group_targets;
+    for (size_t t : group.targets) group_targets.push_back(targets[t]);
+    HABITAT_ASSIGN_OR_RETURN(BatchPredictions part,
+                             PredictAtBatch(traced, trace_id, *origin, group_targets, group.batch,
+                                            query, &host_scale, &work_left, stats));
+    for (size_t i = 0; i < group.targets.size(); ++i) {
+      const size_t t = group.targets[i];
+      predictions[t] = std::move(part.predictions[i]);
+      AddMemory(memory, group.batch, *targets[t], query, &predictions[t]);
+    }
+    for (std::string& warning : part.warnings) AddUnique(std::move(warning), &warnings);
+  }
+  PriceAndRank(query.catalog, query.price_kind, &predictions);
 
   v1::PredictResponse response;
   response.set_trace_id(trace_id);
   response.set_origin_device_id(origin->id());
-  response.set_batch_size(trace.batch_size());
+  // With a fit each prediction has its own batch.
+  response.set_batch_size(query.fit.has_value()   ? 0
+                          : query.batch_size != 0 ? query.batch_size
+                                                  : traced.batch_size());
   response.set_traced_batch_size(traced.batch_size());
-  if (scaled.has_value()) {
-    for (std::string& warning : BatchScalingWarnings(*scaled, traced.batch_size())) {
-      response.add_warnings(std::move(warning));
-    }
+  for (std::string& warning : warnings) response.add_warnings(std::move(warning));
+  if (!memory.has_value()) {
+    response.add_warnings(absl::StrCat("no memory prediction: ", no_memory_reason));
   }
   response.set_price_kind(query.price_kind);
   if (query.catalog != nullptr) {
@@ -817,7 +925,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
     auto warning = MissingSpotPricesWarning(*query.catalog, predictions);
     if (warning.has_value()) response.add_warnings(*std::move(warning));
   }
-  auto gpu_time_warning = WallTimeFromGpuTimeWarning(trace, predictions);
+  auto gpu_time_warning = WallTimeFromGpuTimeWarning(traced, predictions);
   if (gpu_time_warning.has_value()) response.add_warnings(*std::move(gpu_time_warning));
   for (auto& p : predictions) *response.add_predictions() = std::move(p);
   auto host_bound_warning = OriginHostBoundWarning(traced);

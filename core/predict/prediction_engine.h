@@ -33,6 +33,9 @@ struct PredictionQuery {
   // The batch size to predict at (PredictRequest field; ScaleTraceToBatch);
   // 0: the trace's.
   uint32_t batch_size = 0;
+  // Set: each GPU at the largest batch that fits it (PredictRequest.fit;
+  // core/predict/memory_prediction.h); batch_size is then 0.
+  std::optional<habitat::v1::FitRequest> fit;
   // Target host speed relative to the origin's (PredictRequest field),
   // positive; PredictionBackend is the one that checks requests' values.
   double host_speed = 1.0;
@@ -98,6 +101,23 @@ class PredictionEngine {
   // INVALID_ARGUMENT for a repeated id, NOT_FOUND for an unknown one.
   absl::StatusOr<std::vector<const habitat::v1::DeviceSpec*>> ResolveTargets(
       const std::vector<std::string>& ids) const;
+  // HostScaleFor(traced) divided by the host speed, once computed: it
+  // depends on the traced trace only, not on the batch or the GPU.
+  using HostScaleMemo = std::optional<std::optional<double>>;
+  // Predictions of `targets`, in order, from the trace scaled to `batch`,
+  // with the batch scaling's warnings. Work started is taken from
+  // `work_left` (RESOURCE_EXHAUSTED when it would go below 0).
+  struct BatchPredictions {
+    std::vector<habitat::v1::DevicePrediction> predictions;
+    std::vector<std::string> warnings;
+  };
+  absl::StatusOr<BatchPredictions> PredictAtBatch(
+      const habitat::v1::Trace& traced, const std::string& trace_id,
+      const habitat::v1::DeviceSpec& origin,
+      const std::vector<const habitat::v1::DeviceSpec*>& targets, uint32_t batch,
+      const PredictionQuery& query, HostScaleMemo* host_scale, int64_t* work_left,
+      PredictionStats* stats) const;
+
   const DeviceDatabase* devices_;
   std::shared_ptr<PredictionCache> cache_;
   std::shared_ptr<const VaryingPredictor> varying_;
@@ -123,9 +143,10 @@ std::optional<double> HostScaleFor(const habitat::v1::Trace& trace);
 absl::StatusOr<std::optional<double>> HostScaleFor(const habitat::v1::Trace& trace,
                                                    const StopCondition* stop);
 
-// Fills throughput, prices and both ranks of `predictions` in place.
-void PriceAndRank(uint32_t batch_size, const habitat::v1::PriceCatalog* catalog,
-                  habitat::v1::PriceKind kind,
+// Fills throughput (at each prediction's batch_size), prices and both ranks
+// of `predictions` in place; a prediction whose memory does not fit gets no
+// ranks (0).
+void PriceAndRank(const habitat::v1::PriceCatalog* catalog, habitat::v1::PriceKind kind,
                   std::vector<habitat::v1::DevicePrediction>* predictions);
 
 }  // namespace habitat

@@ -351,7 +351,8 @@ TEST_F(PredictionEngineTest, PricesFollowFromTimeAndCatalog) {
   auto* t4 = catalog.add_prices();
   t4->set_device_id("T4");
   t4->set_on_demand_per_gpu_hour(0.5);
-  PriceAndRank(64, &catalog, v1::PRICE_KIND_ON_DEMAND, &predictions);
+  for (auto& p : predictions) p.set_batch_size(64);
+  PriceAndRank(&catalog, v1::PRICE_KIND_ON_DEMAND, &predictions);
   // H100: 640 samples/s; 4 $/h -> 4/3600 $/s / 640 samples/s * 1000.
   EXPECT_NEAR(predictions[0].samples_per_second(), 640.0, 1e-9);
   EXPECT_NEAR(predictions[0].cost_per_1000_samples(), 4.0 / 3600 / 640 * 1000, 1e-12);
@@ -382,7 +383,8 @@ TEST_F(PredictionEngineTest, ThroughputCostAndRanksFollowWallTimeNotGpuTime) {
     row->set_device_id(id);
     row->set_on_demand_per_gpu_hour(price);
   }
-  PriceAndRank(32, &catalog, v1::PRICE_KIND_ON_DEMAND, &predictions);
+  for (auto& p : predictions) p.set_batch_size(32);
+  PriceAndRank(&catalog, v1::PRICE_KIND_ON_DEMAND, &predictions);
   EXPECT_NEAR(predictions[0].samples_per_second(), 32 / 0.040, 1e-9);
   EXPECT_NEAR(predictions[2].samples_per_second(), 32 / 0.045, 1e-9);
   EXPECT_NEAR(predictions[0].cost_per_1000_samples(), 14.0 / 3600 * 0.040 / 32 * 1000, 1e-12);
@@ -395,6 +397,38 @@ TEST_F(PredictionEngineTest, ThroughputCostAndRanksFollowWallTimeNotGpuTime) {
   EXPECT_EQ(predictions[2].rank_by_cost(), 1u);
   EXPECT_EQ(predictions[1].rank_by_cost(), 2u);
   EXPECT_EQ(predictions[0].rank_by_cost(), 3u);
+}
+
+// Fitted to their memory, GPUs run different batches: they compare by
+// throughput, and one the batch does not fit is not ranked.
+TEST_F(PredictionEngineTest, RanksCompareThroughputAcrossBatchesAndSkipWhatDoesNotFit) {
+  std::vector<v1::DevicePrediction> predictions(3);
+  predictions[0].set_device_id("L4");
+  predictions[0].set_batch_size(32);
+  predictions[0].set_wall_time_ns(50'000'000);  // 640 samples/s
+  predictions[1].set_device_id("H100-SXM");
+  predictions[1].set_batch_size(256);
+  predictions[1].set_wall_time_ns(100'000'000);  // 2560 samples/s, though slower per step
+  predictions[2].set_device_id("T4");
+  predictions[2].set_batch_size(32);
+  predictions[2].set_wall_time_ns(10'000'000);
+  predictions[2].mutable_memory()->set_fits(false);
+  v1::PriceCatalog catalog;
+  for (auto [id, price] : {std::pair{"L4", 0.8}, {"H100-SXM", 4.0}, {"T4", 0.5}}) {
+    auto* row = catalog.add_prices();
+    row->set_device_id(id);
+    row->set_on_demand_per_gpu_hour(price);
+  }
+  PriceAndRank(&catalog, v1::PRICE_KIND_ON_DEMAND, &predictions);
+  EXPECT_NEAR(predictions[1].samples_per_second(), 2560, 1e-9);
+  EXPECT_EQ(predictions[1].rank_by_time(), 1u);
+  EXPECT_EQ(predictions[0].rank_by_time(), 2u);
+  EXPECT_EQ(predictions[2].rank_by_time(), 0u);
+  EXPECT_EQ(predictions[2].rank_by_cost(), 0u);
+  EXPECT_TRUE(predictions[2].has_price());  // priced, for reference, but not ranked
+  // 0.8/640 per sample against 4/2560: the L4 is cheaper.
+  EXPECT_EQ(predictions[0].rank_by_cost(), 1u);
+  EXPECT_EQ(predictions[1].rank_by_cost(), 2u);
 }
 
 TEST_F(PredictionEngineTest, WallTimeIsTheReplayOrTheGpuTimeAndSaysWhich) {

@@ -3,6 +3,9 @@
 //   cold: nothing memoised (cache disabled), so every device is predicted.
 //   warm: (trace, device) predictions memoised, as for a scheduler repeating
 //         a Predict by trace id.
+//   fit:  the agent's ResNet-50 trace with memory (H100, batch 16), every GPU
+//         at the largest batch that fits it; and the sweep a fit replaces,
+//         every GPU at 12 batch sizes (2 to 4096), cold.
 // Run: build/tools/bench_predict/bench_predict --benchmark_repetitions=5
 #include <memory>
 #include <string>
@@ -94,6 +97,47 @@ void BM_PredictWarmInline(benchmark::State& state) {
   state.counters["trace_bytes"] = request.trace().ByteSizeLong();
 }
 BENCHMARK(BM_PredictWarmInline)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+const v1::Trace& TraceWithMemory() {
+  static const v1::Trace* trace = [] {
+    auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                          "/agent_suite/h100_memory/resnet50_b16_fp32.trace.gz");
+    auto* parsed = new v1::Trace;
+    if (!bytes.ok() || !parsed->ParseFromString(*bytes) || !parsed->has_memory()) std::abort();
+    return parsed;
+  }();
+  return *trace;
+}
+
+void BM_FitCold(benchmark::State& state) {
+  auto backend = MakeBackend(/*cache_entries=*/0);
+  v1::PredictRequest request;
+  *request.mutable_trace() = TraceWithMemory();
+  request.set_catalog("aws");
+  request.mutable_fit();
+  for (auto _ : state) {
+    auto response = backend->Predict(request);
+    if (!response.ok()) state.SkipWithError("fit failed");
+    benchmark::DoNotOptimize(response);
+  }
+}
+BENCHMARK(BM_FitCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+void BM_BatchSweepCold(benchmark::State& state) {
+  auto backend = MakeBackend(/*cache_entries=*/0);
+  v1::PredictRequest request;
+  *request.mutable_trace() = TraceWithMemory();
+  request.set_catalog("aws");
+  for (auto _ : state) {
+    for (uint32_t batch = 2; batch <= 4096; batch *= 2) {
+      request.set_batch_size(batch);
+      auto response = backend->Predict(request);
+      if (!response.ok()) state.SkipWithError("predict failed");
+      benchmark::DoNotOptimize(response);
+    }
+  }
+}
+BENCHMARK(BM_BatchSweepCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
 }  // namespace habitat

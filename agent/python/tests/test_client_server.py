@@ -225,5 +225,26 @@ class ClientServerTest(unittest.TestCase):
                                            precision="fp32", **table)
                 self.assertEqual(ours, cli.stdout)
 
+    def test_fit_table_matches_the_cli(self):
+        """A trace with memory, fitted per GPU: the batch and peak columns,
+        the order by cost and the unranked rows are the CLI's too."""
+        if not CLI:
+            self.skipTest("HABITAT_CLI not set")
+        trace = os.path.join(SUITE, "h100_memory", "resnet50_b16_fp32.trace.gz")
+        devices = ["H200", "A100-SXM-40GB", "H100-SXM", "T4", "L4"]
+        runs = [(["--fit"], {"fit": True}), (["--batch-size", "256"], {"at_batch_size": 256})]
+        for cli_flags, call in runs:
+            with self.subTest(flags=cli_flags):
+                cli = subprocess.run(
+                    [CLI, "predict", trace, "--server", self.server.address, "--catalog", "aws",
+                     "--devices", ",".join(devices), *cli_flags],
+                    capture_output=True, text=True, timeout=120)
+                self.assertEqual(cli.returncode, 0, cli.stderr)
+                response = client.predict(trace, server=self.server.address, catalog="aws",
+                                          devices=devices, **call)
+                ours = client.format_table(response, model_name="resnet50", precision="fp32")
+                self.assertEqual(ours, cli.stdout)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -11,6 +11,7 @@ machine next to the agent, or anywhere else:
     h200 = result.device("H200")
     print(h200.gpu_time_ns, h200.wall_time_ns, h200.instance_type)
     df = result.to_pandas()                # needs pandas
+    result.plot("price.svg")               # throughput against price; needs matplotlib
 
 `predict` takes a habitat trace (path or bytes, gzip or not) or a
 torch.profiler JSON trace, which the `habitat` CLI converts (the server
@@ -29,7 +30,8 @@ from ._client import (CONNECTION_ARGS, Client, PredictionWarning, ServiceError,
                       build_predict_request, list_catalogs, list_devices, predict,
                       split_connection_args, upload)
 from ._messages import DESCRIPTOR_FILE, check_dependencies, messages, to_dict
-from ._results import DevicePrediction, MethodTotal, OperationPrediction, PredictionResult
+from ._results import (DevicePrediction, MemoryPrediction, MethodTotal, OperationPrediction,
+                       PredictionResult)
 from ._table import format_table
 from ._traces import (MAX_TRACE_BYTES, KinetoConversionError, convert_kineto,
                       find_habitat_cli, load_trace, read_trace, trace_bytes)
@@ -38,7 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CONNECTION_ARGS", "Client", "DESCRIPTOR_FILE", "DevicePrediction", "KinetoConversionError",
-    "MAX_TRACE_BYTES", "MethodTotal", "OperationPrediction", "PredictionResult",
+    "MAX_TRACE_BYTES", "MemoryPrediction", "MethodTotal", "OperationPrediction", "PredictionResult",
     "PredictionWarning", "ServiceError", "build_predict_request", "check_dependencies",
     "convert_kineto", "find_habitat_cli", "format_table", "list_catalogs", "list_devices",
     "load_trace", "messages", "predict", "read_trace", "split_connection_args", "to_dict",

@@ -64,6 +64,11 @@ class ServiceError(RuntimeError):
         super().__init__(f"habitat-server {where}: {code}: {details}")
 
 
+def _is_batch(value) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 1 <= value <= _traces.MAX_BATCH_SIZE)
+
+
 def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] = None,
                           catalog: Optional[str] = None, price_kind: Optional[str] = None,
                           batch_size: Optional[int] = None,
@@ -71,16 +76,33 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                           include_breakdown: bool = False, trace_id: Optional[str] = None,
                           habitat_cli: Optional[str] = None,
                           max_trace_bytes: int = _traces.MAX_TRACE_BYTES,
-                          at_batch_size: Optional[int] = None):
+                          at_batch_size: Optional[int] = None, fit: bool = False,
+                          fit_batch_step: Optional[int] = None):
     """The habitat.v1.PredictRequest message Client.predict sends; see there."""
     PredictRequest = _messages.messages()["PredictRequest"]
     request = PredictRequest()
     if at_batch_size is not None:
-        if (not isinstance(at_batch_size, int) or isinstance(at_batch_size, bool)
-                or not 1 <= at_batch_size <= _traces.MAX_BATCH_SIZE):
+        if not _is_batch(at_batch_size):
             raise ValueError(f"at_batch_size must be an integer within [1, "
                              f"{_traces.MAX_BATCH_SIZE}], got {at_batch_size!r}")
         request.batch_size = at_batch_size
+    if not isinstance(fit, bool):
+        raise ValueError(f"fit must be True or False, got {fit!r} (fit_batch_step= sets "
+                         "the batches it chooses from)")
+    if fit_batch_step is not None:
+        if not fit:
+            raise ValueError("fit_batch_step sets the batches a fit chooses from: pass fit=True "
+                             "with it")
+        if not _is_batch(fit_batch_step):
+            raise ValueError(f"fit_batch_step must be an integer within [1, "
+                             f"{_traces.MAX_BATCH_SIZE}], got {fit_batch_step!r}")
+    if fit:
+        # The server's rule: a fit chooses each GPU's batch.
+        if at_batch_size is not None:
+            raise ValueError("fit chooses each GPU's batch size: drop at_batch_size (or drop "
+                             "fit to predict one batch)")
+        request.fit.SetInParent()  # set even with step 0 (powers of two)
+        request.fit.batch_step = fit_batch_step or 0
     if isinstance(devices, str):
         devices = [devices]
     if devices is not None:
@@ -236,14 +258,15 @@ class Client:
                         batch_size: Optional[int] = None,
                         target_host_speed: Optional[float] = None,
                         include_breakdown: bool = False, trace_id: Optional[str] = None,
-                        at_batch_size: Optional[int] = None):
+                        at_batch_size: Optional[int] = None, fit: bool = False,
+                        fit_batch_step: Optional[int] = None):
         """As predict, returning the habitat.v1.PredictResponse message."""
         request = build_predict_request(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
             batch_size=batch_size, target_host_speed=target_host_speed,
             include_breakdown=include_breakdown, trace_id=trace_id,
             habitat_cli=self.habitat_cli, max_trace_bytes=self._max_message_bytes,
-            at_batch_size=at_batch_size)
+            at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step)
         return self._call("Predict", request, "PredictResponse")
 
     def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
@@ -251,7 +274,8 @@ class Client:
                 batch_size: Optional[int] = None, target_host_speed: Optional[float] = None,
                 include_breakdown: bool = False,
                 trace_id: Optional[str] = None,
-                at_batch_size: Optional[int] = None) -> PredictionResult:
+                at_batch_size: Optional[int] = None, fit: bool = False,
+                fit_batch_step: Optional[int] = None) -> PredictionResult:
         """Predicts one iteration of `trace` or of an uploaded `trace_id` on
         `devices` (ids from list_devices; None: every listed GPU).
 
@@ -268,6 +292,20 @@ class Client:
         origin's (wall-time predictions only); at_batch_size: predict at this
         batch instead of the trace's (the server scales the trace, 1/256 to
         256 times its batch, and says so in a warning).
+        fit: predict each GPU at the largest batch whose predicted peak
+        memory fits it (`habitat predict --fit`): each DevicePrediction's
+        batch_size is its own, the result's batch_size is 0 (is_fit), and
+        GPUs that no batch fits are unranked (ranks 0; ranked() lists them
+        last; ranked(by="cost") compares the GPUs at the batch each can
+        hold). Needs a trace with memory data (the habitat agent records
+        it); excludes at_batch_size (ValueError, as the server refuses it).
+        fit_batch_step: with fit, the batches are multiples of this step
+        (1 to 2**30) instead of powers of two; within 1/256 to 256 times the
+        trace's batch either way. Without fit it is a ValueError.
+        Each DevicePrediction's memory (a MemoryPrediction: predicted peak,
+        its expected error, usable bytes, fits, largest fitting batch) is
+        there with or without fit where the trace has memory data, else
+        None.
 
         Returns a PredictionResult. The server's warnings are in it, and are
         also reported: the response's own through warnings.warn
@@ -277,7 +315,7 @@ class Client:
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
             batch_size=batch_size, target_host_speed=target_host_speed,
             include_breakdown=include_breakdown, trace_id=trace_id,
-            at_batch_size=at_batch_size))
+            at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step))
         _report_warnings(result)
         return result
 

@@ -16,8 +16,8 @@ DESCRIPTOR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "habi
 # The messages this package uses, by short name.
 MESSAGE_NAMES = (
     "Trace", "PredictRequest", "PredictResponse", "DevicePrediction", "OperationPrediction",
-    "MethodTotal", "UploadTraceRequest", "UploadTraceResponse", "ListDevicesRequest",
-    "ListDevicesResponse", "ListCatalogsRequest", "ListCatalogsResponse",
+    "MethodTotal", "MemoryPrediction", "FitRequest", "UploadTraceRequest", "UploadTraceResponse",
+    "ListDevicesRequest", "ListDevicesResponse", "ListCatalogsRequest", "ListCatalogsResponse",
 )
 
 _classes: Optional[dict] = None

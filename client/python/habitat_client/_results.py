@@ -1,8 +1,9 @@
 """Typed prediction results: dataclasses mirroring habitat.v1.PredictResponse.
 
 Field names are the proto's (prediction_service.proto), enums their value
-names ("PREDICTION_METHOD_MLP", "PRICE_KIND_SPOT"), repeated fields tuples.
-The deprecated DevicePrediction.iteration_ns (the same value as
+names ("PREDICTION_METHOD_MLP", "PRICE_KIND_SPOT"), repeated fields tuples,
+singular sub-messages dataclasses or None where the message leaves them
+unset. The deprecated DevicePrediction.iteration_ns (the same value as
 gpu_time_ns) is left out.
 """
 
@@ -27,10 +28,12 @@ def _require_pandas():
 
 
 def _plain(value):
-    """Dataclasses to dicts and tuples to lists, recursively."""
+    """Dataclasses to dicts and tuples to lists, recursively. An unset
+    sub-message (None) is left out, as _messages.to_dict leaves it out."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.metadata.get("proto", True)}
+                if f.metadata.get("proto", True)
+                and not (f.metadata.get("message") is not None and getattr(value, f.name) is None)}
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value
@@ -38,7 +41,9 @@ def _plain(value):
 
 def _from_message(cls, message):
     """An instance of dataclass `cls` from the proto `message` of the same
-    fields; nested messages through the `element` metadata of a field."""
+    fields. Nested messages through a field's metadata: `element` (the
+    dataclass of a repeated field's messages, a tuple of them) or `message`
+    (a singular field's dataclass; None where the message leaves it unset)."""
     values = {}
     descriptor = message.DESCRIPTOR
     for f in dataclasses.fields(cls):
@@ -47,8 +52,14 @@ def _from_message(cls, message):
         proto_field = descriptor.fields_by_name[f.name]
         value = getattr(message, f.name)
         element = f.metadata.get("element")
+        nested = f.metadata.get("message")
         if element is not None:
             value = tuple(_from_message(element, v) for v in value)
+        elif nested is not None:
+            value = _from_message(nested, value) if message.HasField(f.name) else None
+        elif proto_field.message_type is not None:
+            raise TypeError(f"{cls.__name__}.{f.name} is a {proto_field.message_type.name} "
+                            "message: give its field `element` or `message` metadata")
         elif proto_field.type == proto_field.TYPE_ENUM:
             known = proto_field.enum_type.values_by_number.get(value)
             value = known.name if known is not None else value
@@ -89,10 +100,46 @@ class OperationPrediction:
 
 
 @dataclass(frozen=True)
+class MemoryPrediction:
+    """Predicted GPU memory of one iteration at a device's batch_size: peak
+    of PyTorch's allocated memory, its expected error, what a process may
+    allocate on the GPU, whether the peak (with headroom for its error) fits
+    there, and the largest batch that fits (0: none)."""
+    peak_allocated_bytes: int
+    expected_error_percent: float
+    usable_bytes: int
+    fits: bool
+    largest_fitting_batch: int
+
+
+# DevicePrediction.row()'s columns for its memory: "memory_" and the field.
+MEMORY_COLUMNS = tuple("memory_" + f.name for f in dataclasses.fields(MemoryPrediction))
+_NOT_IN_ROW = ("method_totals", "operations")
+
+
+def _row_columns() -> List[str]:
+    columns = []
+    for f in dataclasses.fields(DevicePrediction):
+        if f.name == "memory":
+            columns.extend(MEMORY_COLUMNS)
+        elif f.name not in _NOT_IN_ROW:
+            columns.append(f.name)
+    return columns
+
+
+def _last(rank: int) -> float:
+    """Rank 0 (unranked: no price, or the batch does not fit) sorts last."""
+    return rank if rank > 0 else float("inf")
+
+
+@dataclass(frozen=True)
 class DevicePrediction:
     """One GPU's row: predicted GPU and wall time of one iteration, throughput
     and cost (both from the wall time, which an instance bills), price and
-    the instance it comes from, ranks and warnings."""
+    the instance it comes from, ranks and warnings; the batch it was
+    predicted at (with a fit, the largest that fits this GPU) and its
+    predicted memory (None when the trace has no memory data). Both ranks
+    are 0 for a GPU the batch does not fit (memory.fits False)."""
     device_id: str
     display_name: str
     gpu_time_ns: int
@@ -118,24 +165,37 @@ class DevicePrediction:
     method_totals: Tuple[MethodTotal, ...] = field(metadata={"element": MethodTotal})
     operations: Tuple[OperationPrediction, ...] = field(
         metadata={"element": OperationPrediction})
+    batch_size: int = 0  # predicted at: the response's, or with a fit this GPU's own
+    memory: Optional[MemoryPrediction] = field(default=None,
+                                               metadata={"message": MemoryPrediction})
 
     def row(self) -> Dict[str, Any]:
-        """The scalar fields and the warnings, as one table row."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
-                if f.name not in ("method_totals", "operations")}
+        """The scalar fields and the warnings, as one table row; the memory
+        flattened to memory_peak_allocated_bytes, memory_expected_error_percent,
+        memory_usable_bytes, memory_fits and memory_largest_fitting_batch
+        (None when the trace has no memory data)."""
+        row: Dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "memory":
+                for column, mf in zip(MEMORY_COLUMNS, dataclasses.fields(MemoryPrediction)):
+                    row[column] = None if self.memory is None else getattr(self.memory, mf.name)
+            elif f.name not in _NOT_IN_ROW:
+                row[f.name] = _plain(getattr(self, f.name))
+        return row
 
 
 @dataclass(frozen=True)
 class PredictionResult:
     """The server's answer to one predict call. `predictions` are in the
-    server's order; ranked() sorts them by rank_by_time. `message` is the
-    PredictResponse message it was built from."""
+    server's order; ranked() sorts them by rank_by_time (or cost). With a
+    fit (is_fit) batch_size is 0 and each prediction has its own.
+    `message` is the PredictResponse message it was built from."""
     trace_id: str
     origin_device_id: str
     catalog: str
     currency: str
     price_kind: str
-    batch_size: int  # predicted at; the basis of throughput and cost
+    batch_size: int  # predicted at; the basis of throughput and cost; 0 with a fit
     warnings: Tuple[str, ...]
     predictions: Tuple[DevicePrediction, ...] = field(metadata={"element": DevicePrediction})
     message: Any = field(default=None, repr=False, compare=False, metadata={"proto": False})
@@ -146,8 +206,27 @@ class PredictionResult:
         result = _from_message(cls, message)
         return dataclasses.replace(result, message=message)
 
-    def ranked(self) -> List[DevicePrediction]:
-        return sorted(self.predictions, key=lambda p: (p.rank_by_time, p.device_id))
+    @property
+    def is_fit(self) -> bool:
+        """The request asked for a fit (predict(fit=True)): each GPU was
+        predicted at the largest batch that fits it (DevicePrediction.batch_size)."""
+        return self.batch_size == 0 and len(self.predictions) > 0
+
+    def ranked(self, by: str = "time") -> List[DevicePrediction]:
+        """The predictions by rank_by_time (by="time", the default: fastest
+        first) or by rank_by_cost (by="cost": cheapest per sample first, then
+        by time; what a fit is for, and the order `habitat predict --fit`
+        prints). Unranked GPUs (rank 0: no price for the cost rank, or the
+        batch does not fit their memory) come last; ties by device id."""
+        if by == "time":
+            def key(p):
+                return (_last(p.rank_by_time), p.device_id)
+        elif by == "cost":
+            def key(p):
+                return (_last(p.rank_by_cost), _last(p.rank_by_time), p.device_id)
+        else:
+            raise ValueError(f"by must be 'time' or 'cost', got {by!r}")
+        return sorted(self.predictions, key=key)
 
     def device(self, device_id: str) -> DevicePrediction:
         """The prediction for `device_id` (KeyError when there is none)."""
@@ -166,14 +245,13 @@ class PredictionResult:
         """Plain dicts and lists, proto field names (json.dumps-able)."""
         return _plain(self)
 
-    def to_pandas(self):
-        """One row per GPU (DevicePrediction.row()), in rank order, as a
-        pandas DataFrame. Needs pandas (ImportError says so)."""
+    def to_pandas(self, by: str = "time"):
+        """One row per GPU (DevicePrediction.row(), memory_* columns
+        included), in rank order (ranked(by)), as a pandas DataFrame. Needs
+        pandas (ImportError says so)."""
         pandas = _require_pandas()
-        rows = [p.row() for p in self.ranked()]
-        columns = [f.name for f in dataclasses.fields(DevicePrediction)
-                   if f.name not in ("method_totals", "operations")]
-        return pandas.DataFrame(rows, columns=columns)
+        rows = [p.row() for p in self.ranked(by)]
+        return pandas.DataFrame(rows, columns=_row_columns())
 
     def operations_to_pandas(self):
         """One row per (GPU, operation) of the breakdown (include_breakdown=
@@ -188,3 +266,10 @@ class PredictionResult:
         """The table `habitat predict` prints; see habitat_client.format_table."""
         from ._table import format_table
         return format_table(self, **kwargs)
+
+    def plot(self, path, **kwargs):
+        """Throughput against price per GPU-hour with the Pareto front, to an
+        SVG or PNG file; see habitat_client.plot.plot_throughput_vs_price
+        (needs matplotlib)."""
+        from .plot import plot_throughput_vs_price
+        return plot_throughput_vs_price(self, path, **kwargs)

@@ -67,8 +67,44 @@ def _mode_text(op: dict) -> str:
     return f"{_printable(origin)}>{_printable(target)}"
 
 
+def _is_fit(response: dict) -> bool:
+    """A fit predicts each GPU at its own batch (the response's is 0)."""
+    return response.get("batch_size", 0) == 0 and len(response.get("predictions", [])) > 0
+
+
+def _last(rank: int) -> float:
+    """Rank 0 (unranked: no price, or out of memory) sorts last."""
+    return rank if rank > 0 else math.inf
+
+
+def _by_rank(response: dict) -> list:
+    """Predictions in rank order (a fit's by cost, then by time), unranked
+    ones last; ties by device id, so the order does not depend on the
+    server's."""
+    by_cost = _is_fit(response)
+    return sorted(response.get("predictions", []),
+                  key=lambda p: (_last(p.get("rank_by_cost", 0)) if by_cost else 0,
+                                 _last(p.get("rank_by_time", 0)), p["device_id"]))
+
+
+def _gib_text(peak_bytes: int) -> str:
+    return f"{peak_bytes / (1 << 30):.1f}"
+
+
+def _memory_text(p: dict) -> str:
+    """The peak GiB column: the predicted peak, '!' where it does not fit
+    the GPU; '-' where the prediction has no memory."""
+    memory = p.get("memory")
+    if memory is None:
+        return f" {'-':>9}"
+    return f" {_gib_text(memory.get('peak_allocated_bytes', 0)):>8}" \
+           f"{' ' if memory.get('fits', False) else '!'}"
+
+
 def _origin_note(response: dict) -> str:
     """The table's footnote for the origin GPU's row."""
+    if _is_fit(response):
+        return "  * origin GPU: the measured time where its batch is the traced one, else scaled\n"
     traced, batch = response.get("traced_batch_size", 0), response.get("batch_size", 0)
     if not traced or traced == batch:
         return "  * origin GPU: the measured time, not a prediction\n"
@@ -130,19 +166,24 @@ def _operation_table(p: dict, top: int) -> str:
 def format_table(response, model_name: str = "", precision: str = "",
                  breakdown: bool = False, top_operations: int = 10) -> str:
     """The prediction as `habitat predict` prints it: one line per GPU in
-    rank order with GPU ms, its expected error, wall ms ('!': host-bound),
-    samples/s, price per GPU-hour, cost per 1000 samples, cost rank and the
-    unscaled share. Throughput, cost and both ranks follow the wall time.
+    rank order (a fit's by cost, then time; unranked GPUs, rank '-', last)
+    with, for a fit, the GPU's batch, where the trace has memory data the
+    predicted peak GiB ('!': does not fit), then GPU ms, its expected error,
+    wall ms ('!': host-bound), samples/s, price per GPU-hour, cost per 1000
+    samples, cost rank and the unscaled share. Throughput, cost and both
+    ranks follow the wall time.
     `response`: a PredictionResult, or the response as a dict (to_dict)."""
     if hasattr(response, "to_dict"):
         response = response.to_dict()
-    predictions = sorted(response.get("predictions", []),
-                         key=lambda p: (p["rank_by_time"], p["device_id"]))
+    predictions = _by_rank(response)
+    fit = _is_fit(response)
+    any_memory = any(p.get("memory") is not None for p in predictions)
     kind = "spot" if response.get("price_kind") == "PRICE_KIND_SPOT" else "on-demand"
     origin = response.get("origin_device_id") or "?"
-    out = f"model {_printable(model_name) if model_name else '?'}  batch " \
-          f"{response.get('batch_size', 0)}  precision {precision or '?'}  " \
-          f"origin GPU {_printable(origin)}\n"
+    batch = f"per GPU, the largest that fits (traced at {response.get('traced_batch_size', 0)})" \
+        if fit else str(response.get("batch_size", 0))
+    out = f"model {_printable(model_name) if model_name else '?'}  batch {batch}  " \
+          f"precision {precision or '?'}  origin GPU {_printable(origin)}\n"
     any_price = any(p["has_price"] for p in predictions)
     currency = _printable(response.get("currency") or "?")
     if response.get("catalog"):
@@ -158,7 +199,12 @@ def format_table(response, model_name: str = "", precision: str = "",
     unit = currency if any_price else "price"
     any_wall = any(not p["wall_time_is_gpu_time"] for p in predictions)
     any_host_bound = any(not p["wall_time_is_gpu_time"] and p["host_bound"] for p in predictions)
-    out += f"{'rank':>4}  {'GPU':<{id_width}} {'GPU ms':>9}   ±err"
+    out += f"{'rank':>4}  {'GPU':<{id_width}}"
+    if fit:
+        out += f" {'batch':>6}"
+    if any_memory:
+        out += f" {'peak GiB':>9}"
+    out += f" {'GPU ms':>9}   ±err"
     if any_wall:
         out += f" {'wall ms':>10}"
     out += f" {'samples/s':>10} {unit + '/GPU-h':>10} {unit + '/1k smp':>12} {'cost#':>5} " \
@@ -177,8 +223,13 @@ def format_table(response, model_name: str = "", precision: str = "",
             cost = f"{p['cost_per_1000_samples']:.{cost_decimals}f}"
             if p["rank_by_cost"] > 0:
                 cost_rank = str(p["rank_by_cost"])
-        out += f"{p['rank_by_time']:>4}  {name:<{id_width}} {p['gpu_time_ns'] / 1e6:>9.3f} " \
-               f"{_error_text(p):>6}"
+        rank = str(p["rank_by_time"]) if p["rank_by_time"] > 0 else "-"
+        out += f"{rank:>4}  {name:<{id_width}}"
+        if fit:
+            out += f" {p.get('batch_size', 0):>6}"
+        if any_memory:
+            out += _memory_text(p)
+        out += f" {p['gpu_time_ns'] / 1e6:>9.3f} {_error_text(p):>6}"
         if any_wall:
             out += f" {p['wall_time_ns'] / 1e6:>9.3f}{'!' if p['host_bound'] else ' '}" \
                 if not p["wall_time_is_gpu_time"] else f" {'-':>10}"
@@ -190,6 +241,12 @@ def format_table(response, model_name: str = "", precision: str = "",
         out += _origin_note(response)
     if any_host_bound:
         out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n"
+    if fit:
+        out += "  batch: the largest batch whose predicted peak memory fits the GPU\n"
+    if any_memory:
+        out += "  peak GiB: predicted peak of PyTorch's allocated memory; '!': with headroom " \
+               "for its\n           expected error, more than the GPU leaves a process " \
+               "(unranked, rank '-')\n"
     out += "  GPU ms: sum of the operations' predicted GPU time\n"
     out += "  ±err: expected error of GPU ms (its operations' expected errors weighted by their " \
            "time)\n"

@@ -10,7 +10,7 @@
    imports from the venv without importing torch, its dependencies are
    declared, and a PredictRequest is built from a committed agent trace.
 4. With $HABITAT_SERVER (a habitat-server binary): a server on a free port
-   and a real predict round-trip returning typed results.
+   and real predict round-trips returning typed results, one a fit.
 
 Run by CTest (python_client_fresh_venv_install). Exits 77 (skipped) only
 when this interpreter lacks grpcio or protobuf, which the venv inherits.
@@ -28,6 +28,9 @@ from server_process import ServerProcess  # beside this file
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 TRACE = os.path.join("tests", "testdata", "agent_suite", "h100", "resnet50_b32_fp32.trace.gz")
+# With memory data (Trace.memory), for a fit.
+MEMORY_TRACE = os.path.join("tests", "testdata", "agent_suite", "h100_memory",
+                            "resnet50_b16_fp32.trace.gz")
 
 
 def fail(message: str) -> None:
@@ -129,6 +132,10 @@ def inside(venv: str, source: str) -> None:
         try:
             result = habitat_client.predict(trace, server=f"127.0.0.1:{server.port}",
                                             devices=["H200", "A100-SXM-80GB"], catalog="aws")
+            fitted = habitat_client.predict(os.path.join(source, MEMORY_TRACE),
+                                            server=f"127.0.0.1:{server.port}",
+                                            devices=["H200", "A100-SXM-80GB"], catalog="aws",
+                                            fit=True)
         finally:
             server.stop()
         check(isinstance(result, habitat_client.PredictionResult)
@@ -142,6 +149,10 @@ def inside(venv: str, source: str) -> None:
               f"H200: GPU {h200.gpu_time_ns / 1e6:.3f} ms, wall {h200.wall_time_ns / 1e6:.3f} ms, "
               f"{h200.price_per_hour} {result.currency}/h on {h200.instance_type}")
         check("H200" in result.format_table(), "format_table lists the GPUs")
+        check(fitted.is_fit and all(p.batch_size > 0 and p.memory is not None
+                                    for p in fitted.predictions),
+              "predict(fit=True): " + ", ".join(
+                  f"{p.device_id} at batch {p.batch_size}" for p in fitted.ranked(by="cost")))
     else:
         print("note: HABITAT_SERVER not set; no predict round-trip")
     check("torch" not in sys.modules, "still no torch after using the client")

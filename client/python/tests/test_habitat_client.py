@@ -252,7 +252,7 @@ class KinetoTest(unittest.TestCase):
 
 
 def device_prediction(messages, device_id, rank, gpu_ms, priced=True, warnings_=(),
-                      origin=False):
+                      origin=False, batch_size=8, memory=None):
     p = messages["DevicePrediction"](
         device_id=device_id, display_name=device_id + " GPU", iteration_ns=gpu_ms * 10**6,
         gpu_time_ns=gpu_ms * 10**6, wall_time_ns=(gpu_ms + 2) * 10**6, wall_ns=(gpu_ms + 2) * 10**6,
@@ -261,7 +261,10 @@ def device_prediction(messages, device_id, rank, gpu_ms, priced=True, warnings_=
         cost_per_1000_samples=0.01 if priced else 0.0, rank_by_time=rank,
         rank_by_cost=rank if priced else 0, is_origin=origin,
         expected_error_percent=0.0 if origin else 7.5,
-        instance_type="p5.48xlarge" if priced else "", gpus_per_instance=8 if priced else 0)
+        instance_type="p5.48xlarge" if priced else "", gpus_per_instance=8 if priced else 0,
+        batch_size=batch_size)
+    if memory is not None:  # a dict of MemoryPrediction fields
+        p.memory.CopyFrom(messages["MemoryPrediction"](**memory))
     p.warnings.extend(warnings_)
     method = "PREDICTION_METHOD_MEASURED" if origin else "PREDICTION_METHOD_MLP"
     number = messages["MethodTotal"].DESCRIPTOR.fields_by_name["method"] \
@@ -288,6 +291,36 @@ def sample_response():
     return response
 
 
+GIB = 1 << 30
+
+
+def fit_response():
+    """A fit's response (batch_size 0): each GPU at its largest fitting
+    batch; L4 fits none (unranked), T4 has no price (no cost rank)."""
+    messages = habitat_client.messages()
+    response = messages["PredictResponse"](
+        trace_id="sha256:" + "1" * 64, origin_device_id="H100-SXM", catalog="aws",
+        currency="USD", batch_size=0, traced_batch_size=32)
+
+    def memory(peak_gib, usable_gib, fits, largest):
+        return dict(peak_allocated_bytes=peak_gib * GIB, expected_error_percent=4.0,
+                    usable_bytes=usable_gib * GIB, fits=fits, largest_fitting_batch=largest)
+
+    h100 = device_prediction(messages, "H100-SXM", 2, 10, origin=True, batch_size=256,
+                             memory=memory(70, 79, True, 256))
+    h200 = device_prediction(messages, "H200", 1, 9, batch_size=512,
+                             memory=memory(130, 139, True, 512))
+    h200.rank_by_cost = 2
+    h100.rank_by_cost = 1
+    t4 = device_prediction(messages, "T4", 3, 40, priced=False, batch_size=32,
+                           memory=memory(14, 15, True, 32))
+    l4 = device_prediction(messages, "L4", 0, 30, batch_size=16,
+                           memory=memory(30, 22, False, 0))
+    l4.rank_by_cost = 0
+    response.predictions.extend([l4, t4, h200, h100])
+    return response
+
+
 @needs_protobuf
 class ResultsTest(unittest.TestCase):
     def test_dataclasses_mirror_the_proto(self):
@@ -295,7 +328,8 @@ class ResultsTest(unittest.TestCase):
         for cls, name in ((habitat_client.PredictionResult, "PredictResponse"),
                           (habitat_client.DevicePrediction, "DevicePrediction"),
                           (habitat_client.OperationPrediction, "OperationPrediction"),
-                          (habitat_client.MethodTotal, "MethodTotal")):
+                          (habitat_client.MethodTotal, "MethodTotal"),
+                          (habitat_client.MemoryPrediction, "MemoryPrediction")):
             proto = {f.name for f in messages[name].DESCRIPTOR.fields}
             ours = {f.name for f in dataclasses.fields(cls) if f.metadata.get("proto", True)}
             self.assertEqual(ours, proto - _results.OMITTED_FIELDS.get(name, set()), name)
@@ -368,6 +402,216 @@ class ResultsTest(unittest.TestCase):
     def test_to_pandas_real(self):
         frame = habitat_client.PredictionResult.from_message(sample_response()).to_pandas()
         self.assertEqual(list(frame["device_id"]), ["H200", "H100-SXM", "T4"])
+
+    def test_memory_and_batch(self):
+        result = habitat_client.PredictionResult.from_message(sample_response())
+        self.assertFalse(result.is_fit)
+        h200 = result.device("H200")
+        self.assertEqual(h200.batch_size, 8)
+        self.assertIsNone(h200.memory, "unset in the message: None")
+        self.assertNotIn("memory", result.to_dict()["predictions"][0], "left out, as to_dict")
+        row = h200.row()
+        self.assertEqual({c: row[c] for c in _results.MEMORY_COLUMNS},
+                         dict.fromkeys(_results.MEMORY_COLUMNS))
+
+        message = fit_response()
+        result = habitat_client.PredictionResult.from_message(message)
+        self.assertTrue(result.is_fit)
+        self.assertEqual(result.batch_size, 0)
+        l4 = result.device("L4")
+        self.assertEqual(l4.memory, habitat_client.MemoryPrediction(
+            peak_allocated_bytes=30 * GIB, expected_error_percent=4.0, usable_bytes=22 * GIB,
+            fits=False, largest_fitting_batch=0))
+        self.assertEqual((l4.batch_size, result.device("H200").batch_size), (16, 512))
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            l4.memory.fits = True
+        row = l4.row()
+        self.assertEqual((row["memory_peak_allocated_bytes"], row["memory_usable_bytes"],
+                          row["memory_fits"], row["memory_largest_fitting_batch"],
+                          row["memory_expected_error_percent"]),
+                         (30 * GIB, 22 * GIB, False, 0, 4.0))
+        self.assertNotIn("memory", row)
+        self.assertEqual(row["batch_size"], 16)
+        # to_dict mirrors the message, the memory a nested dict.
+        expected = habitat_client.to_dict(message)
+        for p in expected["predictions"]:
+            del p["iteration_ns"]
+        self.assertEqual(result.to_dict(), expected)
+        self.assertEqual(result.to_dict()["predictions"][0]["memory"]["fits"], False)
+        json.dumps(result.to_dict())
+
+    def test_nested_message_needs_metadata(self):
+        @dataclasses.dataclass(frozen=True)
+        class Bare:
+            device_id: str
+            memory: object  # a message field without `message` metadata
+
+        with self.assertRaisesRegex(TypeError, "Bare.memory is a MemoryPrediction message"):
+            _results._from_message(Bare, fit_response().predictions[0])
+
+    def test_ranked_puts_unranked_last_and_ranks_by_cost(self):
+        result = habitat_client.PredictionResult.from_message(fit_response())
+        self.assertEqual([p.device_id for p in result.ranked()],
+                         ["H200", "H100-SXM", "T4", "L4"])  # L4: rank 0, out of memory
+        self.assertEqual([p.device_id for p in result.ranked(by="time")],
+                         ["H200", "H100-SXM", "T4", "L4"])
+        # By cost: T4 (no price) and L4 (out of memory) unranked, then by time.
+        self.assertEqual([p.device_id for p in result.ranked(by="cost")],
+                         ["H100-SXM", "H200", "T4", "L4"])
+        with self.assertRaisesRegex(ValueError, "by must be 'time' or 'cost'"):
+            result.ranked(by="price")
+
+    def test_to_pandas_flattens_memory(self):
+        captured = []
+        fake = types.ModuleType("pandas")
+        fake.DataFrame = lambda rows, columns: captured.append((rows, columns)) or "frame"
+        result = habitat_client.PredictionResult.from_message(fit_response())
+        with mock.patch.dict(sys.modules, {"pandas": fake}):
+            result.to_pandas()
+            result.to_pandas(by="cost")
+        rows, columns = captured[0]
+        self.assertEqual(len(columns), len(set(columns)))
+        for name in ("batch_size",) + _results.MEMORY_COLUMNS:
+            self.assertIn(name, columns)
+        self.assertNotIn("memory", columns)
+        self.assertEqual([set(r) for r in rows], [set(columns)] * 4)
+        self.assertEqual([(r["device_id"], r["batch_size"], r["memory_fits"]) for r in rows],
+                         [("H200", 512, True), ("H100-SXM", 256, True), ("T4", 32, True),
+                          ("L4", 16, False)])
+        self.assertEqual([r["device_id"] for r in captured[1][0]],
+                         ["H100-SXM", "H200", "T4", "L4"])
+
+
+@needs_protobuf
+class TableTest(unittest.TestCase):
+    """format_table's lines for a fit and for predicted memory, as
+    client/cli_output.cc FormatPredictionTable prints them."""
+
+    LEGEND_TAIL = (
+        "  GPU ms: sum of the operations' predicted GPU time\n"
+        "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
+        "time)\n"
+        "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n"
+        "           samples/s, costs and ranks use it ('-': GPU ms instead)\n"
+        "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n"
+        "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
+        "           it holds N GPUs, and the price is its price per GPU-hour\n"
+        "  unscaled: share of the origin GPU time in operations carried over unscaled\n")
+    MEMORY_LEGEND = (
+        "  peak GiB: predicted peak of PyTorch's allocated memory; '!': with headroom for its\n"
+        "           expected error, more than the GPU leaves a process (unranked, rank '-')\n")
+
+    def test_fit_table(self):
+        result = habitat_client.PredictionResult.from_message(fit_response())
+        table = habitat_client.format_table(result, model_name="resnet50", precision="fp32")
+        self.assertEqual(table, (
+            "model resnet50  batch per GPU, the largest that fits (traced at 32)  precision fp32"
+            "  origin GPU H100-SXM\n"
+            "prices: catalog aws, USD per GPU-hour, on-demand\n"
+            "trace: sha256:" + "1" * 64 + "\n"
+            "\n"
+            "rank  GPU        batch  peak GiB    GPU ms   ±err    wall ms  samples/s  USD/GPU-h"
+            "   USD/1k smp cost#  unscaled  instance\n"
+            # By cost rank (the fit's question), then time; unranked last.
+            "   2  H100-SXM*    256     70.0     10.000      -    12.000        83.3      4.500"
+            "       0.0100     1      0.0%  p5.48xlarge/8\n"
+            "   1  H200         512    130.0      9.000   7.5%    11.000        90.9      4.500"
+            "       0.0100     2      0.0%  p5.48xlarge/8\n"
+            "   3  T4            32     14.0     40.000   7.5%    42.000        23.8          -"
+            "            -     -      0.0%  -\n"
+            "   -  L4            16     30.0!    30.000   7.5%    32.000        31.2      4.500"
+            "       0.0100     -      0.0%  p5.48xlarge/8\n"
+            "  * origin GPU: the measured time where its batch is the traced one, else scaled\n"
+            "  batch: the largest batch whose predicted peak memory fits the GPU\n"
+            + self.MEMORY_LEGEND + self.LEGEND_TAIL))
+        # The same from the message's dict, and from PredictionResult.format_table.
+        self.assertEqual(habitat_client.format_table(habitat_client.to_dict(fit_response()),
+                                                     model_name="resnet50", precision="fp32"),
+                         table)
+        self.assertEqual(result.format_table(model_name="resnet50", precision="fp32"), table)
+        # The row order is ranked(by="cost"), whatever order the server sent.
+        rows = table.splitlines()[5:9]
+        self.assertEqual([r.split()[1].rstrip("*") for r in rows],
+                         [p.device_id for p in result.ranked(by="cost")])
+
+    def test_fit_unranked_ties_by_device_id(self):
+        message = fit_response()
+        messages = habitat_client.messages()
+        # Both ranks 0 as L4 (out of memory), and before it by id.
+        a10 = device_prediction(messages, "A10G", 0, 50, batch_size=8,
+                                memory=dict(peak_allocated_bytes=25 * GIB, usable_bytes=22 * GIB,
+                                            fits=False))
+        a10.rank_by_cost = 0
+        message.predictions.append(a10)
+        table = habitat_client.format_table(habitat_client.to_dict(message))
+        ids = [line.split()[1].rstrip("*") for line in table.splitlines()[5:10]]
+        self.assertEqual(ids, ["H100-SXM", "H200", "T4", "A10G", "L4"])
+
+    def memory_response(self):
+        """One batch (not a fit), memory predicted for all GPUs but T4;
+        H100-SXM is out of memory (both ranks 0)."""
+        message = sample_response()
+        by_id = {p.device_id: p for p in message.predictions}
+        by_id["H200"].memory.CopyFrom(habitat_client.messages()["MemoryPrediction"](
+            peak_allocated_bytes=int(1.96 * GIB), usable_bytes=139 * GIB, fits=True,
+            largest_fitting_batch=512))
+        by_id["H100-SXM"].memory.CopyFrom(habitat_client.messages()["MemoryPrediction"](
+            peak_allocated_bytes=GIB + GIB // 4, usable_bytes=GIB, fits=False))
+        by_id["H100-SXM"].rank_by_time = 0
+        by_id["H100-SXM"].rank_by_cost = 0
+        by_id["T4"].rank_by_time = 2
+        return message
+
+    def test_memory_without_fit(self):
+        table = habitat_client.format_table(habitat_client.to_dict(self.memory_response()))
+        lines = table.splitlines(keepends=True)
+        self.assertEqual(lines[0], "model ?  batch 8  precision ?  origin GPU H100-SXM\n")
+        self.assertEqual(lines[4],
+                         "rank  GPU        peak GiB    GPU ms   ±err    wall ms  samples/s"
+                         "  USD/GPU-h   USD/1k smp cost#  unscaled  instance\n")
+        self.assertEqual(lines[5:8], [
+            # 1.96 GiB is "2.0"; 1.25 GiB rounds to even, "1.2", as printf does.
+            "   1  H200           2.0      9.000   7.5%    11.000        90.9      4.500"
+            "       0.0100     1      0.0%  p5.48xlarge/8\n",
+            "   2  T4                -    40.000   7.5%    42.000        23.8          -"
+            "            -     -      0.0%  -\n",
+            "   -  H100-SXM*      1.2!    10.000      -    12.000        83.3      4.500"
+            "       0.0100     -      0.0%  p5.48xlarge/8\n",
+        ])
+        # Not a fit: the batch's origin note, no batch column or legend line.
+        self.assertEqual(
+            "".join(lines[8:11]),
+            "  * origin GPU: the measured time, not a prediction\n" + self.MEMORY_LEGEND)
+        self.assertNotIn("  batch: ", table)
+        self.assertEqual("".join(lines[11:19]), self.LEGEND_TAIL)
+
+    def test_without_memory_or_fit_no_new_columns(self):
+        table = habitat_client.format_table(habitat_client.to_dict(sample_response()))
+        lines = table.splitlines(keepends=True)
+        self.assertEqual(lines[0], "model ?  batch 8  precision ?  origin GPU H100-SXM\n")
+        self.assertEqual(lines[4],
+                         "rank  GPU          GPU ms   ±err    wall ms  samples/s  USD/GPU-h"
+                         "   USD/1k smp cost#  unscaled  instance\n")
+        self.assertEqual(lines[5],
+                         "   1  H200          9.000   7.5%    11.000        90.9      4.500"
+                         "       0.0100     1      0.0%  p5.48xlarge/8\n")
+        self.assertNotIn("peak GiB", table)
+        self.assertNotIn("  batch: ", table)
+        # A dict from before batch_size and memory (no such keys) prints the same.
+        old = habitat_client.to_dict(sample_response())
+        for p in old["predictions"]:
+            del p["batch_size"]
+        self.assertEqual(habitat_client.format_table(old), table)
+
+    def test_no_predictions_is_not_a_fit(self):
+        message = habitat_client.messages()["PredictResponse"](
+            origin_device_id="H100-SXM", batch_size=0, traced_batch_size=32)
+        table = habitat_client.format_table(habitat_client.to_dict(message))
+        self.assertEqual(table.splitlines()[0],
+                         "model ?  batch 0  precision ?  origin GPU H100-SXM")
+        self.assertEqual(table.splitlines()[3],
+                         "rank  GPU    GPU ms   ±err  samples/s price/GPU-h price/1k smp cost#"
+                         "  unscaled")
 
 
 @needs_grpc
@@ -482,6 +726,21 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(log.getvalue(), "T4, H200: old GPU\n")
         self.assertEqual((out.getvalue(), err.getvalue()), ("", ""), "nothing printed")
 
+    def test_fit(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.client.predict(TRACE_GZ, fit=True)
+            self.client.predict(trace_id="sha256:" + "0" * 64, fit=True, fit_batch_step=48)
+            self.client.predict(TRACE_GZ)
+        fit, stepped, plain = (sent[1] for sent in self.sent)
+        self.assertTrue(fit.HasField("fit"), "set even with the default step")
+        self.assertEqual((fit.fit.batch_step, fit.batch_size), (0, 0))
+        self.assertTrue(stepped.HasField("fit"))
+        self.assertEqual(stepped.fit.batch_step, 48)
+        self.assertFalse(plain.HasField("fit"))
+        request = habitat_client.build_predict_request(TRACE_GZ, fit=True, fit_batch_step=1)
+        self.assertEqual(request.fit.batch_step, 1)
+
     def test_another_batch_is_asked_for_by_id_too(self):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -499,6 +758,21 @@ class ClientTest(unittest.TestCase):
             (dict(trace=TRACE_GZ, at_batch_size=0), "at_batch_size must be an integer"),
             (dict(trace=TRACE_GZ, at_batch_size=2.5), "at_batch_size must be an integer"),
             (dict(trace=TRACE_GZ, at_batch_size=1 << 31), "at_batch_size must be an integer"),
+            (dict(trace=TRACE_GZ, fit_batch_step=8), "pass fit=True with it"),
+            (dict(trace=TRACE_GZ, fit=False, fit_batch_step=8), "pass fit=True with it"),
+            (dict(trace=TRACE_GZ, fit=True, fit_batch_step=0), "fit_batch_step must be an integer"),
+            (dict(trace=TRACE_GZ, fit=True, fit_batch_step=-8),
+             "fit_batch_step must be an integer"),
+            (dict(trace=TRACE_GZ, fit=True, fit_batch_step=(1 << 30) + 1),
+             "fit_batch_step must be an integer"),
+            (dict(trace=TRACE_GZ, fit=True, fit_batch_step=8.0),
+             "fit_batch_step must be an integer"),
+            (dict(trace=TRACE_GZ, fit=True, fit_batch_step=True),
+             "fit_batch_step must be an integer"),
+            (dict(trace=TRACE_GZ, fit=True, at_batch_size=64), "drop at_batch_size"),
+            (dict(trace_id="sha256:0", fit=True, at_batch_size=64), "drop at_batch_size"),
+            (dict(trace=TRACE_GZ, fit=1), "fit must be True or False"),
+            (dict(trace=TRACE_GZ, fit=64), "fit must be True or False"),
         ]
         for kwargs, message in cases:
             with self.subTest(kwargs=kwargs):

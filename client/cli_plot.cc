@@ -1,0 +1,115 @@
+#include "client/cli_plot.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/cli_output.h"
+#include "common/child_process.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
+
+namespace habitat {
+namespace {
+
+constexpr char kInstallHint[] =
+    "the plot is drawn by the Python client with matplotlib: pip install "
+    "'./client/python[plot]' (or set HABITAT_PYTHON to an interpreter that has both)";
+
+// $HABITAT_PYTHON, else the first executable python3 on PATH.
+absl::StatusOr<std::string> PythonInterpreter() {
+  if (const char* chosen = getenv("HABITAT_PYTHON"); chosen != nullptr && *chosen != '\0') {
+    return std::string(chosen);
+  }
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path == nullptr ? "" : path, ':')) {
+    if (dir.empty()) continue;
+    const std::string candidate = absl::StrCat(dir, "/python3");
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return absl::FailedPreconditionError(absl::StrCat("--plot: no python3 on PATH; ", kInstallHint));
+}
+
+// A private directory for the plotter's input and messages, removed with
+// everything in it when this goes out of scope.
+class ScratchDirectory {
+ public:
+  static absl::StatusOr<ScratchDirectory> Create() {
+    const char* tmp = getenv("TMPDIR");
+    std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/habitat-plot-XXXXXX");
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return ErrnoStatus(errno, "--plot: cannot create a temporary directory");
+    }
+    return ScratchDirectory(std::move(pattern));
+  }
+  ScratchDirectory(ScratchDirectory&& other) noexcept : path_(std::move(other.path_)) {
+    other.path_.clear();
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ~ScratchDirectory() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  std::string File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
+
+ private:
+  explicit ScratchDirectory(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// The child's exit code; -1 when it did not exit normally.
+int WaitFor(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+absl::Status CheckPlotPath(const std::string& path) {
+  if (absl::EndsWithIgnoreCase(path, ".svg") || absl::EndsWithIgnoreCase(path, ".png")) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--plot writes FILE.svg or FILE.png, got '", path, "'"));
+}
+
+absl::Status PlotPrediction(const habitat::v1::PredictResponse& response,
+                            const std::string& model_name, const std::string& path) {
+  HABITAT_ASSIGN_OR_RETURN(const std::string python, PythonInterpreter());
+  HABITAT_ASSIGN_OR_RETURN(const std::string json, FormatJson(response));
+  HABITAT_ASSIGN_OR_RETURN(ScratchDirectory scratch, ScratchDirectory::Create());
+  const std::string input = scratch.File("prediction.json");
+  HABITAT_RETURN_IF_ERROR(WriteFileAtomically(input, json));
+  std::vector<std::string> args = {python, "-m", "habitat_client.plot", input, path};
+  if (!model_name.empty()) {
+    args.push_back("--model");
+    args.push_back(model_name);
+  }
+  ChildOptions options;
+  options.stdout_path = options.stderr_path = scratch.File("messages.txt");
+  HABITAT_ASSIGN_OR_RETURN(const pid_t pid, StartChild(args, options));
+  const int code = WaitFor(pid);
+  if (code == 0) return absl::OkStatus();
+  auto messages = ReadFile(scratch.File("messages.txt"));
+  std::string said = messages.ok() ? *messages : "";
+  constexpr size_t kShown = 800;  // the end of a traceback says what failed
+  if (said.size() > kShown) said = absl::StrCat("...", said.substr(said.size() - kShown));
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  return absl::FailedPreconditionError(
+      absl::StrCat("--plot: ", python, " -m habitat_client.plot exited with ", code,
+                   said.empty() ? "" : absl::StrCat(": ", said), "; ", kInstallHint));
+}
+
+}  // namespace habitat

@@ -1,0 +1,24 @@
+// `habitat predict --plot FILE`: throughput against price per GPU-hour, drawn
+// by the Python client's plot (habitat_client.plot, matplotlib) rather than
+// by hand-written SVG here.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "habitat/v1/prediction_service.pb.h"
+
+namespace habitat {
+
+// INVALID_ARGUMENT unless `path` ends in .svg or .png (checked before any
+// work, as a usage error).
+absl::Status CheckPlotPath(const std::string& path);
+
+// Writes the plot of `response` to `path` with
+//   $HABITAT_PYTHON (default: python3 on PATH) -m habitat_client.plot
+// FAILED_PRECONDITION, with the plotter's own message and what to install,
+// when no interpreter, client package or matplotlib is there.
+absl::Status PlotPrediction(const habitat::v1::PredictResponse& response,
+                            const std::string& model_name, const std::string& path);
+
+}  // namespace habitat
