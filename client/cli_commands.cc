@@ -105,7 +105,13 @@ constexpr char kPredictUsage[] =
     "  --fit-step N           with --fit: the batches are multiples of N instead\n"
     "  --plot FILE            also draw samples/s against price per GPU-hour, the Pareto\n"
     "                         front marked, to FILE.svg or FILE.png (with the Python\n"
-    "                         client and matplotlib: pip install './client/python[plot]')\n";
+    "                         client and matplotlib: pip install './client/python[plot]')\n"
+    "  --gpus N               also predict a data-parallel step (PyTorch DDP over NCCL) on\n"
+    "                         N GPUs of each kind in one node, each at the batch above\n"
+    "  --nodes M              ... on M such nodes (the network from the catalog's instance)\n"
+    "  --bucket-mb B          DDP's bucket_cap_mb (default 25)\n"
+    "  --instances            also predict one node of every multi-GPU instance type the\n"
+    "                         catalog offers each GPU in\n";
 
 constexpr char kDevicesUsage[] =
     "usage: habitat devices [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n"
@@ -307,12 +313,37 @@ absl::Status CheckPredictOptions(const CliArgs& args, OutputFormat format,
         "--format csv has one row per GPU and no per-operation breakdown; use --format json "
         "or table with --breakdown");
   }
+  if (format == OutputFormat::kCsv && (args.Has("gpus") || args.Has("instances"))) {
+    return absl::InvalidArgumentError(
+        "--format csv has one row per GPU and no data-parallel steps; use --format json or "
+        "table with --gpus or --instances");
+  }
+  return absl::OkStatus();
+}
+
+// --gpus N [--nodes M] [--bucket-mb B] and --instances into the request.
+absl::Status AddParallelOptions(const CliArgs& args, v1::PredictRequest* request) {
+  HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> gpus, args.GetInt("gpus", 1, kMaxGpusPerNode));
+  HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> nodes, args.GetInt("nodes", 1, kMaxNodes));
+  HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> bucket_mb,
+                           args.GetInt("bucket-mb", 1, kMaxBucketCapBytes >> 20));
+  if (!gpus.has_value() && (nodes.has_value() || bucket_mb.has_value())) {
+    return absl::InvalidArgumentError(
+        "--nodes and --bucket-mb describe a data-parallel configuration: give --gpus N too");
+  }
+  if (gpus.has_value()) {
+    v1::ParallelConfig* config = request->add_parallel();
+    config->set_gpus_per_node(static_cast<uint32_t>(*gpus));
+    if (nodes.has_value()) config->set_nodes(static_cast<uint32_t>(*nodes));
+    if (bucket_mb.has_value()) config->set_bucket_cap_bytes(*bucket_mb << 20);
+  }
+  request->set_catalog_instances(args.Has("instances"));
   return absl::OkStatus();
 }
 
 // The request fields the flags set directly; INVALID_ARGUMENT (a usage
-// error) for a --host-speed that is not a number or flags that contradict. Ranges are the backend's
-// to check, for every client alike.
+// error) for a --host-speed that is not a number or flags that contradict.
+// Ranges are the backend's to check, for every client alike.
 absl::Status AddRequestOptions(const CliArgs& args, const std::vector<std::string>& devices,
                                std::optional<int64_t> batch, v1::PredictRequest* request) {
   if (batch.has_value()) request->set_batch_size(static_cast<uint32_t>(*batch));
@@ -330,6 +361,7 @@ absl::Status AddRequestOptions(const CliArgs& args, const std::vector<std::strin
     }
     request->mutable_fit()->set_batch_step(static_cast<uint32_t>(fit_step.value_or(0)));
   }
+  HABITAT_RETURN_IF_ERROR(AddParallelOptions(args, request));
   for (const auto& device : devices) request->add_devices(device);
   // Without --spot the backend's default (on-demand) applies.
   if (args.Has("spot")) request->set_price_kind(v1::PRICE_KIND_SPOT);
@@ -404,6 +436,10 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
                                                                 {"fit", false},
                                                                 {"fit-step", true},
                                                                 {"plot", true},
+                                                                {"gpus", true},
+                                                                {"nodes", true},
+                                                                {"bucket-mb", true},
+                                                                {"instances", false},
                                                                 {kTracedBatchFlag, true}}}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {

@@ -268,5 +268,22 @@ TEST(CliCommandsTest, PlotDrawsThroughThePythonClientOrSaysWhatIsMissing) {
   ::unsetenv("PYTHONPATH");
 }
 
+TEST(CliCommandsTest, GpusAndInstancesAddADataParallelSection) {
+  CliRun table = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM,A100-SXM-40GB",
+                          "--gpus", "8", "--nodes", "2", "--instances"});
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("data-parallel steps"));
+  EXPECT_THAT(table.out, HasSubstr("8x2"));
+  EXPECT_THAT(table.out, HasSubstr("p5.48xlarge"));
+  CliRun nodes_alone = Habitat({"predict", AgentTraceWithMemory(), "--nodes", "2"});
+  EXPECT_EQ(nodes_alone.code, kExitUsage);
+  EXPECT_THAT(nodes_alone.err, HasSubstr("give --gpus N too"));
+  CliRun csv = Habitat({"predict", AgentTraceWithMemory(), "--gpus", "8", "--format", "csv"});
+  EXPECT_EQ(csv.code, kExitUsage);
+  CliRun named = Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4", "--gpus", "8"});
+  EXPECT_EQ(named.code, kExitFailure);
+  EXPECT_THAT(named.err, HasSubstr("interconnect"));
+}
+
 }  // namespace
 }  // namespace habitat

@@ -93,6 +93,8 @@ std::vector<const DevicePrediction*> ByRank(const PredictResponse& response) {
   return sorted;
 }
 
+double NsToMs(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
 std::string GiBText(int64_t bytes) {
   return absl::StrFormat("%.1f", static_cast<double>(bytes) / (1 << 30));
 }
@@ -426,6 +428,45 @@ std::string TableWarnings(const PredictResponse& response,
   return out;
 }
 
+// The data-parallel section: one line per GPU and configuration, in the
+// table's order; empty when nothing asked for one.
+std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
+                          const std::string& currency, const TableLayout& layout) {
+  bool any = false;
+  for (const auto* p : sorted) any = any || p->parallel_size() > 0;
+  if (!any) return "";
+  const int id_width = static_cast<int>(layout.id_width);
+  std::string out = "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n";
+  out += absl::StrFormat("      %-*s %6s %10s %9s %5s %11s  %-24s %11s %12s\n", id_width, "GPU",
+                         "GPUs", "step ms", "comm ms", "eff.", "samples/s", "instance",
+                         absl::StrCat(currency, "/node-h"), absl::StrCat(currency, "/1k smp"));
+  for (const auto* p : sorted) {
+    for (const v1::ParallelPrediction& c : p->parallel()) {
+      const std::string gpus = c.nodes() > 1 ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
+                                             : absl::StrCat(c.gpus_per_node());
+      out += absl::StrFormat("      %-*s %6s", id_width,
+                             Truncate(Printable(p->device_id()), layout.id_width), gpus);
+      if (!c.unavailable().empty()) {
+        out += absl::StrCat("  -  ", Printable(c.unavailable()), "\n");
+        continue;
+      }
+      out += absl::StrFormat(
+          " %10.3f %9.3f %4.0f%% %11.1f  %-24s", NsToMs(c.step_ns()),
+          NsToMs(c.exposed_communication_ns()), 100 * c.scaling_efficiency(),
+          c.samples_per_second(),
+          c.instance_type().empty() ? "-" : Truncate(Printable(c.instance_type()), 24));
+      out += c.has_price() ? absl::StrFormat(" %11.3f %12.*f\n", c.price_per_node_hour(),
+                                             layout.cost_decimals, c.cost_per_1000_samples())
+                           : absl::StrFormat(" %11s %12s\n", "-", "-");
+    }
+  }
+  out +=
+      "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
+      "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step\n"
+      "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n";
+  return out;
+}
+
 }  // namespace
 
 std::string FormatPredictionTable(const PredictResponse& response, const PredictionHeader& header,
@@ -454,6 +495,7 @@ std::string FormatPredictionTable(const PredictResponse& response, const Predict
     }
   }
   out += TableLegend(response, origin_listed, layout);
+  out += ParallelTable(sorted, price_unit, layout);
   out += TableWarnings(response, sorted, origin_listed ? origin_id : "");
   if (options.breakdown) {
     out += "\nbreakdown:\n";

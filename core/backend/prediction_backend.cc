@@ -109,6 +109,39 @@ size_t PredictionBackend::stored_traces() {
   return last_count_;
 }
 
+namespace {
+
+// PredictRequest.parallel and catalog_instances into `query`, checked.
+absl::Status ReadParallel(const v1::PredictRequest& request, PredictionQuery* query) {
+  if (request.parallel_size() > kMaxParallelConfigs) {
+    return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxParallelConfigs,
+                                                   " parallel configurations, got ",
+                                                   request.parallel_size()));
+  }
+  for (int i = 0; i < request.parallel_size(); ++i) {
+    const v1::ParallelConfig& c = request.parallel(i);
+    if (c.gpus_per_node() < 1 || c.gpus_per_node() > kMaxGpusPerNode) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parallel[", i, "].gpus_per_node must be in [1, ", kMaxGpusPerNode,
+                       "], got ", c.gpus_per_node()));
+    }
+    if (c.nodes() > kMaxNodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parallel[", i, "].nodes must be at most ", kMaxNodes, ", got ", c.nodes()));
+    }
+    if (c.bucket_cap_bytes() < 0 || c.bucket_cap_bytes() > kMaxBucketCapBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parallel[", i, "].bucket_cap_bytes must be in [0, ", kMaxBucketCapBytes,
+                       "], got ", c.bucket_cap_bytes()));
+    }
+  }
+  query->parallel.assign(request.parallel().begin(), request.parallel().end());
+  query->catalog_instances = request.catalog_instances();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::PredictRequest& request,
                                                                const RequestContext& context,
                                                                PredictionStats* stats) {
@@ -166,6 +199,7 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
     }
     query.fit = request.fit();
   }
+  HABITAT_RETURN_IF_ERROR(ReadParallel(request, &query));
   query.trace_already_validated = true;
   if (!v1::PriceKind_IsValid(request.price_kind())) {
     return absl::InvalidArgumentError(
@@ -174,6 +208,11 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
   // Unspecified keeps PredictionQuery's default (on-demand).
   if (request.price_kind() != v1::PRICE_KIND_UNSPECIFIED) query.price_kind = request.price_kind();
   HABITAT_ASSIGN_OR_RETURN(query.catalog, CatalogFor(request));
+  if (query.catalog_instances && query.catalog == nullptr) {
+    return absl::InvalidArgumentError(
+        "catalog_instances ranks a catalog's instance types: name a catalog (or leave the "
+        "server's default on)");
+  }
   HABITAT_RETURN_IF_ERROR(stop.Check("before predicting"));
   query.stop = &stop;
   query.max_work = max_predict_work_;

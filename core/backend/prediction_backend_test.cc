@@ -350,7 +350,9 @@ v1::Trace AgentTraceWithMemory() {
   auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) +
                         "/agent_suite/h100_memory/resnet50_b16_fp32.trace.gz");
   EXPECT_TRUE(bytes.ok()) << bytes.status();
-  if (bytes.ok()) EXPECT_TRUE(trace.ParseFromString(*bytes));
+  if (bytes.ok()) {
+    EXPECT_TRUE(trace.ParseFromString(*bytes));
+  }
   EXPECT_TRUE(trace.has_memory());
   return trace;
 }
@@ -445,6 +447,44 @@ TEST_F(BackendTest, FitNeedsMemoryDataAndExcludesABatchSize) {
   EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
   request.set_batch_size(0);
   request.mutable_fit()->set_batch_step(kMaxBatchSize + 1);
+  EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(BackendTest, DataParallelStepsForEveryGpuAndRefusalsForNamedOnes) {
+  v1::PredictRequest request;
+  *request.mutable_trace() = AgentTraceWithMemory();
+  request.add_parallel()->set_gpus_per_node(8);
+  request.set_catalog_instances(true);
+  auto all = backend_->Predict(request);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::map<std::string, const v1::DevicePrediction*> by_id;
+  for (const auto& p : all->predictions()) by_id[p.device_id()] = &p;
+  const v1::DevicePrediction& h100 = *by_id.at("H100-SXM");
+  // The request's 8 GPUs, then the catalog's p5.48xlarge (8 again).
+  ASSERT_EQ(h100.parallel_size(), 2);
+  EXPECT_TRUE(h100.parallel(0).unavailable().empty()) << h100.parallel(0).unavailable();
+  EXPECT_EQ(h100.parallel(1).instance_type(), "p5.48xlarge");
+  EXPECT_EQ(h100.operations_size(), 0);  // the breakdown stays out unless asked
+  // With every GPU, one without interconnect data says why and the rest answer.
+  // (and again for the catalog's g4dn.metal, 8 x T4).
+  ASSERT_EQ(by_id.at("T4")->parallel_size(), 2);
+  for (const auto& c : by_id.at("T4")->parallel()) {
+    EXPECT_NE(c.unavailable().find("interconnect"), std::string::npos) << c.unavailable();
+  }
+
+  request.add_devices("T4");
+  auto named = backend_->Predict(request);
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(named.status().message().find("on T4"), std::string::npos) << named.status();
+
+  request.clear_devices();
+  request.mutable_parallel(0)->set_gpus_per_node(0);
+  EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.mutable_parallel(0)->set_gpus_per_node(8);
+  request.mutable_parallel(0)->set_bucket_cap_bytes(-1);
+  EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.mutable_parallel(0)->set_bucket_cap_bytes(0);
+  request.set_catalog("none");
   EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

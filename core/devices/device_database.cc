@@ -185,6 +185,18 @@ absl::Status ValidateDriverMemory(const SpecChecker& c, const DeviceSpec& s) {
   return c.NonEmpty("driver_memory_source", s.driver_memory_source());
 }
 
+// The interconnect is optional (multi-GPU predictions are then refused);
+// present, it needs a bandwidth, a node size and where they come from.
+absl::Status ValidateInterconnect(const SpecChecker& c, const DeviceSpec& s) {
+  if (!s.has_interconnect()) return absl::OkStatus();
+  const habitat::v1::Interconnect& link = s.interconnect();
+  HABITAT_RETURN_IF_ERROR(c.Positive("interconnect.allreduce_busbw_gbps",
+                                     link.allreduce_busbw_gbps(), kMaxBandwidthGbps));
+  HABITAT_RETURN_IF_ERROR(
+      c.InRange("interconnect.max_gpus_per_node", link.max_gpus_per_node(), 1, 64));
+  return c.NonEmpty("interconnect.source", link.source());
+}
+
 // The kernel-scaling constants are optional (0: not measured, core/scaling
 // derives a default), but a measured one must be plausible and say where it
 // came from.
@@ -219,6 +231,7 @@ absl::Status ValidateDeviceSpec(const DeviceSpec& spec, absl::string_view origin
   HABITAT_RETURN_IF_ERROR(ValidateOccupancyLimits(checker, spec));
   HABITAT_RETURN_IF_ERROR(ValidateThroughput(checker, spec));
   HABITAT_RETURN_IF_ERROR(ValidateDriverMemory(checker, spec));
+  HABITAT_RETURN_IF_ERROR(ValidateInterconnect(checker, spec));
   return ValidateScalingConstants(checker, spec);
 }
 

@@ -14,6 +14,7 @@
 #include "common/time_units.h"
 #include "core/mlp/features.h"
 #include "core/predict/batch_scaling.h"
+#include "core/predict/ddp_prediction.h"
 #include "core/predict/expected_error.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/memory_prediction.h"
@@ -779,6 +780,40 @@ void AddMemory(const std::optional<MemoryModel>& memory, uint32_t batch, const D
       "; it is not ranked"));
 }
 
+// DevicePrediction.parallel: the request's configurations, then one node of
+// each multi-GPU instance size the catalog offers this GPU in.
+void AddParallel(const absl::StatusOr<TraceIteration>& iteration, const DeviceSpec& target,
+                 const PredictionQuery& query, DevicePrediction* prediction) {
+  std::vector<v1::ParallelConfig> configs = query.parallel;
+  if (query.catalog_instances && query.catalog != nullptr) {
+    for (uint32_t gpus : CatalogInstanceSizes(*query.catalog, target.id())) {
+      configs.emplace_back().set_gpus_per_node(gpus);
+    }
+  }
+  for (const v1::ParallelConfig& config : configs) {
+    *prediction->add_parallel() =
+        PredictParallel(iteration, *prediction, target, config, query.catalog, query.price_kind);
+  }
+}
+
+// A GPU the request named cannot run one of its configurations: the whole
+// request is wrong (with every GPU, the others still answer).
+absl::Status CheckNamedParallel(const PredictionQuery& query,
+                                const std::vector<DevicePrediction>& predictions) {
+  if (query.devices.empty()) return absl::OkStatus();
+  for (const DevicePrediction& p : predictions) {
+    for (size_t i = 0; i < query.parallel.size() && i < static_cast<size_t>(p.parallel_size());
+         ++i) {
+      const v1::ParallelPrediction& c = p.parallel(static_cast<int>(i));
+      if (c.unavailable().empty()) continue;
+      return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "] (", c.gpus_per_node(),
+                                                     " GPUs per node x ", c.nodes(), " nodes) on ",
+                                                     p.device_id(), ": ", c.unavailable()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void AddUnique(std::string warning, std::vector<std::string>* warnings) {
   if (std::find(warnings->begin(), warnings->end(), warning) == warnings->end()) {
     warnings->push_back(std::move(warning));
@@ -803,11 +838,14 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
   std::string cache_key = trace_id;
   if (query.host_speed != 1.0) absl::StrAppend(&cache_key, "|host_speed=", query.host_speed);
   if (scaled.has_value()) absl::StrAppend(&cache_key, "|batch=", trace.batch_size());
+  // Data-parallel steps are read from each GPU's per-operation breakdown.
+  const bool wants_parallel = !query.parallel.empty() || query.catalog_instances;
+  const bool keep_breakdown = query.include_breakdown || wants_parallel;
   std::vector<CachedPrediction> cached(targets.size());
   std::vector<const DeviceSpec*> missed;
   for (size_t t = 0; t < targets.size(); ++t) {
     if (cache_ != nullptr) cached[t] = cache_->Lookup(cache_key, targets[t]->id());
-    if (!Answers(cached[t], query.include_breakdown)) missed.push_back(targets[t]);
+    if (!Answers(cached[t], keep_breakdown)) missed.push_back(targets[t]);
   }
   if (query.max_work > 0 && !missed.empty()) {
     const int64_t work = PredictionWorkPerDevice(trace) * static_cast<int64_t>(missed.size());
@@ -833,7 +871,7 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
   for (size_t t = 0; t < targets.size(); ++t) {
     const DeviceSpec* target = targets[t];
     CachedPrediction& entry = cached[t];
-    if (Answers(entry, query.include_breakdown)) {
+    if (Answers(entry, keep_breakdown)) {
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
@@ -855,10 +893,15 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
         ++stats->operations_by_method[op.method()];
         ++by_device.by_method[op.method()];
       }
-      entry = ForTheCache(std::move(fresh), query.include_breakdown);
+      entry = ForTheCache(std::move(fresh), keep_breakdown);
       if (cache_ != nullptr) cache_->Insert(cache_key, target->id(), entry);
     }
-    out.predictions.push_back(query.include_breakdown ? *entry.full : *entry.summary);
+    DevicePrediction& emitted =
+        out.predictions.emplace_back(query.include_breakdown ? *entry.full : *entry.summary);
+    if (wants_parallel) {
+      emitted.set_batch_size(batch);
+      AddParallel(IterationFromTrace(trace, *entry.full), *target, query, &emitted);
+    }
   }
   if (scaled.has_value()) out.warnings = BatchScalingWarnings(*scaled, traced.batch_size());
   return out;
@@ -902,6 +945,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
     }
     for (std::string& warning : part.warnings) AddUnique(std::move(warning), &warnings);
   }
+  HABITAT_RETURN_IF_ERROR(CheckNamedParallel(query, predictions));
   PriceAndRank(query.catalog, query.price_kind, &predictions);
 
   v1::PredictResponse response;

@@ -36,6 +36,11 @@ struct PredictionQuery {
   // Set: each GPU at the largest batch that fits it (PredictRequest.fit;
   // core/predict/memory_prediction.h); batch_size is then 0.
   std::optional<habitat::v1::FitRequest> fit;
+  // Data-parallel configurations to predict on every GPU
+  // (PredictRequest.parallel), and whether to add one node of each catalog
+  // instance size (catalog_instances); PredictionBackend checks their ranges.
+  std::vector<habitat::v1::ParallelConfig> parallel;
+  bool catalog_instances = false;
   // Target host speed relative to the origin's (PredictRequest field),
   // positive; PredictionBackend is the one that checks requests' values.
   double host_speed = 1.0;

@@ -6,6 +6,8 @@
 //   fit:  the agent's ResNet-50 trace with memory (H100, batch 16), every GPU
 //         at the largest batch that fits it; and the sweep a fit replaces,
 //         every GPU at 12 batch sizes (2 to 4096), cold.
+//   parallel: the same trace on every GPU with 12 data-parallel
+//         configurations ({1, 2, 4, 8} GPUs x {1, 2, 4} nodes), cold.
 // Run: build/tools/bench_predict/bench_predict --benchmark_repetitions=5
 #include <memory>
 #include <string>
@@ -138,6 +140,26 @@ void BM_BatchSweepCold(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_BatchSweepCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+void BM_ParallelGridCold(benchmark::State& state) {
+  auto backend = MakeBackend(/*cache_entries=*/0);
+  v1::PredictRequest request;
+  *request.mutable_trace() = TraceWithMemory();
+  request.set_catalog("aws");
+  for (uint32_t gpus : {1, 2, 4, 8}) {
+    for (uint32_t nodes : {1, 2, 4}) {
+      v1::ParallelConfig* config = request.add_parallel();
+      config->set_gpus_per_node(gpus);
+      config->set_nodes(nodes);
+    }
+  }
+  for (auto _ : state) {
+    auto response = backend->Predict(request);
+    if (!response.ok()) state.SkipWithError("predict failed");
+    benchmark::DoNotOptimize(response);
+  }
+}
+BENCHMARK(BM_ParallelGridCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
 }  // namespace habitat

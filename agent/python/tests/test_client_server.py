@@ -201,50 +201,42 @@ class ClientServerTest(unittest.TestCase):
                          self.by_device(self.response)["H200"]["gpu_time_ns"])
         self.assertRegex(trace.upload(server=self.server.address), r"^sha256:")
 
-    def test_table_matches_the_cli(self):
+    def assert_table_matches_the_cli(self, trace_path, model_name, runs):
+        """Each run: (CLI flags, client.predict arguments, format_table
+        arguments); the Python table of the same request is the CLI's."""
         if not CLI:
             self.skipTest("HABITAT_CLI not set")
-        devices = ["H200", "A100-SXM-80GB", "H100-SXM", "T4", "L4"]
-        runs = [
+        devices = ["H200", "A100-SXM-40GB", "H100-SXM", "T4", "L4"]
+        for cli_flags, call, table in runs:
+            with self.subTest(flags=cli_flags):
+                cli = subprocess.run(
+                    [CLI, "predict", trace_path, "--server", self.server.address, "--catalog",
+                     "aws", "--devices", ",".join(devices), *cli_flags],
+                    capture_output=True, text=True, timeout=120)
+                self.assertEqual(cli.returncode, 0, cli.stderr)
+                response = client.predict(trace_path, server=self.server.address, catalog="aws",
+                                          devices=devices, **call)
+                ours = client.format_table(response, model_name=model_name, precision="fp32",
+                                           **table)
+                self.assertEqual(ours, cli.stdout)
+
+    def test_table_matches_the_cli(self):
+        self.assert_table_matches_the_cli(TRACE_GZ, self.trace_message.model_name, [
             ([], {}, {}),
             (["--breakdown", "--top", "3", "--spot", "--host-speed", "2", "--batch-size", "32"],
              {"include_breakdown": True, "price_kind": "spot", "target_host_speed": 2,
               "batch_size": 32},
              {"breakdown": True, "top_operations": 3}),
-        ]
-        for cli_flags, call, table in runs:
-            with self.subTest(flags=cli_flags):
-                cli = subprocess.run(
-                    [CLI, "predict", TRACE_GZ, "--server", self.server.address, "--catalog", "aws",
-                     "--devices", ",".join(devices), *cli_flags],
-                    capture_output=True, text=True, timeout=120)
-                self.assertEqual(cli.returncode, 0, cli.stderr)
-                response = client.predict(TRACE_GZ, server=self.server.address, catalog="aws",
-                                          devices=devices, **call)
-                ours = client.format_table(response, model_name=self.trace_message.model_name,
-                                           precision="fp32", **table)
-                self.assertEqual(ours, cli.stdout)
+        ])
 
     def test_fit_table_matches_the_cli(self):
         """A trace with memory, fitted per GPU: the batch and peak columns,
         the order by cost and the unranked rows are the CLI's too."""
-        if not CLI:
-            self.skipTest("HABITAT_CLI not set")
-        trace = os.path.join(SUITE, "h100_memory", "resnet50_b16_fp32.trace.gz")
-        devices = ["H200", "A100-SXM-40GB", "H100-SXM", "T4", "L4"]
-        runs = [(["--fit"], {"fit": True}), (["--batch-size", "256"], {"at_batch_size": 256})]
-        for cli_flags, call in runs:
-            with self.subTest(flags=cli_flags):
-                cli = subprocess.run(
-                    [CLI, "predict", trace, "--server", self.server.address, "--catalog", "aws",
-                     "--devices", ",".join(devices), *cli_flags],
-                    capture_output=True, text=True, timeout=120)
-                self.assertEqual(cli.returncode, 0, cli.stderr)
-                response = client.predict(trace, server=self.server.address, catalog="aws",
-                                          devices=devices, **call)
-                ours = client.format_table(response, model_name="resnet50", precision="fp32")
-                self.assertEqual(ours, cli.stdout)
-
+        self.assert_table_matches_the_cli(
+            os.path.join(SUITE, "h100_memory", "resnet50_b16_fp32.trace.gz"), "resnet50", [
+                (["--fit"], {"fit": True}, {}),
+                (["--batch-size", "256"], {"at_batch_size": 256}, {}),
+            ])
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

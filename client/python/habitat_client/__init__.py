@@ -31,7 +31,7 @@ from ._client import (CONNECTION_ARGS, Client, PredictionWarning, ServiceError,
                       split_connection_args, upload)
 from ._messages import DESCRIPTOR_FILE, check_dependencies, messages, to_dict
 from ._results import (DevicePrediction, MemoryPrediction, MethodTotal, OperationPrediction,
-                       PredictionResult)
+                       ParallelPrediction, PredictionResult)
 from ._table import format_table
 from ._traces import (MAX_TRACE_BYTES, KinetoConversionError, convert_kineto,
                       find_habitat_cli, load_trace, read_trace, trace_bytes)
@@ -40,8 +40,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CONNECTION_ARGS", "Client", "DESCRIPTOR_FILE", "DevicePrediction", "KinetoConversionError",
-    "MAX_TRACE_BYTES", "MemoryPrediction", "MethodTotal", "OperationPrediction", "PredictionResult",
-    "PredictionWarning", "ServiceError", "build_predict_request", "check_dependencies",
+    "MAX_TRACE_BYTES", "MemoryPrediction", "MethodTotal", "OperationPrediction",
+    "ParallelPrediction", "PredictionResult", "PredictionWarning", "ServiceError",
+    "build_predict_request", "check_dependencies",
     "convert_kineto", "find_habitat_cli", "format_table", "list_catalogs", "list_devices",
     "load_trace", "messages", "predict", "read_trace", "split_connection_args", "to_dict",
     "trace_bytes", "upload",

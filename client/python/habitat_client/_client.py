@@ -69,6 +69,42 @@ def _is_batch(value) -> bool:
             and 1 <= value <= _traces.MAX_BATCH_SIZE)
 
 
+# The ranges of `habitat predict --gpus N --nodes M --bucket-mb B` (the
+# server's kMaxGpusPerNode, kMaxNodes and kMaxBucketCapBytes >> 20).
+MAX_GPUS_PER_NODE = 64
+MAX_NODES = 4096
+MAX_BUCKET_CAP_MB = 1 << 20
+
+
+def _check_int(name: str, value, largest: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= largest:
+        raise ValueError(f"{name} must be an integer within [1, {largest}], got {value!r}")
+
+
+def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances) -> None:
+    """PredictRequest.parallel and catalog_instances, as the CLI's --gpus N
+    [--nodes M] [--bucket-mb B] and --instances set them."""
+    if not isinstance(catalog_instances, bool):
+        raise ValueError(f"catalog_instances must be True or False, got {catalog_instances!r}")
+    if gpus_per_node is not None:
+        _check_int("gpus_per_node", gpus_per_node, MAX_GPUS_PER_NODE)
+    if nodes is not None:
+        _check_int("nodes", nodes, MAX_NODES)
+    if bucket_cap_mb is not None:
+        _check_int("bucket_cap_mb", bucket_cap_mb, MAX_BUCKET_CAP_MB)
+    if gpus_per_node is None and (nodes is not None or bucket_cap_mb is not None):
+        raise ValueError("nodes and bucket_cap_mb describe a data-parallel configuration: "
+                         "give gpus_per_node too")
+    if gpus_per_node is not None:
+        config = request.parallel.add()
+        config.gpus_per_node = gpus_per_node
+        if nodes is not None:
+            config.nodes = nodes
+        if bucket_cap_mb is not None:
+            config.bucket_cap_bytes = bucket_cap_mb << 20
+    request.catalog_instances = catalog_instances
+
+
 def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] = None,
                           catalog: Optional[str] = None, price_kind: Optional[str] = None,
                           batch_size: Optional[int] = None,
@@ -77,7 +113,10 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                           habitat_cli: Optional[str] = None,
                           max_trace_bytes: int = _traces.MAX_TRACE_BYTES,
                           at_batch_size: Optional[int] = None, fit: bool = False,
-                          fit_batch_step: Optional[int] = None):
+                          fit_batch_step: Optional[int] = None,
+                          gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
+                          bucket_cap_mb: Optional[int] = None,
+                          catalog_instances: bool = False):
     """The habitat.v1.PredictRequest message Client.predict sends; see there."""
     PredictRequest = _messages.messages()["PredictRequest"]
     request = PredictRequest()
@@ -103,6 +142,7 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                              "fit to predict one batch)")
         request.fit.SetInParent()  # set even with step 0 (powers of two)
         request.fit.batch_step = fit_batch_step or 0
+    _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances)
     if isinstance(devices, str):
         devices = [devices]
     if devices is not None:
@@ -259,14 +299,18 @@ class Client:
                         target_host_speed: Optional[float] = None,
                         include_breakdown: bool = False, trace_id: Optional[str] = None,
                         at_batch_size: Optional[int] = None, fit: bool = False,
-                        fit_batch_step: Optional[int] = None):
+                        fit_batch_step: Optional[int] = None,
+                        gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
+                        bucket_cap_mb: Optional[int] = None, catalog_instances: bool = False):
         """As predict, returning the habitat.v1.PredictResponse message."""
         request = build_predict_request(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
             batch_size=batch_size, target_host_speed=target_host_speed,
             include_breakdown=include_breakdown, trace_id=trace_id,
             habitat_cli=self.habitat_cli, max_trace_bytes=self._max_message_bytes,
-            at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step)
+            at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
+            gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
+            catalog_instances=catalog_instances)
         return self._call("Predict", request, "PredictResponse")
 
     def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
@@ -275,7 +319,10 @@ class Client:
                 include_breakdown: bool = False,
                 trace_id: Optional[str] = None,
                 at_batch_size: Optional[int] = None, fit: bool = False,
-                fit_batch_step: Optional[int] = None) -> PredictionResult:
+                fit_batch_step: Optional[int] = None,
+                gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
+                bucket_cap_mb: Optional[int] = None,
+                catalog_instances: bool = False) -> PredictionResult:
         """Predicts one iteration of `trace` or of an uploaded `trace_id` on
         `devices` (ids from list_devices; None: every listed GPU).
 
@@ -306,6 +353,21 @@ class Client:
         its expected error, usable bytes, fits, largest fitting batch) is
         there with or without fit where the trace has memory data, else
         None.
+        gpus_per_node: also predict a data-parallel step (PyTorch DDP over
+        NCCL; `habitat predict --gpus N`) on that many GPUs (1 to 64) of each
+        kind in one node, each GPU at its batch above; nodes (1 to 4096;
+        `--nodes M`): on that many such nodes (the network from the
+        catalog's instance); bucket_cap_mb (1 to 2**20; `--bucket-mb B`):
+        DDP's bucket_cap_mb (default 25). nodes or bucket_cap_mb without
+        gpus_per_node is a ValueError. catalog_instances (`--instances`):
+        also predict one node of every multi-GPU instance type the catalog
+        offers each GPU in. The steps are in each DevicePrediction's
+        `parallel` (ParallelPrediction: step, exposed communication,
+        scaling efficiency, samples/s, instance and its price per
+        node-hour, or `unavailable` with the reason: no interconnect data,
+        more GPUs than a node holds, no network figure), the configuration
+        first, then the instance types; format_table prints them and
+        PredictionResult.parallel_to_pandas tabulates them.
 
         Returns a PredictionResult. The server's warnings are in it, and are
         also reported: the response's own through warnings.warn
@@ -315,7 +377,9 @@ class Client:
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
             batch_size=batch_size, target_host_speed=target_host_speed,
             include_breakdown=include_breakdown, trace_id=trace_id,
-            at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step))
+            at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
+            gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
+            catalog_instances=catalog_instances))
         _report_warnings(result)
         return result
 
@@ -328,13 +392,16 @@ class Client:
         return self._call("UploadTrace", request, "UploadTraceResponse").trace_id
 
     def list_devices(self, include_test_only: bool = False) -> list:
-        """The GPUs the server predicts for, as dicts (DeviceSpec fields)."""
+        """The GPUs the server predicts for, as dicts (DeviceSpec fields,
+        every field the descriptor has: `interconnect`, a dict, where the
+        server knows how the GPUs of a node reach each other)."""
         request = self._messages["ListDevicesRequest"](include_test_only=include_test_only)
         response = self._call("ListDevices", request, "ListDevicesResponse")
         return _messages.to_dict(response)["devices"]
 
     def list_catalogs(self) -> list:
-        """The server's price catalogs, as dicts (PriceCatalog fields)."""
+        """The server's price catalogs, as dicts (PriceCatalog fields; each
+        GpuPrice's network_gbps and network_source among them)."""
         request = self._messages["ListCatalogsRequest"]()
         response = self._call("ListCatalogs", request, "ListCatalogsResponse")
         return _messages.to_dict(response)["catalogs"]

@@ -16,7 +16,8 @@ DESCRIPTOR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "habi
 # The messages this package uses, by short name.
 MESSAGE_NAMES = (
     "Trace", "PredictRequest", "PredictResponse", "DevicePrediction", "OperationPrediction",
-    "MethodTotal", "MemoryPrediction", "FitRequest", "UploadTraceRequest", "UploadTraceResponse",
+    "MethodTotal", "MemoryPrediction", "FitRequest", "ParallelConfig", "ParallelPrediction",
+    "UploadTraceRequest", "UploadTraceResponse",
     "ListDevicesRequest", "ListDevicesResponse", "ListCatalogsRequest", "ListCatalogsResponse",
 )
 

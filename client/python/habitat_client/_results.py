@@ -112,9 +112,36 @@ class MemoryPrediction:
     largest_fitting_batch: int
 
 
+@dataclass(frozen=True)
+class ParallelPrediction:
+    """One data-parallel training step (PyTorch DDP over NCCL) on
+    gpus_per_node x nodes of one GPU model, each GPU at the DevicePrediction's
+    batch: step_ns is the single-GPU wall time plus the all-reduce time the
+    backward pass does not hide (exposed_communication_ns);
+    scaling_efficiency the single-GPU step over this step (1: perfect weak
+    scaling); samples_per_second of all GPUs together; instance_type the
+    catalog's instance with gpus_per_node of the GPU, when there is one, and
+    its price per instance (node) hour; buckets DDP's gradient buckets.
+    Where the configuration could not be predicted (no interconnect data,
+    more GPUs than a node holds, no network figure for several nodes)
+    `unavailable` says why and the times are 0."""
+    gpus_per_node: int
+    nodes: int
+    step_ns: int
+    exposed_communication_ns: int
+    scaling_efficiency: float
+    samples_per_second: float
+    instance_type: str
+    has_price: bool
+    price_per_node_hour: float
+    cost_per_1000_samples: float
+    buckets: int
+    unavailable: str
+
+
 # DevicePrediction.row()'s columns for its memory: "memory_" and the field.
 MEMORY_COLUMNS = tuple("memory_" + f.name for f in dataclasses.fields(MemoryPrediction))
-_NOT_IN_ROW = ("method_totals", "operations")
+_NOT_IN_ROW = ("method_totals", "operations", "parallel")
 
 
 def _row_columns() -> List[str]:
@@ -139,7 +166,10 @@ class DevicePrediction:
     the instance it comes from, ranks and warnings; the batch it was
     predicted at (with a fit, the largest that fits this GPU) and its
     predicted memory (None when the trace has no memory data). Both ranks
-    are 0 for a GPU the batch does not fit (memory.fits False)."""
+    are 0 for a GPU the batch does not fit (memory.fits False). `parallel`:
+    the data-parallel steps asked for (predict(gpus_per_node=...), then one
+    per catalog instance type with catalog_instances=True), in that order;
+    empty when none were."""
     device_id: str
     display_name: str
     gpu_time_ns: int
@@ -168,12 +198,16 @@ class DevicePrediction:
     batch_size: int = 0  # predicted at: the response's, or with a fit this GPU's own
     memory: Optional[MemoryPrediction] = field(default=None,
                                                metadata={"message": MemoryPrediction})
+    parallel: Tuple[ParallelPrediction, ...] = field(
+        default=(), metadata={"element": ParallelPrediction})
 
     def row(self) -> Dict[str, Any]:
         """The scalar fields and the warnings, as one table row; the memory
         flattened to memory_peak_allocated_bytes, memory_expected_error_percent,
         memory_usable_bytes, memory_fits and memory_largest_fitting_batch
-        (None when the trace has no memory data)."""
+        (None when the trace has no memory data). One GPU, one row: the
+        breakdown (method_totals, operations) and the data-parallel steps
+        (`parallel`; PredictionResult.parallel_to_pandas) are left out."""
         row: Dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name == "memory":
@@ -248,7 +282,8 @@ class PredictionResult:
     def to_pandas(self, by: str = "time"):
         """One row per GPU (DevicePrediction.row(), memory_* columns
         included), in rank order (ranked(by)), as a pandas DataFrame. Needs
-        pandas (ImportError says so)."""
+        pandas (ImportError says so). The data-parallel steps are not in it:
+        see parallel_to_pandas."""
         pandas = _require_pandas()
         rows = [p.row() for p in self.ranked(by)]
         return pandas.DataFrame(rows, columns=_row_columns())
@@ -261,6 +296,19 @@ class PredictionResult:
         rows = [{"device_id": p.device_id, **_plain(op)}
                 for p in self.ranked() for op in p.operations]
         return pandas.DataFrame(rows, columns=["device_id"] + op_columns)
+
+    def parallel_to_pandas(self, by: str = "time"):
+        """One row per (GPU, data-parallel configuration) (predict(
+        gpus_per_node=..., catalog_instances=...)), GPUs in rank order
+        (ranked(by)) and each GPU's configurations in the server's order, as
+        a pandas DataFrame: device_id, the GPU's batch_size (per GPU) and
+        the ParallelPrediction fields. Empty (with the columns) when no
+        configuration was asked for."""
+        pandas = _require_pandas()
+        columns = [f.name for f in dataclasses.fields(ParallelPrediction)]
+        rows = [{"device_id": p.device_id, "batch_size": p.batch_size, **_plain(c)}
+                for p in self.ranked(by) for c in p.parallel]
+        return pandas.DataFrame(rows, columns=["device_id", "batch_size"] + columns)
 
     def format_table(self, **kwargs) -> str:
         """The table `habitat predict` prints; see habitat_client.format_table."""

@@ -163,6 +163,42 @@ def _operation_table(p: dict, top: int) -> str:
     return out
 
 
+def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: int) -> str:
+    """The data-parallel section (cli_output.cc ParallelTable): one line per
+    GPU and configuration, in the table's order; '' when none was asked
+    for."""
+    if not any(p.get("parallel") for p in predictions):
+        return ""
+    out = "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n"
+    out += f"      {'GPU':<{id_width}} {'GPUs':>6} {'step ms':>10} {'comm ms':>9} {'eff.':>5} " \
+           f"{'samples/s':>11}  {'instance':<24} {unit + '/node-h':>11} {unit + '/1k smp':>12}\n"
+    for p in predictions:
+        for c in p.get("parallel", []):
+            nodes, gpus = c.get("nodes", 0), c.get("gpus_per_node", 0)
+            label = f"{gpus}x{nodes}" if nodes > 1 else str(gpus)
+            out += f"      {_truncate(_printable(p['device_id']), id_width):<{id_width}} " \
+                   f"{label:>6}"
+            if c.get("unavailable"):
+                out += f"  -  {_printable(c['unavailable'])}\n"
+                continue
+            instance = c.get("instance_type", "")
+            instance = _truncate(_printable(instance), 24) if instance else "-"
+            out += f" {c.get('step_ns', 0) / 1e6:>10.3f}" \
+                   f" {c.get('exposed_communication_ns', 0) / 1e6:>9.3f}" \
+                   f" {100 * c.get('scaling_efficiency', 0.0):>4.0f}%" \
+                   f" {c.get('samples_per_second', 0.0):>11.1f}  {instance:<24}"
+            if c.get("has_price"):
+                out += f" {c.get('price_per_node_hour', 0.0):>11.3f}" \
+                       f" {c.get('cost_per_1000_samples', 0.0):>12.{cost_decimals}f}\n"
+            else:
+                out += f" {'-':>11} {'-':>12}\n"
+    out += "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce " \
+           "time\n" \
+           "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step\n" \
+           "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n"
+    return out
+
+
 def format_table(response, model_name: str = "", precision: str = "",
                  breakdown: bool = False, top_operations: int = 10) -> str:
     """The prediction as `habitat predict` prints it: one line per GPU in
@@ -171,7 +207,9 @@ def format_table(response, model_name: str = "", precision: str = "",
     predicted peak GiB ('!': does not fit), then GPU ms, its expected error,
     wall ms ('!': host-bound), samples/s, price per GPU-hour, cost per 1000
     samples, cost rank and the unscaled share. Throughput, cost and both
-    ranks follow the wall time.
+    ranks follow the wall time. Where the request asked for data-parallel
+    steps (gpus_per_node, catalog_instances), a section after the legend
+    lists them: one line per GPU and configuration, in the same order.
     `response`: a PredictionResult, or the response as a dict (to_dict)."""
     if hasattr(response, "to_dict"):
         response = response.to_dict()
@@ -261,6 +299,7 @@ def format_table(response, model_name: str = "", precision: str = "",
         out += "  instance: the instance type priced, the smallest with that GPU in the catalog; " \
                "/N:\n           it holds N GPUs, and the price is its price per GPU-hour\n"
     out += "  unscaled: share of the origin GPU time in operations carried over unscaled\n"
+    out += _parallel_table(predictions, unit, id_width, cost_decimals)
 
     # One line per distinct warning, with the GPUs it concerns.
     grouped: dict = {}

@@ -321,6 +321,27 @@ def fit_response():
     return response
 
 
+def parallel_response():
+    """sample_response with data-parallel steps of 8 GPUs x 2 nodes:
+    H200's priced on its instance, H100-SXM's on an unpriced instance
+    whose name is truncated, T4's unavailable (no interconnect data)."""
+    message = sample_response()
+    by_id = {p.device_id: p for p in message.predictions}
+    by_id["H200"].parallel.add(
+        gpus_per_node=8, nodes=2, step_ns=12_345_678, exposed_communication_ns=1_345_678,
+        scaling_efficiency=0.891, samples_per_second=10370.4, instance_type="p5e.48xlarge",
+        has_price=True, price_per_node_hour=43.26, cost_per_1000_samples=0.0123456, buckets=4)
+    by_id["H200"].parallel.add(gpus_per_node=16, nodes=1,
+                               unavailable="H200 nodes hold at most 8 GPUs")
+    by_id["H100-SXM"].parallel.add(
+        gpus_per_node=8, nodes=2, step_ns=13_000_000, exposed_communication_ns=500_000,
+        scaling_efficiency=0.9, samples_per_second=9846.15,
+        instance_type="a-very-long-instance-type-name.xl", buckets=4)
+    by_id["T4"].parallel.add(gpus_per_node=8, nodes=2,
+                             unavailable="T4: no interconnect data\x07")
+    return message
+
+
 @needs_protobuf
 class ResultsTest(unittest.TestCase):
     def test_dataclasses_mirror_the_proto(self):
@@ -329,7 +350,8 @@ class ResultsTest(unittest.TestCase):
                           (habitat_client.DevicePrediction, "DevicePrediction"),
                           (habitat_client.OperationPrediction, "OperationPrediction"),
                           (habitat_client.MethodTotal, "MethodTotal"),
-                          (habitat_client.MemoryPrediction, "MemoryPrediction")):
+                          (habitat_client.MemoryPrediction, "MemoryPrediction"),
+                          (habitat_client.ParallelPrediction, "ParallelPrediction")):
             proto = {f.name for f in messages[name].DESCRIPTOR.fields}
             ours = {f.name for f in dataclasses.fields(cls) if f.metadata.get("proto", True)}
             self.assertEqual(ours, proto - _results.OMITTED_FIELDS.get(name, set()), name)
@@ -439,6 +461,70 @@ class ResultsTest(unittest.TestCase):
         self.assertEqual(result.to_dict(), expected)
         self.assertEqual(result.to_dict()["predictions"][0]["memory"]["fits"], False)
         json.dumps(result.to_dict())
+
+    def test_parallel(self):
+        message = parallel_response()
+        result = habitat_client.PredictionResult.from_message(message)
+        h200 = result.device("H200")
+        self.assertEqual(h200.parallel, (
+            habitat_client.ParallelPrediction(
+                gpus_per_node=8, nodes=2, step_ns=12_345_678, exposed_communication_ns=1_345_678,
+                scaling_efficiency=0.891, samples_per_second=10370.4,
+                instance_type="p5e.48xlarge", has_price=True, price_per_node_hour=43.26,
+                cost_per_1000_samples=0.0123456, buckets=4, unavailable=""),
+            habitat_client.ParallelPrediction(
+                gpus_per_node=16, nodes=1, step_ns=0, exposed_communication_ns=0,
+                scaling_efficiency=0.0, samples_per_second=0.0, instance_type="",
+                has_price=False, price_per_node_hour=0.0, cost_per_1000_samples=0.0,
+                buckets=0, unavailable="H200 nodes hold at most 8 GPUs")))
+        self.assertEqual(result.device("T4").parallel[0].unavailable,
+                         "T4: no interconnect data\x07")
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            h200.parallel[0].nodes = 1
+        # Without parallel steps in the response: an empty tuple.
+        self.assertEqual(habitat_client.PredictionResult.from_message(sample_response())
+                         .device("H200").parallel, ())
+        # to_dict mirrors the message, the steps a list of dicts.
+        expected = habitat_client.to_dict(message)
+        for p in expected["predictions"]:
+            del p["iteration_ns"]
+        self.assertEqual(result.to_dict(), expected)
+        self.assertEqual(result.to_dict()["predictions"][1]["parallel"][0]["step_ns"],
+                         12_345_678)
+        json.dumps(result.to_dict())
+        # One row per GPU: the steps are not in row() nor in to_pandas's columns.
+        self.assertNotIn("parallel", h200.row())
+        self.assertNotIn("parallel", _results._row_columns())
+        self.assertEqual(set(h200.row()), set(_results._row_columns()))
+
+    def test_device_prediction_positional_construction_keeps_working(self):
+        values = [f.name for f in dataclasses.fields(habitat_client.DevicePrediction)]
+        # Every field up to memory, positionally, as before `parallel`.
+        head = values[:values.index("memory") + 1]
+        p = habitat_client.DevicePrediction(*range(len(head)))
+        self.assertEqual(p.parallel, ())
+
+    def test_parallel_to_pandas(self):
+        captured = []
+        fake = types.ModuleType("pandas")
+        fake.DataFrame = lambda rows, columns: captured.append((rows, columns)) or "frame"
+        result = habitat_client.PredictionResult.from_message(parallel_response())
+        with mock.patch.dict(sys.modules, {"pandas": fake}):
+            self.assertEqual(result.parallel_to_pandas(), "frame")
+            habitat_client.PredictionResult.from_message(sample_response()).parallel_to_pandas()
+        rows, columns = captured[0]
+        self.assertEqual(columns[:2], ["device_id", "batch_size"])
+        self.assertEqual(columns[2:], [f.name for f in
+                                       dataclasses.fields(habitat_client.ParallelPrediction)])
+        # One row per GPU and configuration, GPUs in rank order.
+        self.assertEqual([(r["device_id"], r["gpus_per_node"], r["nodes"]) for r in rows],
+                         [("H200", 8, 2), ("H200", 16, 1), ("H100-SXM", 8, 2), ("T4", 8, 2)])
+        self.assertEqual([set(r) for r in rows], [set(columns)] * 4)
+        self.assertEqual(rows[0]["batch_size"], 8)
+        self.assertEqual(captured[1], ([], columns), "no steps: no rows, the same columns")
+        with mock.patch.dict(sys.modules, {"pandas": None}):
+            with self.assertRaisesRegex(ImportError, "needs pandas"):
+                result.parallel_to_pandas()
 
     def test_nested_message_needs_metadata(self):
         @dataclasses.dataclass(frozen=True)
@@ -614,6 +700,67 @@ class TableTest(unittest.TestCase):
                          "  unscaled")
 
 
+@needs_protobuf
+class ParallelTableTest(unittest.TestCase):
+    """The data-parallel section, as cli_output.cc ParallelTable prints it:
+    after the legend, before the warnings."""
+
+    SECTION = (
+        "\n"
+        "data-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n"
+        "      GPU         GPUs    step ms   comm ms  eff.   samples/s  instance"
+        "                  USD/node-h   USD/1k smp\n"
+        "      H200         8x2     12.346     1.346   89%     10370.4  p5e.48xlarge"
+        "                  43.260       0.0123\n"
+        "      H200          16  -  H200 nodes hold at most 8 GPUs\n"
+        "      H100-SXM     8x2     13.000     0.500   90%      9846.1  a-very-long-instance-..."
+        "           -            -\n"
+        "      T4           8x2  -  T4: no interconnect data?\n"
+        "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
+        "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step\n"
+        "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n")
+
+    def test_section_between_legend_and_warnings(self):
+        base = habitat_client.format_table(habitat_client.to_dict(sample_response()))
+        self.assertNotIn("data-parallel", base, "nothing asked for: no section")
+        legend, warnings_ = base.split("\nwarnings:\n")
+        result = habitat_client.PredictionResult.from_message(parallel_response())
+        table = habitat_client.format_table(result)
+        self.assertEqual(table, legend + self.SECTION + "\nwarnings:\n" + warnings_)
+        self.assertEqual(habitat_client.format_table(habitat_client.to_dict(parallel_response())),
+                         table)
+
+    def test_no_prices_and_cost_decimals(self):
+        # No price anywhere: "price/..." headers, '-' for the step's price.
+        message = parallel_response()
+        message.catalog = ""
+        for p in message.predictions:
+            p.has_price = False
+            for c in p.parallel:
+                c.has_price = False
+        lines = habitat_client.format_table(habitat_client.to_dict(message)).splitlines()
+        start = lines.index("data-parallel steps (PyTorch DDP over NCCL, each GPU at its batch "
+                            "above):")
+        self.assertEqual(lines[start + 1],
+                         "      GPU         GPUs    step ms   comm ms  eff.   samples/s  instance"
+                         "                 price/node-h price/1k smp")
+        self.assertEqual(lines[start + 2],
+                         "      H200         8x2     12.346     1.346   89%     10370.4  "
+                         "p5e.48xlarge                       -            -")
+        # The main table's cost decimals (3 significant digits of its
+        # cheapest cost) apply to the steps' costs too.
+        message = parallel_response()
+        message.predictions[1].cost_per_1000_samples = 0.000123
+        lines = habitat_client.format_table(habitat_client.to_dict(message)).splitlines()
+        row = next(line for line in lines if line.startswith("      H200         8x2"))
+        self.assertTrue(row.endswith("      43.260     0.012346"), row)
+        # A dict from before `parallel` (no such keys) prints no section.
+        old = habitat_client.to_dict(sample_response())
+        for p in old["predictions"]:
+            p.pop("parallel", None)
+        self.assertNotIn("data-parallel", habitat_client.format_table(old))
+
+
 @needs_grpc
 class RetryTest(unittest.TestCase):
     """UNAVAILABLE is retried by gRPC's retry policy, which marks retried
@@ -747,6 +894,39 @@ class ClientTest(unittest.TestCase):
             self.client.predict(trace_id="sha256:" + "0" * 64, at_batch_size=128)
         self.assertEqual(self.sent[0][1].batch_size, 128)
 
+    def test_parallel_request(self):
+        build = habitat_client.build_predict_request
+        request = build(TRACE_GZ)
+        self.assertEqual((len(request.parallel), request.catalog_instances), (0, False))
+        request = build(TRACE_GZ, gpus_per_node=8)
+        self.assertEqual([(c.gpus_per_node, c.nodes, c.bucket_cap_bytes)
+                          for c in request.parallel], [(8, 0, 0)])  # 0: one node, DDP's 25 MiB
+        request = build(trace_id="sha256:0", gpus_per_node=8, nodes=2, bucket_cap_mb=50,
+                        catalog_instances=True)
+        self.assertEqual([(c.gpus_per_node, c.nodes, c.bucket_cap_bytes)
+                          for c in request.parallel], [(8, 2, 50 << 20)])
+        self.assertTrue(request.catalog_instances)
+        request = build(TRACE_GZ, catalog_instances=True)
+        self.assertEqual((len(request.parallel), request.catalog_instances), (0, True))
+        request = build(TRACE_GZ, gpus_per_node=64, nodes=4096, bucket_cap_mb=1 << 20)
+        self.assertEqual((request.parallel[0].gpus_per_node, request.parallel[0].nodes,
+                          request.parallel[0].bucket_cap_bytes), (64, 4096, 1 << 40))
+        request = build(TRACE_GZ, gpus_per_node=1, nodes=1, bucket_cap_mb=1)
+        self.assertEqual((request.parallel[0].nodes, request.parallel[0].bucket_cap_bytes),
+                         (1, 1 << 20))
+        # Through Client.predict and predict_message.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.client.predict(TRACE_GZ, gpus_per_node=4, nodes=3, bucket_cap_mb=10,
+                                catalog_instances=True)
+            self.client.predict_message(trace_id="sha256:0", gpus_per_node=2)
+        sent, by_message = self.sent[0][1], self.sent[1][1]
+        self.assertEqual((sent.parallel[0].gpus_per_node, sent.parallel[0].nodes,
+                          sent.parallel[0].bucket_cap_bytes, sent.catalog_instances),
+                         (4, 3, 10 << 20, True))
+        self.assertEqual((by_message.parallel[0].gpus_per_node, by_message.catalog_instances),
+                         (2, False))
+
     def test_request_arguments_are_checked(self):
         cases = [
             (dict(trace=TRACE_GZ, price_kind="cheap"), "price_kind must be"),
@@ -773,6 +953,30 @@ class ClientTest(unittest.TestCase):
             (dict(trace_id="sha256:0", fit=True, at_batch_size=64), "drop at_batch_size"),
             (dict(trace=TRACE_GZ, fit=1), "fit must be True or False"),
             (dict(trace=TRACE_GZ, fit=64), "fit must be True or False"),
+            (dict(trace=TRACE_GZ, nodes=2), "give gpus_per_node too"),
+            (dict(trace=TRACE_GZ, bucket_cap_mb=25), "give gpus_per_node too"),
+            (dict(trace=TRACE_GZ, nodes=2, bucket_cap_mb=25, catalog_instances=True),
+             "give gpus_per_node too"),
+            (dict(trace=TRACE_GZ, gpus_per_node=0), r"gpus_per_node must be an integer within "
+             r"\[1, 64\]"),
+            (dict(trace=TRACE_GZ, gpus_per_node=65), "gpus_per_node must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8.0), "gpus_per_node must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node="8"), "gpus_per_node must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node=True), "gpus_per_node must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, nodes=0),
+             r"nodes must be an integer within \[1, 4096\]"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, nodes=4097), "nodes must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, nodes=-1), "nodes must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, nodes=True), "nodes must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, bucket_cap_mb=0),
+             r"bucket_cap_mb must be an integer within \[1, 1048576\]"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, bucket_cap_mb=(1 << 20) + 1),
+             "bucket_cap_mb must be an integer"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, bucket_cap_mb=2.5),
+             "bucket_cap_mb must be an integer"),
+            (dict(trace=TRACE_GZ, catalog_instances=1), "catalog_instances must be True or False"),
+            (dict(trace=TRACE_GZ, catalog_instances="yes"),
+             "catalog_instances must be True or False"),
         ]
         for kwargs, message in cases:
             with self.subTest(kwargs=kwargs):

@@ -1,0 +1,243 @@
+#include "core/predict/ddp_prediction.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/time_units.h"
+#include "core/predict/op_traffic.h"
+#include "core/pricing/price_catalog.h"
+
+namespace habitat {
+namespace {
+
+namespace v1 = habitat::v1;
+
+bool IsAccumulateGrad(const v1::Operation& op) {
+  return absl::StrContains(op.name(), "AccumulateGrad");
+}
+
+bool IsOptimizer(const v1::Operation& op) {
+  return absl::StrContains(op.name(), "Optimizer.") ||
+         absl::StartsWith(op.name(), "aten::_foreach");
+}
+
+bool SameShape(const v1::TensorArgument& a, const v1::TensorArgument& b) {
+  return a.shape_size() == b.shape_size() &&
+         std::equal(a.shape().begin(), a.shape().end(), b.shape().begin());
+}
+
+// Whether `op` took a tensor shaped like `param`.
+bool Takes(const v1::Operation& op, const v1::TensorArgument& param) {
+  for (const v1::Argument& arg : op.arguments()) {
+    if (arg.has_tensor() && SameShape(arg.tensor(), param)) return true;
+  }
+  return false;
+}
+
+// Saturates on hostile shapes instead of overflowing.
+int64_t TensorBytes(const v1::TensorArgument& tensor) {
+  double bytes = DtypeBytes(tensor.dtype());
+  for (int64_t d : tensor.shape()) bytes *= static_cast<double>(std::max<int64_t>(d, 0));
+  constexpr double kMax = 1e18;
+  return static_cast<int64_t>(std::min(bytes, kMax));
+}
+
+}  // namespace
+
+absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
+                                                  const v1::DevicePrediction& prediction) {
+  if (prediction.operations_size() != trace.operations_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prediction has ", prediction.operations_size(), " operations where the trace has ",
+        trace.operations_size(), " (a data-parallel step needs the per-operation breakdown)"));
+  }
+  TraceIteration out;
+  SingleGpuIteration& it = out.iteration;
+  // Forward operations with a backward pass, last first: the backward order.
+  std::vector<int> backward_ops;
+  for (int i = trace.operations_size() - 1; i >= 0; --i) {
+    const v1::Operation& op = trace.operations(i);
+    if (op.has_backward() && !IsAccumulateGrad(op) && !IsOptimizer(op)) backward_ops.push_back(i);
+  }
+  it.backward_op_ns.assign(backward_ops.size(), 0);
+  for (size_t j = 0; j < backward_ops.size(); ++j) {
+    it.backward_op_ns[j] = prediction.operations(backward_ops[j]).predicted_backward_ns();
+  }
+  size_t cursor = 0;  // the backward operation the last gradient followed
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    const v1::Operation& op = trace.operations(i);
+    const v1::OperationPrediction& predicted = prediction.operations(i);
+    const int64_t ns = predicted.predicted_forward_ns() + predicted.predicted_backward_ns();
+    if (IsOptimizer(op)) {
+      it.optimizer_ns += ns;
+      continue;
+    }
+    if (!IsAccumulateGrad(op)) {
+      it.forward_ns += predicted.predicted_forward_ns();
+      continue;
+    }
+    if (op.arguments_size() == 0 || !op.arguments(0).has_tensor()) continue;
+    const v1::TensorArgument& param = op.arguments(0).tensor();
+    size_t j = cursor;
+    while (j < backward_ops.size() && !Takes(trace.operations(backward_ops[j]), param)) ++j;
+    ParamGradient gradient;
+    gradient.bytes = TensorBytes(param);
+    if (j < backward_ops.size()) {
+      cursor = j;
+    } else {
+      ++out.unmatched_params;
+      out.unmatched_bytes += gradient.bytes;
+    }
+    gradient.ready_after_op = static_cast<int>(cursor);
+    out.gradient_bytes += gradient.bytes;
+    it.params.push_back(gradient);
+    // Its own work (adding into an existing .grad) is part of the backward.
+    if (!it.backward_op_ns.empty()) it.backward_op_ns[cursor] += ns;
+  }
+  if (it.params.empty() || it.backward_op_ns.empty()) {
+    return absl::InvalidArgumentError(
+        "the trace has no gradients to all-reduce (no AccumulateGrad operations after a "
+        "backward pass): data-parallel training needs a training iteration");
+  }
+  // Kernels no operation claimed ran somewhere in the iteration; counting
+  // them with the forward keeps the single-GPU step equal to the GPU time.
+  const int64_t attributed = SingleGpuStepNs(it);
+  if (prediction.gpu_time_ns() > attributed) it.forward_ns += prediction.gpu_time_ns() - attributed;
+  return out;
+}
+
+namespace {
+
+// The cheapest instance of exactly `gpus` of `device_id` in `catalog` with a
+// price of `kind`; null if none.
+const v1::GpuPrice* InstanceOf(const v1::PriceCatalog* catalog, const std::string& device_id,
+                               uint32_t gpus, v1::PriceKind kind) {
+  if (catalog == nullptr) return nullptr;
+  const v1::GpuPrice* best = nullptr;
+  for (const v1::GpuPrice& row : catalog->prices()) {
+    if (row.device_id() != device_id || GpusPerInstance(row) != gpus) continue;
+    if (PricePerGpuHour(row, kind) <= 0) continue;
+    if (best == nullptr || PricePerGpuHour(row, kind) < PricePerGpuHour(*best, kind)) best = &row;
+  }
+  return best;
+}
+
+// The link constants of `config` on `device`, the network from `instance`;
+// FAILED_PRECONDITION saying what data is missing.
+absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
+                                      const v1::ParallelConfig& config,
+                                      const v1::GpuPrice* instance, const std::string& catalog) {
+  const v1::Interconnect& link = device.interconnect();
+  if (!device.has_interconnect() || link.allreduce_busbw_gbps() <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the spec database has no interconnect figures for ", device.id(),
+                     " (no published all-reduce bandwidth between these GPUs)"));
+  }
+  if (config.gpus_per_node() > link.max_gpus_per_node()) {
+    return absl::FailedPreconditionError(absl::StrCat("a server holds at most ",
+                                                      link.max_gpus_per_node(), " ", device.id(),
+                                                      " (", link.link(), ")"));
+  }
+  LinkConstants out;
+  out.intra_node_latency_ns = link.nvlink() ? kNvlinkRingStepNs : kPcieRingStepNs;
+  out.intra_node_busbw_gbps = link.allreduce_busbw_gbps();
+  if (config.nodes() <= 1) return out;
+  if (instance == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("across nodes the network comes from an instance of ", config.gpus_per_node(),
+                     " x ", device.id(), ", and ",
+                     catalog.empty() ? std::string("no catalog was given")
+                                     : absl::StrCat("catalog '", catalog, "' has none"),
+                     " with a price of that kind"));
+  }
+  if (instance->network_gbps() <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "catalog instance ", instance->instance_type(), " has no network figure (network_gbps)"));
+  }
+  // Every GPU of a node crosses the network at once (rail-optimised nodes
+  // give each its NIC): the instance's bandwidth in GB/s, shared.
+  out.inter_node_gbps_per_gpu =
+      instance->network_gbps() / 8.0 * kNetworkEfficiency / config.gpus_per_node();
+  out.inter_node_latency_ns = kNetworkRingStepNs;
+  return out;
+}
+
+}  // namespace
+
+v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& iteration,
+                                       const v1::DevicePrediction& single,
+                                       const v1::DeviceSpec& device,
+                                       const v1::ParallelConfig& config,
+                                       const v1::PriceCatalog* catalog, v1::PriceKind kind) {
+  v1::ParallelPrediction out;
+  const uint32_t nodes = std::max<uint32_t>(config.nodes(), 1);
+  out.set_gpus_per_node(config.gpus_per_node());
+  out.set_nodes(nodes);
+  v1::ParallelConfig normalised = config;
+  normalised.set_nodes(nodes);
+  const v1::GpuPrice* instance = InstanceOf(catalog, device.id(), config.gpus_per_node(), kind);
+  int64_t exposed = 0;
+  if (config.gpus_per_node() * nodes > 1) {
+    if (!iteration.ok()) {
+      out.set_unavailable(std::string(iteration.status().message()));
+      return out;
+    }
+    auto link = LinkFor(device, normalised, instance, catalog == nullptr ? "" : catalog->name());
+    if (!link.ok()) {
+      out.set_unavailable(std::string(link.status().message()));
+      return out;
+    }
+    DdpConfig ddp;
+    ddp.ranks_per_node = static_cast<int>(config.gpus_per_node());
+    ddp.nodes = static_cast<int>(nodes);
+    ddp.link = *link;
+    if (config.bucket_cap_bytes() > 0) ddp.bucket_cap_bytes = config.bucket_cap_bytes();
+    ddp.per_bucket_host_ns = kDdpBucketHostNs;
+    ddp.copy_back_memory_gbps = device.measured_memory_bandwidth_gbps() > 0
+                                    ? device.measured_memory_bandwidth_gbps()
+                                    : device.memory_bandwidth_gbps();
+    auto step = PredictDdpStep(iteration->iteration, ddp);
+    if (!step.ok()) {
+      out.set_unavailable(std::string(step.status().message()));
+      return out;
+    }
+    exposed = std::max<int64_t>(0, step->exposed_comm_ns);
+    out.set_buckets(static_cast<uint32_t>(step->num_buckets));
+  }
+  // The communication the backward pass cannot hide lengthens the step as
+  // the host replay measured it (a host-bound step may in fact hide some).
+  const int64_t step_ns = single.wall_time_ns() + exposed;
+  out.set_step_ns(step_ns);
+  out.set_exposed_communication_ns(exposed);
+  out.set_scaling_efficiency(
+      step_ns > 0 ? static_cast<double>(single.wall_time_ns()) / static_cast<double>(step_ns) : 0);
+  const double seconds = NsToSeconds(step_ns);
+  const double gpus = static_cast<double>(config.gpus_per_node()) * nodes;
+  out.set_samples_per_second(seconds > 0 ? single.batch_size() * gpus / seconds : 0);
+  if (instance != nullptr) {
+    out.set_instance_type(instance->instance_type());
+    out.set_has_price(true);
+    out.set_price_per_node_hour(PricePerGpuHour(*instance, kind) * GpusPerInstance(*instance));
+    if (out.samples_per_second() > 0) {
+      out.set_cost_per_1000_samples(out.price_per_node_hour() * nodes / 3600.0 * 1000.0 /
+                                    out.samples_per_second());
+    }
+  }
+  return out;
+}
+
+std::vector<uint32_t> CatalogInstanceSizes(const v1::PriceCatalog& catalog,
+                                           const std::string& device_id) {
+  std::set<uint32_t> sizes;
+  for (const v1::GpuPrice& row : catalog.prices()) {
+    if (row.device_id() == device_id && GpusPerInstance(row) > 1) {
+      sizes.insert(GpusPerInstance(row));
+    }
+  }
+  return {sizes.begin(), sizes.end()};
+}
+
+}  // namespace habitat

@@ -1,0 +1,80 @@
+// Data-parallel (DDP) steps of a predicted trace: the single-GPU iteration
+// DDP overlaps with, read from a trace and its per-operation predictions on
+// one GPU, and the step on N of that GPU (core/parallel/ddp_timeline.h).
+//
+// The trace has no per-parameter record; what it has suffices:
+//   * each parameter's gradient is an AccumulateGrad operation, in the order
+//     autograd made them ready, whose argument is the parameter (its shape
+//     and dtype give the bytes DDP all-reduces);
+//   * backward passes run in about the reverse order of their forward
+//     operations, so the AccumulateGrad of a parameter follows the backward
+//     pass of the last forward operation (in backward order, the first)
+//     that took a tensor of its shape.
+// Optimizer work (torch's foreach kernels, "Optimizer." ranges) runs after
+// the last all-reduce; everything else forward or backward as recorded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/parallel/ddp_timeline.h"
+#include "habitat/v1/device.pb.h"
+#include "habitat/v1/prediction_service.pb.h"
+#include "habitat/v1/trace.pb.h"
+
+namespace habitat {
+
+struct TraceIteration {
+  SingleGpuIteration iteration;
+  // AccumulateGrad operations whose shape no backward operation took (their
+  // gradient is taken as ready where the previous one was), and their bytes.
+  int unmatched_params = 0;
+  int64_t unmatched_bytes = 0;
+  // Sum of the parameters' gradient bytes.
+  int64_t gradient_bytes = 0;
+};
+
+// `prediction` must hold the per-operation breakdown of `trace`
+// (include_breakdown). INVALID_ARGUMENT when it does not match the trace or
+// the trace has no AccumulateGrad (an inference trace: nothing to reduce).
+absl::StatusOr<TraceIteration> IterationFromTrace(const habitat::v1::Trace& trace,
+                                                  const habitat::v1::DevicePrediction& prediction);
+
+// Latency of one ring step, by link, for NCCL's Simple protocol (what
+// buckets of megabytes use): NVIDIA NCCL's tuning model, hwLat Ring/Simple
+// in src/graph/tuning.cc (commit 01afd20: NVLink 3.4 us, PCI 5.7 us, network
+// 9.6 us).
+inline constexpr int64_t kNvlinkRingStepNs = 3400;
+inline constexpr int64_t kPcieRingStepNs = 5700;
+inline constexpr int64_t kNetworkRingStepNs = 9600;
+
+// Share of a NIC's line rate NCCL's all-reduce reaches across nodes: 24 GB/s
+// per 200 Gb/s NIC (nccl-tests issue 119), 46-48 GB/s per 400 Gb/s NDR NIC
+// (nccl-tests issue 290): 0.92-0.96 (docs/multi_gpu.md, section 3).
+inline constexpr double kNetworkEfficiency = 0.94;
+
+// Host time from a bucket's last gradient to its all-reduce's launch: a lone
+// torch.distributed all-reduce call took 24-35 us on an H100 host
+// (eval/multi_gpu/results).
+inline constexpr int64_t kDdpBucketHostNs = 30'000;
+
+// DevicePrediction.parallel for one configuration on `device`:
+// `single` is the GPU's prediction (batch_size and wall time set) and
+// `iteration` what IterationFromTrace read from it (an error status is
+// reported as `unavailable`); `catalog` (may be null) prices the node and,
+// across nodes, gives the network. A configuration the data cannot support
+// comes back with `unavailable` saying why.
+habitat::v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& iteration,
+                                                const habitat::v1::DevicePrediction& single,
+                                                const habitat::v1::DeviceSpec& device,
+                                                const habitat::v1::ParallelConfig& config,
+                                                const habitat::v1::PriceCatalog* catalog,
+                                                habitat::v1::PriceKind kind);
+
+// The multi-GPU instance sizes `catalog` offers `device_id` in, ascending.
+std::vector<uint32_t> CatalogInstanceSizes(const habitat::v1::PriceCatalog& catalog,
+                                           const std::string& device_id);
+
+}  // namespace habitat

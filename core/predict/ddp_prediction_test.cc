@@ -1,0 +1,178 @@
+// The DDP iteration read from the agent's real traces (H100,
+// tests/testdata/agent_suite/h100_memory), predicted on their own GPU.
+#include "core/predict/ddp_prediction.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file_io.h"
+#include "core/devices/device_database.h"
+#include "core/predict/prediction_engine.h"
+#include "core/pricing/price_catalog.h"
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+namespace v1 = habitat::v1;
+
+v1::Trace AgentTrace(const std::string& name) {
+  v1::Trace trace;
+  auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100_memory/" + name +
+                        ".trace.gz");
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  if (bytes.ok()) {
+    EXPECT_TRUE(trace.ParseFromString(*bytes));
+  }
+  return trace;
+}
+
+v1::DevicePrediction OnTheH100(const v1::Trace& trace) {
+  auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
+  EXPECT_TRUE(devices.ok()) << devices.status();
+  const v1::DeviceSpec* h100 = devices->Find("H100-SXM");
+  auto prediction = PredictOnDevice(trace, *h100, *h100);
+  EXPECT_TRUE(prediction.ok()) << prediction.status();
+  return prediction.ok() ? *prediction : v1::DevicePrediction();
+}
+
+TEST(DdpIterationTest, ResNetGradientsAreItsParametersInBackwardOrder) {
+  const v1::Trace trace = AgentTrace("resnet50_b16_fp32");
+  const v1::DevicePrediction prediction = OnTheH100(trace);
+  auto read = IterationFromTrace(trace, prediction);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const SingleGpuIteration& it = read->iteration;
+  // torchvision's ResNet-50: 25,557,032 fp32 parameters in 161 tensors.
+  EXPECT_EQ(it.params.size(), 161u);
+  EXPECT_EQ(read->gradient_bytes, int64_t{25'557'032} * 4);
+  EXPECT_EQ(read->unmatched_params, 0);
+  // The classifier's gradients are ready first, the stem's last.
+  EXPECT_EQ(it.params.front().bytes, 1000 * 4);  // fc.bias
+  for (size_t i = 1; i < it.params.size(); ++i) {
+    EXPECT_GE(it.params[i].ready_after_op, it.params[i - 1].ready_after_op) << i;
+  }
+  EXPECT_EQ(it.params.back().bytes, 64 * 3 * 7 * 7 * 4);  // conv1.weight
+  EXPECT_GT(it.params.back().ready_after_op, static_cast<int>(it.backward_op_ns.size()) * 9 / 10);
+  EXPECT_GT(it.optimizer_ns, 0);
+  EXPECT_EQ(SingleGpuStepNs(it), prediction.gpu_time_ns());
+}
+
+TEST(DdpIterationTest, EveryModelsParametersFindTheirBackwardOperation) {
+  for (const char* name : {"transformer_b32_fp32", "gpt2_b8_bf16", "vit_b32_fp32",
+                           "inception_v3_b16_fp32", "gnmt_b32_fp32"}) {
+    const v1::Trace trace = AgentTrace(name);
+    const v1::DevicePrediction prediction = OnTheH100(trace);
+    auto read = IterationFromTrace(trace, prediction);
+    ASSERT_TRUE(read.ok()) << name << ": " << read.status();
+    EXPECT_EQ(read->unmatched_params, 0) << name;
+    EXPECT_GT(read->gradient_bytes, 0) << name;
+    EXPECT_EQ(SingleGpuStepNs(read->iteration), prediction.gpu_time_ns()) << name;
+  }
+}
+
+TEST(DdpIterationTest, APredictionOfAnotherTraceOrWithoutGradientsIsRefused) {
+  const v1::Trace trace = AgentTrace("resnet50_b16_fp32");
+  v1::DevicePrediction summary = OnTheH100(trace);
+  summary.clear_operations();
+  EXPECT_EQ(IterationFromTrace(trace, summary).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::Trace inference;
+  inference.add_operations()->set_name("aten::linear");
+  v1::DevicePrediction one;
+  one.add_operations();
+  EXPECT_EQ(IterationFromTrace(inference, one).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+class ParallelPredictionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto devices =
+        DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    devices_ = std::make_unique<DeviceDatabase>(*std::move(devices));
+    auto catalogs =
+        CatalogSet::LoadFromDirectory(std::string(HABITAT_DATA_DIR) + "/catalogs", *devices_);
+    ASSERT_TRUE(catalogs.ok()) << catalogs.status();
+    catalogs_ = std::make_unique<CatalogSet>(*std::move(catalogs));
+    trace_ = AgentTrace("resnet50_b16_fp32");
+  }
+
+  // The trace predicted on `id` (from the H100 it ran on), with its batch.
+  v1::DevicePrediction On(const std::string& id) {
+    auto prediction = PredictOnDevice(trace_, *devices_->Find("H100-SXM"), *devices_->Find(id));
+    EXPECT_TRUE(prediction.ok()) << prediction.status();
+    v1::DevicePrediction out = prediction.ok() ? *prediction : v1::DevicePrediction();
+    out.set_batch_size(trace_.batch_size());
+    return out;
+  }
+
+  v1::ParallelPrediction Parallel(const std::string& id, uint32_t gpus, uint32_t nodes,
+                                  const char* catalog = "aws") {
+    const v1::DevicePrediction single = On(id);
+    v1::ParallelConfig config;
+    config.set_gpus_per_node(gpus);
+    config.set_nodes(nodes);
+    const v1::PriceCatalog* priced = nullptr;
+    if (catalog != nullptr) priced = *catalogs_->Get(catalog);
+    return PredictParallel(IterationFromTrace(trace_, single), single, *devices_->Find(id), config,
+                           priced, v1::PRICE_KIND_ON_DEMAND);
+  }
+
+  std::unique_ptr<DeviceDatabase> devices_;
+  std::unique_ptr<CatalogSet> catalogs_;
+  v1::Trace trace_;
+};
+
+TEST_F(ParallelPredictionTest, EightH100sInOneP5) {
+  const v1::DevicePrediction single = On("H100-SXM");
+  const v1::ParallelPrediction eight = Parallel("H100-SXM", 8, 1);
+  ASSERT_TRUE(eight.unavailable().empty()) << eight.unavailable();
+  EXPECT_EQ(eight.instance_type(), "p5.48xlarge");
+  // 102 MB of gradients in 25 MiB buckets.
+  EXPECT_EQ(eight.buckets(), 4u);
+  EXPECT_EQ(eight.step_ns(), single.wall_time_ns() + eight.exposed_communication_ns());
+  // At most every bucket's ring all-reduce, 2 x 7/8 x 102 MB at 370 GB/s
+  // plus latencies and the host's launches, is exposed: under 1 ms.
+  EXPECT_GE(eight.exposed_communication_ns(), 0);
+  EXPECT_LT(eight.exposed_communication_ns(), 1'000'000);
+  EXPECT_GT(eight.scaling_efficiency(), 0.5);
+  EXPECT_LE(eight.scaling_efficiency(), 1.0);
+  EXPECT_NEAR(eight.samples_per_second(), 8 * 16 / (eight.step_ns() / 1e9), 1e-6);
+  EXPECT_TRUE(eight.has_price());
+  EXPECT_NEAR(eight.cost_per_1000_samples(),
+              eight.price_per_node_hour() / 3600 * 1000 / eight.samples_per_second(), 1e-12);
+}
+
+TEST_F(ParallelPredictionTest, AcrossNodesTheNetworkAddsCommunication) {
+  const v1::ParallelPrediction one = Parallel("A100-SXM-40GB", 8, 1);
+  const v1::ParallelPrediction four = Parallel("A100-SXM-40GB", 8, 4);
+  ASSERT_TRUE(four.unavailable().empty()) << four.unavailable();
+  EXPECT_EQ(four.instance_type(), "p4d.24xlarge");
+  EXPECT_GT(four.exposed_communication_ns(), one.exposed_communication_ns());
+  EXPECT_LT(four.scaling_efficiency(), one.scaling_efficiency());
+  // Without a catalog there is no network to cross.
+  EXPECT_NE(Parallel("A100-SXM-40GB", 8, 2, nullptr).unavailable().find("no catalog"),
+            std::string::npos);
+  // One GPU is the single-GPU step.
+  const v1::ParallelPrediction single = Parallel("A100-SXM-40GB", 1, 1);
+  EXPECT_EQ(single.exposed_communication_ns(), 0);
+  EXPECT_EQ(single.step_ns(), On("A100-SXM-40GB").wall_time_ns());
+}
+
+TEST_F(ParallelPredictionTest, WhatTheDataCannotSupportSaysWhy) {
+  EXPECT_NE(Parallel("T4", 4, 1).unavailable().find("no interconnect figures"), std::string::npos);
+  EXPECT_NE(Parallel("H100-PCIE", 4, 1).unavailable().find("at most 2"), std::string::npos);
+  EXPECT_TRUE(Parallel("H100-PCIE", 2, 1).unavailable().empty());
+  const v1::ParallelPrediction no_network = Parallel("H100-SXM", 4, 2, "lambda");
+  EXPECT_FALSE(no_network.unavailable().empty());
+}
+
+TEST_F(ParallelPredictionTest, TheCatalogsMultiGpuInstanceSizes) {
+  EXPECT_EQ(CatalogInstanceSizes(**catalogs_->Get("aws"), "H100-SXM"), std::vector<uint32_t>{8});
+  EXPECT_EQ(CatalogInstanceSizes(**catalogs_->Get("gcp"), "A100-SXM-40GB"),
+            std::vector<uint32_t>{16});
+  EXPECT_TRUE(CatalogInstanceSizes(**catalogs_->Get("aws"), "RTX4090").empty());
+}
+
+}  // namespace
+}  // namespace habitat
