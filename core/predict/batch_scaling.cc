@@ -25,7 +25,7 @@ using ShapeField = google::protobuf::RepeatedField<int64_t>;
 absl::flat_hash_set<Shape> ParameterShapes(const v1::Trace& trace) {
   absl::flat_hash_set<Shape> shapes;
   for (const v1::Operation& op : trace.operations()) {
-    if (!absl::StrContains(op.name(), "AccumulateGrad")) continue;
+    if (!IsAccumulateGrad(op)) continue;
     for (const v1::Argument& arg : op.arguments()) {
       if (arg.has_tensor())
         shapes.emplace(arg.tensor().shape().begin(), arg.tensor().shape().end());
@@ -36,9 +36,7 @@ absl::flat_hash_set<Shape> ParameterShapes(const v1::Trace& trace) {
 
 // Work whose size follows the parameters, not the batch.
 bool IsParameterSized(const v1::Operation& op) {
-  return absl::StrContains(op.name(), "AccumulateGrad") ||
-         absl::StrContains(op.name(), "Optimizer.") ||
-         absl::StartsWith(op.name(), "aten::_foreach");
+  return IsAccumulateGrad(op) || IsOptimizerStep(op);
 }
 
 // The dimension of `shape` that holds the batch (see the header), or -1.

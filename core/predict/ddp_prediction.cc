@@ -4,25 +4,16 @@
 #include <set>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/time_units.h"
 #include "core/predict/op_traffic.h"
 #include "core/pricing/price_catalog.h"
+#include "core/trace/op_classification.h"
 
 namespace habitat {
 namespace {
 
 namespace v1 = habitat::v1;
-
-bool IsAccumulateGrad(const v1::Operation& op) {
-  return absl::StrContains(op.name(), "AccumulateGrad");
-}
-
-bool IsOptimizer(const v1::Operation& op) {
-  return absl::StrContains(op.name(), "Optimizer.") ||
-         absl::StartsWith(op.name(), "aten::_foreach");
-}
 
 bool SameShape(const v1::TensorArgument& a, const v1::TensorArgument& b) {
   return a.shape_size() == b.shape_size() &&
@@ -38,11 +29,9 @@ bool Takes(const v1::Operation& op, const v1::TensorArgument& param) {
 }
 
 // Saturates on hostile shapes instead of overflowing.
-int64_t TensorBytes(const v1::TensorArgument& tensor) {
-  double bytes = DtypeBytes(tensor.dtype());
-  for (int64_t d : tensor.shape()) bytes *= static_cast<double>(std::max<int64_t>(d, 0));
+int64_t GradientBytes(const v1::TensorArgument& param) {
   constexpr double kMax = 1e18;
-  return static_cast<int64_t>(std::min(bytes, kMax));
+  return static_cast<int64_t>(std::min(TensorBytes(param), kMax));
 }
 
 }  // namespace
@@ -60,7 +49,8 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
   std::vector<int> backward_ops;
   for (int i = trace.operations_size() - 1; i >= 0; --i) {
     const v1::Operation& op = trace.operations(i);
-    if (op.has_backward() && !IsAccumulateGrad(op) && !IsOptimizer(op)) backward_ops.push_back(i);
+    if (op.has_backward() && !IsAccumulateGrad(op) && !IsOptimizerStep(op))
+      backward_ops.push_back(i);
   }
   it.backward_op_ns.assign(backward_ops.size(), 0);
   for (size_t j = 0; j < backward_ops.size(); ++j) {
@@ -71,7 +61,7 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
     const v1::Operation& op = trace.operations(i);
     const v1::OperationPrediction& predicted = prediction.operations(i);
     const int64_t ns = predicted.predicted_forward_ns() + predicted.predicted_backward_ns();
-    if (IsOptimizer(op)) {
+    if (IsOptimizerStep(op)) {
       it.optimizer_ns += ns;
       continue;
     }
@@ -84,7 +74,7 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
     size_t j = cursor;
     while (j < backward_ops.size() && !Takes(trace.operations(backward_ops[j]), param)) ++j;
     ParamGradient gradient;
-    gradient.bytes = TensorBytes(param);
+    gradient.bytes = GradientBytes(param);
     if (j < backward_ops.size()) {
       cursor = j;
     } else {

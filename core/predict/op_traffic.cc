@@ -17,6 +17,12 @@ int DtypeBytes(const std::string& dtype) {
   return 0;
 }
 
+double TensorBytes(const habitat::v1::TensorArgument& tensor) {
+  double bytes = DtypeBytes(tensor.dtype());
+  for (int64_t d : tensor.shape()) bytes *= d < 0 ? 0.0 : static_cast<double>(d);
+  return bytes;
+}
+
 std::optional<uint64_t> EstimatePassDramBytes(const habitat::v1::Operation& op, bool backward) {
   // Saturates instead of overflowing on hostile shapes.
   constexpr double kMax = static_cast<double>(std::numeric_limits<uint64_t>::max() / 4);
@@ -25,10 +31,8 @@ std::optional<uint64_t> EstimatePassDramBytes(const habitat::v1::Operation& op, 
   bool any = false;
   for (const auto& argument : op.arguments()) {
     if (!argument.has_tensor()) continue;
-    const int element = DtypeBytes(argument.tensor().dtype());
-    if (element == 0) continue;
-    double bytes = element;
-    for (int64_t d : argument.tensor().shape()) bytes *= d < 0 ? 0.0 : static_cast<double>(d);
+    if (DtypeBytes(argument.tensor().dtype()) == 0) continue;
+    const double bytes = TensorBytes(argument.tensor());
     any = true;
     total += bytes;
     largest = std::max(largest, bytes);

@@ -32,4 +32,8 @@ std::optional<uint64_t> EstimatePassDramBytes(const habitat::v1::Operation& op, 
 // "long int" ...); 0 if unknown.
 int DtypeBytes(const std::string& dtype);
 
+// Bytes of a tensor argument (0 for an unknown dtype or a negative
+// dimension), as a double so hostile shapes cannot overflow.
+double TensorBytes(const habitat::v1::TensorArgument& tensor);
+
 }  // namespace habitat

@@ -77,4 +77,13 @@ bool IsKernelVaryingOperation(const v1::Operation& op) {
           ClassifyOperation(op.backward().recorded_name()) == OpKind::kKernelVarying);
 }
 
+bool IsAccumulateGrad(const habitat::v1::Operation& op) {
+  return absl::StrContains(op.name(), "AccumulateGrad");
+}
+
+bool IsOptimizerStep(const habitat::v1::Operation& op) {
+  return absl::StrContains(op.name(), "Optimizer.") ||
+         absl::StartsWith(op.name(), "aten::_foreach");
+}
+
 }  // namespace habitat

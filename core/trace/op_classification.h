@@ -21,4 +21,11 @@ OpKind ClassifyOperation(absl::string_view name);
 // its backward pass was recorded under.
 bool IsKernelVaryingOperation(const habitat::v1::Operation& op);
 
+// Autograd adding a parameter's gradient into .grad; its argument is the
+// parameter.
+bool IsAccumulateGrad(const habitat::v1::Operation& op);
+
+// The optimizer's step: torch's foreach kernels and "Optimizer." ranges.
+bool IsOptimizerStep(const habitat::v1::Operation& op);
+
 }  // namespace habitat
