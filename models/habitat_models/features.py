@@ -49,19 +49,26 @@ DEVICE_FIELDS = ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbps",
 
 
 def load_devices(path):
-    """Parses data/devices.textproto (flat scalar fields per `devices` block).
-    Missing numeric fields read as 0, as in proto3."""
-    devices, current = {}, None
+    """Parses data/devices.textproto: the scalar fields of each `devices`
+    block; nested messages (interconnect) are skipped. Missing numeric fields
+    read as 0, as in proto3."""
+    devices, current, depth = {}, None, 0
     for line in Path(path).read_text().splitlines():
         line = line.strip()
         if line.startswith("devices {"):
-            current = {"driver_names": []}
-        elif line == "}" and current is not None:
-            for field in DEVICE_FIELDS:
-                current.setdefault(field, 0.0)
-            devices[current["id"]] = current
-            current = None
-        elif current is not None:
+            current, depth = {"driver_names": []}, 1
+        elif current is None:
+            continue
+        elif line.endswith("{"):
+            depth += 1
+        elif line == "}":
+            depth -= 1
+            if depth == 0:
+                for field in DEVICE_FIELDS:
+                    current.setdefault(field, 0.0)
+                devices[current["id"]] = current
+                current = None
+        elif depth == 1:
             match = re.match(r'(\w+):\s*(.*)$', line)
             if not match:
                 continue
@@ -71,6 +78,8 @@ def load_devices(path):
                 if key == "driver_names":
                     current[key].append(value)
                     continue
+            elif value in ("true", "false"):
+                value = value == "true"
             else:
                 value = float(value)
             current[key] = value

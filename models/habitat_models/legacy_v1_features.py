@@ -10,7 +10,7 @@ backward) of one operation, from the operation's configuration, the two GPUs'
 specifications (data/devices.textproto) and the measured origin time.
 """
 import math
-import re
+from .features import load_devices as load_spec_database
 from pathlib import Path
 
 FEATURE_VERSION = 1
@@ -29,28 +29,11 @@ DEVICE_FIELDS = ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbps",
 
 
 def load_devices(path):
-    """Parses data/devices.textproto (flat scalar fields per `devices` block)."""
-    devices, current = {}, None
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line.startswith("devices {"):
-            current = {"driver_names": []}
-        elif line == "}" and current is not None:
-            devices[current["id"]] = current
-            current = None
-        elif current is not None:
-            match = re.match(r'(\w+):\s*(.*)$', line)
-            if not match:
-                continue
-            key, value = match.groups()
-            if value.startswith('"'):
-                value = value.strip('"')
-                if key == "driver_names":
-                    current[key].append(value)
-                    continue
-            else:
-                value = float(value)
-            current[key] = value
+    """The spec database with the fields this model reads (0 where absent)."""
+    devices = load_spec_database(path)
+    for device in devices.values():
+        for field in DEVICE_FIELDS:
+            device.setdefault(field, 0.0)
     return devices
 
 
