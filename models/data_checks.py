@@ -6,18 +6,25 @@ learn from it, printed as Markdown for docs/kernel_varying_accuracy.md:
 2. the fp32 throughput each GPU reached on the data's large GEMMs against
    the spec database's `measured_fp32_gemm_tflops`;
 3. which kernel families ran the fp32 convolutions (NeuSight's `Kernel Name`
-   on the older GPUs, the profiled kernels of our H100 run).
+   on the older GPUs, the profiled kernels of our H100 run);
+4. how far one GPU's efficiency on a configuration tells another's: the
+   correlation of log(time / sustained roofline) across GPUs over the
+   configurations every GPU measured above its harness floor;
+5. the time over the sustained roofline of large compute-bound passes per GPU.
 
     /usr/bin/python3 models/data_checks.py [--neusight_dir ../shared/data/neusight]
 """
 import argparse
 import csv
 import gzip
+import math
 import re
 import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from habitat_models import data as data_lib  # noqa: E402
@@ -26,6 +33,13 @@ from habitat_models import features as feat  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 # GEMMs of at least this many FLOP are compute-bound on every GPU here.
 LARGE_GEMM_FLOP = 2e10
+GPUS = ("H100-SXM", "H200", "A100", "V100-PCIE-32GB", "T4", "P100", "P4")
+BOARDS = {"A100-PCIE-40GB": "A100", "A100-PCIE-80GB": "A100"}
+# For the correlation: rows at least this multiple of their harness floor.
+KERNEL_BOUND_FACTOR = 3
+# A pass is large and compute-bound on a GPU with at least this many waves
+# of 128x128 output tiles and compute time 4x its memory time.
+LARGE_WAVES, LARGE_COMPUTE_OVER_MEMORY = 4, 4
 
 
 def percentile(values, q):
@@ -80,6 +94,50 @@ def conv_kernels(neusight_dir):
           ", ".join(f"{k} {n}" for k, n in counts.most_common()) + " |")
 
 
+def log_efficiency(family, config, device, ns):
+    roofline, _ = feat._sides(family, config, "fp32", False, device)
+    return math.log(ns / roofline)
+
+
+def correlation_tables(rows, devices):
+    floors = data_lib.harness_floors(rows)
+    per_config = defaultdict(dict)
+    for source, family, config, mode, backward, device, ns in rows:
+        if mode != "fp32" or backward or ns < data_lib.MIN_NS:
+            continue
+        if ns < KERNEL_BOUND_FACTOR * floors.get((source, family, mode, backward, device), 0):
+            continue
+        per_config[(family, tuple(config.items()))][BOARDS.get(device, device)] = \
+            log_efficiency(family, config, devices[device], ns)
+    for family in ("linear", "bmm", "conv2d"):
+        table = [[per[g] for g in GPUS] for (f, _), per in per_config.items()
+                 if f == family and all(g in per for g in GPUS)]
+        corr = numpy.corrcoef(numpy.array(table).T)
+        print(f"\n{family} ({len(table)} configurations):\n")
+        print("| | " + " | ".join(GPUS) + " |", "|---|" + "---:|" * len(GPUS), sep="\n")
+        for g, row in zip(GPUS, corr):
+            print(f"| {g} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+
+
+def large_pass_table(rows, devices):
+    times = defaultdict(list)
+    for source, family, config, mode, backward, device, ns in rows:
+        if mode != "fp32" or backward or ns < data_lib.MIN_NS:
+            continue
+        roofline, x = feat._sides(family, config, mode, backward, devices[device])
+        if 2 ** x[1] >= LARGE_WAVES and 2 ** x[0] >= LARGE_COMPUTE_OVER_MEMORY:
+            times[(BOARDS.get(device, device), family)].append(ns / roofline)
+    print("| GPU | " + " | ".join(f"{f} (rows, median, 10th-90th)" for f in
+                                  ("linear", "bmm", "conv2d")) + " |", "|---|---|---|---|", sep="\n")
+    for g in GPUS:
+        cells = []
+        for f in ("linear", "bmm", "conv2d"):
+            v = sorted(times[(g, f)])
+            cells.append(f"{len(v)}, {statistics.median(v):.2f}, "
+                         f"{percentile(v, 10):.2f}-{percentile(v, 90):.2f}" if v else "")
+        print(f"| {g} | " + " | ".join(cells) + " |")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--neusight_dir", default=str(ROOT.parent / "shared" / "data" / "neusight"))
@@ -93,6 +151,11 @@ def main():
     throughput_table(rows, devices)
     print("\nfp32 convolution kernels:\n")
     conv_kernels(args.neusight_dir)
+    print("\nCorrelation of log(time / sustained roofline), fp32 forward, rows at least "
+          f"{KERNEL_BOUND_FACTOR}x their harness floor:")
+    correlation_tables(rows, devices)
+    print("\nLarge compute-bound fp32 forward passes: time / sustained roofline:\n")
+    large_pass_table(rows, devices)
     return 0
 
 
