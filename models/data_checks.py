@@ -33,8 +33,8 @@ from habitat_models import features as feat  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 # GEMMs of at least this many FLOP are compute-bound on every GPU here.
 LARGE_GEMM_FLOP = 2e10
+# Table order: the origins, then the held-out GPUs of models/train.py.
 GPUS = ("H100-SXM", "H200", "A100", "V100-PCIE-32GB", "T4", "P100", "P4")
-BOARDS = {"A100-PCIE-40GB": "A100", "A100-PCIE-80GB": "A100"}
 # For the correlation: rows at least this multiple of their harness floor.
 KERNEL_BOUND_FACTOR = 3
 # A pass is large and compute-bound on a GPU with at least this many waves
@@ -95,19 +95,17 @@ def conv_kernels(neusight_dir):
 
 
 def log_efficiency(family, config, device, ns):
-    roofline, _ = feat._sides(family, config, "fp32", False, device)
+    roofline, _ = feat.sides(family, config, "fp32", False, device)
     return math.log(ns / roofline)
 
 
 def correlation_tables(rows, devices):
-    floors = data_lib.harness_floors(rows)
     per_config = defaultdict(dict)
-    for source, family, config, mode, backward, device, ns in rows:
+    for _, family, config, mode, backward, device, ns in data_lib.kernel_bound(
+            rows, KERNEL_BOUND_FACTOR):
         if mode != "fp32" or backward or ns < data_lib.MIN_NS:
             continue
-        if ns < KERNEL_BOUND_FACTOR * floors.get((source, family, mode, backward, device), 0):
-            continue
-        per_config[(family, tuple(config.items()))][BOARDS.get(device, device)] = \
+        per_config[(family, tuple(config.items()))][data_lib.gpu_group(device)] = \
             log_efficiency(family, config, devices[device], ns)
     for family in ("linear", "bmm", "conv2d"):
         table = [[per[g] for g in GPUS] for (f, _), per in per_config.items()
@@ -121,12 +119,14 @@ def correlation_tables(rows, devices):
 
 def large_pass_table(rows, devices):
     times = defaultdict(list)
-    for source, family, config, mode, backward, device, ns in rows:
+    for _, family, config, mode, backward, device, ns in rows:
         if mode != "fp32" or backward or ns < data_lib.MIN_NS:
             continue
-        roofline, x = feat._sides(family, config, mode, backward, devices[device])
-        if 2 ** x[1] >= LARGE_WAVES and 2 ** x[0] >= LARGE_COMPUTE_OVER_MEMORY:
-            times[(BOARDS.get(device, device), family)].append(ns / roofline)
+        roofline, per_gpu = feat.sides(family, config, mode, backward, devices[device])
+        log2_compute_over_memory, log2_waves_128 = per_gpu[0], per_gpu[1]
+        if 2 ** log2_waves_128 >= LARGE_WAVES and \
+                2 ** log2_compute_over_memory >= LARGE_COMPUTE_OVER_MEMORY:
+            times[(data_lib.gpu_group(device), family)].append(ns / roofline)
     print("| GPU | " + " | ".join(f"{f} (rows, median, 10th-90th)" for f in
                                   ("linear", "bmm", "conv2d")) + " |", "|---|---|---|---|", sep="\n")
     for g in GPUS:

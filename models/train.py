@@ -38,8 +38,6 @@ from habitat_models import data as data_lib  # noqa: E402
 from habitat_models import features as feat  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-# Boards of one chip whose measurements stand for each other.
-GPU_GROUPS = {"A100-PCIE-40GB": "A100", "A100-PCIE-80GB": "A100"}
 ORIGINS = ("H100-SXM", "H200")
 HELD_OUT = ("A100", "V100-PCIE-32GB", "T4", "P100", "P4")
 MAX_PAIRS_PER_GROUP = 40_000
@@ -52,13 +50,12 @@ TREE_PARAMS = dict(n_estimators=300, max_depth=2, learning_rate=0.08, subsample=
                    objective="reg:absoluteerror", n_jobs=2)
 
 
-def group(device_id):
-    return GPU_GROUPS.get(device_id, device_id)
+group = data_lib.gpu_group
 
 
 def members(name):
     """The device ids a group name (or a device id) stands for."""
-    ids = sorted(d for d, g in GPU_GROUPS.items() if g == name)
+    ids = sorted(d for d, g in data_lib.GPU_GROUPS.items() if g == name)
     return ids or [name]
 
 

@@ -40,6 +40,15 @@ MIN_NS = 20_000
 DEFAULT_HARNESS_FLOOR_FACTOR = 0.0
 HARNESS_FLOOR_PERCENTILE = 1
 
+# Boards of one chip whose measurements stand for each other.
+GPU_GROUPS = {"A100-PCIE-40GB": "A100", "A100-PCIE-80GB": "A100"}
+
+
+def gpu_group(device_id):
+    """The chip a device id stands for (itself unless in GPU_GROUPS)."""
+    return GPU_GROUPS.get(device_id, device_id)
+
+
 NEUSIGHT_OPS = {"linear": "linear", "bmm": "bmm", "conv": "conv2d"}
 CUDNN_FAMILIES = ("conv2d", "conv_transpose2d", "lstm")
 

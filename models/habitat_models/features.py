@@ -192,7 +192,7 @@ def floor_ns(family, c, mode, backward, device):
                nbytes / device["memory_bandwidth_gbps"])
 
 
-def _sides(family, c, mode, backward, device):
+def sides(family, c, mode, backward, device):
     """(roofline ns, per-GPU features) of one pass on one GPU."""
     flop, nbytes = work(family, c, mode, backward)
     compute = flop / (sustained_tflops(device, mode) * 1e3)
@@ -221,15 +221,15 @@ def feature_names():
 
 
 def roofline_ratio(family, c, origin_mode, target_mode, backward, origin, target):
-    ro, _ = _sides(family, c, origin_mode, backward, origin)
-    rt, _ = _sides(family, c, target_mode, backward, target)
+    ro, _ = sides(family, c, origin_mode, backward, origin)
+    rt, _ = sides(family, c, target_mode, backward, target)
     return rt / ro
 
 
 def features(family, c, origin_mode, target_mode, backward, origin, target, origin_ns):
     """The feature vector and the roofline ratio of one pass."""
-    ro, xo = _sides(family, c, origin_mode, backward, origin)
-    rt, xt = _sides(family, c, target_mode, backward, target)
+    ro, xo = sides(family, c, origin_mode, backward, origin)
+    rt, xt = sides(family, c, target_mode, backward, target)
     x = [1.0 if family == f else 0.0 for f in FAMILIES] + [1.0 if backward else 0.0]
     x += [1.0 if origin_mode == m else 0.0 for m in MODES]
     x += [1.0 if target_mode == m else 0.0 for m in MODES]

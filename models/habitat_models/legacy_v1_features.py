@@ -10,8 +10,9 @@ backward) of one operation, from the operation's configuration, the two GPUs'
 specifications (data/devices.textproto) and the measured origin time.
 """
 import math
-from .features import load_devices as load_spec_database
 from pathlib import Path
+
+from .features import load_devices as load_spec_database
 
 FEATURE_VERSION = 1
 FAMILIES = ("linear", "bmm", "conv2d", "conv_transpose2d", "lstm", "sdpa")
