@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/predict/host_replay.h"
 #include "core/pricing/price_catalog.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -360,7 +361,9 @@ std::string TableLegend(const PredictResponse& response, bool origin_listed,
   std::string out;
   if (origin_listed) out += OriginNote(response);
   if (layout.any_host_bound) {
-    out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n";
+    out += absl::StrFormat(
+        "  ! host-bound: the GPU would idle for more than %.0f%% of the wall time\n",
+        100.0 * kHostBoundIdleShare);
   }
   if (layout.fit) {
     out += "  batch: the largest batch whose predicted peak memory fits the GPU\n";

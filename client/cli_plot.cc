@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -66,15 +65,6 @@ class ScratchDirectory {
   std::string path_;
 };
 
-// The child's exit code; -1 when it did not exit normally.
-int WaitFor(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 }  // namespace
 
 absl::Status CheckPlotPath(const std::string& path) {
@@ -100,7 +90,8 @@ absl::Status PlotPrediction(const habitat::v1::PredictResponse& response,
   ChildOptions options;
   options.stdout_path = options.stderr_path = scratch.File("messages.txt");
   HABITAT_ASSIGN_OR_RETURN(const pid_t pid, StartChild(args, options));
-  const int code = WaitFor(pid);
+  // -1: it did not exit normally.
+  const int code = WaitChild(pid).value_or(-1);
   if (code == 0) return absl::OkStatus();
   auto messages = ReadFile(scratch.File("messages.txt"));
   std::string said = messages.ok() ? *messages : "";

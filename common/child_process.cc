@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -71,6 +72,18 @@ absl::StatusOr<pid_t> StartChild(const std::vector<std::string>& args,
   }
   if (pid == 0) RunChild(argv, options);
   return pid;
+}
+
+absl::StatusOr<int> WaitChild(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return absl::InternalError(absl::StrCat("waitpid ", pid, ": ", std::strerror(errno)));
+    }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  // Without WUNTRACED, waitpid reports only exits and deaths by a signal.
+  return absl::InternalError(absl::StrCat("child ", pid, " killed by signal ", WTERMSIG(status)));
 }
 
 }  // namespace habitat

@@ -44,4 +44,8 @@ inline constexpr int kChildExecFailed = 127;
 absl::StatusOr<pid_t> StartChild(const std::vector<std::string>& args,
                                  const ChildOptions& options = {});
 
+// Blocks until child `pid` ends and reaps it (waitpid, retried on EINTR):
+// its exit code; INTERNAL when waitpid fails or a signal ended the child.
+absl::StatusOr<int> WaitChild(pid_t pid);
+
 }  // namespace habitat

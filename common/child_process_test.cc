@@ -1,7 +1,8 @@
 #include "common/child_process.h"
 
 #include <fcntl.h>
-#include <sys/wait.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,11 +24,7 @@ class ChildProcessTest : public ::testing::Test {
   }
   void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
 
-  static int ExitCode(pid_t pid) {
-    int status = 0;
-    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-    return WEXITSTATUS(status);
-  }
+  static int ExitCode(pid_t pid) { return WaitChild(pid).value_or(-1); }
   static std::string Read(const std::string& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -91,6 +88,29 @@ TEST_F(ChildProcessTest, SetupAndExecFailuresHaveTheirOwnExitCodes) {
   ASSERT_TRUE(unwritable.ok());
   EXPECT_EQ(ExitCode(*unwritable), kChildSetupFailed);
   EXPECT_FALSE(StartChild({}).ok());
+}
+
+TEST_F(ChildProcessTest, WaitChildReportsASignalAndAPidThatIsNoChildAsErrors) {
+  auto killed = StartChild(Shell("kill -9 $$"));
+  ASSERT_TRUE(killed.ok());
+  const absl::StatusOr<int> code = WaitChild(*killed);
+  ASSERT_FALSE(code.ok());
+  EXPECT_NE(code.status().message().find("signal 9"), std::string::npos) << code.status();
+  // Already reaped: waitpid fails with ECHILD.
+  EXPECT_FALSE(WaitChild(*killed).ok());
+}
+
+TEST_F(ChildProcessTest, WaitChildKeepsWaitingWhenASignalInterruptsIt) {
+  // A handler without SA_RESTART: the alarm makes waitpid fail with EINTR.
+  struct sigaction alarm_action = {}, old_action = {};
+  alarm_action.sa_handler = [](int) {};
+  ASSERT_EQ(::sigaction(SIGALRM, &alarm_action, &old_action), 0);
+  auto pid = StartChild(Shell("sleep 0.5; exit 4"));
+  ASSERT_TRUE(pid.ok());
+  const itimerval once = {{0, 0}, {0, 100'000}};
+  ASSERT_EQ(::setitimer(ITIMER_REAL, &once, nullptr), 0);
+  EXPECT_EQ(ExitCode(*pid), 4);
+  ::sigaction(SIGALRM, &old_action, nullptr);
 }
 
 }  // namespace

@@ -130,14 +130,14 @@ uint32_t LargestFittingBatch(const MemoryModel& model, int64_t usable, uint32_t 
 }
 
 v1::MemoryPrediction PredictMemory(const MemoryModel& model, uint32_t batch,
-                                   const v1::DeviceSpec& device, uint32_t step) {
+                                   const v1::DeviceSpec& device, uint32_t largest_fitting_batch) {
   v1::MemoryPrediction memory;
   const int64_t usable = UsableMemoryBytes(device);
   memory.set_peak_allocated_bytes(PredictPeakBytes(model, batch));
   memory.set_expected_error_percent(MemoryErrorPercent(model, batch));
   memory.set_usable_bytes(usable);
   memory.set_fits(FitsMemory(model, batch, usable));
-  memory.set_largest_fitting_batch(LargestFittingBatch(model, usable, step));
+  memory.set_largest_fitting_batch(largest_fitting_batch);
   return memory;
 }
 

@@ -75,8 +75,10 @@ bool FitsMemory(const MemoryModel& model, uint32_t batch, int64_t usable);
 // way that fits; 0 when none does.
 uint32_t LargestFittingBatch(const MemoryModel& model, int64_t usable, uint32_t step);
 
-// DevicePrediction.memory for `device` at `batch`.
+// DevicePrediction.memory for `device` at `batch`; `largest_fitting_batch`
+// is LargestFittingBatch's for the device, which the caller has computed.
 habitat::v1::MemoryPrediction PredictMemory(const MemoryModel& model, uint32_t batch,
-                                            const habitat::v1::DeviceSpec& device, uint32_t step);
+                                            const habitat::v1::DeviceSpec& device,
+                                            uint32_t largest_fitting_batch);
 
 }  // namespace habitat

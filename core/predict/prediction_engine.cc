@@ -735,18 +735,28 @@ struct BatchGroup {
   std::vector<size_t> targets;  // indices into the resolved targets
 };
 
+// Each target's LargestFittingBatch (on the fit's grid, else powers of two),
+// computed once for the grouping and the memory prediction; 0s without a
+// memory model.
+std::vector<uint32_t> LargestFittingBatches(const std::optional<MemoryModel>& memory,
+                                            const PredictionQuery& query,
+                                            const std::vector<const DeviceSpec*>& targets) {
+  std::vector<uint32_t> largest(targets.size(), 0);
+  if (!memory.has_value()) return largest;
+  const uint32_t step = query.fit.has_value() ? query.fit->batch_step() : 0;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    largest[t] = LargestFittingBatch(*memory, UsableMemoryBytes(*targets[t]), step);
+  }
+  return largest;
+}
+
+// `largest`: LargestFittingBatches, one entry per target.
 std::vector<BatchGroup> GroupByBatch(const v1::Trace& traced, const PredictionQuery& query,
-                                     const std::optional<MemoryModel>& memory,
-                                     const std::vector<const DeviceSpec*>& targets) {
+                                     const std::vector<uint32_t>& largest) {
   const uint32_t asked = query.batch_size != 0 ? query.batch_size : traced.batch_size();
   std::vector<BatchGroup> groups;
-  for (size_t t = 0; t < targets.size(); ++t) {
-    uint32_t batch = asked;
-    if (query.fit.has_value()) {
-      const uint32_t largest =
-          LargestFittingBatch(*memory, UsableMemoryBytes(*targets[t]), query.fit->batch_step());
-      if (largest != 0) batch = largest;
-    }
+  for (size_t t = 0; t < largest.size(); ++t) {
+    const uint32_t batch = query.fit.has_value() && largest[t] != 0 ? largest[t] : asked;
     auto group = std::find_if(groups.begin(), groups.end(),
                               [batch](const BatchGroup& g) { return g.batch == batch; });
     if (group == groups.end()) group = groups.insert(groups.end(), BatchGroup{batch, {}});
@@ -762,11 +772,10 @@ std::string GiB(int64_t bytes) {
 // Sets the prediction's batch and memory; a GPU the batch does not fit says
 // so (PriceAndRank then leaves it unranked).
 void AddMemory(const std::optional<MemoryModel>& memory, uint32_t batch, const DeviceSpec& target,
-               const PredictionQuery& query, DevicePrediction* prediction) {
+               uint32_t largest_fitting_batch, DevicePrediction* prediction) {
   prediction->set_batch_size(batch);
   if (!memory.has_value()) return;
-  const uint32_t step = query.fit.has_value() ? query.fit->batch_step() : 0;
-  *prediction->mutable_memory() = PredictMemory(*memory, batch, target, step);
+  *prediction->mutable_memory() = PredictMemory(*memory, batch, target, largest_fitting_batch);
   const v1::MemoryPrediction& m = prediction->memory();
   if (m.fits()) return;
   prediction->add_warnings(absl::StrCat(
@@ -932,7 +941,8 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   HostScaleMemo host_scale;
   std::vector<DevicePrediction> predictions(targets.size());
   std::vector<std::string> warnings;
-  for (const BatchGroup& group : GroupByBatch(traced, query, memory, targets)) {
+  const std::vector<uint32_t> largest = LargestFittingBatches(memory, query, targets);
+  for (const BatchGroup& group : GroupByBatch(traced, query, largest)) {
     std::vector<const DeviceSpec*> group_targets;
     for (size_t t : group.targets) group_targets.push_back(targets[t]);
     HABITAT_ASSIGN_OR_RETURN(BatchPredictions part,
@@ -941,7 +951,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
     for (size_t i = 0; i < group.targets.size(); ++i) {
       const size_t t = group.targets[i];
       predictions[t] = std::move(part.predictions[i]);
-      AddMemory(memory, group.batch, *targets[t], query, &predictions[t]);
+      AddMemory(memory, group.batch, *targets[t], largest[t], &predictions[t]);
     }
     for (std::string& warning : part.warnings) AddUnique(std::move(warning), &warnings);
   }

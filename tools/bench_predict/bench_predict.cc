@@ -59,14 +59,33 @@ v1::PredictRequest ByIdRequest(PredictionBackend& backend) {
   return request;
 }
 
+// `trace` sent inline, priced from the aws catalog.
+v1::PredictRequest InlineRequest(const v1::Trace& trace) {
+  v1::PredictRequest request;
+  *request.mutable_trace() = trace;
+  request.set_catalog("aws");
+  return request;
+}
+
+// One Predict in the timed loop; a failure skips the benchmark with `failure`.
+void PredictOnce(benchmark::State& state, PredictionBackend& backend,
+                 const v1::PredictRequest& request, const char* failure = "predict failed") {
+  auto response = backend.Predict(request);
+  if (!response.ok()) state.SkipWithError(failure);
+  benchmark::DoNotOptimize(response);
+}
+
+// The benchmark loop: `request` once per iteration.
+void PredictEachIteration(benchmark::State& state, PredictionBackend& backend,
+                          const v1::PredictRequest& request,
+                          const char* failure = "predict failed") {
+  for (auto _ : state) PredictOnce(state, backend, request, failure);
+}
+
 void BM_PredictCold(benchmark::State& state) {
   auto backend = MakeBackend(/*cache_entries=*/0);
   const v1::PredictRequest request = ByIdRequest(*backend);
-  for (auto _ : state) {
-    auto response = backend->Predict(request);
-    if (!response.ok()) state.SkipWithError("predict failed");
-    benchmark::DoNotOptimize(response);
-  }
+  PredictEachIteration(state, *backend, request);
   state.counters["devices"] = backend->ListDevices({}).devices_size();
 }
 BENCHMARK(BM_PredictCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
@@ -75,11 +94,7 @@ void BM_PredictWarm(benchmark::State& state) {
   auto backend = MakeBackend(/*cache_entries=*/4096);
   const v1::PredictRequest request = ByIdRequest(*backend);
   if (!backend->Predict(request).ok()) std::abort();  // fill the memo
-  for (auto _ : state) {
-    auto response = backend->Predict(request);
-    if (!response.ok()) state.SkipWithError("predict failed");
-    benchmark::DoNotOptimize(response);
-  }
+  PredictEachIteration(state, *backend, request);
 }
 BENCHMARK(BM_PredictWarm)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
 
@@ -87,15 +102,9 @@ BENCHMARK(BM_PredictWarm)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
 // the trace validated on every request, even when memoised.
 void BM_PredictWarmInline(benchmark::State& state) {
   auto backend = MakeBackend(/*cache_entries=*/4096);
-  v1::PredictRequest request;
-  *request.mutable_trace() = Fixture();
-  request.set_catalog("aws");
+  const v1::PredictRequest request = InlineRequest(Fixture());
   if (!backend->Predict(request).ok()) std::abort();
-  for (auto _ : state) {
-    auto response = backend->Predict(request);
-    if (!response.ok()) state.SkipWithError("predict failed");
-    benchmark::DoNotOptimize(response);
-  }
+  PredictEachIteration(state, *backend, request);
   state.counters["trace_bytes"] = request.trace().ByteSizeLong();
 }
 BENCHMARK(BM_PredictWarmInline)->Unit(benchmark::kMillisecond)->MinTime(2.0);
@@ -113,29 +122,19 @@ const v1::Trace& TraceWithMemory() {
 
 void BM_FitCold(benchmark::State& state) {
   auto backend = MakeBackend(/*cache_entries=*/0);
-  v1::PredictRequest request;
-  *request.mutable_trace() = TraceWithMemory();
-  request.set_catalog("aws");
+  v1::PredictRequest request = InlineRequest(TraceWithMemory());
   request.mutable_fit();
-  for (auto _ : state) {
-    auto response = backend->Predict(request);
-    if (!response.ok()) state.SkipWithError("fit failed");
-    benchmark::DoNotOptimize(response);
-  }
+  PredictEachIteration(state, *backend, request, "fit failed");
 }
 BENCHMARK(BM_FitCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 void BM_BatchSweepCold(benchmark::State& state) {
   auto backend = MakeBackend(/*cache_entries=*/0);
-  v1::PredictRequest request;
-  *request.mutable_trace() = TraceWithMemory();
-  request.set_catalog("aws");
+  v1::PredictRequest request = InlineRequest(TraceWithMemory());
   for (auto _ : state) {
     for (uint32_t batch = 2; batch <= 4096; batch *= 2) {
       request.set_batch_size(batch);
-      auto response = backend->Predict(request);
-      if (!response.ok()) state.SkipWithError("predict failed");
-      benchmark::DoNotOptimize(response);
+      PredictOnce(state, *backend, request);
     }
   }
 }
@@ -143,9 +142,7 @@ BENCHMARK(BM_BatchSweepCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 void BM_ParallelGridCold(benchmark::State& state) {
   auto backend = MakeBackend(/*cache_entries=*/0);
-  v1::PredictRequest request;
-  *request.mutable_trace() = TraceWithMemory();
-  request.set_catalog("aws");
+  v1::PredictRequest request = InlineRequest(TraceWithMemory());
   for (uint32_t gpus : {1, 2, 4, 8}) {
     for (uint32_t nodes : {1, 2, 4}) {
       v1::ParallelConfig* config = request.add_parallel();
@@ -153,11 +150,7 @@ void BM_ParallelGridCold(benchmark::State& state) {
       config->set_nodes(nodes);
     }
   }
-  for (auto _ : state) {
-    auto response = backend->Predict(request);
-    if (!response.ok()) state.SkipWithError("predict failed");
-    benchmark::DoNotOptimize(response);
-  }
+  PredictEachIteration(state, *backend, request);
 }
 BENCHMARK(BM_ParallelGridCold)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 

@@ -250,9 +250,10 @@ int Run() {
                 w.predicted_wall_host_speed / 1e6, 100.0 * speed_error);
   }
   std::printf(
-      "\n| direction | GPU-bound cases (host share < 15%%) | wall MAPE %% | with host "
+      "\n| direction | GPU-bound cases (host share < %.0f%%) | wall MAPE %% | with host "
       "speed %% | host-bound cases | wall MAPE %% | with host speed %% |\n"
-      "|---|---:|---:|---:|---:|---:|---:|\n");
+      "|---|---:|---:|---:|---:|---:|---:|\n",
+      100.0 * habitat::kHostBoundIdleShare);
   for (const auto& [direction, errors] : errors_by_direction) {
     std::printf("| %s | %zu | %.1f | %.1f | %zu | %.1f | %.1f |\n", direction.c_str(),
                 gpu_bound_errors[direction].size(), Mean(gpu_bound_errors[direction]),

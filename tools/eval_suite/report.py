@@ -37,8 +37,10 @@ AGENT_COLUMNS = COLUMNS + HOST_SPEED_COLUMNS
 TEXT_COLUMNS = {"case", "model", "precision", "origin", "target", "trace_id", "error",
                 "origin_tag", "target_tag"}
 
-# A target's iteration is GPU-bound below this measured host share.
+# A target's iteration is GPU-bound below this measured host share: the
+# server's host-bound threshold, kHostBoundIdleShare in core/predict/host_replay.h.
 GPU_BOUND_SHARE = 0.15
+SHARE_TEXT = f"{100 * GPU_BOUND_SHARE:.0f}%"
 TARGET_GPU = 3.0
 TARGET_WALL_GPU_BOUND = 4.0
 TARGET_WALL_HOST_BOUND = 10.0
@@ -256,9 +258,9 @@ def summary_lines(rows):
         host_bound = [r for r in ok if r["target_host_share"] >= GPU_BOUND_SHARE]
         groups = [
             ("GPU time, all cases", ok, "busy", TARGET_GPU),
-            ("wall time, GPU-bound (host share < 15%)", gpu_bound, "wall",
+            (f"wall time, GPU-bound (host share < {SHARE_TEXT})", gpu_bound, "wall",
              TARGET_WALL_GPU_BOUND),
-            ("wall time, host-bound (host share ≥ 15%)", host_bound, "wall",
+            (f"wall time, host-bound (host share ≥ {SHARE_TEXT})", host_bound, "wall",
              TARGET_WALL_HOST_BOUND),
         ]
         for label, group, kind, target in groups:
@@ -284,7 +286,7 @@ def summary_lines(rows):
 
 
 def flag_lines(rows):
-    out = ["| direction | host-bound on the target (measured share ≥ 15%) | flagged | "
+    out = [f"| direction | host-bound on the target (measured share ≥ {SHARE_TEXT}) | flagged | "
            "flagged, of those | flagged but GPU-bound |",
            "|---|---:|---:|---:|---:|"]
     for direction in directions(rows):
@@ -367,7 +369,7 @@ def markdown(rows, csv_paths, svg_link, source="kineto"):
         "*Same FLOPS* and *bandwidth ratio*: the origin's measured time × the origin/target "
         "ratio of fp32 peak FLOPS or of datasheet memory bandwidth. Error % = (predicted − "
         "measured) / measured; MAPE = mean of |error %|. A target is GPU-bound when its "
-        "measured host share (1 − busy / wall) is below 15%. *Replay on origin*: the "
+        f"measured host share (1 − busy / wall) is below {SHARE_TEXT}. *Replay on origin*: the "
         "server's answer for the trace's own GPU (`is_origin`), against that GPU's "
         "measurement: the replay before any kernel is scaled (its wall time is calibrated "
         "to the measured one, so it differs only where the calibration could not reach it).",

@@ -5,6 +5,7 @@ it makes of the committed CSVs."""
 import csv
 import io
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -30,6 +31,12 @@ class ArithmeticTest(unittest.TestCase):
 
     def test_ticks_are_one_two_five(self):
         self.assertEqual(report.nice_ticks(3, 60), [5, 10, 20, 50])
+
+    def test_gpu_bound_share_is_the_servers_host_bound_threshold(self):
+        with open(os.path.join(ROOT, "core", "predict", "host_replay.h")) as f:
+            match = re.search(r"kHostBoundIdleShare = ([0-9.]+);", f.read())
+        self.assertIsNotNone(match)
+        self.assertEqual(float(match.group(1)), report.GPU_BOUND_SHARE)
 
 
 class InputTest(unittest.TestCase):

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import math
 
+# A GPU idle for more than this share of the wall time is host-bound; the
+# server's kHostBoundIdleShare (core/predict/host_replay.h), said in the legend.
+HOST_BOUND_IDLE_SHARE = 0.15
+
 _METHOD_NAMES = {
     "PREDICTION_METHOD_WAVE_SCALING": "wave", "PREDICTION_METHOD_MLP": "mlp",
     "PREDICTION_METHOD_UNSCALED": "unscaled", "PREDICTION_METHOD_MEASURED": "measured",
@@ -278,7 +282,8 @@ def format_table(response, model_name: str = "", precision: str = "",
     if origins:
         out += _origin_note(response)
     if any_host_bound:
-        out += "  ! host-bound: the GPU would idle for more than 15% of the wall time\n"
+        out += "  ! host-bound: the GPU would idle for more than " \
+               f"{100 * HOST_BOUND_IDLE_SHARE:.0f}% of the wall time\n"
     if fit:
         out += "  batch: the largest batch whose predicted peak memory fits the GPU\n"
     if any_memory:

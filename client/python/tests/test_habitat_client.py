@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -30,7 +31,7 @@ SOURCE = os.path.abspath(os.path.join(PACKAGE_ROOT, "..", ".."))
 sys.path.insert(0, PACKAGE_ROOT)
 
 import habitat_client  # noqa: E402
-from habitat_client import _results, _traces  # noqa: E402
+from habitat_client import _results, _table, _traces  # noqa: E402
 
 TESTDATA = os.path.join(SOURCE, "tests", "testdata")
 TRACE_GZ = os.path.join(TESTDATA, "agent", "h100", "smallcnn_b8_fp32.trace.gz")
@@ -698,6 +699,15 @@ class TableTest(unittest.TestCase):
         self.assertEqual(table.splitlines()[3],
                          "rank  GPU    GPU ms   ±err  samples/s price/GPU-h price/1k smp cost#"
                          "  unscaled")
+
+
+class HostBoundShareTest(unittest.TestCase):
+    def test_the_legends_threshold_is_the_servers(self):
+        """_table's copy of kHostBoundIdleShare (core/predict/host_replay.h)."""
+        with open(os.path.join(SOURCE, "core", "predict", "host_replay.h")) as f:
+            match = re.search(r"kHostBoundIdleShare = ([0-9.]+);", f.read())
+        self.assertIsNotNone(match)
+        self.assertEqual(float(match.group(1)), _table.HOST_BOUND_IDLE_SHARE)
 
 
 @needs_protobuf
