@@ -85,7 +85,8 @@ def held_out(rows, devices):
         ratio_model = T.train(x_all[index], y_all[index], 1)
         test = np.array([i for i, p in enumerate(pair_rows)
                          if T.group(p["target"]) == held and p["origin"] == "H100-SXM"])
-        ratio_pred, _ = T.predict_pairs(ratio_model, test, x_all, ratio_all, pair_rows, devices)
+        ratio_pred, _, _ = T.predict_pairs(ratio_model, test, x_all, ratio_all, pair_rows,
+                                           devices, T.large_gemm_ceiling(rows, devices, held))
         absolute = fit_absolute(ax, ay, aw, np.array([T.group(r[5]) != held for r in abs_rows]))
         rooflines, features = zip(*(absolute_features(
             pair_rows[i]["family"], pair_rows[i]["config"], pair_rows[i]["mode"],

@@ -6,8 +6,9 @@
 Reads models/kernel_varying/{manifest.json, model.json.gz} (models/train.py)
 and writes parity_reference.json: passes over every family, math mode
 (including modes the target lacks, which fall back), pass direction and a
-spread of GPU pairs, with the features, roofline ratio, floor and model
-output the C++ side (core/mlp, kernel_varying_model_test) must reproduce.
+spread of GPU pairs, with the features, roofline ratio, floor, large-GEMM
+roofline and model output the C++ side (core/mlp, kernel_varying_model_test)
+must reproduce.
 The booster is read back from the gzipped file the server loads, so the
 reference checks that file, not the in-memory model of training.
 """
@@ -63,7 +64,9 @@ def rows(devices, seed):
                             "target": target, "origin_ns": origin_ns, "features": x,
                             "roofline_ratio": ratio,
                             "floor_ns": feat.floor_ns(family, c, target_mode, backward,
-                                                      devices[target])})
+                                                      devices[target]),
+                            "large_gemm_roofline_ns": feat.large_gemm_roofline_ns(
+                                family, c, target_mode, backward, devices[target])})
     return out
 
 

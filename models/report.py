@@ -14,6 +14,60 @@ RESULTS = ROOT / "models" / "kernel_varying"
 DOC = ROOT / "docs" / "kernel_varying_accuracy.md"
 METHODS = ("ours", "roofline_sustained", "roofline_datasheet", "peak_flops", "paper_mlp",
            "structured_v1")
+# Written by hand from models/data_checks.py and models/alternatives.py
+# (their commands and date are in the text); figures from the served model
+# before the large-GEMM ceiling.
+STUDY = """\
+### Why the goal is not met: structure of the data (2026-11-26, dev machine)
+
+Figures in this section are from the served model as it was before the large-GEMM
+ceiling (2026-11-26).
+
+`/usr/bin/python3 models/data_checks.py` (sections 4-5) and
+`/usr/bin/python3 models/alternatives.py --ceiling` (5 min):
+
+- **The H100's fp32 efficiency on a configuration says little about an older
+  GPU's.** Correlation of log(time / sustained roofline) over configurations every
+  GPU measured at least 3x above its harness floor: linear H100 vs A100 0.33, V100
+  0.51, T4 0.06, P100 0.04, P4 -0.20 (A100 vs V100 0.80); conv2d H100 vs the older
+  GPUs 0.64-0.69, the older GPUs among themselves 0.91-0.97 (cuDNN 8.9 Winograd vs
+  cuDNN 9 implicit GEMM); bmm 0.35-0.67. Carrying the origin's efficiency over (the
+  served ratio design) carries mostly H100-specific kernel choice.
+- **Dropping the origin does not help either.** An absolute model (the target's
+  sustained roofline x trees fitted on the other GPUs' (configuration, GPU) rows)
+  and the geometric blend of both, held-out MAPE / time-weighted signed error /
+  median signed error %:
+
+| target | family | ratio (served) | absolute | blend |
+|---|---|---|---|---|
+| A100 | linear | 19.6 / -0.6 / -10.2 | 20.6 / -7.9 / -6.4 | 18.4 / -4.8 / -7.9 |
+| A100 | bmm | 30.7 / -15.0 / -27.0 | 34.0 / -19.9 / -31.0 | 32.0 / -17.8 / -28.9 |
+| A100 | conv2d | 32.6 / 3.4 / -0.6 | 42.4 / 25.2 / 21.4 | 33.6 / 12.2 / 10.6 |
+| V100-PCIE-32GB | linear | 35.1 / 51.9 / 26.4 | 36.8 / 53.3 / 25.7 | 34.3 / 51.4 / 26.8 |
+| V100-PCIE-32GB | bmm | 19.3 / 16.1 / 9.5 | 24.0 / 7.4 / 9.7 | 19.1 / 11.3 / 10.1 |
+| V100-PCIE-32GB | conv2d | 26.6 / 12.2 / 8.2 | 31.2 / 19.3 / 17.9 | 26.1 / 14.8 / 13.2 |
+| T4 | linear | 71.3 / 115.3 / 51.0 | 41.6 / 59.0 / 25.7 | 53.4 / 82.9 / 38.2 |
+| T4 | bmm | 26.8 / 9.2 / 13.5 | 23.8 / -9.5 / 3.3 | 23.8 / -1.2 / 8.8 |
+| T4 | conv2d | 32.3 / 24.6 / 21.3 | 24.9 / 14.3 / 14.2 | 26.4 / 18.3 / 17.6 |
+| P100 | linear | 22.7 / -26.1 / -17.1 | 25.1 / -29.8 / -20.3 | 23.1 / -28.8 / -18.3 |
+| P100 | bmm | 20.7 / 11.9 / -8.5 | 20.1 / -1.0 / -13.6 | 18.8 / 4.8 / -10.5 |
+| P100 | conv2d | 25.3 / -6.0 / -12.9 | 26.1 / -16.4 / -19.6 | 24.1 / -12.1 / -16.2 |
+| P4 | bmm | 17.7 / 2.1 / 3.2 | 27.7 / 29.0 / 17.0 | 20.2 / 14.2 / 10.4 |
+| P4 | conv2d | 22.0 / -5.6 / -9.8 | 23.0 / -2.5 / -6.2 | 20.3 / -5.1 / -8.3 |
+
+- **Ceiling of these features.** The absolute model with every GPU in training and
+  only 20% of configurations held out still misses by 16-32% MAPE (A100 18.9 / 32.4
+  / 27.9, V100 22.0 / 16.6 / 26.0, T4 27.8 / 21.9 / 22.0, P100 20.3 / 18.5 / 23.3,
+  P4 26.3 / 16.3 / 21.6 for linear / bmm / conv2d): the per-row variation is kernel
+  choice these features do not see, so 10% on an unseen GPU is out of reach without
+  new information (e.g. the tile sizes in NeuSight's kernel names and launch grids).
+- **Large compute-bound passes are tight per GPU** (time / sustained roofline, median
+  and 10th-90th): linear A100 1.27 (1.08-1.63), V100 1.13 (1.02-1.39), T4 1.35
+  (1.18-1.76), but P100 1.69 (1.34-3.45) and P4 3.27 (1.51-5.65): the P100 and P4
+  entries (public benchmarks) are far above what NeuSight's cards reached. Training
+  on them pulls every GPU's large linears slower, consistent with V100 linear's
+  +52% time-weighted error, which a whole model inherits.
+""".splitlines()
 GOAL = {"A100": 10, "V100-PCIE-32GB": 10, "T4": 10, "P100": 10, "P4": 25}
 
 
@@ -21,18 +75,25 @@ def cell(methods, method, key="mape"):
     return f"{methods[method][key]:.1f}" if method in methods else ""
 
 
+def signed(methods, method):
+    return f"{methods[method]['bias']:+.1f}" if method in methods else ""
+
+
 def production_table(results, origin, lines):
     lines += [f"### Origin {origin} -> held-out target (MAPE %)", "",
               "| target (held out) | op (pass, mode) | rows | **ours** | median APE | "
-              "time-weighted | sustained roofline | datasheet roofline | peak FLOPS | "
+              "time-weighted | bias | ours without the ceiling (MAPE / bias) | "
+              "sustained roofline | datasheet roofline | peak FLOPS | "
               "paper-style MLP | structured v1 (served before) |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for gpu, result in results["production_direction"].items():
         for family, methods in result["by_origin"][origin].items():
             lines.append(
                 f"| {gpu} | {family} | {methods['ours']['rows']} | **{cell(methods, 'ours')}** | "
                 f"{cell(methods, 'ours', 'median_ape')} | "
                 f"{cell(methods, 'ours', 'time_weighted')} | "
+                f"{signed(methods, 'ours')} | "
+                f"{cell(methods, 'ours_no_ceiling')} / {signed(methods, 'ours_no_ceiling')} | "
                 + " | ".join(cell(methods, m) for m in METHODS[1:]) + " |")
     lines.append("")
 
@@ -40,13 +101,15 @@ def production_table(results, origin, lines):
 def goal_table(results, lines):
     lines += ["### Against the goal (origin H100, fp32 forward, worst family per GPU)", "",
               "| target (held out) | worst family MAPE % | goal % | met | raw predictions below "
-              "the target's floor (clamped) |", "|---|---:|---:|---|---:|"]
+              "the target's floor (clamped) | large-GEMM ceiling (x sustained roofline) | "
+              "raw predictions above it (capped) |", "|---|---:|---:|---|---:|---:|---:|"]
     for gpu, result in results["production_direction"].items():
         families = result["by_origin"]["H100-SXM"]
         worst = max(m["ours"]["mape"] for m in families.values())
         goal = GOAL.get(gpu, 20)
         lines.append(f"| {gpu} | {worst:.1f} | {goal} | {'yes' if worst <= goal else '**no**'} "
-                     f"| {result['raw_below_floor']} |")
+                     f"| {result['raw_below_floor']} | {result['large_gemm_ceiling']:.2f} "
+                     f"| {result['raw_above_ceiling']} |")
     lines.append("")
 
 
@@ -86,6 +149,8 @@ def sweep_table(lines):
     gpus = list(sweep["candidates"][0]["mape_by_held_out_gpu"])
     lines += ["### Tree size (`models/sweep.py` -> `tree_sweep.json`)", "",
               "Held-out MAPE % from the H100 (fp32 forward: the only public data off Hopper) per tree size. "
+              "Computed 2026-11-25, before the large-GEMM ceiling (which changes only linear and bmm "
+              "on GPUs the trees overshot). "
               "The served size was picked by the mean over these held-out GPUs, so they are "
               "the selection set as well as the test set: only five older architectures "
               "exist to hold out. Shallower trees generalise better to an unseen GPU.", "",
@@ -116,7 +181,8 @@ def stability_table(lines):
               "(`models/stability.py` -> `stability.json`)", "",
               "Held-out MAPE % from the H100 (fp32 forward) when only the seeds change (which "
               "pairs are subsampled, XGBoost's row and column sampling): lowest-highest over "
-              f"the seeds, and over draws of an ensemble averaging {k} models. One training "
+              f"the seeds, and over draws of an ensemble averaging {k} models (computed "
+              "before the large-GEMM ceiling). One training "
               "run's held-out MAPE, the tables above and the tree-size sweep included, is "
               "known only to within this spread. Where averaging neither narrows nor lowers "
               "it, the error is bias that more models cannot remove.", "",
@@ -158,6 +224,10 @@ def confounders(lines):
         "  therefore software, and a user's own cuDNN on the target decides which applies.",
         "",
     ]
+
+
+def study(lines):
+    lines += STUDY + [""]
 
 
 def main():
@@ -203,6 +273,21 @@ def main():
         "target's datasheet roofline (minimum arithmetic at peak, DRAM bytes at datasheet",
         "bandwidth): no prediction beats the hardware.",
         "",
+        "**Ceiling on large fp32 GEMMs.** A linear or bmm pass in fp32 that is compute-bound",
+        "(arithmetic at the sustained throughput >= 4x its DRAM time), fills the GPU (>= 4",
+        "waves of 128x128 tiles) and lasts >= 100 µs at its sustained roofline is predicted at",
+        "most `large_gemm_ceiling` x that roofline: the sustained throughput is measured on such",
+        "GEMMs, and on every GPU measured they run close to it. The multiple is each training",
+        "GPU's 90th percentile of measured time / sustained roofline over such passes, then the",
+        "median over GPUs, so the P4 and P100, whose spec entries NeuSight's cards fell far",
+        "short of, do not set it; in the held-out evaluation it comes from the other GPUs only.",
+        "Without it the trees carried the P4's slowness to unseen GPUs: T4 linear was predicted",
+        "at 2.2x its sustained roofline (median over large passes), measured 1.35x. How it was",
+        "chosen: a sweep of fixed multiples (1.3, 1.5, 2.0) on this evaluation came first, then",
+        "the rule above, which uses no held-out data. TF32, fp16 and bf16 have no ceiling: the",
+        "older GPUs have no such measurements, and our Hopper passes in those modes run at 2-6x",
+        "their sustained roofline even when large.",
+        "",
         "**Baselines on the same rows.** sustained roofline = our model without its trees;",
         "datasheet roofline; peak FLOPS ratio; paper-style MLP (configuration + target specs ->",
         "target time, trained on the other GPUs, Yu et al. §3.3); structured v1 = the model",
@@ -221,6 +306,7 @@ def main():
     stability_table(lines)
     confounders(lines)
     expected_table(manifest, lines)
+    study(lines)
     DOC.write_text("\n".join(lines) + "\n")
     print(f"wrote {DOC}")
     return 0

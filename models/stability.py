@@ -53,8 +53,9 @@ def fit(train_index, pair_rows, x_all, y_all, seeds):
     return models[0] if len(models) == 1 else Ensemble(models)
 
 
-def mape_by_family(model, test_index, x_all, ratio_all, pair_rows, devices):
-    predicted, _ = train.predict_pairs(model, test_index, x_all, ratio_all, pair_rows, devices)
+def mape_by_family(model, test_index, x_all, ratio_all, pair_rows, devices, ceiling):
+    predicted, _, _ = train.predict_pairs(model, test_index, x_all, ratio_all, pair_rows,
+                                          devices, ceiling)
     result = train.evaluate({"ours": predicted}, test_index, pair_rows)
     return {family: round(m["ours"]["mape"], 1) for family, m in result.items()}
 
@@ -83,16 +84,17 @@ def main():
     for held in args.held:
         started = time.time()
         train_index, test_index = held_out_split(pair_rows, held)
+        ceiling = train.large_gemm_ceiling(rows, devices, held)
         runs = {"single": {}, "ensemble": {}}
         for seed in args.seeds:
             model = fit(train_index, pair_rows, x_all, y_all, [seed])
             runs["single"][str(seed)] = mape_by_family(model, test_index, x_all, ratio_all,
-                                                       pair_rows, devices)
+                                                       pair_rows, devices, ceiling)
         for seed in args.ensemble_seeds:
             seeds = [1000 * seed + k for k in range(args.ensemble)]
             model = fit(train_index, pair_rows, x_all, y_all, seeds)
             runs["ensemble"][str(seed)] = mape_by_family(model, test_index, x_all, ratio_all,
-                                                         pair_rows, devices)
+                                                         pair_rows, devices, ceiling)
         out["held_out"][held] = runs
         print(f"[held out {held}] {json.dumps(runs)} ({time.time() - started:.0f}s)", flush=True)
         Path(args.out).write_text(json.dumps(out, indent=1, sort_keys=True))

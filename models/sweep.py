@@ -36,7 +36,7 @@ CANDIDATES = ((6, 5, 150), (4, 50, 150), (4, 50, 300), (3, 100, 150), (3, 300, 1
 FAMILIES = ("linear", "bmm", "conv2d")
 
 
-def held_out_mape(params, pair_rows, x, y, ratio, devices, seed):
+def held_out_mape(params, rows, pair_rows, x, y, ratio, devices, seed):
     out = {}
     for held in T.HELD_OUT:
         train_index = [i for i, p in enumerate(pair_rows)
@@ -46,7 +46,8 @@ def held_out_mape(params, pair_rows, x, y, ratio, devices, seed):
         test = np.array([i for i, p in enumerate(pair_rows)
                          if T.group(p["target"]) == held and p["origin"] == "H100-SXM"],
                         dtype=np.int64)
-        predicted, _ = T.predict_pairs(model, test, x, ratio, pair_rows, devices)
+        predicted, _, _ = T.predict_pairs(model, test, x, ratio, pair_rows, devices,
+                                          T.large_gemm_ceiling(rows, devices, held))
         ape = defaultdict(list)
         for i, value in zip(test, predicted):
             p = pair_rows[i]
@@ -73,7 +74,7 @@ def main():
     for depth, leaf, trees in CANDIDATES:
         started = time.time()
         params = dict(T.TREE_PARAMS, max_depth=depth, min_child_weight=leaf, n_estimators=trees)
-        per_gpu = held_out_mape(params, pair_rows, x, y, ratio, devices, args.seed)
+        per_gpu = held_out_mape(params, rows, pair_rows, x, y, ratio, devices, args.seed)
         mean = round(statistics.fmean(v for g in per_gpu.values() for v in g.values()), 1)
         results.append({"max_depth": depth, "min_child_weight": leaf, "n_estimators": trees,
                         "mape_by_held_out_gpu": per_gpu, "mean_mape": mean})

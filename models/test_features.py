@@ -54,5 +54,32 @@ class LoadDevicesTest(unittest.TestCase):
                          devices["H100-SXM"]["sm_count"])
 
 
+class LargeGemmTest(unittest.TestCase):
+    def setUp(self):
+        self.devices = feat.load_devices(DEVICES)
+        self.ffn = {k: 0 for k in feat.CONFIG_COLUMNS}
+        self.ffn.update(m=8 * 512, n=4096, k=1024, bias=1)  # BERT-large's FFN linear
+
+    def test_a_large_fp32_gemm_gets_its_sustained_roofline(self):
+        t4 = self.devices["T4"]
+        roofline = feat.large_gemm_roofline_ns("linear", self.ffn, "fp32", False, t4)
+        flop = 2 * 4096 * 4096 * 1024
+        self.assertAlmostEqual(roofline, flop / (t4["measured_fp32_gemm_tflops"] * 1e3))
+        self.assertAlmostEqual(
+            feat.large_gemm_roofline_ns("linear", self.ffn, "fp32", True, t4), 2 * roofline)
+
+    def test_other_modes_families_and_small_gemms_get_none(self):
+        t4 = self.devices["T4"]
+        self.assertEqual(feat.large_gemm_roofline_ns("linear", self.ffn, "fp16", False, t4), 0)
+        conv = {k: 0 for k in feat.CONFIG_COLUMNS}
+        conv.update(b=256, c_in=256, c_out=256, kernel=3, stride=1, padding=1, size=56)
+        self.assertEqual(feat.large_gemm_roofline_ns("conv2d", conv, "fp32", False, t4), 0)
+        small = dict(self.ffn, m=64)  # 32 tiles of 128x128 on the T4's 40 SMs: under a wave
+        self.assertEqual(feat.large_gemm_roofline_ns("linear", small, "fp32", False, t4), 0)
+        # Memory-bound: a matrix-vector product.
+        gemv = dict(self.ffn, m=1, n=65536, k=65536)
+        self.assertEqual(feat.large_gemm_roofline_ns("linear", gemv, "fp32", False, t4), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -48,6 +48,11 @@ MAX_PAIRS_PER_GROUP = 40_000
 TREE_PARAMS = dict(n_estimators=300, max_depth=2, learning_rate=0.08, subsample=0.8,
                    colsample_bytree=0.8, min_child_weight=200, tree_method="hist",
                    objective="reg:absoluteerror", n_jobs=2)
+# The ceiling on large fp32 GEMMs (features.large_gemm_roofline_ns): this
+# percentile of each GPU's measured time / sustained roofline over such
+# passes, then the median over GPUs, so that one GPU whose spec entry is
+# far from what its measured card reached (the P4, P100) does not set it.
+CEILING_PERCENTILE = 90
 
 
 group = data_lib.gpu_group
@@ -92,6 +97,30 @@ def subsample(indices, pair_rows, seed):
     return np.array(sorted(out), dtype=np.int64)
 
 
+def large_gemm_ceiling(rows, devices, held_out=None):
+    """How far above its sustained roofline a large fp32 GEMM may be
+    predicted on any GPU, from the measured GPUs other than `held_out`."""
+    per_gpu = defaultdict(list)
+    for _, family, config, mode, backward, device, ns in rows:
+        if group(device) == held_out:
+            continue
+        roofline = feat.large_gemm_roofline_ns(family, config, mode, backward, devices[device])
+        if roofline > 0:
+            per_gpu[group(device)].append(ns / roofline)
+    return float(np.median([np.percentile(v, CEILING_PERCENTILE) for v in per_gpu.values()]))
+
+
+def ceilings(pair_rows, index, devices, ceiling):
+    """Per pair, the most its target time may be predicted at (inf: no
+    ceiling); ceiling=math.inf evaluates the model without one."""
+    if math.isinf(ceiling):
+        return np.full(len(index), np.inf)
+    out = np.array([ceiling * feat.large_gemm_roofline_ns(
+        pair_rows[i]["family"], pair_rows[i]["config"], pair_rows[i]["mode"],
+        pair_rows[i]["backward"], devices[pair_rows[i]["target"]]) for i in index])
+    return np.where(out > 0, out, np.inf)
+
+
 def train(x, y, seed):
     model = xgb.XGBRegressor(random_state=seed, **TREE_PARAMS)
     model.fit(x, y)
@@ -110,7 +139,9 @@ def floors(pair_rows, index, devices):
 
 
 def evaluate(predictions, index, pair_rows):
-    """{label: {method: {mape, median_ape, time_weighted, rows}}}"""
+    """{label: {method: {mape, median_ape, time_weighted, bias, rows}}};
+    bias = sum predicted / sum measured - 1, what a whole model of such
+    passes inherits."""
     errors = defaultdict(lambda: defaultdict(list))
     for method, predicted in predictions.items():
         for i, value in zip(index, predicted):
@@ -124,15 +155,20 @@ def evaluate(predictions, index, pair_rows):
             out[fam][method] = {
                 "mape": 100 * statistics.fmean(ape), "median_ape": 100 * statistics.median(ape),
                 "time_weighted": 100 * sum(abs(v - m) for v, m in values) / sum(m for _, m in values),
+                "bias": 100 * (sum(v for v, _ in values) / sum(m for _, m in values) - 1),
                 "rows": len(values)}
     return out
 
 
-def predict_pairs(model, index, x_all, ratio_all, pair_rows, devices):
+def predict_pairs(model, index, x_all, ratio_all, pair_rows, devices, ceiling):
+    """(predicted ns, how many raw predictions were below the floor, how many
+    above the large-GEMM ceiling): max(floor, min(ceiling, raw))."""
     raw = np.array([pair_rows[i]["origin_ns"] for i in index]) * ratio_all[index] * \
         np.exp2(model.predict(x_all[index]).astype(np.float64))
+    cap = ceilings(pair_rows, index, devices, ceiling)
     floor = floors(pair_rows, index, devices)
-    return np.maximum(raw, floor), int(np.sum(raw < floor))
+    return np.maximum(np.minimum(raw, cap), floor), int(np.sum(raw < floor)), \
+        int(np.sum(raw > cap))
 
 
 def production_direction(pair_rows, rows, x_all, y_all, ratio_all, devices, seed):
@@ -148,13 +184,18 @@ def production_direction(pair_rows, rows, x_all, y_all, ratio_all, devices, seed
         started = time.time()
         model = train(x_all[subsample(train_index, pair_rows, seed)],
                       y_all[subsample(train_index, pair_rows, seed)], seed)
-        ours, below = predict_pairs(model, test_index, x_all, ratio_all, pair_rows, devices)
+        ceiling = large_gemm_ceiling(rows, devices, held)
+        ours, below, capped = predict_pairs(model, test_index, x_all, ratio_all, pair_rows,
+                                            devices, ceiling)
         predictions = {"ours": ours}
+        predictions["ours_no_ceiling"], _, _ = predict_pairs(
+            model, test_index, x_all, ratio_all, pair_rows, devices, math.inf)
         predictions.update(baselines.ratio_baselines(test_index, pair_rows, devices))
         predictions["paper_mlp"] = baselines.paper_mlp(rows, held, group, test_index, pair_rows,
                                                        devices, seed)
         predictions["structured_v1"] = baselines.structured_v1(test_index, pair_rows, devices)
-        results[held] = {"by_origin": {}, "raw_below_floor": below}
+        results[held] = {"by_origin": {}, "raw_below_floor": below,
+                         "raw_above_ceiling": capped, "large_gemm_ceiling": ceiling}
         for origin in ORIGINS:
             keep = [k for k, i in enumerate(test_index) if pair_rows[i]["origin"] == origin]
             results[held]["by_origin"][origin] = evaluate(
@@ -172,7 +213,7 @@ def held_out_config(p):
     return digest.digest()[0] < 52
 
 
-def hopper_configs_held_out(pair_rows, x_all, y_all, ratio_all, devices, seed):
+def hopper_configs_held_out(pair_rows, rows, x_all, y_all, ratio_all, devices, seed):
     """H100 <-> H200 with 20% of configurations held out (both GPUs in
     training, those configurations not)."""
     train_index = [i for i, p in enumerate(pair_rows) if not held_out_config(p)]
@@ -182,7 +223,8 @@ def hopper_configs_held_out(pair_rows, x_all, y_all, ratio_all, devices, seed):
     for origin, target in (("H100-SXM", "H200"), ("H200", "H100-SXM")):
         test_index = np.array([i for i, p in enumerate(pair_rows) if held_out_config(p) and
                                p["origin"] == origin and p["target"] == target], dtype=np.int64)
-        ours, _ = predict_pairs(model, test_index, x_all, ratio_all, pair_rows, devices)
+        ours, _, _ = predict_pairs(model, test_index, x_all, ratio_all, pair_rows, devices,
+                                   large_gemm_ceiling(rows, devices))
         predictions = {"ours": ours}
         predictions.update(baselines.ratio_baselines(test_index, pair_rows, devices))
         out[f"{origin}->{target}"] = evaluate(predictions, test_index, pair_rows)
@@ -262,7 +304,8 @@ def main():
     if args.eval:
         production = production_direction(pair_rows, rows, x_all, y_all, ratio_all, devices,
                                            args.seed)
-        hopper = hopper_configs_held_out(pair_rows, x_all, y_all, ratio_all, devices, args.seed)
+        hopper = hopper_configs_held_out(pair_rows, rows, x_all, y_all, ratio_all, devices,
+                                         args.seed)
         results = {"production_direction": production, "hopper_configs_held_out": hopper,
                    "min_ns": data_lib.MIN_NS, "harness_floor_factor": args.harness_floor_factor,
                    "seed": args.seed, "tree_params": TREE_PARAMS,
@@ -284,6 +327,7 @@ def main():
         "modes": list(feat.MODES),
         "output": "log2(target pass time / origin pass time) - log2(roofline ratio)",
         "min_origin_ns": data_lib.MIN_NS, "model_file": "model.json.gz",
+        "large_gemm_ceiling": round(large_gemm_ceiling(rows, devices), 4),
         "model_sha256": model_sha, "coverage": coverage(rows),
         "expected_error": expected,
         "trained_gpus": sorted({p["origin"] for p in pair_rows}),

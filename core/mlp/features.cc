@@ -273,6 +273,24 @@ absl::StatusOr<double> FloorNs(Family family, const OpConfig& config, MathMode m
                   work.bytes / device.memory_bandwidth_gbps());
 }
 
+absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
+                                           bool backward, const DeviceSpec& device) {
+  if ((family != Family::kLinear && family != Family::kBmm) || mode != MathMode::kFp32) return 0.0;
+  HABITAT_RETURN_IF_ERROR(CheckDevice(device, mode));
+  HABITAT_ASSIGN_OR_RETURN(const Work work, ComputeWork(family, config, mode, backward));
+  HABITAT_ASSIGN_OR_RETURN(const GemmDims gemm, GemmView(family, config));
+  const double compute = work.flop / (SustainedTflops(device, mode) * 1e3);
+  const double memory = work.bytes / StreamingBandwidthGbps(device);
+  const double tile = kTiles[0];
+  const double waves = gemm.batch * std::ceil(gemm.rows / tile) * std::ceil(gemm.cols / tile) /
+                       static_cast<double>(device.sm_count());
+  if (compute < kLargeGemmMinComputeOverMemory * memory || waves < kLargeGemmMinWaves ||
+      compute < kLargeGemmMinRooflineNs) {
+    return 0.0;
+  }
+  return compute;
+}
+
 absl::Status AppendFeatures(Family family, const OpConfig& config, MathMode origin_mode,
                             MathMode target_mode, bool backward, const DeviceSpec& origin,
                             const DeviceSpec& target, double origin_ns, std::vector<float>* out,

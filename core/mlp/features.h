@@ -9,7 +9,8 @@
 //   max(FloorNs(target), origin_ns * roofline_ratio * 2 ** model(features))
 // where roofline_ratio is the ratio of the two GPUs' rooflines for the pass
 // (each in the math mode the pass runs in there) and the model learns only
-// the correction.
+// the correction; for a large fp32 GEMM the second term is capped
+// (LargeGemmRooflineNs).
 #pragma once
 
 #include <array>
@@ -107,6 +108,23 @@ double MinArithmeticFlop(Family family, const OpConfig& config, double flop);
 // ComputeWork, or when the GPU has no memory_bandwidth_gbps.
 absl::StatusOr<double> FloorNs(Family family, const OpConfig& config, MathMode mode, bool backward,
                                const habitat::v1::DeviceSpec& device);
+
+// A large fp32 GEMM (LARGE_GEMM_* in features.py): a linear or bmm pass in
+// fp32 whose arithmetic at the sustained throughput takes at least
+// kLargeGemmMinComputeOverMemory times its DRAM traffic, that fills at least
+// kLargeGemmMinWaves waves of 128x128 output tiles and lasts at least
+// kLargeGemmMinRooflineNs. The sustained throughput is measured on such
+// GEMMs, so they run close to it on every GPU measured, and the served model
+// caps their predictions at a multiple of it.
+inline constexpr double kLargeGemmMinComputeOverMemory = 4.0;
+inline constexpr double kLargeGemmMinWaves = 4.0;
+inline constexpr double kLargeGemmMinRooflineNs = 1e5;
+
+// The sustained roofline (ns) of a pass that is a large fp32 GEMM on
+// `device`, else 0 (large_gemm_roofline_ns()). Errors as ComputeWork, or
+// INVALID_ARGUMENT when the GPU lacks the specs the roofline divides by.
+absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
+                                           bool backward, const habitat::v1::DeviceSpec& device);
 
 // Appends the kFeatureCount features of one pass moved from `origin` (run in
 // `origin_mode`) to `target` (run in `target_mode`) to `*out`, so callers

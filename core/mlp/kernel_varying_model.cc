@@ -50,6 +50,7 @@ struct Manifest {
   std::string model_file;
   std::string model_sha256;
   Nanoseconds min_origin_ns = 0;
+  double large_gemm_ceiling = 0;
   // GPU ids whose measurements trained each (family, mode).
   std::array<std::array<std::vector<std::string>, kMathModeCount>, kFamilyCount> coverage;
   double default_error_percent = 0;
@@ -206,6 +207,14 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
     return ManifestError(path, "\"min_origin_ns\" must be a non-negative number");
   }
   manifest->min_origin_ns = static_cast<Nanoseconds>(std::llround(min_ns->get<double>()));
+
+  // Below 1 it would put predictions under the sustained roofline.
+  auto ceiling = doc.find("large_gemm_ceiling");
+  if (ceiling == doc.end() || !ceiling->is_number() || !(ceiling->get<double>() >= 1) ||
+      !std::isfinite(ceiling->get<double>())) {
+    return ManifestError(path, "\"large_gemm_ceiling\" must be a finite number >= 1");
+  }
+  manifest->large_gemm_ceiling = ceiling->get<double>();
 
   auto file = doc.find("model_file");
   if (file == doc.end() || !file->is_string() || file->get<std::string>().empty() ||
@@ -374,6 +383,8 @@ double KernelVaryingModel::ExpectedErrorPercent(Family family,
 }
 
 Nanoseconds KernelVaryingModel::min_origin_ns() const { return impl_->manifest.min_origin_ns; }
+
+double KernelVaryingModel::large_gemm_ceiling() const { return impl_->manifest.large_gemm_ceiling; }
 
 const std::string& KernelVaryingModel::model_sha256() const { return impl_->manifest.model_sha256; }
 

@@ -23,8 +23,8 @@ class KernelVaryingModel {
   // Reads `model_dir`/manifest.json and the model file it names
   // ("model_file": gzipped XGBoost JSON). Checks the file's sha256 against
   // "model_sha256", and "feature_version", "feature_names", "families" and
-  // "modes" against features.h; reads "coverage", "expected_error" and
-  // "min_origin_ns". Errors name the file.
+  // "modes" against features.h; reads "coverage", "expected_error",
+  // "min_origin_ns" and "large_gemm_ceiling". Errors name the file.
   static absl::StatusOr<std::unique_ptr<KernelVaryingModel>> Load(const std::string& model_dir);
 
   ~KernelVaryingModel();
@@ -47,6 +47,10 @@ class KernelVaryingModel {
   double ExpectedErrorPercent(Family family, absl::string_view target_gpu_id) const;
   // Passes shorter than this were not trained on (launch-bound timings).
   Nanoseconds min_origin_ns() const;
+  // The most a large fp32 GEMM (LargeGemmRooflineNs) may be predicted at, as
+  // a multiple of its sustained roofline: what the measured GPUs reached
+  // (models/train.py's large_gemm_ceiling). At least 1.
+  double large_gemm_ceiling() const;
   // Hex sha256 of the model file, for logs and cache keys.
   const std::string& model_sha256() const;
 

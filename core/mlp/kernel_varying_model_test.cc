@@ -51,7 +51,7 @@ struct Row {
   std::string origin, target;
   double origin_ns;
   std::vector<double> features;
-  double roofline_ratio, floor_ns, log2_correction;
+  double roofline_ratio, floor_ns, log2_correction, large_gemm_roofline_ns;
 };
 
 std::vector<Row> ParityRows() {
@@ -82,6 +82,7 @@ std::vector<Row> ParityRows() {
     r.features = e.at("features").get<std::vector<double>>();
     r.roofline_ratio = e.at("roofline_ratio").get<double>();
     r.floor_ns = e.at("floor_ns").get<double>();
+    r.large_gemm_roofline_ns = e.at("large_gemm_roofline_ns").get<double>();
     r.log2_correction = e.at("log2_correction").get<double>();
     r.label = absl::StrCat("row ", i, " ", DescribeConfig(r.family, r.config), " ",
                            MathModeName(r.origin_mode), "->", MathModeName(r.target_mode),
@@ -151,7 +152,7 @@ TEST(ParityTest, FeaturesRooflineRatiosAndFloorsMatchTheTrainingSide) {
   EXPECT_EQ(kinds.size(), kFamilyCount + 2);
   const Computed computed = ComputeAll(rows);
   ASSERT_EQ(computed.flat.size(), rows.size() * kFeatureCount);
-  size_t exact = 0;
+  size_t exact = 0, large_gemms = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     ASSERT_EQ(r.features.size(), kFeatureCount) << r.label;
@@ -168,7 +169,17 @@ TEST(ParityTest, FeaturesRooflineRatiosAndFloorsMatchTheTrainingSide) {
     ASSERT_TRUE(floor.ok()) << r.label << ": " << floor.status();
     EXPECT_TRUE(Close(*floor, r.floor_ns, 1e-9))
         << r.label << " floor: C++ " << *floor << " ns, Python " << r.floor_ns;
+    auto large = LargeGemmRooflineNs(r.family, r.config, r.target_mode, r.backward,
+                                     **Devices().Get(r.target));
+    ASSERT_TRUE(large.ok()) << r.label << ": " << large.status();
+    EXPECT_TRUE(Close(*large, r.large_gemm_roofline_ns, 1e-9))
+        << r.label << " large-GEMM roofline: C++ " << *large << " ns, Python "
+        << r.large_gemm_roofline_ns;
+    large_gemms += *large > 0;
   }
+  // The reference holds passes the ceiling applies to and passes it does not.
+  EXPECT_GT(large_gemms, 0u);
+  EXPECT_LT(large_gemms, rows.size());
   std::cout << "features equal to Python's after rounding to float: " << exact << " of "
             << computed.flat.size() << "; mode pairs:";
   for (const auto& [pair, count] : modes) std::cout << " " << pair << " " << count;
@@ -232,6 +243,8 @@ TEST(KernelVaryingModelTest, ManifestAccessors) {
   const json manifest = ReadJson(kModelDir + "/manifest.json");
   EXPECT_EQ(Model().min_origin_ns(), manifest.at("min_origin_ns").get<int64_t>());
   EXPECT_EQ(Model().model_sha256(), manifest.at("model_sha256").get<std::string>());
+  EXPECT_EQ(Model().large_gemm_ceiling(), manifest.at("large_gemm_ceiling").get<double>());
+  EXPECT_GE(Model().large_gemm_ceiling(), 1.0);
   // TrainedOn is the coverage, exactly.
   const json& coverage = manifest.at("coverage");
   int trained = 0;
@@ -394,6 +407,18 @@ TEST_F(DamagedModelTest, ExpectedErrorMissingOrMalformed) {
   manifest_["expected_error"] = nullptr;
   WriteManifest();
   EXPECT_THAT(Load().message(), HasSubstr("no \"expected_error\" object"));
+}
+
+TEST_F(DamagedModelTest, LargeGemmCeilingMissingOrBelowOne) {
+  for (const json& bad : {json(0.9), json("1.5"), json(nullptr)}) {
+    manifest_["large_gemm_ceiling"] = bad;
+    WriteManifest();
+    EXPECT_THAT(Load().message(), HasSubstr("\"large_gemm_ceiling\" must be a finite number >= 1"))
+        << bad.dump();
+  }
+  manifest_.erase("large_gemm_ceiling");
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("large_gemm_ceiling"));
 }
 
 TEST_F(DamagedModelTest, ModelFileOutsideTheDirectory) {

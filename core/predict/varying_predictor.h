@@ -35,6 +35,10 @@ struct VaryingPassPrediction {
   Nanoseconds floor_ns = 0;
   // The model's value was below floor_ns, so the prediction is the floor.
   bool clamped_to_floor = false;
+  // The pass is a large fp32 GEMM on the target and the model's value was
+  // above the model's large_gemm_ceiling times its sustained roofline, so
+  // the prediction is that ceiling.
+  bool capped_at_ceiling = false;
   // The training data had measurements of this family on the target GPU in
   // the target mode and on the origin GPU in the origin mode; false means
   // the model extrapolated from the GPUs' specs.
@@ -107,6 +111,8 @@ class VaryingPredictor {
     double log2_correction = 0;
     double roofline_ratio = 1;
     double floor_ns = 0;  // per direction, unrounded
+    // Per direction, unrounded; 0 where the pass is not a large fp32 GEMM.
+    double ceiling_ns = 0;
   };
 
   std::shared_ptr<const mlp::KernelVaryingModel> model_;

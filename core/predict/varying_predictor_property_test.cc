@@ -323,7 +323,7 @@ class VaryingPropertyTest : public ::testing::Test {
 DeviceDatabase* VaryingPropertyTest::devices_ = nullptr;
 std::shared_ptr<const mlp::KernelVaryingModel> VaryingPropertyTest::model_;
 
-TEST_F(VaryingPropertyTest, NeverBelowTheFloorAndClampedExactlyWhenTheModelWouldBe) {
+TEST_F(VaryingPropertyTest, BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheModelWouldNotBe) {
   const std::vector<Shape> shapes = Sweep();
   // The recorded operations read back as the sweep's configurations.
   for (const Shape& s : shapes) {
@@ -336,7 +336,7 @@ TEST_F(VaryingPropertyTest, NeverBelowTheFloorAndClampedExactlyWhenTheModelWould
   for (const auto& d : devices_->devices()) targets.push_back(&d);
   // No memo: every pass goes through the model.
   const VaryingPredictor predictor(model_, 0);
-  int checked = 0, clamped = 0, uncovered = 0;
+  int checked = 0, clamped = 0, capped = 0, uncovered = 0;
   // An origin with every kind of unit, one with fp32 CUDA cores and fp16
   // tensor cores only, and one with all but measured TF32.
   for (const char* origin_id : {"H100-SXM", "T4", "A100-SXM-80GB"}) {
@@ -358,6 +358,7 @@ TEST_F(VaryingPropertyTest, NeverBelowTheFloorAndClampedExactlyWhenTheModelWould
           bool backward;
           double ratio;
           Nanoseconds floor_ns;
+          double ceiling_ns;  // of the call; 9e18 where none applies
         };
         std::vector<Pass> passes;
         std::vector<float> rows;
@@ -403,7 +404,14 @@ TEST_F(VaryingPropertyTest, NeverBelowTheFloorAndClampedExactlyWhenTheModelWould
                               .ok())
                   << where;
               ASSERT_TRUE(std::isfinite(ratio) && ratio > 0) << where;
-              passes.push_back({t, i, backward, ratio, floor_ns});
+              auto large =
+                  mlp::LargeGemmRooflineNs(s.family, s.config, target_mode, backward, target);
+              ASSERT_TRUE(large.ok()) << where << ": " << large.status();
+              const double ceiling_ns =
+                  *large > 0 ? *large * model_->large_gemm_ceiling() * directions : 9.0e18;
+              // The ceiling never undercuts the floor.
+              EXPECT_GE(ceiling_ns, static_cast<double>(floor_ns) - 1) << where;
+              passes.push_back({t, i, backward, ratio, floor_ns, ceiling_ns});
             }
           }
         }
@@ -415,27 +423,33 @@ TEST_F(VaryingPropertyTest, NeverBelowTheFloorAndClampedExactlyWhenTheModelWould
           const double value =
               static_cast<double>(time_ns) * pass.ratio * std::exp2((*corrections)[k]);
           ASSERT_TRUE(std::isfinite(value)) << DescribeConfig(s.family, s.config);
-          const Nanoseconds raw = std::llround(std::min(value, 9.0e18));
+          const Nanoseconds raw = std::llround(std::min({value, 9.0e18, pass.ceiling_ns}));
           const VaryingPassPrediction& p = (*tables)[pass.target].at(
               VaryingPassKey(static_cast<int>(pass.shape), pass.backward));
           const std::string where = absl::StrCat(
               DescribeConfig(s.family, s.config), " ", MathModeName(mode),
               pass.backward ? " bwd " : " fwd ", time_ns, " ns ", origin_id, "->",
               targets[pass.target]->id(), ": model ", raw, " ns, floor ", pass.floor_ns, " ns");
+          EXPECT_EQ(p.capped_at_ceiling, std::min(value, 9.0e18) > pass.ceiling_ns) << where;
           EXPECT_EQ(p.clamped_to_floor, raw < pass.floor_ns) << where;
           EXPECT_EQ(p.predicted_ns, std::max(raw, pass.floor_ns)) << where;
           ++checked;
           clamped += p.clamped_to_floor;
+          capped += p.capped_at_ceiling;
         }
       }
     }
   }
-  std::cout << checked << " passes checked, " << clamped << " clamped to the floor, " << uncovered
+  std::cout << checked << " passes checked, " << clamped << " clamped to the floor, " << capped
+            << " capped at the large-GEMM ceiling, " << uncovered
             << " shorter than min_origin_ns\n";
   EXPECT_GT(checked, 10000);
   // Impossibly short origin times for huge ops must hit the floor.
   EXPECT_GT(clamped, 0);
   EXPECT_LT(clamped, checked);
+  // Impossibly long origin times for large fp32 GEMMs must hit the ceiling.
+  EXPECT_GT(capped, 0);
+  EXPECT_LT(capped, checked);
 }
 
 }  // namespace

@@ -372,6 +372,34 @@ TEST_F(VaryingPredictorTest, ModelPredictionBelowTheFloorIsClampedAndFlagged) {
                          "than the target GPU's datasheet peak FLOPS"));
 }
 
+TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRoofline) {
+  // The 8192^3 fp32 matmul at 500 ms on the H100 (2.2 TFLOP/s, as if
+  // throttled): however slow the origin was, a T4 runs a GEMM this large
+  // near the throughput measured on such GEMMs, so the prediction stops at
+  // the model's ceiling above the T4's sustained roofline.
+  const v1::Trace trace = ImpossiblyFastMatmul(500'000'000);
+  auto origin = devices_->Get("H100-SXM");
+  auto t4 = devices_->Get("T4");
+  ASSERT_TRUE(origin.ok() && t4.ok());
+  auto tables = varying_->PredictTrace(trace, **origin, {*t4});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+  EXPECT_TRUE(pass.capped_at_ceiling);
+  EXPECT_FALSE(pass.clamped_to_floor);
+  const double sustained_ns =
+      2.0 * 8192 * 8192 * 8192 / (mlp::SustainedTflops(**t4, MathMode::kFp32) * 1e3);
+  EXPECT_EQ(pass.predicted_ns, std::llround(sustained_ns * varying_->model().large_gemm_ceiling()));
+  // A 3x3 matmul is no large GEMM: no ceiling, whatever the origin took.
+  v1::Trace small = ImpossiblyFastMatmul(500'000'000);
+  for (auto& argument : *small.mutable_operations(0)->mutable_arguments()) {
+    argument.mutable_tensor()->set_shape(0, 3);
+    argument.mutable_tensor()->set_shape(1, 3);
+  }
+  auto small_tables = varying_->PredictTrace(small, **origin, {*t4});
+  ASSERT_TRUE(small_tables.ok()) << small_tables.status();
+  EXPECT_FALSE((*small_tables)[0].at(VaryingPassKey(0, false)).capped_at_ceiling);
+}
+
 TEST_F(VaryingPredictorTest, WaveScaledKernelVaryingPassIsKeptAtTheFloorToo) {
   // Shorter than min_origin_ns: the model leaves the pass to wave scaling,
   // which would predict microseconds for what takes the A100 56 ms at peak.

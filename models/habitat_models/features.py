@@ -10,6 +10,9 @@ an origin GPU, where it was measured, to a target GPU:
 
     target_ns = origin_ns * roofline_ratio * 2 ** model(features)
 
+(then at least the target's floor_ns, and for a large fp32 GEMM at most
+the manifest's large_gemm_ceiling times large_gemm_roofline_ns)
+
 roofline_ratio is the ratio of the two GPUs' rooflines for the op, each
 max(FLOP / sustained throughput of the math mode the op runs in there,
 DRAM bytes / streaming bandwidth): physics that carries to any GPU with a spec
@@ -40,6 +43,17 @@ DEFAULT_SUSTAINED_FRACTION = 0.75
 # Where a GPU has no measured streaming bandwidth: this fraction of the
 # datasheet bandwidth (kDefaultStreamingEfficiency, core/scaling).
 DEFAULT_STREAMING_FRACTION = 0.82
+# A large fp32 GEMM: a linear or bmm pass in fp32 that is compute-bound (its
+# arithmetic at the sustained throughput takes at least 4x its DRAM
+# traffic), fills the GPU (at least 4 waves of 128x128 output tiles) and
+# lasts at least 100 us at its sustained roofline. The sustained throughput
+# is measured on such GEMMs, so they run close to it on every GPU measured;
+# the served model's ceiling applies to them (LargeGemmRooflineNs in C++).
+# fp32 only: that is the mode measured on every GPU.
+LARGE_GEMM_FAMILIES = ("linear", "bmm")
+LARGE_GEMM_MIN_COMPUTE_OVER_MEMORY = 4.0
+LARGE_GEMM_MIN_WAVES = 4.0
+LARGE_GEMM_MIN_ROOFLINE_NS = 1e5
 DEVICE_FIELDS = ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbps",
                  "l2_cache_bytes", "peak_fp32_tflops", "peak_tf32_tflops",
                  "peak_bf16_tensor_tflops", "peak_fp16_tensor_tflops",
@@ -206,6 +220,22 @@ def sides(family, c, mode, backward, device):
         x += [math.log2(waves), waves / math.ceil(waves)]
     x += [math.log2(roofline), math.log2((nbytes + 1.0) / device["l2_cache_bytes"])]
     return roofline, x
+
+
+def large_gemm_roofline_ns(family, c, mode, backward, device):
+    """The sustained roofline of a pass that is a large fp32 GEMM on this GPU
+    (see LARGE_GEMM_FAMILIES), else 0."""
+    if family not in LARGE_GEMM_FAMILIES or mode != "fp32":
+        return 0.0
+    flop, nbytes = work(family, c, mode, backward)
+    compute = flop / (sustained_tflops(device, mode) * 1e3)
+    memory = nbytes / streaming_gbps(device)
+    batch, rows, cols, _ = gemm_view(family, c)
+    waves = batch * math.ceil(rows / TILES[0]) * math.ceil(cols / TILES[0]) / device["sm_count"]
+    if (compute < LARGE_GEMM_MIN_COMPUTE_OVER_MEMORY * memory or waves < LARGE_GEMM_MIN_WAVES
+            or compute < LARGE_GEMM_MIN_ROOFLINE_NS):
+        return 0.0
+    return compute
 
 
 def feature_names():
