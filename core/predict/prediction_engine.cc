@@ -141,6 +141,8 @@ struct VaryingNotes {
   // A pass came from the model without training data on that side.
   bool target_outside_training = false;
   bool origin_outside_training = false;
+  // A pass was a large fp32 GEMM the model predicted above its ceiling.
+  bool capped_at_ceiling = false;
 };
 
 // A kernel-varying op with a trained predictor: each pass the table covers
@@ -170,6 +172,7 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
       notes->origin_mode = pass.origin_mode;
       notes->target_mode = pass.target_mode;
       at_limit = at_limit || pass.clamped_to_floor;
+      notes->capped_at_ceiling |= pass.capped_at_ceiling;
       predicted = pass.predicted_ns;
       pass_error = pass.expected_error_percent;
     } else {
@@ -406,6 +409,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
   OpShare origin_untrained[mlp::kMathModeCount];
   OpShare target_untrained[mlp::kMathModeCount];
   OpShare at_limit;
+  OpShare capped;
   for (int i = 0; i < trace.operations_size(); ++i) {
     if (i % kOperationsPerStopCheck == 0) {
       HABITAT_RETURN_IF_ERROR(stop->Check("predicting ", target.id()));
@@ -431,6 +435,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
       target_untrained[ModeIndex(*notes.target_mode)].Add(origin_ns);
     }
     if (op.at_hardware_limit()) at_limit.Add(origin_ns);
+    if (notes.capped_at_ceiling) capped.Add(origin_ns);
     pass_scale.push_back(Ratio(op.predicted_forward_ns(), op.origin_forward_ns()));
     pass_scale.push_back(Ratio(op.predicted_backward_ns(), op.origin_backward_ns()));
     AddToTotals(op, &prediction);
@@ -517,6 +522,14 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
           "target GPU's datasheet peak FLOPS (in their math mode) or memory bandwidth allow, "
           "and were raised to that limit (at_hardware_limit)",
           at_limit.operations, percent(at_limit)));
+    }
+    if (capped.operations > 0) {
+      prediction.add_warnings(absl::StrFormat(
+          "%d operation(s), %.1f%% of the origin GPU time, are large fp32 GEMMs on the target "
+          "GPU that the kernel-varying model predicted slower than the GPUs measured run such "
+          "GEMMs (its large-GEMM ceiling times the target's sustained fp32 GEMM time); they "
+          "were lowered to that ceiling",
+          capped.operations, percent(capped)));
     }
   }
   if (target.test_only()) {

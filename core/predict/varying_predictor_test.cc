@@ -389,6 +389,13 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRooflin
   const double sustained_ns =
       2.0 * 8192 * 8192 * 8192 / (mlp::SustainedTflops(**t4, MathMode::kFp32) * 1e3);
   EXPECT_EQ(pass.predicted_ns, std::llround(sustained_ns * varying_->model().large_gemm_ceiling()));
+  auto prediction = PredictOnDevice(trace, **origin, **t4, std::nullopt, &(*tables)[0]);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  EXPECT_EQ(prediction->operations(0).predicted_forward_ns(), pass.predicted_ns);
+  EXPECT_FALSE(prediction->operations(0).at_hardware_limit());
+  EXPECT_TRUE(HasWarning(*prediction,
+                         "1 operation(s), 100.0% of the origin GPU time, are large fp32 GEMMs "
+                         "on the target GPU that the kernel-varying model predicted slower"));
   // A 3x3 matmul is no large GEMM: no ceiling, whatever the origin took.
   v1::Trace small = ImpossiblyFastMatmul(500'000'000);
   for (auto& argument : *small.mutable_operations(0)->mutable_arguments()) {
@@ -398,6 +405,9 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRooflin
   auto small_tables = varying_->PredictTrace(small, **origin, {*t4});
   ASSERT_TRUE(small_tables.ok()) << small_tables.status();
   EXPECT_FALSE((*small_tables)[0].at(VaryingPassKey(0, false)).capped_at_ceiling);
+  auto small_prediction = PredictOnDevice(small, **origin, **t4, std::nullopt, &(*small_tables)[0]);
+  ASSERT_TRUE(small_prediction.ok()) << small_prediction.status();
+  EXPECT_FALSE(HasWarning(*small_prediction, "large fp32 GEMMs"));
 }
 
 TEST_F(VaryingPredictorTest, WaveScaledKernelVaryingPassIsKeptAtTheFloorToo) {
