@@ -40,10 +40,8 @@ def absolute_features(family, config, mode, backward, device):
     """(sustained roofline ns, features) of one pass on one GPU: the served
     model's configuration and per-GPU features without the origin side."""
     roofline, per_gpu = feat.sides(family, config, mode, backward, device)
-    x = [1.0 if family == f else 0.0 for f in feat.FAMILIES] + [float(backward)]
-    x += [1.0 if mode == m else 0.0 for m in feat.MODES]
-    x += [math.log2(1.0 + v) for v in feat.gemm_view(family, config)] + per_gpu
-    return roofline, x
+    return roofline, (feat.family_features(family, backward) + feat.mode_features(mode)
+                      + feat.gemm_features(family, config) + per_gpu)
 
 
 def absolute_rows(rows, devices):

@@ -256,14 +256,25 @@ def roofline_ratio(family, c, origin_mode, target_mode, backward, origin, target
     return rt / ro
 
 
+def family_features(family, backward):
+    """One-hot family, then whether the pass is the backward one."""
+    return [1.0 if family == f else 0.0 for f in FAMILIES] + [1.0 if backward else 0.0]
+
+
+def mode_features(mode):
+    return [1.0 if mode == m else 0.0 for m in MODES]
+
+
+def gemm_features(family, c):
+    return [math.log2(1.0 + v) for v in gemm_view(family, c)]
+
+
 def features(family, c, origin_mode, target_mode, backward, origin, target, origin_ns):
     """The feature vector and the roofline ratio of one pass."""
     ro, xo = sides(family, c, origin_mode, backward, origin)
     rt, xt = sides(family, c, target_mode, backward, target)
-    x = [1.0 if family == f else 0.0 for f in FAMILIES] + [1.0 if backward else 0.0]
-    x += [1.0 if origin_mode == m else 0.0 for m in MODES]
-    x += [1.0 if target_mode == m else 0.0 for m in MODES]
-    x += [math.log2(1.0 + v) for v in gemm_view(family, c)]
+    x = family_features(family, backward) + mode_features(origin_mode)
+    x += mode_features(target_mode) + gemm_features(family, c)
     x += xo + xt
     x += [math.log2(max(origin_ns, 1.0) / ro), math.log2(rt / ro)]
     return x, rt / ro
