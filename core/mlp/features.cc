@@ -70,19 +70,32 @@ absl::Status CheckDevice(const DeviceSpec& d, MathMode mode) {
   return absl::OkStatus();
 }
 
-// _sides() in features.py: the pass's roofline on one GPU (ns) and its
+// sustained_ns() in features.py: the pass's arithmetic at the sustained
+// throughput and its DRAM bytes at the streaming bandwidth, in ns.
+struct SustainedNs {
+  double compute = 0;
+  double memory = 0;
+};
+SustainedNs SustainedTimes(const Work& work, const DeviceSpec& d, MathMode mode) {
+  return {work.flop / (SustainedTflops(d, mode) * 1e3), work.bytes / StreamingBandwidthGbps(d)};
+}
+
+// waves() in features.py: waves of tile x tile output tiles (at least one
+// tile) over the GPU's SMs.
+double Waves(const GemmDims& gemm, double tile, const DeviceSpec& d) {
+  return std::max(1.0, gemm.batch * std::ceil(gemm.rows / tile) * std::ceil(gemm.cols / tile)) /
+         static_cast<double>(d.sm_count());
+}
+
+// sides() in features.py: the pass's roofline on one GPU (ns) and its
 // per-GPU features.
 double Side(const Work& work, const GemmDims& gemm, const DeviceSpec& d, MathMode mode, double* x) {
-  const double compute = work.flop / (SustainedTflops(d, mode) * 1e3);
-  const double memory = work.bytes / StreamingBandwidthGbps(d);
+  const auto [compute, memory] = SustainedTimes(work, d, mode);
   const double roofline = std::max({compute, memory, 1.0});
-  const double sm_count = static_cast<double>(d.sm_count());
   size_t i = 0;
   x[i++] = std::log2(std::max(compute, 1e-3) / std::max(memory, 1e-3));
   for (double tile : kTiles) {
-    const double tiles =
-        std::max(1.0, gemm.batch * std::ceil(gemm.rows / tile) * std::ceil(gemm.cols / tile));
-    const double waves = tiles / sm_count;
+    const double waves = Waves(gemm, tile, d);
     x[i++] = std::log2(waves);
     x[i++] = waves / std::ceil(waves);
   }
@@ -279,13 +292,9 @@ absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config
   HABITAT_RETURN_IF_ERROR(CheckDevice(device, mode));
   HABITAT_ASSIGN_OR_RETURN(const Work work, ComputeWork(family, config, mode, backward));
   HABITAT_ASSIGN_OR_RETURN(const GemmDims gemm, GemmView(family, config));
-  const double compute = work.flop / (SustainedTflops(device, mode) * 1e3);
-  const double memory = work.bytes / StreamingBandwidthGbps(device);
-  const double tile = kTiles[0];
-  const double waves = gemm.batch * std::ceil(gemm.rows / tile) * std::ceil(gemm.cols / tile) /
-                       static_cast<double>(device.sm_count());
-  if (compute < kLargeGemmMinComputeOverMemory * memory || waves < kLargeGemmMinWaves ||
-      compute < kLargeGemmMinRooflineNs) {
+  const auto [compute, memory] = SustainedTimes(work, device, mode);
+  if (compute < kLargeGemmMinComputeOverMemory * memory ||
+      Waves(gemm, kTiles[0], device) < kLargeGemmMinWaves || compute < kLargeGemmMinRooflineNs) {
     return 0.0;
   }
   return compute;

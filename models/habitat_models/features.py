@@ -206,18 +206,27 @@ def floor_ns(family, c, mode, backward, device):
                nbytes / device["memory_bandwidth_gbps"])
 
 
+def sustained_ns(flop, nbytes, mode, device):
+    """(arithmetic at the sustained throughput, DRAM bytes at the streaming
+    bandwidth) of a pass, in ns."""
+    return flop / (sustained_tflops(device, mode) * 1e3), nbytes / streaming_gbps(device)
+
+
+def waves(batch, rows, cols, tile, device):
+    """Waves of tile x tile output tiles (at least one tile) over the SMs."""
+    return max(1.0, batch * math.ceil(rows / tile) * math.ceil(cols / tile)) / device["sm_count"]
+
+
 def sides(family, c, mode, backward, device):
     """(roofline ns, per-GPU features) of one pass on one GPU."""
     flop, nbytes = work(family, c, mode, backward)
-    compute = flop / (sustained_tflops(device, mode) * 1e3)
-    memory = nbytes / streaming_gbps(device)
+    compute, memory = sustained_ns(flop, nbytes, mode, device)
     roofline = max(compute, memory, 1.0)
     batch, rows, cols, _ = gemm_view(family, c)
     x = [math.log2(max(compute, 1e-3) / max(memory, 1e-3))]
     for tile in TILES:
-        tiles = max(1.0, batch * math.ceil(rows / tile) * math.ceil(cols / tile))
-        waves = tiles / device["sm_count"]
-        x += [math.log2(waves), waves / math.ceil(waves)]
+        w = waves(batch, rows, cols, tile, device)
+        x += [math.log2(w), w / math.ceil(w)]
     x += [math.log2(roofline), math.log2((nbytes + 1.0) / device["l2_cache_bytes"])]
     return roofline, x
 
@@ -227,12 +236,10 @@ def large_gemm_roofline_ns(family, c, mode, backward, device):
     (see LARGE_GEMM_FAMILIES), else 0."""
     if family not in LARGE_GEMM_FAMILIES or mode != "fp32":
         return 0.0
-    flop, nbytes = work(family, c, mode, backward)
-    compute = flop / (sustained_tflops(device, mode) * 1e3)
-    memory = nbytes / streaming_gbps(device)
+    compute, memory = sustained_ns(*work(family, c, mode, backward), mode, device)
     batch, rows, cols, _ = gemm_view(family, c)
-    waves = batch * math.ceil(rows / TILES[0]) * math.ceil(cols / TILES[0]) / device["sm_count"]
-    if (compute < LARGE_GEMM_MIN_COMPUTE_OVER_MEMORY * memory or waves < LARGE_GEMM_MIN_WAVES
+    if (compute < LARGE_GEMM_MIN_COMPUTE_OVER_MEMORY * memory
+            or waves(batch, rows, cols, TILES[0], device) < LARGE_GEMM_MIN_WAVES
             or compute < LARGE_GEMM_MIN_ROOFLINE_NS):
         return 0.0
     return compute
