@@ -6,6 +6,7 @@
 #include "client/prediction_client.h"
 #include "common/status_macros.h"
 #include "core/backend/prediction_backend.h"
+#include "core/store/trace_store.h"
 
 namespace habitat {
 namespace {
@@ -69,7 +70,8 @@ absl::StatusOr<std::unique_ptr<CliService>> OpenCliService(const CliServiceOptio
   backend_options.data_dir = options.data_dir;
   backend_options.models_dir = options.models_dir;
   absl::StatusOr<std::unique_ptr<PredictionBackend>> backend =
-      PredictionBackend::Create(backend_options);
+      // Nothing outlives the process: the in-memory store, and no database.
+      PredictionBackend::Create(backend_options, std::make_unique<InMemoryTraceStore>());
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
                         absl::StrCat("cannot load the GPU and price data from '", options.data_dir,

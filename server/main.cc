@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/program_flags.h"
-#include "core/store/trace_store_factory.h"
 #include "server/listen_address.h"
 #include "server/prediction_server.h"
+#include "store/trace_store_factory.h"
 
 #ifndef HABITAT_DEFAULT_DATA_DIR
 #define HABITAT_DEFAULT_DATA_DIR "data"
@@ -261,34 +261,32 @@ int main(int argc, char** argv) {
                  std::string(store.status().message()).c_str());
     return 1;
   }
-  options.backend.store = *store;
+  options.store = *store;
   options.backend.default_catalog = absl::GetFlag(FLAGS_default_catalog);
-  options.backend.trace_retention_days = absl::GetFlag(FLAGS_trace_retention_days);
-  if (options.backend.trace_retention_days < 0) {
+  options.trace_retention_days = absl::GetFlag(FLAGS_trace_retention_days);
+  if (options.trace_retention_days < 0) {
     std::fprintf(stderr, "habitat-server: cannot start: --trace_retention_days must be >= 0\n");
     return 1;
   }
-  options.backend.tenant_quota.max_traces = absl::GetFlag(FLAGS_tenant_max_traces);
+  options.tenant_quota.max_traces = absl::GetFlag(FLAGS_tenant_max_traces);
   const int64_t tenant_mib = absl::GetFlag(FLAGS_tenant_max_mib);
-  if (options.backend.tenant_quota.max_traces < 0 || tenant_mib < 0 ||
-      tenant_mib > (int64_t{1} << 40)) {
+  if (options.tenant_quota.max_traces < 0 || tenant_mib < 0 || tenant_mib > (int64_t{1} << 40)) {
     std::fprintf(stderr,
                  "habitat-server: cannot start: --tenant_max_traces and --tenant_max_mib must be "
                  ">= 0 (and --tenant_max_mib at most 2^40)\n");
     return 1;
   }
-  options.backend.tenant_quota.max_bytes = tenant_mib << 20;
+  options.tenant_quota.max_bytes = tenant_mib << 20;
   const auto limit = [](int64_t value, absl::string_view unit) {
     return value == 0 ? absl::StrCat("any number of ", unit) : absl::StrCat(value, " ", unit);
   };
-  std::fprintf(
-      stderr, "habitat-server: trace store %s (%s; per tenant %s and %s)\n",
-      habitat::DescribeStoreSpec(*store).c_str(),
-      options.backend.trace_retention_days == 0
-          ? "kept forever"
-          : absl::StrCat("retention ", options.backend.trace_retention_days, " days").c_str(),
-      limit(options.backend.tenant_quota.max_traces, "traces").c_str(),
-      limit(tenant_mib, "MiB").c_str());
+  std::fprintf(stderr, "habitat-server: trace store %s (%s; per tenant %s and %s)\n",
+               habitat::DescribeStoreSpec(*store).c_str(),
+               options.trace_retention_days == 0
+                   ? "kept forever"
+                   : absl::StrCat("retention ", options.trace_retention_days, " days").c_str(),
+               limit(options.tenant_quota.max_traces, "traces").c_str(),
+               limit(tenant_mib, "MiB").c_str());
   options.backend.cache_entries =
       static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_cache_entries)));
   const int cache_mib = absl::GetFlag(FLAGS_cache_mib);

@@ -29,6 +29,8 @@
 #include "server/server_metrics.h"
 #include "server/token_auth.h"
 #include "server/work_queue.h"
+#include "store/trace_retention.h"
+#include "store/trace_store_factory.h"
 
 namespace habitat {
 namespace {
@@ -148,11 +150,28 @@ absl::Status CheckConnectionOptions(const ConnectionOptions& options) {
   return absl::OkStatus();
 }
 
+// The store named by options.store, with the tenant quota.
+absl::StatusOr<std::unique_ptr<TraceStore>> OpenStore(const ServerOptions& options) {
+  if (options.trace_retention_days < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace retention must be >= 0 days (got ", options.trace_retention_days, ")"));
+  }
+  if (options.tenant_quota.max_traces < 0 || options.tenant_quota.max_bytes < 0) {
+    return absl::InvalidArgumentError("the tenant quota's limits must be >= 0 (0: no limit)");
+  }
+  TraceStoreOptions store_options;
+  store_options.quota = options.tenant_quota;
+  return OpenTraceStore(options.store.empty() ? "memory" : options.store, std::move(store_options));
+}
+
 }  // namespace
 
 class PredictionServer::Impl {
  public:
   std::unique_ptr<PredictionBackend> backend;
+  // Declared after the backend, whose store it sweeps: destroyed (its
+  // thread stopped) first. Null when traces are kept forever.
+  std::unique_ptr<TraceRetention> retention;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<ServerMetrics> metrics;
   std::shared_ptr<ProcessMetrics> process_metrics =
@@ -308,7 +327,16 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   } else {
     HABITAT_ASSIGN_OR_RETURN(impl->authenticator, Authenticator::FromTokenFile(options.token_file));
   }
-  HABITAT_ASSIGN_OR_RETURN(impl->backend, PredictionBackend::Create(options.backend));
+  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store, OpenStore(options));
+  HABITAT_ASSIGN_OR_RETURN(impl->backend,
+                           PredictionBackend::Create(options.backend, std::move(store)));
+  if (options.trace_retention_days > 0) {
+    RetentionOptions retention;
+    retention.days = options.trace_retention_days;
+    retention.interval = options.trace_retention_interval;
+    HABITAT_ASSIGN_OR_RETURN(impl->retention,
+                             TraceRetention::Start(&impl->backend->store(), retention));
+  }
   std::vector<std::string> device_ids;
   for (const auto& device : impl->backend->devices().devices()) device_ids.push_back(device.id());
   impl->metrics =

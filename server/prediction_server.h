@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/backend/prediction_backend.h"
+#include "core/store/trace_store.h"
 #include "server/tls_credentials.h"
 
 namespace habitat {
@@ -60,6 +61,16 @@ struct ServerOptions {
   // tenant).
   std::string token_file;
   BackendOptions backend;
+  // Where uploaded traces are kept: a --store spec
+  // (store/trace_store_factory.h). Empty: memory.
+  std::string store;
+  // How much each tenant may keep in the store.
+  TenantQuota tenant_quota;
+  // Traces older than this many days are deleted at start-up and every
+  // hour; 0 keeps them forever.
+  int trace_retention_days = 0;
+  // How often retention sweeps after the start-up one (tests shorten it).
+  absl::Duration trace_retention_interval = absl::Hours(1);
   // Largest request accepted; larger ones get RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 64 << 20;
   // RPCs handled at once; more get RESOURCE_EXHAUSTED. 0: no limit.

@@ -51,7 +51,7 @@ std::unique_ptr<PredictionServer> StartServer(int port, const std::string& trace
   ServerOptions options;
   options.address = absl::StrCat("127.0.0.1:", port);
   options.backend.data_dir = HABITAT_DATA_DIR;
-  options.backend.store = "dir:" + trace_dir;
+  options.store = "dir:" + trace_dir;
   auto server = PredictionServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(*server) : nullptr;

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "core/store/trace_store_factory.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
 
@@ -46,25 +45,14 @@ bool IsValidTenantName(const std::string& name) {
 }
 
 absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
-    const BackendOptions& options) {
+    const BackendOptions& options, std::unique_ptr<TraceStore> store) {
+  if (store == nullptr) return absl::InvalidArgumentError("the backend needs a trace store");
   HABITAT_ASSIGN_OR_RETURN(DeviceDatabase devices,
                            DeviceDatabase::LoadFromFile(options.data_dir + "/devices.textproto"));
   HABITAT_ASSIGN_OR_RETURN(CatalogSet catalogs,
                            CatalogSet::LoadFromDirectory(options.data_dir + "/catalogs", devices));
   HABITAT_ASSIGN_OR_RETURN(std::string default_catalog,
                            DefaultCatalog(options.default_catalog, catalogs));
-  if (options.trace_retention_days < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace retention must be >= 0 days (got ", options.trace_retention_days, ")"));
-  }
-  const std::string spec = options.store.empty() ? "memory" : options.store;
-  if (options.tenant_quota.max_traces < 0 || options.tenant_quota.max_bytes < 0) {
-    return absl::InvalidArgumentError("the tenant quota's limits must be >= 0 (0: no limit)");
-  }
-  TraceStoreOptions store_options;
-  store_options.quota = options.tenant_quota;
-  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store,
-                           OpenTraceStore(spec, std::move(store_options)));
   std::shared_ptr<const VaryingPredictor> varying;
   if (!options.models_dir.empty()) {
     const std::string model_dir = options.models_dir + "/kernel_varying";
@@ -80,13 +68,6 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
   std::unique_ptr<PredictionBackend> backend(new PredictionBackend(
       options, std::move(devices), std::move(catalogs), std::move(store), std::move(varying)));
   backend->default_catalog_ = std::move(default_catalog);
-  if (options.trace_retention_days > 0) {
-    RetentionOptions retention;
-    retention.days = options.trace_retention_days;
-    retention.interval = options.trace_retention_interval;
-    HABITAT_ASSIGN_OR_RETURN(backend->retention_,
-                             TraceRetention::Start(backend->store_.get(), retention));
-  }
   backend->stored_traces();  // the first count, for the metric
   return backend;
 }

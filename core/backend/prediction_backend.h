@@ -13,7 +13,6 @@
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_engine.h"
 #include "core/pricing/price_catalog.h"
-#include "core/store/trace_retention.h"
 #include "core/store/trace_store.h"
 #include "core/trace/trace_validation.h"
 #include "habitat/v1/prediction_service.pb.h"
@@ -42,22 +41,11 @@ inline constexpr char kPreferredDefaultCatalog[] = "aws";
 struct BackendOptions {
   // Holds devices.textproto and catalogs/*.textproto.
   std::string data_dir;
-  // Where uploaded traces are kept: "memory", "sqlite:PATH",
-  // "postgres:CONNINFO" or "dir:PATH" (core/store/trace_store_factory.h).
-  // Empty: memory.
-  std::string store;
   // The catalog that prices a request naming none (PredictRequest leaves
   // `pricing` unset). Empty: "aws" when the data directory has it, else no
   // prices; kNoCatalog: no prices unless asked. Any other name must be a
   // loaded catalog.
   std::string default_catalog;
-  // How much each tenant may keep in the store.
-  TenantQuota tenant_quota;
-  // Traces older than this many days are deleted at start-up and every
-  // hour; 0 keeps them forever.
-  int trace_retention_days = 0;
-  // How often retention sweeps after the start-up one (tests shorten it).
-  absl::Duration trace_retention_interval = absl::Hours(1);
   // Bounds of the prediction cache: entries and bytes (PredictionCache).
   size_t cache_entries = 4096;
   size_t cache_bytes = kDefaultPredictionCacheBytes;
@@ -99,8 +87,11 @@ bool IsValidTenantName(const std::string& name);
 class PredictionBackend {
  public:
   // Loads and validates the GPU spec database and price catalogs; any error
-  // names the file and field so a bad deployment fails at start-up.
-  static absl::StatusOr<std::unique_ptr<PredictionBackend>> Create(const BackendOptions& options);
+  // names the file and field so a bad deployment fails at start-up. Uploaded
+  // traces go to `store`, which the caller chose: the core opens no
+  // database, so that the CLI's in-process backend links none.
+  static absl::StatusOr<std::unique_ptr<PredictionBackend>> Create(
+      const BackendOptions& options, std::unique_ptr<TraceStore> store);
 
   absl::StatusOr<habitat::v1::PredictResponse> Predict(const habitat::v1::PredictRequest& request,
                                                        const RequestContext& context,
@@ -148,8 +139,6 @@ class PredictionBackend {
   // Prices requests that name no catalog; "" for none.
   std::string default_catalog_;
   std::unique_ptr<TraceStore> store_;
-  // Declared after store_: destroyed (its thread stopped) first.
-  std::unique_ptr<TraceRetention> retention_;
   std::atomic<size_t> last_count_{0};
   std::shared_ptr<PredictionCache> cache_;
   std::shared_ptr<const VaryingPredictor> varying_;

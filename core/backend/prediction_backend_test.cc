@@ -21,7 +21,7 @@ class BackendTest : public ::testing::Test {
   void SetUp() override {
     BackendOptions options;
     options.data_dir = HABITAT_DATA_DIR;
-    auto backend = PredictionBackend::Create(options);
+    auto backend = PredictionBackend::Create(options, std::make_unique<InMemoryTraceStore>());
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = std::move(*backend);
     auto trace = testing::LoadKinetoFixture("h100", "transformer_b32_bf16", 32);
@@ -55,15 +55,15 @@ TEST(BackendDefaultCatalogTest, TheDeploymentNamesItOrTurnsItOff) {
   BackendOptions options;
   options.data_dir = HABITAT_DATA_DIR;
   options.default_catalog = "gcp";
-  auto gcp = PredictionBackend::Create(options);
+  auto gcp = PredictionBackend::Create(options, std::make_unique<InMemoryTraceStore>());
   ASSERT_TRUE(gcp.ok()) << gcp.status();
   EXPECT_EQ((*gcp)->default_catalog(), "gcp");
   options.default_catalog = kNoCatalog;
-  auto none = PredictionBackend::Create(options);
+  auto none = PredictionBackend::Create(options, std::make_unique<InMemoryTraceStore>());
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ((*none)->default_catalog(), "");
   options.default_catalog = "nosuch";
-  auto bad = PredictionBackend::Create(options);
+  auto bad = PredictionBackend::Create(options, std::make_unique<InMemoryTraceStore>());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("the default catalog"), std::string::npos) << bad.status();
 }
@@ -263,7 +263,6 @@ TEST(BackendDirectoryTest, TenantTracesPersistInTheirOwnDirectories) {
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
   BackendOptions options;
   options.data_dir = HABITAT_DATA_DIR;
-  options.store = "dir:" + dir;
   auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
   ASSERT_TRUE(trace.ok()) << trace.status();
   v1::UploadTraceRequest upload;
@@ -271,15 +270,21 @@ TEST(BackendDirectoryTest, TenantTracesPersistInTheirOwnDirectories) {
   RequestContext alpha;
   alpha.tenant = "alpha";
   std::string id;
+  // As a server with --store=dir:DIR opens it, twice.
+  const auto open_store = [&dir] { return DirectoryTraceStore::Open(dir, TraceStoreOptions()); };
   {
-    auto backend = PredictionBackend::Create(options);
+    auto store = open_store();
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto backend = PredictionBackend::Create(options, std::move(*store));
     ASSERT_TRUE(backend.ok()) << backend.status();
     auto stored = (*backend)->UploadTrace(upload, alpha);
     ASSERT_TRUE(stored.ok()) << stored.status();
     id = stored->trace_id();
   }
   EXPECT_TRUE(ReadFile(dir + "/tenants/alpha/" + id.substr(7) + ".trace").ok());
-  auto restarted = PredictionBackend::Create(options);
+  auto reopened = open_store();
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto restarted = PredictionBackend::Create(options, std::move(*reopened));
   ASSERT_TRUE(restarted.ok());
   EXPECT_GE((*restarted)->stored_traces(), 1u);
   v1::PredictRequest by_id;
@@ -293,7 +298,7 @@ TEST(BackendLimitsTest, ConfiguredTraceLimitsApplyToUploadsAndInlineTraces) {
   BackendOptions options;
   options.data_dir = HABITAT_DATA_DIR;
   options.trace_limits.max_operations = 10;
-  auto backend = PredictionBackend::Create(options);
+  auto backend = PredictionBackend::Create(options, std::make_unique<InMemoryTraceStore>());
   ASSERT_TRUE(backend.ok()) << backend.status();
   auto trace = testing::LoadKinetoFixture("h100", "resnet50_b16_fp32", 16);
   ASSERT_TRUE(trace.ok()) << trace.status();

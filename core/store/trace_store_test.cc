@@ -1,11 +1,11 @@
-// The conformance suite on the memory, directory and SQLite stores, and what
-// is particular to the directory store.
+// The conformance suite on the memory and directory stores, and what is
+// particular to the directory store. The SQL stores run it beside their own
+// tests (store/).
 #include "core/store/trace_store.h"
 
 #include <sys/stat.h>
 
 #include "common/file_io.h"
-#include "core/store/sqlite_trace_store.h"
 #include "core/store/trace_store_conformance.h"
 #include "gtest/gtest.h"
 
@@ -33,24 +33,11 @@ class DirectoryUnderTest : public StoreUnderTest {
   ScratchDir dir_;
 };
 
-class SqliteUnderTest : public StoreUnderTest {
- public:
-  absl::StatusOr<std::unique_ptr<TraceStore>> Open(TraceStoreOptions options) override {
-    auto store = SqliteTraceStore::Open(dir_.path() + "/state/traces.db", std::move(options));
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<TraceStore>(std::move(*store));
-  }
-  bool persistent() const override { return true; }
-
- private:
-  ScratchDir dir_;
-};
-
 INSTANTIATE_TEST_SUITE_P(
     Stores, TraceStoreConformanceTest,
     ::testing::Values(StoreKind{"Memory", [] { return std::make_unique<MemoryUnderTest>(); }},
-                      StoreKind{"Directory", [] { return std::make_unique<DirectoryUnderTest>(); }},
-                      StoreKind{"Sqlite", [] { return std::make_unique<SqliteUnderTest>(); }}),
+                      StoreKind{"Directory",
+                                [] { return std::make_unique<DirectoryUnderTest>(); }}),
     [](const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; });
 
 TEST(DirectoryTraceStoreTest, KeepsTenantsInTheirOwnDirectories) {

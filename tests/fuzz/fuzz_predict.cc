@@ -48,7 +48,8 @@ habitat::PredictionBackend* Backend() {
       options.models_dir = models_dir;
       std::fprintf(stderr, "fuzz_predict: kernel-varying predictor from %s\n", models_dir);
     }
-    auto created = habitat::PredictionBackend::Create(options);
+    auto created = habitat::PredictionBackend::Create(
+        options, std::make_unique<habitat::InMemoryTraceStore>());
     if (!created.ok()) SetupFailed("PredictionBackend::Create", created.status());
     for (const char* name : {"resnet50_b16_fp32", "smallcnn_b8_fp32"}) {
       const std::string path =

@@ -408,7 +408,7 @@ TEST_F(SecurityTest, ReloadAddsAndRetiresTokensWithoutRestart) {
 TEST_F(SecurityTest, TenantNamespacesPersistAcrossRestarts) {
   const std::string traces = pki_->Path("traces");
   ServerOptions options = BaseOptions();
-  options.backend.store = "dir:" + traces;
+  options.store = "dir:" + traces;
   options.token_file = TokenFile(absl::StrCat("alpha ", kAlphaToken, "\nbeta ", kBetaToken, "\n"));
   ASSERT_NO_FATAL_FAILURE(Start(options));
   v1::UploadTraceResponse uploaded;

@@ -21,11 +21,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/prediction_client.h"
-#include "core/store/trace_store_factory.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
+#include "store/trace_store_factory.h"
 #include "tests/integration/test_support.h"
 
 namespace habitat {
@@ -595,9 +595,9 @@ TEST(StoredTracesMetricTest, CountsAnExistingStoreAndFollowsRetention) {
   options.address = "127.0.0.1:0";
   options.metrics_address = "127.0.0.1:0";
   options.backend.data_dir = HABITAT_DATA_DIR;
-  options.backend.store = spec;
-  options.backend.trace_retention_days = 2;
-  options.backend.trace_retention_interval = absl::Milliseconds(200);
+  options.store = spec;
+  options.trace_retention_days = 2;
+  options.trace_retention_interval = absl::Milliseconds(200);
   options.stored_traces_refresh = absl::Milliseconds(100);
   auto server = PredictionServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();

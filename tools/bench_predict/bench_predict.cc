@@ -43,7 +43,7 @@ std::unique_ptr<PredictionBackend> MakeBackend(size_t cache_entries) {
   options.models_dir = HABITAT_MODELS_DIR;
   options.cache_entries = cache_entries;
   options.model_memo_entries = cache_entries == 0 ? 0 : 1 << 16;
-  auto backend = PredictionBackend::Create(options);
+  auto backend = PredictionBackend::Create(options, std::make_unique<InMemoryTraceStore>());
   if (!backend.ok()) std::abort();
   return std::move(*backend);
 }

@@ -1,4 +1,4 @@
-#include "core/store/trace_store_factory.h"
+#include "store/trace_store_factory.h"
 
 #include <map>
 

@@ -1,4 +1,4 @@
-#include "core/store/postgres_test_server.h"
+#include "store/postgres_test_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

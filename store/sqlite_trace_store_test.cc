@@ -1,6 +1,7 @@
-// What is particular to the SQLite store: the file's format, errors that
-// name the file, and two stores (two server processes) on one file.
-#include "core/store/sqlite_trace_store.h"
+// The conformance suite on the SQLite store, and what is particular to it:
+// the file's format, errors that name the file, and two stores (two server
+// processes) on one file.
+#include "store/sqlite_trace_store.h"
 
 #include <sqlite3.h>
 
@@ -19,6 +20,24 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+class SqliteUnderTest : public StoreUnderTest {
+ public:
+  absl::StatusOr<std::unique_ptr<TraceStore>> Open(TraceStoreOptions options) override {
+    auto store = SqliteTraceStore::Open(dir_.path() + "/state/traces.db", std::move(options));
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<TraceStore>(std::move(*store));
+  }
+  bool persistent() const override { return true; }
+
+ private:
+  ScratchDir dir_;
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Stores, TraceStoreConformanceTest,
+    ::testing::Values(StoreKind{"Sqlite", [] { return std::make_unique<SqliteUnderTest>(); }}),
+    [](const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; });
 
 // Runs SQL on the file through SQLite directly, as an operator would with
 // the sqlite3 shell; the first column of each row, as text.

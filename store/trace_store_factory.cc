@@ -1,12 +1,12 @@
-#include "core/store/trace_store_factory.h"
+#include "store/trace_store_factory.h"
 
 #include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "core/store/postgres_trace_store.h"
-#include "core/store/sqlite_trace_store.h"
+#include "store/postgres_trace_store.h"
+#include "store/sqlite_trace_store.h"
 
 namespace habitat {
 namespace {

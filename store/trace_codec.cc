@@ -1,4 +1,4 @@
-#include "core/store/trace_codec.h"
+#include "store/trace_codec.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"

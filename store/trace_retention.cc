@@ -1,4 +1,4 @@
-#include "core/store/trace_retention.h"
+#include "store/trace_retention.h"
 
 #include <cstdio>
 #include <string>

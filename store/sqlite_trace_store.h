@@ -17,10 +17,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/store/cached_count.h"
 #include "core/store/trace_cache.h"
-#include "core/store/trace_codec.h"
 #include "core/store/trace_store.h"
+#include "store/cached_count.h"
+#include "store/trace_codec.h"
 
 struct sqlite3;
 

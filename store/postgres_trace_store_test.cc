@@ -1,7 +1,7 @@
 // The PostgreSQL store against a real server started from Debian's
 // binaries: the conformance suite, two replicas on one database, a server
 // restart under a live store, and connection errors.
-#include "core/store/postgres_trace_store.h"
+#include "store/postgres_trace_store.h"
 
 #include <libpq-fe.h>
 
@@ -9,11 +9,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/store/postgres_test_server.h"
 #include "core/store/trace_store_conformance.h"
-#include "core/store/trace_store_factory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/postgres_test_server.h"
+#include "store/trace_store_factory.h"
 
 namespace habitat::testing {
 namespace {

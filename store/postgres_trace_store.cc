@@ -1,4 +1,4 @@
-#include "core/store/postgres_trace_store.h"
+#include "store/postgres_trace_store.h"
 
 #include <endian.h>
 #include <libpq-fe.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "core/store/trace_codec.h"
+#include "store/trace_codec.h"
 
 namespace habitat {
 namespace {
