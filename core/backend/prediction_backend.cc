@@ -186,8 +186,9 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
     return absl::InvalidArgumentError(
         absl::StrCat("price_kind ", request.price_kind(), " is not a known PriceKind"));
   }
-  // Unspecified keeps PredictionQuery's default (on-demand).
-  if (request.price_kind() != v1::PRICE_KIND_UNSPECIFIED) query.price_kind = request.price_kind();
+  // The one place where a request naming no price kind gets on-demand.
+  query.price_kind = request.price_kind() == v1::PRICE_KIND_UNSPECIFIED ? v1::PRICE_KIND_ON_DEMAND
+                                                                        : request.price_kind();
   HABITAT_ASSIGN_OR_RETURN(query.catalog, CatalogFor(request));
   if (query.catalog_instances && query.catalog == nullptr) {
     return absl::InvalidArgumentError(

@@ -25,7 +25,9 @@ struct PredictionQuery {
   std::vector<std::string> devices;
   // Null: no prices in the response.
   const habitat::v1::PriceCatalog* catalog = nullptr;
-  habitat::v1::PriceKind price_kind = habitat::v1::PRICE_KIND_ON_DEMAND;
+  // On-demand or spot: the caller resolves a request naming neither (the
+  // backend). UNSPECIFIED finds no price.
+  habitat::v1::PriceKind price_kind = habitat::v1::PRICE_KIND_UNSPECIFIED;
   bool include_breakdown = false;
   // True for traces that were validated when stored (UploadTrace), so a
   // repeated Predict by id does not re-check them.

@@ -127,7 +127,6 @@ absl::Status ValidateCatalog(const PriceCatalog& catalog, const DeviceDatabase& 
 
 double PricePerGpuHour(const GpuPrice& price, PriceKind kind) {
   switch (kind) {
-    case habitat::v1::PRICE_KIND_UNSPECIFIED:
     case habitat::v1::PRICE_KIND_ON_DEMAND:
       return price.on_demand_per_gpu_hour();
     case habitat::v1::PRICE_KIND_SPOT:

@@ -31,8 +31,8 @@ absl::Status ValidateCatalog(const habitat::v1::PriceCatalog& catalog,
 const habitat::v1::GpuPrice* ChoosePrice(const habitat::v1::PriceCatalog& catalog,
                                          absl::string_view device_id, habitat::v1::PriceKind kind);
 
-// The entry's price per GPU-hour of that kind (UNSPECIFIED: on demand); 0
-// where it has none.
+// The entry's price per GPU-hour of that kind; 0 where it has none and for
+// UNSPECIFIED (the backend resolves a request's unspecified kind).
 double PricePerGpuHour(const habitat::v1::GpuPrice& price, habitat::v1::PriceKind kind);
 
 // gpus_per_instance, with 0 (not stated) read as 1.

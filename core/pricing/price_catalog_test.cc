@@ -187,7 +187,7 @@ TEST(ChoosePriceTest, SmallestInstanceThenLowestPrice) {
   // One-GPU instances first, the cheaper of them; the 8-GPU box's lower
   // per-GPU price does not count.
   EXPECT_EQ(chosen("A100-SXM-40GB", PRICE_KIND_ON_DEMAND), "one-b");
-  EXPECT_EQ(chosen("A100-SXM-40GB", PRICE_KIND_UNSPECIFIED), "one-b");  // = on demand
+  EXPECT_EQ(chosen("A100-SXM-40GB", PRICE_KIND_UNSPECIFIED), "none");  // resolved by the backend
   EXPECT_EQ(chosen("A100-SXM-40GB", PRICE_KIND_SPOT), "one-b");
   // T4 states no GPU count: read as one GPU.
   EXPECT_EQ(chosen("T4", PRICE_KIND_ON_DEMAND), "");
