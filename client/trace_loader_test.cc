@@ -165,7 +165,7 @@ TEST(PrecisionTest, ParsesAndNamesEveryPrecision) {
 }
 
 // On the real H100 capture (tests/testdata/kineto/h100, see
-// tests/testdata/capture/README.md).
+// eval/capture/README.md).
 class TraceLoaderFixtureTest : public TraceLoaderTest {
  protected:
   static std::string Fixture() {

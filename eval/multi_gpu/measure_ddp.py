@@ -8,7 +8,7 @@ On the machine at hand, for N in {1, 2, 4} GPUs (those present):
   * a probe of how much a concurrent all-reduce slows a compute-bound (GEMM)
     and a memory-bound (copy) kernel stream, and vice versa;
   * the training step time of the project's workloads
-    (tests/testdata/capture/capture_fixtures.build_step), fp32 and bf16
+    (eval/capture/capture_fixtures.build_step), fp32 and bf16
     autocast, per-GPU batch fixed: N=1 without DDP (the single-GPU baseline
     the predictor starts from) and N>1 under DistributedDataParallel with
     NCCL, for each bucket size asked for; rank 0's GPU-busy time split into
@@ -46,7 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CAPTURE_DIR = ROOT / "tests" / "testdata" / "capture"
+CAPTURE_DIR = ROOT / "eval" / "capture"
 sys.path.insert(0, str(CAPTURE_DIR))
 
 import capture_fixtures as cf  # noqa: E402  (no torch at import)

@@ -33,7 +33,7 @@ for s in "$@"; do
       grep -E "habitat setup" "$WORK/build.log" ;;
     hostbench)
       stage "host benchmark"
-      timeout 120 python3 "$ROOT/tests/testdata/capture/capture_agent.py" hostbench \
+      timeout 120 python3 "$ROOT/eval/capture/capture_agent.py" hostbench \
         --out "$WORK/hostbench_$GPU.json" 2>&1 | tail -12 ;;
     gputest)
       stage "agent GPU test"
@@ -44,14 +44,14 @@ for s in "$@"; do
       IFS=: read -r _ budget extra <<<"$s"
       stage "capture ($budget s) ${extra//,/ }"
       # shellcheck disable=SC2086
-      timeout $((budget + 60)) python3 "$ROOT/tests/testdata/capture/capture_agent.py" all \
+      timeout $((budget + 60)) python3 "$ROOT/eval/capture/capture_agent.py" all \
         --gpu "$GPU" --out "$WORK/agent_$GPU" --budget-s "$budget" ${extra//,/ } \
         >"$WORK/capture_$GPU.log" 2>&1
       echo "rc=$?"; grep -E "ok   |FAIL|SKIP|counters:|measure_ops:|merged|stopped" \
         "$WORK/capture_$GPU.log" | cut -c1-330 ;;
     overhead)
       stage "overhead benchmark"
-      timeout 230 python3 "$ROOT/tests/testdata/capture/capture_agent.py" overhead \
+      timeout 230 python3 "$ROOT/eval/capture/capture_agent.py" overhead \
         --out "$WORK/overhead_$GPU.json" --timeout-s 80 2>&1 | cut -c1-400 ;;
     *)
       echo "unknown stage $s" ;;

@@ -11,7 +11,7 @@
 namespace habitat::testing {
 
 // The Kineto fixture the server tests predict from (captured on an H100 by
-// tests/testdata/capture/capture_fixtures.py), relative to the testdata dir.
+// eval/capture/capture_fixtures.py), relative to the testdata dir.
 inline constexpr char kFixtureTrace[] = "kineto/h100/resnet50_b16_fp32.json.gz";
 
 // Imports tests/testdata/<relative> with the batch size and precision its
