@@ -305,11 +305,265 @@ def _sinusoid(max_len: int, d_model: int):
     return pe
 
 
-def build_step(model: str, batch: int, precision: str, device: str = "cuda"):
-    """Returns a closure doing one training iteration of the case."""
+def _vision_step(model: str, batch: int, dev, amp):
+    """ResNet-50 or Inception-v3 on random images, SGD with momentum."""
     import torch
     import torch.nn as nn
     import torchvision
+
+    if model == "resnet50":
+        net = torchvision.models.resnet50(weights=None)
+        size = 224
+    else:
+        net = torchvision.models.inception_v3(
+            weights=None, aux_logits=True, init_weights=False)
+        size = 299
+    net = net.to(dev).train()
+    x = torch.randn(batch, 3, size, size, device=dev)
+    y = torch.randint(0, 1000, (batch,), device=dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    crit = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            out = net(x)
+            if model == "inception_v3":
+                loss = crit(out.logits, y) + 0.4 * crit(out.aux_logits, y)
+            else:
+                loss = crit(out, y)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def _transformer_step(model: str, batch: int, dev, amp):
+    """The original Transformer (base) on random token ids, Adam."""
+    import torch
+    import torch.nn as nn
+
+    vocab, d_model, length = 32000, 512, 50
+
+    class Seq2SeqTransformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.src_embed = nn.Embedding(vocab, d_model)
+            self.tgt_embed = nn.Embedding(vocab, d_model)
+            self.register_buffer("pos", _sinusoid(length, d_model),
+                                 persistent=False)
+            self.register_buffer(
+                "tgt_mask",
+                nn.Transformer.generate_square_subsequent_mask(length),
+                persistent=False)
+            self.transformer = nn.Transformer(
+                d_model=d_model, nhead=8, num_encoder_layers=6,
+                num_decoder_layers=6, dim_feedforward=2048,
+                batch_first=True)
+            self.generator = nn.Linear(d_model, vocab)
+            self.scale = math.sqrt(d_model)
+
+        def forward(self, src, tgt):
+            s = self.src_embed(src) * self.scale + self.pos
+            t = self.tgt_embed(tgt) * self.scale + self.pos
+            h = self.transformer(s, t, tgt_mask=self.tgt_mask)
+            return self.generator(h)
+
+    net = Seq2SeqTransformer().to(dev).train()
+    src = torch.randint(0, vocab, (batch, length), device=dev)
+    tgt_in = torch.randint(0, vocab, (batch, length), device=dev)
+    tgt_out = torch.randint(0, vocab, (batch, length), device=dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    crit = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            logits = net(src, tgt_in)
+            loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
+        loss.backward()
+        opt.step()
+    return step
+
+
+def _gnmt_step(model: str, batch: int, dev, amp):
+    """GNMT-like LSTM seq2seq on random token ids, Adam."""
+    import torch
+    import torch.nn as nn
+
+    vocab, hidden, length = 32000, 1024, 50
+
+    class GNMT(nn.Module):
+        """GNMT-like: bidirectional first encoder layer, residuals from
+        the third layer on, attention after the first decoder layer whose
+        context feeds the later decoder layers (as in MLPerf's GNMT),
+        but with plain dot-product attention."""
+
+        def __init__(self):
+            super().__init__()
+            self.src_embed = nn.Embedding(vocab, hidden)
+            self.tgt_embed = nn.Embedding(vocab, hidden)
+            self.enc = nn.ModuleList([
+                nn.LSTM(hidden, hidden, batch_first=True,
+                        bidirectional=True),
+                nn.LSTM(2 * hidden, hidden, batch_first=True),
+                nn.LSTM(hidden, hidden, batch_first=True),
+                nn.LSTM(hidden, hidden, batch_first=True),
+            ])
+            self.dec = nn.ModuleList([
+                nn.LSTM(hidden, hidden, batch_first=True),
+                nn.LSTM(2 * hidden, hidden, batch_first=True),
+                nn.LSTM(2 * hidden, hidden, batch_first=True),
+                nn.LSTM(2 * hidden, hidden, batch_first=True),
+            ])
+            self.classifier = nn.Linear(hidden, vocab)
+
+        def forward(self, src, tgt):
+            x, _ = self.enc[0](self.src_embed(src))
+            x, _ = self.enc[1](x)
+            for layer in self.enc[2:]:
+                y, _ = layer(x)
+                x = x + y
+            enc = x
+            q, _ = self.dec[0](self.tgt_embed(tgt))
+            scores = torch.bmm(q, enc.transpose(1, 2))
+            ctx = torch.bmm(torch.softmax(scores, dim=-1), enc)
+            x, _ = self.dec[1](torch.cat([q, ctx], dim=-1))
+            for layer in self.dec[2:]:
+                y, _ = layer(torch.cat([x, ctx], dim=-1))
+                x = x + y
+            return self.classifier(x)
+
+    net = GNMT().to(dev).train()
+    src = torch.randint(0, vocab, (batch, length), device=dev)
+    tgt_in = torch.randint(0, vocab, (batch, length), device=dev)
+    tgt_out = torch.randint(0, vocab, (batch, length), device=dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    crit = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            logits = net(src, tgt_in)
+            loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
+        loss.backward()
+        opt.step()
+    return step
+
+
+def _dcgan_step(model: str, batch: int, dev, amp):
+    """DCGAN: one discriminator and one generator update, Adam."""
+    import torch
+    import torch.nn as nn
+
+    nz, ngf, ndf, nc = 100, 64, 64, 3
+    gen = nn.Sequential(
+        nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
+        nn.BatchNorm2d(ngf * 8), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
+        nn.BatchNorm2d(ngf * 4), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+        nn.BatchNorm2d(ngf * 2), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
+        nn.BatchNorm2d(ngf), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
+        nn.Tanh()).to(dev).train()
+    # The final Sigmoid is folded into BCEWithLogitsLoss: same function,
+    # and plain BCELoss is refused under autocast.
+    disc = nn.Sequential(
+        nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+        nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+        nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
+        nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False),
+        nn.BatchNorm2d(ndf * 8), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False)).to(dev).train()
+    real = torch.randn(batch, nc, 64, 64, device=dev)
+    ones = torch.ones(batch, device=dev)
+    zeros = torch.zeros(batch, device=dev)
+    opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    crit = nn.BCEWithLogitsLoss()
+
+    def step():
+        # Discriminator on real, then on fake.
+        opt_d.zero_grad(set_to_none=True)
+        with amp():
+            err_real = crit(disc(real).view(-1), ones)
+        err_real.backward()
+        noise = torch.randn(batch, nz, 1, 1, device=dev)
+        with amp():
+            fake = gen(noise)
+            err_fake = crit(disc(fake.detach()).view(-1), zeros)
+        err_fake.backward()
+        opt_d.step()
+        # Generator.
+        opt_g.zero_grad(set_to_none=True)
+        with amp():
+            err_g = crit(disc(fake).view(-1), ones)
+        err_g.backward()
+        opt_g.step()
+    return step
+
+
+def _gpt2_step(model: str, batch: int, dev, amp):
+    """GPT-2 small language modelling on random token ids, AdamW."""
+    import torch
+
+    # GPT-2 small (124M) from its config: random weights, no download.
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(n_positions=1024)  # attention: torch SDPA (the default)
+    net = GPT2LMHeadModel(config).to(dev).train()
+    ids = torch.randint(0, config.vocab_size, (batch, 256), device=dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            loss = net(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+    return step
+
+
+def _vit_step(model: str, batch: int, dev, amp):
+    """ViT-B/16 on random images, AdamW."""
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+    net = torchvision.models.vit_b_16(weights=None).to(dev).train()
+    x = torch.randn(batch, 3, 224, 224, device=dev)
+    y = torch.randint(0, 1000, (batch,), device=dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    crit = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            loss = crit(net(x), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
+_STEP_BUILDERS = {
+    "resnet50": _vision_step,
+    "inception_v3": _vision_step,
+    "transformer": _transformer_step,
+    "gnmt": _gnmt_step,
+    "dcgan": _dcgan_step,
+    "gpt2": _gpt2_step,
+    "vit": _vit_step,
+}
+
+
+def build_step(model: str, batch: int, precision: str, device: str = "cuda"):
+    """Returns a closure doing one training iteration of the case (the
+    model, its inputs and optimizer are built by the model's _*_step)."""
+    import torch
+    import torchvision  # noqa: F401  (as before: a case without it fails here)
 
     dev = torch.device(device)
     torch.manual_seed(0)
@@ -319,219 +573,10 @@ def build_step(model: str, batch: int, precision: str, device: str = "cuda"):
             return torch.autocast(dev.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    if model in ("resnet50", "inception_v3"):
-        if model == "resnet50":
-            net = torchvision.models.resnet50(weights=None)
-            size = 224
-        else:
-            net = torchvision.models.inception_v3(
-                weights=None, aux_logits=True, init_weights=False)
-            size = 299
-        net = net.to(dev).train()
-        x = torch.randn(batch, 3, size, size, device=dev)
-        y = torch.randint(0, 1000, (batch,), device=dev)
-        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        crit = nn.CrossEntropyLoss()
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with amp():
-                out = net(x)
-                if model == "inception_v3":
-                    loss = crit(out.logits, y) + 0.4 * crit(out.aux_logits, y)
-                else:
-                    loss = crit(out, y)
-            loss.backward()
-            opt.step()
-        return step
-
-    if model == "transformer":
-        vocab, d_model, length = 32000, 512, 50
-
-        class Seq2SeqTransformer(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.src_embed = nn.Embedding(vocab, d_model)
-                self.tgt_embed = nn.Embedding(vocab, d_model)
-                self.register_buffer("pos", _sinusoid(length, d_model),
-                                     persistent=False)
-                self.register_buffer(
-                    "tgt_mask",
-                    nn.Transformer.generate_square_subsequent_mask(length),
-                    persistent=False)
-                self.transformer = nn.Transformer(
-                    d_model=d_model, nhead=8, num_encoder_layers=6,
-                    num_decoder_layers=6, dim_feedforward=2048,
-                    batch_first=True)
-                self.generator = nn.Linear(d_model, vocab)
-                self.scale = math.sqrt(d_model)
-
-            def forward(self, src, tgt):
-                s = self.src_embed(src) * self.scale + self.pos
-                t = self.tgt_embed(tgt) * self.scale + self.pos
-                h = self.transformer(s, t, tgt_mask=self.tgt_mask)
-                return self.generator(h)
-
-        net = Seq2SeqTransformer().to(dev).train()
-        src = torch.randint(0, vocab, (batch, length), device=dev)
-        tgt_in = torch.randint(0, vocab, (batch, length), device=dev)
-        tgt_out = torch.randint(0, vocab, (batch, length), device=dev)
-        opt = torch.optim.Adam(net.parameters(), lr=1e-4)
-        crit = nn.CrossEntropyLoss()
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with amp():
-                logits = net(src, tgt_in)
-                loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
-            loss.backward()
-            opt.step()
-        return step
-
-    if model == "gnmt":
-        vocab, hidden, length = 32000, 1024, 50
-
-        class GNMT(nn.Module):
-            """GNMT-like: bidirectional first encoder layer, residuals from
-            the third layer on, attention after the first decoder layer whose
-            context feeds the later decoder layers (as in MLPerf's GNMT),
-            but with plain dot-product attention."""
-
-            def __init__(self):
-                super().__init__()
-                self.src_embed = nn.Embedding(vocab, hidden)
-                self.tgt_embed = nn.Embedding(vocab, hidden)
-                self.enc = nn.ModuleList([
-                    nn.LSTM(hidden, hidden, batch_first=True,
-                            bidirectional=True),
-                    nn.LSTM(2 * hidden, hidden, batch_first=True),
-                    nn.LSTM(hidden, hidden, batch_first=True),
-                    nn.LSTM(hidden, hidden, batch_first=True),
-                ])
-                self.dec = nn.ModuleList([
-                    nn.LSTM(hidden, hidden, batch_first=True),
-                    nn.LSTM(2 * hidden, hidden, batch_first=True),
-                    nn.LSTM(2 * hidden, hidden, batch_first=True),
-                    nn.LSTM(2 * hidden, hidden, batch_first=True),
-                ])
-                self.classifier = nn.Linear(hidden, vocab)
-
-            def forward(self, src, tgt):
-                x, _ = self.enc[0](self.src_embed(src))
-                x, _ = self.enc[1](x)
-                for layer in self.enc[2:]:
-                    y, _ = layer(x)
-                    x = x + y
-                enc = x
-                q, _ = self.dec[0](self.tgt_embed(tgt))
-                scores = torch.bmm(q, enc.transpose(1, 2))
-                ctx = torch.bmm(torch.softmax(scores, dim=-1), enc)
-                x, _ = self.dec[1](torch.cat([q, ctx], dim=-1))
-                for layer in self.dec[2:]:
-                    y, _ = layer(torch.cat([x, ctx], dim=-1))
-                    x = x + y
-                return self.classifier(x)
-
-        net = GNMT().to(dev).train()
-        src = torch.randint(0, vocab, (batch, length), device=dev)
-        tgt_in = torch.randint(0, vocab, (batch, length), device=dev)
-        tgt_out = torch.randint(0, vocab, (batch, length), device=dev)
-        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-        crit = nn.CrossEntropyLoss()
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with amp():
-                logits = net(src, tgt_in)
-                loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
-            loss.backward()
-            opt.step()
-        return step
-
-    if model == "dcgan":
-        nz, ngf, ndf, nc = 100, 64, 64, 3
-        gen = nn.Sequential(
-            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
-            nn.BatchNorm2d(ngf * 8), nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 4), nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 2), nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf), nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
-            nn.Tanh()).to(dev).train()
-        # The final Sigmoid is folded into BCEWithLogitsLoss: same function,
-        # and plain BCELoss is refused under autocast.
-        disc = nn.Sequential(
-            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ndf * 8), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False)).to(dev).train()
-        real = torch.randn(batch, nc, 64, 64, device=dev)
-        ones = torch.ones(batch, device=dev)
-        zeros = torch.zeros(batch, device=dev)
-        opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.999))
-        opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
-        crit = nn.BCEWithLogitsLoss()
-
-        def step():
-            # Discriminator on real, then on fake.
-            opt_d.zero_grad(set_to_none=True)
-            with amp():
-                err_real = crit(disc(real).view(-1), ones)
-            err_real.backward()
-            noise = torch.randn(batch, nz, 1, 1, device=dev)
-            with amp():
-                fake = gen(noise)
-                err_fake = crit(disc(fake.detach()).view(-1), zeros)
-            err_fake.backward()
-            opt_d.step()
-            # Generator.
-            opt_g.zero_grad(set_to_none=True)
-            with amp():
-                err_g = crit(disc(fake).view(-1), ones)
-            err_g.backward()
-            opt_g.step()
-        return step
-
-    if model == "gpt2":
-        # GPT-2 small (124M) from its config: random weights, no download.
-        from transformers import GPT2Config, GPT2LMHeadModel
-        config = GPT2Config(n_positions=1024)  # attention: torch SDPA (the default)
-        net = GPT2LMHeadModel(config).to(dev).train()
-        ids = torch.randint(0, config.vocab_size, (batch, 256), device=dev)
-        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with amp():
-                loss = net(input_ids=ids, labels=ids).loss
-            loss.backward()
-            opt.step()
-        return step
-
-    if model == "vit":
-        net = torchvision.models.vit_b_16(weights=None).to(dev).train()
-        x = torch.randn(batch, 3, 224, 224, device=dev)
-        y = torch.randint(0, 1000, (batch,), device=dev)
-        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
-        crit = nn.CrossEntropyLoss()
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            with amp():
-                loss = crit(net(x), y)
-            loss.backward()
-            opt.step()
-        return step
-
-    raise ValueError(f"unknown model {model!r}")
+    builder = _STEP_BUILDERS.get(model)
+    if builder is None:
+        raise ValueError(f"unknown model {model!r}")
+    return builder(model, batch, dev, amp)
 
 
 def environment(gpu: str) -> dict:
