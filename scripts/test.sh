@@ -20,9 +20,11 @@ fi
 # shared with other jobs (load average 2-5), it took 31 minutes: 14 to build,
 # 18 to test (40 CPU-minutes in all). Every test runs; none needed excluding.
 SAN_DIR="${HABITAT_SANITIZE_BUILD_DIR:-build-asan}"
-if [ ! -f "$SAN_DIR/build.ninja" ]; then
+if [ ! -f "$SAN_DIR/build.ninja" ] \
+   || ! grep -q '^HABITAT_WITH_CUPTI:' "$SAN_DIR/CMakeCache.txt" 2>/dev/null; then
   cmake -S . -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DHABITAT_SANITIZE=ON -DHABITAT_BUILD_BENCHMARKS=OFF
+    -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DHABITAT_SANITIZE=ON -DHABITAT_BUILD_BENCHMARKS=OFF \
+    "$(scripts/cupti_option.sh)"
 fi
 cmake --build "$SAN_DIR" -j "${HABITAT_JOBS:-2}"
 cd "$SAN_DIR"
