@@ -17,16 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/program_flags.h"
+#include "common/resource_dirs.h"
 #include "server/listen_address.h"
 #include "server/prediction_server.h"
 #include "store/trace_store_factory.h"
-
-#ifndef HABITAT_DEFAULT_DATA_DIR
-#define HABITAT_DEFAULT_DATA_DIR "data"
-#endif
-#ifndef HABITAT_DEFAULT_MODELS_DIR
-#define HABITAT_DEFAULT_MODELS_DIR "models"
-#endif
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address (host:port)");
 ABSL_FLAG(std::string, metrics_address, ":9464",
@@ -35,9 +29,15 @@ ABSL_FLAG(std::string, metrics_address, ":9464",
 ABSL_FLAG(std::string, health_address, "",
           "Plaintext listen address serving only grpc.health.v1 (for probes that cannot "
           "speak TLS); empty disables it");
-ABSL_FLAG(std::string, data_dir, HABITAT_DEFAULT_DATA_DIR,
+// Defaults: the source tree's data/ and models/ when run from the build
+// tree, else the installed ones beside the program (common/resource_dirs.h).
+ABSL_FLAG(std::string, data_dir,
+          habitat::DefaultResourceDir(HABITAT_BUILD_OUTPUT_DIR, HABITAT_SOURCE_DATA_DIR,
+                                      HABITAT_INSTALLED_DATA_DIR),
           "Directory with devices.textproto and catalogs/");
-ABSL_FLAG(std::string, models_dir, HABITAT_DEFAULT_MODELS_DIR,
+ABSL_FLAG(std::string, models_dir,
+          habitat::DefaultResourceDir(HABITAT_BUILD_OUTPUT_DIR, HABITAT_SOURCE_MODELS_DIR,
+                                      HABITAT_INSTALLED_MODELS_DIR),
           "Directory with kernel_varying/ (the trained predictor for convolutions, matrix "
           "multiplies, LSTMs and attention); a missing or damaged model stops start-up. "
           "'none' runs without it (those ops are then carried over unscaled)");
