@@ -13,10 +13,19 @@ Per held-out GPU and family it prints MAPE, the time-weighted signed error
 per-op errors are independent) and the median signed error. With --ceiling
 it also fits the absolute model with every GPU in training and 20% of
 configurations held out: what these features explain of a GPU they have seen.
+With --large_gemms it also compares, on linear and bmm, the served ratio model
+with the same trees left out of large fp32 GEMMs (features.large_gemm_roofline_ns):
+such passes moved by the sustained roofline ratio alone, i.e. trusting that
+the target runs them as far from its measured throughput as the origin did.
+With --training_variants it retrains the served model two other ways: each
+training GPU's fp32 throughput lowered to what its own large GEMMs reached
+(data_throughput; the held-out GPU and the evaluation keep the spec entries),
+and the P100 and P4 left out of training.
 
-    /usr/bin/python3 models/alternatives.py [--ceiling]
+    /usr/bin/python3 models/alternatives.py [--ceiling] [--large_gemms] [--training_variants]
 
-About 5 minutes on the 2-core machine (--ceiling: 1 more).
+About 5 minutes on the 2-core machine (--ceiling: 1 more, --large_gemms: 2,
+--training_variants: 4).
 """
 import argparse
 import collections
@@ -120,16 +129,100 @@ def ceiling(rows, devices):
                                          for f in FAMILIES) + " |")
 
 
+def large_gemms(rows, devices):
+    """Served ratio model against the same model without its trees on large
+    fp32 GEMMs; MAPE / time-weighted signed error / median signed error %."""
+    pair_rows = data_lib.pairs(rows, T.group)
+    x_all, y_all, ratio_all = T.featurize(pair_rows, devices)
+    print("\n| target (held out) | family | served | no trees on large GEMMs |",
+          "|---|---|---|---|", sep="\n")
+    for held in T.HELD_OUT:
+        train_index = [i for i, p in enumerate(pair_rows)
+                       if T.group(p["origin"]) != held and T.group(p["target"]) != held]
+        index = T.subsample(train_index, pair_rows, 1)
+        model = T.train(x_all[index], y_all[index], 1)
+        test = np.array([i for i, p in enumerate(pair_rows)
+                         if T.group(p["target"]) == held and p["origin"] == "H100-SXM"
+                         and p["family"] in feat.LARGE_GEMM_FAMILIES])
+        ceiling = T.large_gemm_ceiling(rows, devices, held)
+        served, _, _ = T.predict_pairs(model, test, x_all, ratio_all, pair_rows, devices, ceiling)
+        large = np.array([feat.large_gemm_roofline_ns(
+            pair_rows[i]["family"], pair_rows[i]["config"], pair_rows[i]["mode"],
+            pair_rows[i]["backward"], devices[pair_rows[i]["target"]]) > 0 for i in test])
+        trees = np.where(large, 1.0, np.exp2(model.predict(x_all[test]).astype(np.float64)))
+        origin = np.array([pair_rows[i]["origin_ns"] for i in test])
+        no_trees = np.maximum(np.minimum(origin * ratio_all[test] * trees,
+                                         T.ceilings(pair_rows, test, devices, ceiling)),
+                              T.floors(pair_rows, test, devices))
+        measured = np.array([pair_rows[i]["target_ns"] for i in test])
+        family = np.array([pair_rows[i]["family"] for i in test])
+        for f in feat.LARGE_GEMM_FAMILIES:
+            k = family == f
+            cells = [summary(p[k], measured[k]) for p in (served, no_trees)]
+            print(f"| {held} | {f} | " + " | ".join(" / ".join(str(v) for v in c)
+                                                     for c in cells) + " |", flush=True)
+
+
+def data_throughput(rows, devices):
+    """Per device, the 90th percentile of the fp32 TFLOP/s its large GEMMs
+    (features.large_gemm_roofline_ns) reached in the data."""
+    achieved = collections.defaultdict(list)
+    for _, family, config, mode, backward, device, ns in rows:
+        if feat.large_gemm_roofline_ns(family, config, mode, backward, devices[device]) > 0:
+            achieved[device].append(feat.work(family, config, mode, backward)[0] / ns / 1e3)
+    return {d: float(np.percentile(v, 90)) for d, v in achieved.items()}
+
+
+def training_variants(rows, devices):
+    """Worst-family and per-family held-out MAPE / time-weighted signed error
+    of the served training against the two variants."""
+    pair_rows = data_lib.pairs(rows, T.group)
+    x_all, y_all, ratio_all = T.featurize(pair_rows, devices)
+    lowered = {d: dict(spec) for d, spec in devices.items()}
+    for device, tflops in data_throughput(rows, devices).items():
+        spec = lowered[device]
+        spec["measured_fp32_gemm_tflops"] = min(spec["measured_fp32_gemm_tflops"], tflops)
+    x_lowered, y_lowered, _ = T.featurize(pair_rows, lowered)
+    variants = {"served": (x_all, y_all, ()), "lowered": (x_lowered, y_lowered, ()),
+                "without P100, P4": (x_all, y_all, ("P100", "P4"))}
+    print("\n| target (held out) | family | " + " | ".join(variants) + " |",
+          "|---|---|" + "---|" * len(variants), sep="\n")
+    for held in T.HELD_OUT:
+        test = np.array([i for i, p in enumerate(pair_rows)
+                         if T.group(p["target"]) == held and p["origin"] == "H100-SXM"])
+        cells = []
+        for x, y, left_out in variants.values():
+            excluded = {held, *left_out}
+            train_index = [i for i, p in enumerate(pair_rows) if T.group(p["origin"])
+                           not in excluded and T.group(p["target"]) not in excluded]
+            index = T.subsample(train_index, pair_rows, 1)
+            model = T.train(x[index], y[index], 1)
+            kept = [r for r in rows if T.group(r[5]) not in left_out]
+            predicted, _, _ = T.predict_pairs(model, test, x_all, ratio_all, pair_rows, devices,
+                                              T.large_gemm_ceiling(kept, devices, held))
+            cells.append(T.evaluate({"m": predicted}, test, pair_rows))
+        for f in FAMILIES:
+            print(f"| {held} | {f} | " + " | ".join(
+                f"{c[f]['m']['mape']:.1f} / {c[f]['m']['bias']:+.1f}" for c in cells) + " |",
+                flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--neusight_dir", default=str(T.ROOT.parent / "shared" / "data" / "neusight"))
     p.add_argument("--ceiling", action="store_true")
+    p.add_argument("--large_gemms", action="store_true")
+    p.add_argument("--training_variants", action="store_true")
     args = p.parse_args()
     devices = feat.load_devices(T.ROOT / "data" / "devices.textproto")
     rows = data_lib.measurements(args.neusight_dir, T.ROOT / "models" / "data", devices)
     held_out(rows, devices)
     if args.ceiling:
         ceiling(rows, devices)
+    if args.large_gemms:
+        large_gemms(rows, devices)
+    if args.training_variants:
+        training_variants(rows, devices)
     return 0
 
 

@@ -3,8 +3,8 @@
 learn from it, printed as Markdown for docs/kernel_varying_accuracy.md:
 
 1. the harness floor of each (GPU, operator) in NeuSight's host-timed data;
-2. the fp32 throughput each GPU reached on the data's large GEMMs against
-   the spec database's `measured_fp32_gemm_tflops`;
+2. the fp32 throughput each GPU reached on the data's large linear and bmm
+   GEMMs against the spec database's `measured_fp32_gemm_tflops`;
 3. which kernel families ran the fp32 convolutions (NeuSight's `Kernel Name`
    on the older GPUs, the profiled kernels of our H100 run);
 4. how far one GPU's efficiency on a configuration tells another's: the
@@ -59,16 +59,17 @@ def floors_table(rows):
 def throughput_table(rows, devices):
     achieved = defaultdict(list)
     for source, family, config, mode, backward, device, ns in rows:
-        if source != "neusight" or mode != "fp32" or backward or family != "linear":
+        if source != "neusight" or mode != "fp32" or backward or family not in ("linear", "bmm"):
             continue
         flop, _ = feat.work(family, config, mode, backward)
         if flop >= LARGE_GEMM_FLOP:
-            achieved[device].append(flop / ns / 1e3)
-    print("| GPU | rows | median TFLOP/s | 90th percentile | spec database |",
-          "|---|---:|---:|---:|---:|", sep="\n")
-    for device, values in sorted(achieved.items()):
-        print(f"| {device} | {len(values)} | {statistics.median(values):.2f} | "
-              f"{percentile(values, 90):.2f} | {devices[device]['measured_fp32_gemm_tflops']:.2f} |")
+            achieved[(device, family)].append(flop / ns / 1e3)
+    print("| GPU | family | rows | median TFLOP/s | 90th percentile | 99th percentile | "
+          "spec database |", "|---|---|---:|---:|---:|---:|---:|", sep="\n")
+    for (device, family), values in sorted(achieved.items()):
+        print(f"| {device} | {family} | {len(values)} | {statistics.median(values):.2f} | "
+              f"{percentile(values, 90):.2f} | {percentile(values, 99):.2f} | "
+              f"{devices[device]['measured_fp32_gemm_tflops']:.2f} |")
 
 
 def kernel_family(name):
@@ -147,7 +148,7 @@ def main():
     rows += list(data_lib.load_neusight_configs(ROOT / "models" / "data" / "neusight_configs"))
     print("Harness floor (1st percentile of each GPU's fp32 forward times):\n")
     floors_table(rows)
-    print("\nfp32 linear GEMMs of at least 2e10 FLOP: throughput reached:\n")
+    print("\nfp32 linear and bmm GEMMs of at least 2e10 FLOP: throughput reached:\n")
     throughput_table(rows, devices)
     print("\nfp32 convolution kernels:\n")
     conv_kernels(args.neusight_dir)
