@@ -1,0 +1,57 @@
+"""Checks of compare.py's pure functions: no CLI, no GPU.
+
+    python3 -m unittest eval/multi_gpu/test_compare.py
+"""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare as c  # noqa: E402
+
+
+def case(world, step, busy=None, ddp=True, bucket=25.0, status="ok", model="resnet50"):
+    out = {"model": model, "batch": 64, "precision": "fp32", "world_size": world,
+           "ddp": ddp and world > 1, "bucket_cap_mb": bucket if world > 1 else None,
+           "step_ns": {"median": step}, "status": status}
+    if busy is not None:
+        out["busy_rank0"] = {"median": {"busy_ns": busy}}
+    return out
+
+
+class MeasuredCases(unittest.TestCase):
+    def test_groups_ddp_steps_under_their_single_gpu_baseline(self):
+        run = {"train": [case(1, 100, busy=95), case(2, 110), case(2, 112, bucket=100.0),
+                         case(4, 120)]}
+        entry = c.measured_cases(run)[("resnet50", 64, "fp32")]
+        self.assertEqual(entry["n1"], 100)
+        self.assertTrue(entry["gpu_bound"])
+        self.assertEqual(entry["ddp"], {(2, 25.0): 110, (2, 100.0): 112, (4, 25.0): 120})
+
+    def test_gpu_bound_needs_ninety_percent_busy(self):
+        run = {"train": [case(1, 100, busy=89), case(2, 110)]}
+        self.assertFalse(c.measured_cases(run)[("resnet50", 64, "fp32")]["gpu_bound"])
+
+    def test_failed_cases_and_models_without_a_baseline_are_left_out(self):
+        run = {"train": [case(1, 100, busy=95), case(2, 110, status="skipped"),
+                         case(2, 130, model="vit")]}
+        self.assertEqual(c.measured_cases(run), {})
+
+
+class Summary(unittest.TestCase):
+    def row(self, gpus, predicted, measured, gpu_bound=True):
+        return {"gpus": gpus, "predicted": predicted, "scaled": predicted,
+                "measured": measured, "gpu_bound": gpu_bound}
+
+    def test_goal_is_judged_on_gpu_bound_cases(self):
+        lines = c.summary([self.row(2, 105, 100), self.row(2, 150, 100, gpu_bound=False)])
+        self.assertIn("| 2 | 2 | 1 | 5.0 / 27.5 | 5.0 / 27.5 | yes |", lines)
+
+    def test_goal_missed_above_ten_percent(self):
+        lines = c.summary([self.row(4, 80, 100)])
+        self.assertIn("| 4 | 1 | 1 | 20.0 / 20.0 | 20.0 / 20.0 | **no** |", lines)
+
+
+if __name__ == "__main__":
+    unittest.main()
