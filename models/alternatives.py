@@ -79,6 +79,22 @@ def summary(predicted, measured):
             round(100 * float(np.exp(np.median(np.log(ratio))) - 1), 1))
 
 
+def ratio_model(pair_rows, x, y, excluded):
+    """The served ratio model trained without the GPU groups in `excluded`
+    (as origin or target)."""
+    train_index = [i for i, p in enumerate(pair_rows)
+                   if T.group(p["origin"]) not in excluded and T.group(p["target"]) not in excluded]
+    index = T.subsample(train_index, pair_rows, 1)
+    return T.train(x[index], y[index], 1)
+
+
+def h100_rows(pair_rows, held, families=None):
+    """Indices of the pairs from the H100 SXM to the held-out GPU group."""
+    return np.array([i for i, p in enumerate(pair_rows)
+                     if T.group(p["target"]) == held and p["origin"] == "H100-SXM"
+                     and (families is None or p["family"] in families)])
+
+
 def held_out(rows, devices):
     pair_rows = data_lib.pairs(rows, T.group)
     x_all, y_all, ratio_all = T.featurize(pair_rows, devices)
@@ -86,13 +102,9 @@ def held_out(rows, devices):
     print("| target (held out) | family | ratio (served): MAPE / time-weighted / median % "
           "| absolute | blend |", "|---|---|---|---|---|", sep="\n")
     for held in T.HELD_OUT:
-        train_index = [i for i, p in enumerate(pair_rows)
-                       if T.group(p["origin"]) != held and T.group(p["target"]) != held]
-        index = T.subsample(train_index, pair_rows, 1)
-        ratio_model = T.train(x_all[index], y_all[index], 1)
-        test = np.array([i for i, p in enumerate(pair_rows)
-                         if T.group(p["target"]) == held and p["origin"] == "H100-SXM"])
-        ratio_pred, _, _ = T.predict_pairs(ratio_model, test, x_all, ratio_all, pair_rows,
+        model = ratio_model(pair_rows, x_all, y_all, {held})
+        test = h100_rows(pair_rows, held)
+        ratio_pred, _, _ = T.predict_pairs(model, test, x_all, ratio_all, pair_rows,
                                            devices, T.large_gemm_ceiling(rows, devices, held))
         absolute = fit_absolute(ax, ay, aw, np.array([T.group(r[5]) != held for r in abs_rows]))
         rooflines, features = zip(*(absolute_features(
@@ -137,13 +149,8 @@ def large_gemms(rows, devices):
     print("\n| target (held out) | family | served | no trees on large GEMMs |",
           "|---|---|---|---|", sep="\n")
     for held in T.HELD_OUT:
-        train_index = [i for i, p in enumerate(pair_rows)
-                       if T.group(p["origin"]) != held and T.group(p["target"]) != held]
-        index = T.subsample(train_index, pair_rows, 1)
-        model = T.train(x_all[index], y_all[index], 1)
-        test = np.array([i for i, p in enumerate(pair_rows)
-                         if T.group(p["target"]) == held and p["origin"] == "H100-SXM"
-                         and p["family"] in feat.LARGE_GEMM_FAMILIES])
+        model = ratio_model(pair_rows, x_all, y_all, {held})
+        test = h100_rows(pair_rows, held, feat.LARGE_GEMM_FAMILIES)
         ceiling = T.large_gemm_ceiling(rows, devices, held)
         served, _, _ = T.predict_pairs(model, test, x_all, ratio_all, pair_rows, devices, ceiling)
         large = np.array([feat.large_gemm_roofline_ns(
@@ -188,15 +195,10 @@ def training_variants(rows, devices):
     print("\n| target (held out) | family | " + " | ".join(variants) + " |",
           "|---|---|" + "---|" * len(variants), sep="\n")
     for held in T.HELD_OUT:
-        test = np.array([i for i, p in enumerate(pair_rows)
-                         if T.group(p["target"]) == held and p["origin"] == "H100-SXM"])
+        test = h100_rows(pair_rows, held)
         cells = []
         for x, y, left_out in variants.values():
-            excluded = {held, *left_out}
-            train_index = [i for i, p in enumerate(pair_rows) if T.group(p["origin"])
-                           not in excluded and T.group(p["target"]) not in excluded]
-            index = T.subsample(train_index, pair_rows, 1)
-            model = T.train(x[index], y[index], 1)
+            model = ratio_model(pair_rows, x, y, {held, *left_out})
             kept = [r for r in rows if T.group(r[5]) not in left_out]
             predicted, _, _ = T.predict_pairs(model, test, x_all, ratio_all, pair_rows, devices,
                                               T.large_gemm_ceiling(kept, devices, held))
