@@ -5,6 +5,8 @@
 # / `catalogs` agree between the modes.
 # usage: server_roundtrip.sh HABITAT HABITAT_SERVER DATA_DIR JSON_TRACE TRACE_ARGS...
 set -eu
+# shellcheck source=tests/lib/server_port.sh
+source "$(dirname "$0")/../lib/server_port.sh"
 habitat="$1"
 server_bin="$2"
 data_dir="$3"
@@ -23,14 +25,7 @@ trap cleanup EXIT
 "$server_bin" --address=127.0.0.1:0 --metrics_address= --data_dir="$data_dir" --store=memory \
   2>"$dir/server.log" &
 server_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port="$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$dir/server.log")"
-  [[ -n "$port" ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$dir/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n "$port" ]] || { echo "habitat-server did not report its port" >&2; exit 1; }
+port="$(server_port "$dir/server.log" "$server_pid")"
 addr="127.0.0.1:$port"
 
 id="$("$habitat" upload "$json" --server "$addr" "$@" 2>"$dir/upload.err")"

@@ -2,6 +2,8 @@
 # usage: install_test.sh CMAKE BUILD_DIR PREFIX BUILD_TREE_HABITAT TRACE TRACE_ARGS...
 # (run from the repository root). See CMakeLists.txt beside this file.
 set -euo pipefail
+# shellcheck source=tests/lib/server_port.sh
+source "$(dirname "$0")/../lib/server_port.sh"
 cmake_bin="$1"
 build_dir="$2"
 prefix="$3"
@@ -50,14 +52,7 @@ grep -q '"H100-SXM"' "$dir/installed.out"
 "$prefix/bin/habitat-server" --address=127.0.0.1:0 --metrics_address= --store=memory \
   2>"$dir/server.log" &
 server_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port="$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$dir/server.log")"
-  [[ -n "$port" ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$dir/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n "$port" ]] || { echo "habitat-server did not report its port" >&2; exit 1; }
+port="$(server_port "$dir/server.log" "$server_pid")"
 "$habitat" devices --server "127.0.0.1:$port" >"$dir/remote.out"
 "$build_habitat" devices >"$dir/build.out"
 diff -u "$dir/build.out" "$dir/remote.out"
