@@ -501,6 +501,35 @@ TEST(KinetoMemoryTest, OnlyTheChosenStepCounts) {
   EXPECT_EQ(trace->memory().allocated_bytes_at_start(), 4 << 20);
 }
 
+// tests/testdata/kineto_memory/h100/: real profile_memory=True profiles of
+// one training step on an H100 (eval/capture/capture_kineto_memory.py),
+// with torch's own allocator statistics of that step in measurements.json:
+// the import must read the same three numbers from the [memory] events.
+class KinetoRealMemoryTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KinetoRealMemoryTest, MatchesTorchsAllocatorStatistics) {
+  const std::string dir = std::string(HABITAT_TESTDATA_DIR) + "/kineto_memory/h100/";
+  auto measurements = ReadFile(dir + "measurements.json");
+  ASSERT_TRUE(measurements.ok()) << measurements.status();
+  const json measured = json::parse(*measurements, nullptr, false)["cases"][GetParam()];
+  ASSERT_TRUE(measured.is_object()) << GetParam() << " not in measurements.json";
+  auto text = ReadFile(dir + GetParam() + ".json.gz");
+  ASSERT_TRUE(text.ok()) << text.status();
+  KinetoImportOptions options;
+  options.precision = PrecisionOf(GetParam());
+  auto trace = ImportKinetoTrace(*text, options);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_TRUE(trace->has_memory());
+  EXPECT_EQ(trace->memory().allocated_bytes_at_start(),
+            measured["allocated_bytes_at_start"].get<int64_t>());
+  EXPECT_EQ(trace->memory().peak_allocated_bytes(),
+            measured["peak_allocated_bytes"].get<int64_t>());
+  EXPECT_EQ(trace->memory().peak_reserved_bytes(), measured["peak_reserved_bytes"].get<int64_t>());
+}
+
+INSTANTIATE_TEST_SUITE_P(H100, KinetoRealMemoryTest,
+                         ::testing::Values("resnet50_b16_fp32", "gpt2_b4_bf16"));
+
 std::string FixtureName(const ::testing::TestParamInfo<Fixture>& info) {
   std::string s = info.param.gpu + "_" + info.param.name;
   for (char& c : s) {
