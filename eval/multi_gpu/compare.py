@@ -41,22 +41,31 @@ GPU_BOUND_SHARE = 0.9
 GOAL_PERCENT = 10.0
 
 
+def busy_median(case):
+    """Rank 0's median profiled step (busy, compute, communication ns,
+    kernels) of a case; None where it was not profiled."""
+    return (case.get("busy_rank0") or {}).get("median")
+
+
 def measured_cases(run):
     """{(model, batch, precision): {"n1": step ns, "gpu_bound": bool,
-    "ddp": {(N, bucket MB): step ns}}} of one measure_ddp.py output."""
+    "ddp": {(N, bucket MB): step ns}, "n1_case": the N = 1 case,
+    "ddp_cases": {(N, bucket MB): case}}} of one measure_ddp.py output."""
     out = {}
     for case in run["train"]:
         if case.get("status") != "ok":
             continue
         key = (case["model"], case["batch"], case["precision"])
-        entry = out.setdefault(key, {"n1": None, "gpu_bound": False, "ddp": {}})
+        entry = out.setdefault(key, {"n1": None, "gpu_bound": False, "ddp": {}, "n1_case": None,
+                                     "ddp_cases": {}})
         step = case["step_ns"]["median"]
         if case["world_size"] == 1:
-            entry["n1"] = step
-            busy = (case.get("busy_rank0") or {}).get("median", {}).get("busy_ns", 0)
-            entry["gpu_bound"] = busy / step >= GPU_BOUND_SHARE
+            entry["n1"], entry["n1_case"] = step, case
+            entry["gpu_bound"] = (busy_median(case) or {}).get("busy_ns", 0) / step >= \
+                GPU_BOUND_SHARE
         elif case["ddp"]:
-            entry["ddp"][(case["world_size"], case["bucket_cap_mb"])] = step
+            config = (case["world_size"], case["bucket_cap_mb"])
+            entry["ddp"][config], entry["ddp_cases"][config] = step, case
     return {k: v for k, v in out.items() if v["n1"] is not None and v["ddp"]}
 
 
@@ -137,26 +146,20 @@ def breakdown(runs):
              "exposed comm ms | added idle ms | added kernels (NCCL) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for name, run in runs:
-        single = {}
-        for case in run["train"]:
-            busy = (case.get("busy_rank0") or {}).get("median")
-            if case.get("status") != "ok" or not busy:
-                continue
-            key = (case["model"], case["batch"], case["precision"])
-            if case["world_size"] == 1:
-                single[key] = (case["step_ns"]["median"], busy)
-                continue
-            if key not in single:
-                continue
-            step1, busy1 = single[key]
-            added = case["step_ns"]["median"] - step1
-            added_busy = busy["busy_ns"] - busy1["busy_ns"]
-            lines.append(
-                f"| {name} | {key[0]}_b{key[1]}_{key[2]} | {case['world_size']} | "
-                f"{added / 1e6:.2f} | {added_busy / 1e6:.2f} | "
-                f"{(busy['compute_busy_ns'] - busy1['compute_busy_ns']) / 1e6:.2f} | "
-                f"{busy['exposed_comm_ns'] / 1e6:.2f} | {(added - added_busy) / 1e6:.2f} | "
-                f"{busy['kernels'] - busy1['kernels']} ({busy['comm_kernels']}) |")
+        for (model, batch, precision), entry in sorted(measured_cases(run).items()):
+            busy1 = busy_median(entry["n1_case"])
+            for config, case in sorted(entry["ddp_cases"].items()):
+                busy = busy_median(case)
+                if not busy1 or not busy:
+                    continue
+                added = entry["ddp"][config] - entry["n1"]
+                added_busy = busy["busy_ns"] - busy1["busy_ns"]
+                lines.append(
+                    f"| {name} | {model}_b{batch}_{precision} | {config[0]} | "
+                    f"{added / 1e6:.2f} | {added_busy / 1e6:.2f} | "
+                    f"{(busy['compute_busy_ns'] - busy1['compute_busy_ns']) / 1e6:.2f} | "
+                    f"{busy['exposed_comm_ns'] / 1e6:.2f} | {(added - added_busy) / 1e6:.2f} | "
+                    f"{busy['kernels'] - busy1['kernels']} ({busy['comm_kernels']}) |")
     return lines
 
 
