@@ -95,9 +95,15 @@ def h100_rows(pair_rows, held, families=None):
                      and (families is None or p["family"] in families)])
 
 
-def held_out(rows, devices):
+def featurized_pairs(rows, devices):
+    """(pair rows, features, targets, roofline ratios) as train.py builds
+    them; built once and shared by the sections that train ratio models."""
     pair_rows = data_lib.pairs(rows, T.group)
-    x_all, y_all, ratio_all = T.featurize(pair_rows, devices)
+    return (pair_rows, *T.featurize(pair_rows, devices))
+
+
+def held_out(rows, devices, pairs):
+    pair_rows, x_all, y_all, ratio_all = pairs
     abs_rows, ax, ay, aw = absolute_rows(rows, devices)
     print("| target (held out) | family | ratio (served): MAPE / time-weighted / median % "
           "| absolute | blend |", "|---|---|---|---|---|", sep="\n")
@@ -141,11 +147,10 @@ def ceiling(rows, devices):
                                          for f in FAMILIES) + " |")
 
 
-def large_gemms(rows, devices):
+def large_gemms(rows, devices, pairs):
     """Served ratio model against the same model without its trees on large
     fp32 GEMMs; MAPE / time-weighted signed error / median signed error %."""
-    pair_rows = data_lib.pairs(rows, T.group)
-    x_all, y_all, ratio_all = T.featurize(pair_rows, devices)
+    pair_rows, x_all, y_all, ratio_all = pairs
     print("\n| target (held out) | family | served | no trees on large GEMMs |",
           "|---|---|---|---|", sep="\n")
     for held in T.HELD_OUT:
@@ -180,11 +185,10 @@ def data_throughput(rows, devices):
     return {d: float(np.percentile(v, 90)) for d, v in achieved.items()}
 
 
-def training_variants(rows, devices):
-    """Worst-family and per-family held-out MAPE / time-weighted signed error
+def training_variants(rows, devices, pairs):
+    """Per-family held-out MAPE / time-weighted signed error
     of the served training against the two variants."""
-    pair_rows = data_lib.pairs(rows, T.group)
-    x_all, y_all, ratio_all = T.featurize(pair_rows, devices)
+    pair_rows, x_all, y_all, ratio_all = pairs
     lowered = {d: dict(spec) for d, spec in devices.items()}
     for device, tflops in data_throughput(rows, devices).items():
         spec = lowered[device]
@@ -218,13 +222,14 @@ def main():
     args = p.parse_args()
     devices = feat.load_devices(T.ROOT / "data" / "devices.textproto")
     rows = data_lib.measurements(args.neusight_dir, T.ROOT / "models" / "data", devices)
-    held_out(rows, devices)
+    pairs = featurized_pairs(rows, devices)
+    held_out(rows, devices, pairs)
     if args.ceiling:
         ceiling(rows, devices)
     if args.large_gemms:
-        large_gemms(rows, devices)
+        large_gemms(rows, devices, pairs)
     if args.training_variants:
-        training_variants(rows, devices)
+        training_variants(rows, devices, pairs)
     return 0
 
 
