@@ -14,9 +14,10 @@ per-op errors are independent) and the median signed error. With --ceiling
 it also fits the absolute model with every GPU in training and 20% of
 configurations held out: what these features explain of a GPU they have seen.
 With --large_gemms it also compares, on linear and bmm, the served ratio model
-with the same trees left out of large fp32 GEMMs (features.large_gemm_roofline_ns):
-such passes moved by the sustained roofline ratio alone, i.e. trusting that
-the target runs them as far from its measured throughput as the origin did.
+(no trees on large fp32 GEMMs, features.large_gemm_roofline_ns: such passes
+moved by the sustained roofline ratio alone, i.e. trusting that the target
+runs them as far from its measured throughput as the origin did) with the
+rule served before it, the trees there too.
 With --training_variants it retrains the served model two other ways: each
 training GPU's fp32 throughput lowered to what its own large GEMMs reached
 (data_throughput; the held-out GPU and the evaluation keep the spec entries),
@@ -148,29 +149,24 @@ def ceiling(rows, devices):
 
 
 def large_gemms(rows, devices, pairs):
-    """Served ratio model against the same model without its trees on large
-    fp32 GEMMs; MAPE / time-weighted signed error / median signed error %."""
+    """Served ratio model (no trees on large fp32 GEMMs) against the rule
+    served before, the trees there too; MAPE / time-weighted signed error /
+    median signed error %."""
     pair_rows, x_all, y_all, ratio_all = pairs
-    print("\n| target (held out) | family | served | no trees on large GEMMs |",
-          "|---|---|---|---|", sep="\n")
+    print("\n| target (held out) | family | served: no trees on large GEMMs "
+          "| before: trees there too |", "|---|---|---|---|", sep="\n")
     for held in T.HELD_OUT:
         model = ratio_model(pair_rows, x_all, y_all, {held})
         test = h100_rows(pair_rows, held, feat.LARGE_GEMM_FAMILIES)
         ceiling = T.large_gemm_ceiling(rows, devices, held)
         served, _, _ = T.predict_pairs(model, test, x_all, ratio_all, pair_rows, devices, ceiling)
-        large = np.array([feat.large_gemm_roofline_ns(
-            pair_rows[i]["family"], pair_rows[i]["config"], pair_rows[i]["mode"],
-            pair_rows[i]["backward"], devices[pair_rows[i]["target"]]) > 0 for i in test])
-        trees = np.where(large, 1.0, np.exp2(model.predict(x_all[test]).astype(np.float64)))
-        origin = np.array([pair_rows[i]["origin_ns"] for i in test])
-        no_trees = np.maximum(np.minimum(origin * ratio_all[test] * trees,
-                                         T.ceilings(pair_rows, test, devices, ceiling)),
-                              T.floors(pair_rows, test, devices))
+        before, _, _ = T.predict_pairs(model, test, x_all, ratio_all, pair_rows, devices, ceiling,
+                                       trees_on_large_gemms=True)
         measured = np.array([pair_rows[i]["target_ns"] for i in test])
         family = np.array([pair_rows[i]["family"] for i in test])
         for f in feat.LARGE_GEMM_FAMILIES:
             k = family == f
-            cells = [summary(p[k], measured[k]) for p in (served, no_trees)]
+            cells = [summary(p[k], measured[k]) for p in (served, before)]
             print(f"| {held} | {f} | " + " | ".join(" / ".join(str(v) for v in c)
                                                      for c in cells) + " |", flush=True)
 

@@ -9,8 +9,10 @@
 //   max(FloorNs(target), origin_ns * roofline_ratio * 2 ** model(features))
 // where roofline_ratio is the ratio of the two GPUs' rooflines for the pass
 // (each in the math mode the pass runs in there) and the model learns only
-// the correction; for a large fp32 GEMM the second term is capped
-// (LargeGemmRooflineNs).
+// the correction. A large fp32 GEMM on the target (LargeGemmRooflineNs)
+// skips the model: the sustained throughputs it divides by are measured on
+// such GEMMs, so the ratio alone moves it, capped at the model's
+// large_gemm_ceiling times its sustained roofline.
 #pragma once
 
 #include <array>

@@ -51,6 +51,7 @@ struct Manifest {
   std::string model_sha256;
   Nanoseconds min_origin_ns = 0;
   double large_gemm_ceiling = 0;
+  double large_gemm_typical = 0;
   // GPU ids whose measurements trained each (family, mode).
   std::array<std::array<std::vector<std::string>, kMathModeCount>, kFamilyCount> coverage;
   double default_error_percent = 0;
@@ -215,6 +216,13 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
     return ManifestError(path, "\"large_gemm_ceiling\" must be a finite number >= 1");
   }
   manifest->large_gemm_ceiling = ceiling->get<double>();
+  auto typical = doc.find("large_gemm_typical");
+  if (typical == doc.end() || !typical->is_number() || !(typical->get<double>() >= 1) ||
+      !(typical->get<double>() <= manifest->large_gemm_ceiling)) {
+    return ManifestError(path,
+                         "\"large_gemm_typical\" must be a number in [1, large_gemm_ceiling]");
+  }
+  manifest->large_gemm_typical = typical->get<double>();
 
   auto file = doc.find("model_file");
   if (file == doc.end() || !file->is_string() || file->get<std::string>().empty() ||
@@ -385,6 +393,8 @@ double KernelVaryingModel::ExpectedErrorPercent(Family family,
 Nanoseconds KernelVaryingModel::min_origin_ns() const { return impl_->manifest.min_origin_ns; }
 
 double KernelVaryingModel::large_gemm_ceiling() const { return impl_->manifest.large_gemm_ceiling; }
+
+double KernelVaryingModel::large_gemm_typical() const { return impl_->manifest.large_gemm_typical; }
 
 const std::string& KernelVaryingModel::model_sha256() const { return impl_->manifest.model_sha256; }
 

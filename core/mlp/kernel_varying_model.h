@@ -24,7 +24,7 @@ class KernelVaryingModel {
   // ("model_file": gzipped XGBoost JSON). Checks the file's sha256 against
   // "model_sha256", and "feature_version", "feature_names", "families" and
   // "modes" against features.h; reads "coverage", "expected_error",
-  // "min_origin_ns" and "large_gemm_ceiling". Errors name the file.
+  // "min_origin_ns", "large_gemm_ceiling" and "large_gemm_typical". Errors name the file.
   static absl::StatusOr<std::unique_ptr<KernelVaryingModel>> Load(const std::string& model_dir);
 
   ~KernelVaryingModel();
@@ -51,6 +51,11 @@ class KernelVaryingModel {
   // a multiple of its sustained roofline: what the measured GPUs reached
   // (models/train.py's large_gemm_ceiling). At least 1.
   double large_gemm_ceiling() const;
+  // The multiple of its sustained roofline a large fp32 GEMM typically runs
+  // at: the median over the measured GPUs of each one's median over such
+  // passes (models/train.py's large_gemm_multiple). Between 1 and
+  // large_gemm_ceiling().
+  double large_gemm_typical() const;
   // Hex sha256 of the model file, for logs and cache keys.
   const std::string& model_sha256() const;
 

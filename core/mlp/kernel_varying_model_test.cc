@@ -245,6 +245,9 @@ TEST(KernelVaryingModelTest, ManifestAccessors) {
   EXPECT_EQ(Model().model_sha256(), manifest.at("model_sha256").get<std::string>());
   EXPECT_EQ(Model().large_gemm_ceiling(), manifest.at("large_gemm_ceiling").get<double>());
   EXPECT_GE(Model().large_gemm_ceiling(), 1.0);
+  EXPECT_EQ(Model().large_gemm_typical(), manifest.at("large_gemm_typical").get<double>());
+  EXPECT_GE(Model().large_gemm_typical(), 1.0);
+  EXPECT_LE(Model().large_gemm_typical(), Model().large_gemm_ceiling());
   // TrainedOn is the coverage, exactly.
   const json& coverage = manifest.at("coverage");
   int trained = 0;
@@ -419,6 +422,20 @@ TEST_F(DamagedModelTest, LargeGemmCeilingMissingOrBelowOne) {
   manifest_.erase("large_gemm_ceiling");
   WriteManifest();
   EXPECT_THAT(Load().message(), HasSubstr("large_gemm_ceiling"));
+}
+
+TEST_F(DamagedModelTest, LargeGemmTypicalMissingOrOutsideOneToTheCeiling) {
+  const double ceiling = manifest_.at("large_gemm_ceiling").get<double>();
+  for (const json& bad : {json(0.9), json(ceiling + 0.01), json("1.2"), json(nullptr)}) {
+    manifest_["large_gemm_typical"] = bad;
+    WriteManifest();
+    EXPECT_THAT(Load().message(),
+                HasSubstr("\"large_gemm_typical\" must be a number in [1, large_gemm_ceiling]"))
+        << bad.dump();
+  }
+  manifest_.erase("large_gemm_typical");
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("large_gemm_typical"));
 }
 
 TEST_F(DamagedModelTest, ModelFileOutsideTheDirectory) {

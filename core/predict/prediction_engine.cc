@@ -141,7 +141,9 @@ struct VaryingNotes {
   // A pass came from the model without training data on that side.
   bool target_outside_training = false;
   bool origin_outside_training = false;
-  // A pass was a large fp32 GEMM the model predicted above its ceiling.
+  // A pass was a large fp32 GEMM on the target (no model correction), and
+  // one was lowered to the large-GEMM ceiling.
+  bool large_gemm = false;
   bool capped_at_ceiling = false;
 };
 
@@ -172,6 +174,7 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
       notes->origin_mode = pass.origin_mode;
       notes->target_mode = pass.target_mode;
       at_limit = at_limit || pass.clamped_to_floor;
+      notes->large_gemm |= pass.large_gemm;
       notes->capped_at_ceiling |= pass.capped_at_ceiling;
       predicted = pass.predicted_ns;
       pass_error = pass.expected_error_percent;
@@ -409,6 +412,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
   OpShare origin_untrained[mlp::kMathModeCount];
   OpShare target_untrained[mlp::kMathModeCount];
   OpShare at_limit;
+  OpShare large_gemms;
   OpShare capped;
   for (int i = 0; i < trace.operations_size(); ++i) {
     if (i % kOperationsPerStopCheck == 0) {
@@ -435,6 +439,7 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
       target_untrained[ModeIndex(*notes.target_mode)].Add(origin_ns);
     }
     if (op.at_hardware_limit()) at_limit.Add(origin_ns);
+    if (notes.large_gemm) large_gemms.Add(origin_ns);
     if (notes.capped_at_ceiling) capped.Add(origin_ns);
     pass_scale.push_back(Ratio(op.predicted_forward_ns(), op.origin_forward_ns()));
     pass_scale.push_back(Ratio(op.predicted_backward_ns(), op.origin_backward_ns()));
@@ -523,12 +528,20 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
           "and were raised to that limit (at_hardware_limit)",
           at_limit.operations, percent(at_limit)));
     }
+    if (large_gemms.operations > 0 && target.measured_fp32_gemm_tflops() <= 0) {
+      prediction.add_warnings(absl::StrFormat(
+          "%d operation(s), %.1f%% of the origin GPU time, are large fp32 GEMMs on the target "
+          "GPU, moved by its sustained fp32 GEMM throughput, which no measurement gives for "
+          "it: %.2f of its datasheet peak is assumed",
+          large_gemms.operations, percent(large_gemms), mlp::kDefaultSustainedFraction));
+    }
     if (capped.operations > 0) {
       prediction.add_warnings(absl::StrFormat(
           "%d operation(s), %.1f%% of the origin GPU time, are large fp32 GEMMs on the target "
-          "GPU that the kernel-varying model predicted slower than the GPUs measured run such "
-          "GEMMs (its large-GEMM ceiling times the target's sustained fp32 GEMM time); they "
-          "were lowered to that ceiling",
+          "GPU whose origin time, moved by the two GPUs' sustained GEMM throughputs, came out "
+          "slower than the GPUs measured run such GEMMs (the kernel-varying model's large-GEMM "
+          "ceiling times the target's sustained fp32 GEMM time); they were lowered to that "
+          "ceiling",
           capped.operations, percent(capped)));
     }
   }

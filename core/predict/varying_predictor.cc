@@ -202,10 +202,8 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
         e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
                                  group.backward, target));
     HABITAT_ASSIGN_OR_RETURN(
-        const double large_gemm_ns,
-        mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config, target_mode,
-                                 group.backward, target));
-    e.ceiling_ns = large_gemm_ns * model_->large_gemm_ceiling();
+        e.large_gemm_ns, mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config,
+                                                  target_mode, group.backward, target));
   }
   if (!pending.empty()) {
     HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
@@ -221,9 +219,11 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     }
   }
 
-  // 3. Apply each group's ratio and correction to its passes, never above
-  // a large GEMM's ceiling nor below the target's floor (the ceiling is at
-  // least the sustained roofline, so above the floor).
+  // 3. Apply each group's ratio and correction to its passes (a large GEMM
+  // takes no correction, or the typical multiple of its roofline after a
+  // change of math mode), never above a large GEMM's ceiling nor below the
+  // target's floor (the ceiling is at least the sustained roofline, so above
+  // the floor).
   std::vector<VaryingPassTable> tables(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     const v1::DeviceSpec& target = *targets[t];
@@ -241,14 +241,19 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;
       prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
       prediction.floor_ns = CallFloorNs(e.floor_ns, group.signature.direction_factor);
-      const double scale = e.roofline_ratio * std::exp2(e.log2_correction);
-      const double ceiling =
-          e.ceiling_ns > 0 ? e.ceiling_ns * group.signature.direction_factor : kMaxNs;
+      const bool large_gemm = e.large_gemm_ns > 0;
+      const double call_roofline_ns = e.large_gemm_ns * group.signature.direction_factor;
+      const double scale =
+          large_gemm ? e.roofline_ratio : e.roofline_ratio * std::exp2(e.log2_correction);
+      const double ceiling = large_gemm ? call_roofline_ns * model_->large_gemm_ceiling() : kMaxNs;
+      const bool typical = large_gemm && prediction.target_mode != group.origin_mode;
       for (const auto& pass : group.passes) {
-        const double value = std::min(static_cast<double>(pass.time_ns) * scale, kMaxNs);
+        const double value = typical ? call_roofline_ns * model_->large_gemm_typical()
+                                     : std::min(static_cast<double>(pass.time_ns) * scale, kMaxNs);
         const Nanoseconds raw = static_cast<Nanoseconds>(std::llround(std::min(value, ceiling)));
         VaryingPassPrediction& out = tables[t][VaryingPassKey(pass.op_index, group.backward)];
         out = prediction;
+        out.large_gemm = large_gemm;
         out.capped_at_ceiling = value > ceiling;
         out.clamped_to_floor = raw < prediction.floor_ns;
         out.predicted_ns = std::max(raw, prediction.floor_ns);

@@ -3,7 +3,10 @@
 // target GPUs of a request in one batched model call:
 //   predicted = max(floor, origin time * roofline ratio * 2 ** correction)
 // with the roofline ratio and the floor from core/mlp/features.h, each in
-// the math mode the pass runs in on that GPU.
+// the math mode the pass runs in on that GPU. A large fp32 GEMM on the
+// target takes no correction and is capped (features.h says why), or, when
+// the origin ran it in another mode, is the typical multiple of its
+// sustained roofline.
 #pragma once
 
 #include <memory>
@@ -35,9 +38,16 @@ struct VaryingPassPrediction {
   Nanoseconds floor_ns = 0;
   // The model's value was below floor_ns, so the prediction is the floor.
   bool clamped_to_floor = false;
-  // The pass is a large fp32 GEMM on the target and the model's value was
-  // above the model's large_gemm_ceiling times its sustained roofline, so
-  // the prediction is that ceiling.
+  // The pass is a large fp32 GEMM on the target (mlp::LargeGemmRooflineNs),
+  // moved by the sustained roofline ratio without the model's correction;
+  // if it ran in another math mode on the origin (TF32 or bf16 on a GPU
+  // with those units, fp32 here), the origin's distance from its roofline
+  // in that mode says nothing of this one, and the prediction is the
+  // model's large_gemm_typical times the target's sustained roofline.
+  bool large_gemm = false;
+  // Of a large GEMM: the origin time so moved was above the model's
+  // large_gemm_ceiling times the target's sustained roofline, so the
+  // prediction is that ceiling.
   bool capped_at_ceiling = false;
   // The training data had measurements of this family on the target GPU in
   // the target mode and on the origin GPU in the origin mode; false means
@@ -111,8 +121,9 @@ class VaryingPredictor {
     double log2_correction = 0;
     double roofline_ratio = 1;
     double floor_ns = 0;  // per direction, unrounded
-    // Per direction, unrounded; 0 where the pass is not a large fp32 GEMM.
-    double ceiling_ns = 0;
+    // Per direction, unrounded; 0 where the pass is not a large fp32 GEMM:
+    // its sustained roofline on the target (mlp::LargeGemmRooflineNs).
+    double large_gemm_ns = 0;
   };
 
   std::shared_ptr<const mlp::KernelVaryingModel> model_;

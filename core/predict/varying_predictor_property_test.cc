@@ -323,7 +323,8 @@ class VaryingPropertyTest : public ::testing::Test {
 DeviceDatabase* VaryingPropertyTest::devices_ = nullptr;
 std::shared_ptr<const mlp::KernelVaryingModel> VaryingPropertyTest::model_;
 
-TEST_F(VaryingPropertyTest, BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheModelWouldNotBe) {
+TEST_F(VaryingPropertyTest,
+       BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheRatioAndModelWouldNotBe) {
   const std::vector<Shape> shapes = Sweep();
   // The recorded operations read back as the sweep's configurations.
   for (const Shape& s : shapes) {
@@ -359,6 +360,7 @@ TEST_F(VaryingPropertyTest, BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheM
           double ratio;
           Nanoseconds floor_ns;
           double ceiling_ns;  // of the call; 9e18 where none applies
+          double typical_ns;  // of the call, a large GEMM whose mode changed; else 0
         };
         std::vector<Pass> passes;
         std::vector<float> rows;
@@ -411,7 +413,10 @@ TEST_F(VaryingPropertyTest, BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheM
                   *large > 0 ? *large * model_->large_gemm_ceiling() * directions : 9.0e18;
               // The ceiling never undercuts the floor.
               EXPECT_GE(ceiling_ns, static_cast<double>(floor_ns) - 1) << where;
-              passes.push_back({t, i, backward, ratio, floor_ns, ceiling_ns});
+              const double typical_ns = *large > 0 && target_mode != origin_mode
+                                            ? *large * model_->large_gemm_typical() * directions
+                                            : 0;
+              passes.push_back({t, i, backward, ratio, floor_ns, ceiling_ns, typical_ns});
             }
           }
         }
@@ -420,8 +425,13 @@ TEST_F(VaryingPropertyTest, BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheM
         for (size_t k = 0; k < passes.size(); ++k) {
           const Pass& pass = passes[k];
           const Shape& s = shapes[pass.shape];
-          const double value =
-              static_cast<double>(time_ns) * pass.ratio * std::exp2((*corrections)[k]);
+          // A large GEMM (it has a ceiling) takes no correction, and after
+          // a change of math mode is the typical multiple of its roofline.
+          const bool large_gemm = pass.ceiling_ns < 9.0e18;
+          const double value = pass.typical_ns > 0
+                                   ? pass.typical_ns
+                                   : static_cast<double>(time_ns) * pass.ratio *
+                                         (large_gemm ? 1.0 : std::exp2((*corrections)[k]));
           ASSERT_TRUE(std::isfinite(value)) << DescribeConfig(s.family, s.config);
           const Nanoseconds raw = std::llround(std::min({value, 9.0e18, pass.ceiling_ns}));
           const VaryingPassPrediction& p = (*tables)[pass.target].at(
@@ -430,6 +440,7 @@ TEST_F(VaryingPropertyTest, BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheM
               DescribeConfig(s.family, s.config), " ", MathModeName(mode),
               pass.backward ? " bwd " : " fwd ", time_ns, " ns ", origin_id, "->",
               targets[pass.target]->id(), ": model ", raw, " ns, floor ", pass.floor_ns, " ns");
+          EXPECT_EQ(p.large_gemm, large_gemm) << where;
           EXPECT_EQ(p.capped_at_ceiling, std::min(value, 9.0e18) > pass.ceiling_ns) << where;
           EXPECT_EQ(p.clamped_to_floor, raw < pass.floor_ns) << where;
           EXPECT_EQ(p.predicted_ns, std::max(raw, pass.floor_ns)) << where;

@@ -384,6 +384,7 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRooflin
   auto tables = varying_->PredictTrace(trace, **origin, {*t4});
   ASSERT_TRUE(tables.ok()) << tables.status();
   const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+  EXPECT_TRUE(pass.large_gemm);
   EXPECT_TRUE(pass.capped_at_ceiling);
   EXPECT_FALSE(pass.clamped_to_floor);
   const double sustained_ns =
@@ -395,7 +396,8 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRooflin
   EXPECT_FALSE(prediction->operations(0).at_hardware_limit());
   EXPECT_TRUE(HasWarning(*prediction,
                          "1 operation(s), 100.0% of the origin GPU time, are large fp32 GEMMs "
-                         "on the target GPU that the kernel-varying model predicted slower"));
+                         "on the target GPU whose origin time, moved by the two GPUs' "
+                         "sustained GEMM throughputs, came out slower"));
   // A 3x3 matmul is no large GEMM: no ceiling, whatever the origin took.
   v1::Trace small = ImpossiblyFastMatmul(500'000'000);
   for (auto& argument : *small.mutable_operations(0)->mutable_arguments()) {
@@ -404,10 +406,78 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRooflin
   }
   auto small_tables = varying_->PredictTrace(small, **origin, {*t4});
   ASSERT_TRUE(small_tables.ok()) << small_tables.status();
+  EXPECT_FALSE((*small_tables)[0].at(VaryingPassKey(0, false)).large_gemm);
   EXPECT_FALSE((*small_tables)[0].at(VaryingPassKey(0, false)).capped_at_ceiling);
   auto small_prediction = PredictOnDevice(small, **origin, **t4, std::nullopt, &(*small_tables)[0]);
   ASSERT_TRUE(small_prediction.ok()) << small_prediction.status();
   EXPECT_FALSE(HasWarning(*small_prediction, "large fp32 GEMMs"));
+}
+
+TEST_F(VaryingPredictorTest, LargeFp32GemmMovesByTheSustainedThroughputsAlone) {
+  // The 8192^3 fp32 matmul at 24 ms on the H100 (45.8 TFLOP/s, 1.13x its
+  // sustained roofline): the V100's sustained fp32 GEMM throughput is
+  // measured on such GEMMs, so the prediction is the origin time times the
+  // two throughputs' ratio, the model's correction left out.
+  const Nanoseconds origin_ns = 24'000'000;
+  const v1::Trace trace = ImpossiblyFastMatmul(origin_ns);
+  auto origin = devices_->Get("H100-SXM");
+  auto v100 = devices_->Get("V100-SXM2");
+  ASSERT_TRUE(origin.ok() && v100.ok());
+  auto tables = varying_->PredictTrace(trace, **origin, {*v100});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+  EXPECT_TRUE(pass.large_gemm);
+  EXPECT_FALSE(pass.capped_at_ceiling);
+  EXPECT_FALSE(pass.clamped_to_floor);
+  const double expected = static_cast<double>(origin_ns) *
+                          mlp::SustainedTflops(**origin, MathMode::kFp32) /
+                          mlp::SustainedTflops(**v100, MathMode::kFp32);
+  EXPECT_NEAR(static_cast<double>(pass.predicted_ns), expected, 2.0);
+  auto prediction = PredictOnDevice(trace, **origin, **v100, std::nullopt, &(*tables)[0]);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  EXPECT_FALSE(HasWarning(*prediction, "which no measurement gives"));
+  // No sustained throughput measured on the RTX 2070: the assumed fraction
+  // of its peak moves the GEMM, and the response says so.
+  auto rtx2070 = devices_->Get("RTX2070");
+  ASSERT_TRUE(rtx2070.ok());
+  ASSERT_EQ((*rtx2070)->measured_fp32_gemm_tflops(), 0);
+  auto unmeasured = varying_->PredictTrace(trace, **origin, {*rtx2070});
+  ASSERT_TRUE(unmeasured.ok()) << unmeasured.status();
+  EXPECT_TRUE((*unmeasured)[0].at(VaryingPassKey(0, false)).large_gemm);
+  auto guessed = PredictOnDevice(trace, **origin, **rtx2070, std::nullopt, &(*unmeasured)[0]);
+  ASSERT_TRUE(guessed.ok()) << guessed.status();
+  EXPECT_TRUE(HasWarning(*guessed,
+                         "1 operation(s), 100.0% of the origin GPU time, are large fp32 GEMMs on "
+                         "the target GPU, moved by its sustained fp32 GEMM throughput, which no "
+                         "measurement gives for it: 0.75 of its datasheet peak is assumed"));
+}
+
+TEST_F(VaryingPredictorTest, LargeGemmInAnotherModeOnTheOriginRunsAtTheTypicalMultiple) {
+  // The same matmul in TF32 on the H100 (allow_tf32) runs in fp32 on the
+  // V100: how far the H100 ran from its TF32 roofline says nothing of the
+  // V100's CUDA cores, so the prediction is the typical multiple of the
+  // V100's sustained fp32 roofline, whatever the origin took.
+  auto origin = devices_->Get("H100-SXM");
+  auto v100 = devices_->Get("V100-SXM2");
+  ASSERT_TRUE(origin.ok() && v100.ok());
+  const double sustained_ns =
+      2.0 * 8192 * 8192 * 8192 / (mlp::SustainedTflops(**v100, MathMode::kFp32) * 1e3);
+  for (Nanoseconds origin_ns : {Nanoseconds{3'000'000}, Nanoseconds{9'000'000}}) {
+    v1::Trace trace = ImpossiblyFastMatmul(origin_ns);
+    trace.mutable_math()->set_matmul_tf32(true);
+    trace.mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_name(
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_cublas");
+    auto tables = varying_->PredictTrace(trace, **origin, {*v100});
+    ASSERT_TRUE(tables.ok()) << tables.status();
+    const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+    EXPECT_EQ(pass.origin_mode, MathMode::kTf32);
+    EXPECT_EQ(pass.target_mode, MathMode::kFp32);
+    EXPECT_TRUE(pass.large_gemm);
+    EXPECT_FALSE(pass.capped_at_ceiling);
+    EXPECT_NEAR(static_cast<double>(pass.predicted_ns),
+                sustained_ns * varying_->model().large_gemm_typical(), 1.0)
+        << origin_ns;
+  }
 }
 
 TEST_F(VaryingPredictorTest, WaveScaledKernelVaryingPassIsKeptAtTheFloorToo) {

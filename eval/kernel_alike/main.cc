@@ -4,6 +4,10 @@
 //   habitat_eval_kernel_alike --neusight_dir=../shared/data/neusight
 //       --devices=data/devices.textproto [--print_fit]
 //
+// --neusight_dir takes several roots, comma-separated: NeuSight's data set
+// and measure_ops.py's Hopper output together give the production direction
+// (H100 -> older GPUs) on the configurations both measured.
+//
 // --basis=kernel evaluates CUPTI kernel durations (files written by
 // measure_ops.py) instead of host-timed latencies.
 //
@@ -40,7 +44,7 @@ namespace habitat::eval {
 namespace {
 
 struct Flags {
-  std::string neusight_dir = "../shared/data/neusight";
+  std::vector<std::string> neusight_dirs = {"../shared/data/neusight"};
   std::string devices = "data/devices.textproto";
   bool print_fit = false;
   // Only fit constants on every configuration of --ops in --neusight_dir
@@ -57,7 +61,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (absl::StartsWith(a, "--neusight_dir=")) {
-      f.neusight_dir = a.substr(15);
+      f.neusight_dirs = absl::StrSplit(a.substr(15), ',', absl::SkipEmpty());
     } else if (absl::StartsWith(a, "--devices=")) {
       f.devices = a.substr(10);
     } else if (a == "--print_fit") {
@@ -73,7 +77,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown argument '", a,
-                       "' (expected --neusight_dir=DIR, --devices=FILE, --print_fit, "
+                       "' (expected --neusight_dir=DIR[,DIR...], --devices=FILE, --print_fit, "
                        "--fit_only, --ops=a,b,..., --basis=host|kernel)"));
     }
   }
@@ -199,7 +203,7 @@ absl::Status Run(const Flags& flags) {
   std::vector<std::string> ids;
   const auto& ops = flags.ops;
   HABITAT_ASSIGN_OR_RETURN(const std::vector<JoinedRow> rows,
-                           LoadJoined(flags.neusight_dir, ops, db, &ids));
+                           LoadJoined(flags.neusight_dirs, ops, db, &ids));
   if (flags.fit_only) return FitOnly(rows, ids, specs);
   std::vector<const JoinedRow*> all, fit_half, eval_half;
   const std::set<const JoinedRow*> fit_set = FitHalf(rows);

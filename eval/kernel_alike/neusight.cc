@@ -134,7 +134,7 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
   return out;
 }
 
-absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::string& neusight_dir,
+absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::vector<std::string>& data_dirs,
                                                   const std::vector<std::string>& ops,
                                                   const habitat::v1::DeviceDatabase& devices,
                                                   std::vector<std::string>* device_ids) {
@@ -143,20 +143,30 @@ absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::string& neusight_di
   std::set<std::string> all_devices;
   std::map<std::string, std::set<std::string>> devices_per_op;
   for (const std::string& op : ops) {
-    const fs::path dir = fs::path(neusight_dir) / "ops" / op;
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
-      return absl::NotFoundError(absl::StrCat(dir.string(), ": no such directory"));
-    }
     std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (absl::EndsWith(e.path().string(), ".csv.gz")) files.push_back(e.path());
+    for (const std::string& root : data_dirs) {
+      const fs::path dir = fs::path(root) / "ops" / op;
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec)) {
+        return absl::NotFoundError(absl::StrCat(dir.string(), ": no such directory"));
+      }
+      std::vector<fs::path> here;
+      for (const auto& e : fs::directory_iterator(dir)) {
+        if (absl::EndsWith(e.path().string(), ".csv.gz")) here.push_back(e.path());
+      }
+      std::sort(here.begin(), here.end());
+      files.insert(files.end(), here.begin(), here.end());
     }
-    std::sort(files.begin(), files.end());
+    std::set<std::string> seen_here;
     for (const fs::path& file : files) {
       HABITAT_ASSIGN_OR_RETURN(const std::string text, ReadFile(file.string()));
       std::string id;
       HABITAT_ASSIGN_OR_RETURN(auto rows, ParseNeuSightCsv(text, file.string(), devices, &id));
+      // Two roots measuring one GPU would silently overwrite each other.
+      if (!seen_here.insert(id).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file.string(), ": a second file of ", id, " for op '", op, "'"));
+      }
       all_devices.insert(id);
       devices_per_op[op].insert(id);
       for (auto& [config, m] : rows) {

@@ -53,10 +53,12 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
     absl::string_view text, absl::string_view source, const habitat::v1::DeviceDatabase& devices,
     std::string* device_id);
 
-// Loads every file of `ops` under `neusight_dir`/ops and keeps the
-// configurations measured on all GPUs found. `device_ids` receives the GPUs
-// in a stable order.
-absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::string& neusight_dir,
+// Loads every file of `ops` under each of `data_dirs`/ops (NeuSight's data
+// set, measure_ops.py output, or both: then our Hopper rows join NeuSight's
+// older GPUs on the same configurations) and keeps the configurations
+// measured on all GPUs found. `device_ids` receives the GPUs in a stable
+// order.
+absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::vector<std::string>& data_dirs,
                                                   const std::vector<std::string>& ops,
                                                   const habitat::v1::DeviceDatabase& devices,
                                                   std::vector<std::string>* device_ids);

@@ -77,7 +77,7 @@ TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
   }
   const auto db = Devices();
   std::vector<std::string> ids;
-  auto rows = LoadJoined(dir, {"add", "ln"}, db, &ids);
+  auto rows = LoadJoined({dir}, {"add", "ln"}, db, &ids);
   ASSERT_TRUE(rows.ok()) << rows.status();
   EXPECT_THAT(ids, ElementsAre("P4", "P100", "T4", "V100-PCIE-32GB", "A100-PCIE-40GB"));
   // 1750 rows per file for add, one configuration measured twice; ln has
@@ -104,6 +104,34 @@ TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
   EXPECT_LT(fitted->at("P4").streaming_bandwidth_gbps, 192);
 }
 
+// NeuSight's older GPUs and our Hopper capture joined on the configurations
+// both measured: the production direction (H100 -> older GPUs).
+TEST(NeuSightDataTest, JoinsTheHopperCaptureOnSharedConfigurations) {
+  const std::string dir = HABITAT_NEUSIGHT_DIR;
+  if (!std::filesystem::exists(dir + "/ops/add")) {
+    GTEST_SKIP() << dir << " not present";
+  }
+  const auto db = Devices();
+  std::vector<std::string> ids;
+  auto rows = LoadJoined({dir, HABITAT_HOPPER_CAPTURE_DIR}, {"add", "ln"}, db, &ids);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_THAT(
+      ids, ElementsAre("P4", "P100", "T4", "V100-PCIE-32GB", "A100-PCIE-40GB", "H100-SXM", "H200"));
+  // measure_ops.py measured NeuSight's configurations: every one joins.
+  EXPECT_EQ(rows->size(), 1749u + 1397u);
+  for (const auto& r : *rows) ASSERT_EQ(r.by_device.size(), 7u);
+}
+
+TEST(NeuSightDataTest, OneGpuInTwoRootsIsAnError) {
+  const auto db = Devices();
+  std::vector<std::string> ids;
+  auto rows =
+      LoadJoined({HABITAT_HOPPER_CAPTURE_DIR, HABITAT_HOPPER_CAPTURE_DIR}, {"add"}, db, &ids);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(rows.status().message()), HasSubstr("a second file of H100-SXM"));
+}
+
 // A real capture (measure_ops.py on an H100 SXM and an H200, 2026-11-22):
 // the fits must land where these GPUs can be (datasheet 3.35 and 4.8 TB/s; a
 // streaming kernel gets 80-95% of it; CUPTI durations have a fixed part of
@@ -111,7 +139,7 @@ TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
 TEST(FitTest, RealHopperCapture) {
   const auto db = Devices();
   std::vector<std::string> ids;
-  auto rows = LoadJoined(HABITAT_HOPPER_CAPTURE_DIR,
+  auto rows = LoadJoined({HABITAT_HOPPER_CAPTURE_DIR},
                          {"add", "mulu", "relu", "gelu", "softmax", "ln"}, db, &ids);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_THAT(ids, ElementsAre("H100-SXM", "H200"));

@@ -10,8 +10,11 @@ an origin GPU, where it was measured, to a target GPU:
 
     target_ns = origin_ns * roofline_ratio * 2 ** model(features)
 
-(then at least the target's floor_ns, and for a large fp32 GEMM at most
-the manifest's large_gemm_ceiling times large_gemm_roofline_ns)
+(then at least the target's floor_ns). A large fp32 GEMM on the target
+takes no model correction and is at most the manifest's large_gemm_ceiling
+times large_gemm_roofline_ns; one the origin ran in another math mode is
+the manifest's large_gemm_typical times it (train.py's predict_pairs and
+C++'s VaryingPredictor).
 
 roofline_ratio is the ratio of the two GPUs' rooflines for the op, each
 max(FLOP / sustained throughput of the math mode the op runs in there,
@@ -48,7 +51,8 @@ DEFAULT_STREAMING_FRACTION = 0.82
 # traffic), fills the GPU (at least 4 waves of 128x128 output tiles) and
 # lasts at least 100 us at its sustained roofline. The sustained throughput
 # is measured on such GEMMs, so they run close to it on every GPU measured;
-# the served model's ceiling applies to them (LargeGemmRooflineNs in C++).
+# the served model moves them by the sustained roofline ratio alone, under
+# its ceiling (LargeGemmRooflineNs in C++).
 # fp32 only: that is the mode measured on every GPU.
 LARGE_GEMM_FAMILIES = ("linear", "bmm")
 LARGE_GEMM_MIN_COMPUTE_OVER_MEMORY = 4.0
