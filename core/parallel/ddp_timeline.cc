@@ -41,7 +41,10 @@ absl::Status ValidateConfig(const DdpConfig& config) {
     return absl::InvalidArgumentError("per_bucket_host_ns must be >= 0");
   }
   if (!std::isfinite(config.copy_back_memory_gbps) || config.copy_back_memory_gbps < 0) {
-    return absl::InvalidArgumentError("copy_back_memory_gbps must be >= 0 (0: no copy-back)");
+    return absl::InvalidArgumentError("copy_back_memory_gbps must be >= 0 (0: no copies)");
+  }
+  if (config.per_copy_kernel_ns < 0) {
+    return absl::InvalidArgumentError("per_copy_kernel_ns must be >= 0");
   }
   return absl::OkStatus();
 }
@@ -87,20 +90,40 @@ struct BackwardResult {
   std::vector<BucketTiming> buckets;
 };
 
-// Runs the backward pass from `start_ns`, launching each bucket when its
-// last gradient is ready (plus host time) and the stream is free.
+// GPU time of copying one gradient of `bytes` between .grad and its
+// bucket.
+int64_t GradientCopyNs(int64_t bytes, const DdpConfig& config) {
+  if (config.copy_back_memory_gbps <= 0) return 0;
+  return config.per_copy_kernel_ns +
+         std::llround(2.0 * static_cast<double>(bytes) / config.copy_back_memory_gbps);
+}
+
+// Per backward operation, the copies of the gradients it makes ready into
+// their buckets (DDP's autograd hook, on the compute stream).
+std::vector<int64_t> CopyInAfterOp(const SingleGpuIteration& iteration, const DdpConfig& config) {
+  std::vector<int64_t> out(iteration.backward_op_ns.size(), 0);
+  for (const ParamGradient& g : iteration.params) {
+    out[g.ready_after_op] += GradientCopyNs(g.bytes, config);
+  }
+  return out;
+}
+
+// Runs the backward pass from `start_ns`, each operation followed by the
+// copies of its gradients into their buckets, launching each bucket when its
+// last gradient is in (plus host time) and the stream is free.
 BackwardResult SimulateBackward(const SingleGpuIteration& iteration, const DdpConfig& config,
                                 const std::vector<Bucket>& buckets,
                                 const std::vector<int64_t>& allreduce_ns, int64_t start_ns) {
   BackwardResult out;
   out.buckets.reserve(buckets.size());
+  const std::vector<int64_t> copy_in = CopyInAfterOp(iteration, config);
   int64_t t = start_ns;
   int64_t stream_free_ns = start_ns;
   size_t next_interval = 0;
   size_t next_bucket = 0;
   for (size_t op = 0; op < iteration.backward_op_ns.size(); ++op) {
-    t = RunBackwardOp(t, iteration.backward_op_ns[op], out.buckets, config.compute_slowdown,
-                      &next_interval);
+    t = RunBackwardOp(t, iteration.backward_op_ns[op] + copy_in[op], out.buckets,
+                      config.compute_slowdown, &next_interval);
     for (;
          next_bucket < buckets.size() && buckets[next_bucket].last_ready_op == static_cast<int>(op);
          ++next_bucket) {
@@ -179,21 +202,21 @@ absl::StatusOr<DdpStepPrediction> PredictDdpStep(const SingleGpuIteration& itera
 
   std::vector<int64_t> allreduce_ns;
   allreduce_ns.reserve(buckets->size());
-  int64_t total_bytes = 0;
   for (const Bucket& b : *buckets) {
     absl::StatusOr<int64_t> ns =
         AllReduceNs(config.algorithm, {b.bytes, config.ranks_per_node, config.nodes}, config.link);
     if (!ns.ok()) return ns.status();
     allreduce_ns.push_back(*ns);
-    total_bytes += b.bytes;
   }
   BackwardResult backward =
       SimulateBackward(iteration, config, *buckets, allreduce_ns, iteration.forward_ns);
   int64_t reduced_ns = backward.end_ns;
   if (!backward.buckets.empty()) reduced_ns = std::max(reduced_ns, backward.buckets.back().end_ns);
-  if (config.copy_back_memory_gbps > 0) {
-    p.copy_back_ns = std::llround(2.0 * total_bytes / config.copy_back_memory_gbps);
+  for (const ParamGradient& g : iteration.params) {
+    p.copy_in_ns += GradientCopyNs(g.bytes, config);
   }
+  // The reduced gradients go back as they came in: one copy each.
+  p.copy_back_ns = p.copy_in_ns;
   p.step_ns = reduced_ns + p.copy_back_ns + iteration.optimizer_ns;
   p.backward_end_ns = backward.end_ns;
   p.exposed_comm_ns = p.step_ns - p.single_gpu_step_ns;

@@ -61,11 +61,17 @@ struct DdpConfig {
   // (autograd hooks, bucket bookkeeping, the torch.distributed call; a lone
   // call measured 24-35 us on an H100 host). Delays the bucket's start.
   int64_t per_bucket_host_ns = 0;
-  // Memory bandwidth of the target, GB/s, for copying the reduced buckets
-  // back into .grad (2 x gradient bytes: read and write) before the
-  // optimizer. 0 omits the copy: it does not exist with
-  // gradient_as_bucket_view=True, and is ~0.06 ms for ResNet-50 on an H100.
+  // Memory bandwidth of the target, GB/s, for DDP's gradient copies (2 x
+  // gradient bytes each: read and write): each gradient into its bucket as
+  // it becomes ready, on the compute stream, and each reduced bucket back
+  // into .grad before the optimizer. 0 omits the copies: they do not exist
+  // with gradient_as_bucket_view=True, and their bytes take ~0.06 ms each
+  // way for ResNet-50 on an H100.
   double copy_back_memory_gbps = 0;
+  // GPU time of one of those copies apart from its bytes: one small kernel
+  // per gradient each way (161 parameters, 322 kernels for ResNet-50), which
+  // at 1.2-1.8 us each outweigh the bytes. 0 omits it.
+  int64_t per_copy_kernel_ns = 0;
 };
 
 // A bucket of gradients, closed when its bytes reach the cap (so it may
@@ -95,7 +101,8 @@ struct DdpStepPrediction {
   // step - single-GPU step: communication not hidden by the backward pass,
   // plus what overlap, host time and the copy-back add.
   int64_t exposed_comm_ns = 0;
-  int64_t backward_end_ns = 0;  // with interference
+  int64_t backward_end_ns = 0;  // with interference and the copies into buckets
+  int64_t copy_in_ns = 0;       // the copies into buckets, uninterfered
   int64_t copy_back_ns = 0;
   int num_buckets = 0;
   std::vector<BucketTiming> buckets;
@@ -103,7 +110,8 @@ struct DdpStepPrediction {
   double scaling_efficiency = 1.0;
 };
 
-// step = max(backward end, last all-reduce end) + copy-back + optimizer.
+// step = max(backward end, last all-reduce end) + copy-back + optimizer,
+// the backward lengthened by the copies into buckets.
 // With one GPU in all it is the single-GPU step exactly, with no buckets.
 absl::StatusOr<DdpStepPrediction> PredictDdpStep(const SingleGpuIteration& iteration,
                                                  const DdpConfig& config);

@@ -101,16 +101,46 @@ TEST(DdpTimelineTest, InterferenceSlowsBackwardWhileReducing) {
   EXPECT_EQ(p.exposed_comm_ns, 1'500);
 }
 
-TEST(DdpTimelineTest, HostTimeAndCopyBack) {
-  // 500 ns per bucket delays each launch; copy-back of 2 x 4500 B at
-  // 1 GB/s = 9 us after the last bucket (20.5-22 us).
+TEST(DdpTimelineTest, HostTimeAndGradientCopies) {
+  // 500 ns per bucket delays each launch; each 1500 B gradient is copied
+  // into its bucket after its op (2 x 1500 B at 1 GB/s = 3 us, on the
+  // compute stream) and back after the last bucket. Op 0 10-11 us, copy to
+  // 14 us, bucket 0 14.5-16 us; op 1 14-16 us, copy to 19 us, bucket 1
+  // 19.5-21 us; op 2 19-22 us; op 3 22-26 us, copy to 29 us, bucket 2
+  // 29.5-31 us; copies back 9 us; step 31 + 9 + 5 = 45 us.
   DdpConfig config = TwoGpus();
   config.per_bucket_host_ns = 500;
   config.copy_back_memory_gbps = 1.0;
   const DdpStepPrediction p = Predict(ThreeBuckets(3), config);
-  EXPECT_THAT(Starts(p), ElementsAre(11'500, 13'500, 20'500));
+  EXPECT_THAT(Starts(p), ElementsAre(14'500, 19'500, 29'500));
+  EXPECT_EQ(p.backward_end_ns, 29'000);
+  EXPECT_EQ(p.copy_in_ns, 9'000);
   EXPECT_EQ(p.copy_back_ns, 9'000);
-  EXPECT_EQ(p.step_ns, 22'000 + 9'000 + 5'000);
+  EXPECT_EQ(p.step_ns, 45'000);
+  EXPECT_EQ(p.exposed_comm_ns, 45'000 - 25'000);
+}
+
+TEST(DdpTimelineTest, EachGradientCopyIsAKernel) {
+  // As above with 200 ns per copy kernel: each copy 3.2 us. Op 0 ends
+  // 11 us, copy to 14.2 us, bucket 0 14.7-16.2 us; op 1 14.2-16.2 us, copy
+  // to 19.4 us, bucket 1 19.9-21.4 us; op 2 19.4-22.4 us; op 3 22.4-26.4
+  // us, copy to 29.6 us, bucket 2 30.1-31.6 us; copies back 9.6 us; step
+  // 31.6 + 9.6 + 5 = 46.2 us.
+  DdpConfig config = TwoGpus();
+  config.per_bucket_host_ns = 500;
+  config.copy_back_memory_gbps = 1.0;
+  config.per_copy_kernel_ns = 200;
+  const DdpStepPrediction p = Predict(ThreeBuckets(3), config);
+  EXPECT_THAT(Starts(p), ElementsAre(14'700, 19'900, 30'100));
+  EXPECT_EQ(p.copy_in_ns, 9'600);
+  EXPECT_EQ(p.copy_back_ns, 9'600);
+  EXPECT_EQ(p.step_ns, 46'200);
+  // Without a copy bandwidth there are no copies, kernels or not.
+  config.copy_back_memory_gbps = 0;
+  EXPECT_EQ(Predict(ThreeBuckets(3), config).copy_in_ns, 0);
+  config.per_copy_kernel_ns = -1;
+  EXPECT_EQ(PredictDdpStep(ThreeBuckets(3), config).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DdpTimelineTest, OneGpuIsTheSingleGpuStepExactly) {
@@ -119,6 +149,7 @@ TEST(DdpTimelineTest, OneGpuIsTheSingleGpuStepExactly) {
   config.compute_slowdown = 1.5;
   config.per_bucket_host_ns = 1'000;
   config.copy_back_memory_gbps = 1.0;
+  config.per_copy_kernel_ns = 1'000;
   const SingleGpuIteration it = ThreeBuckets(3);
   const DdpStepPrediction p = Predict(it, config);
   EXPECT_EQ(p.step_ns, SingleGpuStepNs(it));

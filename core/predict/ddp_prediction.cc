@@ -189,6 +189,8 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
     ddp.copy_back_memory_gbps = device.measured_memory_bandwidth_gbps() > 0
                                     ? device.measured_memory_bandwidth_gbps()
                                     : device.memory_bandwidth_gbps();
+    ddp.per_copy_kernel_ns = device.kernel_fixed_latency_ns() > 0 ? device.kernel_fixed_latency_ns()
+                                                                  : kDefaultCopyKernelNs;
     auto step = PredictDdpStep(iteration->iteration, ddp);
     if (!step.ok()) {
       out.set_unavailable(std::string(step.status().message()));

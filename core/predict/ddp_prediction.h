@@ -60,6 +60,13 @@ inline constexpr double kNetworkEfficiency = 0.94;
 // (eval/multi_gpu/results).
 inline constexpr int64_t kDdpBucketHostNs = 30'000;
 
+// GPU time of one small copy kernel on GPUs without a measured
+// kernel_fixed_latency_ns: the H100's and H200's are 1.46 and 1.23 us
+// (data/devices.textproto), and each kernel DDP added to a step on 2 and 4
+// H100s took 1.5-1.8 us (docs/multi_gpu.md, section 5). Older GPUs' small
+// kernels are not measured here; they are not faster than Hopper's.
+inline constexpr int64_t kDefaultCopyKernelNs = 1500;
+
 // DevicePrediction.parallel for one configuration on `device`:
 // `single` is the GPU's prediction (batch_size and wall time set) and
 // `iteration` what IterationFromTrace read from it (an error status is
