@@ -136,6 +136,15 @@ absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduc
   return CheckedNs(algorithm, shape, link);
 }
 
+absl::StatusOr<int64_t> BroadcastNs(const AllReduceShape& shape, const LinkConstants& link) {
+  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
+  if (NothingToExchange(shape)) return 0;
+  const int64_t n = static_cast<int64_t>(shape.ranks_per_node) * shape.nodes;
+  return std::llround(
+             TransferNs(static_cast<double>(shape.bytes), FlatBandwidthGbps(shape, link))) +
+         (n - 1) * FlatHopLatencyNs(shape, link);
+}
+
 double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks) {
   if (time_ns <= 0 || total_ranks < 2) return 0;
   const double algbw = static_cast<double>(bytes) / time_ns;

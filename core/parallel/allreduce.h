@@ -69,6 +69,13 @@ absl::StatusOr<int64_t> HierarchicalAllReduceNs(const AllReduceShape& shape,
 absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
                                     const LinkConstants& link);
 
+// NCCL's ring broadcast from one root (DDP's buffer broadcast): a
+// pipelined chain in which every byte crosses each link once (nccl-tests:
+// busbw = algbw for broadcast), taken at the all-reduce's bus bandwidth:
+// bytes / min(B_intra, n_l * B_nic) + (N-1) hops. Same validation and
+// zero cases as the all-reduces.
+absl::StatusOr<int64_t> BroadcastNs(const AllReduceShape& shape, const LinkConstants& link);
+
 // nccl-tests' all-reduce bus bandwidth of a time, GB/s; 0 for time <= 0 or
 // fewer than 2 ranks.
 double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks);

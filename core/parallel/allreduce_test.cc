@@ -85,6 +85,18 @@ TEST(HierarchicalAllReduceTest, OneNodeEqualsTheRing) {
             Ns(RingAllReduceNs({kGB, 4, 1}, HandLink())));
 }
 
+TEST(BroadcastTest, ByHand) {
+  // 1e9 B / 100 GB/s + (n-1) * 1 us inside a node; across 2 nodes of 4 the
+  // network caps the chain at 4 * 20 = 80 GB/s and every hop waits 5 us.
+  EXPECT_EQ(Ns(BroadcastNs({kGB, 2, 1}, HandLink())), 10'000'000 + 1'000);
+  EXPECT_EQ(Ns(BroadcastNs({kGB, 8, 1}, HandLink())), 10'000'000 + 7'000);
+  EXPECT_EQ(Ns(BroadcastNs({kGB, 4, 2}, HandLink())), 12'500'000 + 7 * 5'000);
+  EXPECT_EQ(Ns(BroadcastNs({kGB, 1, 1}, HandLink())), 0);
+  EXPECT_EQ(Ns(BroadcastNs({0, 8, 1}, HandLink())), 0);
+  EXPECT_EQ(BroadcastNs({-1, 2, 1}, HandLink()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(AllReduceTest, InvalidInputs) {
   const LinkConstants link = HandLink();
   EXPECT_THAT(RingAllReduceNs({kGB, 0, 1}, link).status().message(), HasSubstr("ranks_per_node"));

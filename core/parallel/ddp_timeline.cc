@@ -14,6 +14,9 @@ absl::Status ValidateIteration(const SingleGpuIteration& iteration) {
   if (iteration.forward_ns < 0 || iteration.optimizer_ns < 0) {
     return absl::InvalidArgumentError("forward_ns and optimizer_ns must be >= 0");
   }
+  if (iteration.buffers < 0 || iteration.buffer_bytes < 0) {
+    return absl::InvalidArgumentError("buffers and buffer_bytes must be >= 0");
+  }
   for (size_t i = 0; i < iteration.backward_op_ns.size(); ++i) {
     if (iteration.backward_op_ns[i] < 0) {
       return absl::InvalidArgumentError(
@@ -208,8 +211,14 @@ absl::StatusOr<DdpStepPrediction> PredictDdpStep(const SingleGpuIteration& itera
     if (!ns.ok()) return ns.status();
     allreduce_ns.push_back(*ns);
   }
-  BackwardResult backward =
-      SimulateBackward(iteration, config, *buckets, allreduce_ns, iteration.forward_ns);
+  if (config.broadcast_buffers && iteration.buffers > 0) {
+    absl::StatusOr<int64_t> ns =
+        BroadcastNs({iteration.buffer_bytes, config.ranks_per_node, config.nodes}, config.link);
+    if (!ns.ok()) return ns.status();
+    p.buffer_broadcast_ns = *ns + iteration.buffers * config.per_copy_kernel_ns;
+  }
+  BackwardResult backward = SimulateBackward(iteration, config, *buckets, allreduce_ns,
+                                             p.buffer_broadcast_ns + iteration.forward_ns);
   int64_t reduced_ns = backward.end_ns;
   if (!backward.buckets.empty()) reduced_ns = std::max(reduced_ns, backward.buckets.back().end_ns);
   for (const ParamGradient& g : iteration.params) {

@@ -42,6 +42,10 @@ struct SingleGpuIteration {
   // the order the trace saw them become ready.
   std::vector<ParamGradient> params;
   int64_t optimizer_ns = 0;
+  // Module buffers (BatchNorm running statistics), which DDP broadcasts
+  // from rank 0 before each forward (broadcast_buffers=True, its default).
+  int buffers = 0;
+  int64_t buffer_bytes = 0;
 };
 
 // forward + sum of backward + optimizer.
@@ -72,6 +76,10 @@ struct DdpConfig {
   // per gradient each way (161 parameters, 322 kernels for ResNet-50), which
   // at 1.2-1.8 us each outweigh the bytes. 0 omits it.
   int64_t per_copy_kernel_ns = 0;
+  // DDP's broadcast_buffers: the buffers go out from rank 0 in one
+  // coalesced broadcast before the forward, and each is copied back out of
+  // it (one small kernel per buffer, per_copy_kernel_ns).
+  bool broadcast_buffers = true;
 };
 
 // A bucket of gradients, closed when its bytes reach the cap (so it may
@@ -101,8 +109,9 @@ struct DdpStepPrediction {
   // step - single-GPU step: communication not hidden by the backward pass,
   // plus what overlap, host time and the copy-back add.
   int64_t exposed_comm_ns = 0;
-  int64_t backward_end_ns = 0;  // with interference and the copies into buckets
-  int64_t copy_in_ns = 0;       // the copies into buckets, uninterfered
+  int64_t backward_end_ns = 0;      // with interference and the copies into buckets
+  int64_t copy_in_ns = 0;           // the copies into buckets, uninterfered
+  int64_t buffer_broadcast_ns = 0;  // before the forward
   int64_t copy_back_ns = 0;
   int num_buckets = 0;
   std::vector<BucketTiming> buckets;
@@ -110,8 +119,8 @@ struct DdpStepPrediction {
   double scaling_efficiency = 1.0;
 };
 
-// step = max(backward end, last all-reduce end) + copy-back + optimizer,
-// the backward lengthened by the copies into buckets.
+// step = buffer broadcast + max(backward end, last all-reduce end) +
+// copy-back + optimizer, the backward lengthened by the copies into buckets.
 // With one GPU in all it is the single-GPU step exactly, with no buckets.
 absl::StatusOr<DdpStepPrediction> PredictDdpStep(const SingleGpuIteration& iteration,
                                                  const DdpConfig& config);

@@ -143,6 +143,30 @@ TEST(DdpTimelineTest, EachGradientCopyIsAKernel) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(DdpTimelineTest, BuffersAreBroadcastBeforeTheForward) {
+  // 10 buffers, 2000 B: broadcast 2000 B at 1 GB/s = 2 us (no hop latency)
+  // plus one 100 ns copy per buffer = 3 us before everything of
+  // LastBucketAfterBackwardIsExposed: buckets at 14, 16, 23 us, step
+  // 26.5 + 3 = 29.5 us.
+  SingleGpuIteration it = ThreeBuckets(3);
+  it.buffers = 10;
+  it.buffer_bytes = 2000;
+  DdpConfig config = TwoGpus();
+  config.per_copy_kernel_ns = 100;
+  DdpStepPrediction p = Predict(it, config);
+  EXPECT_EQ(p.buffer_broadcast_ns, 3'000);
+  EXPECT_THAT(Starts(p), ElementsAre(14'000, 16'000, 23'000));
+  EXPECT_EQ(p.step_ns, 29'500);
+  EXPECT_EQ(p.exposed_comm_ns, 4'500);
+  // broadcast_buffers=False: no broadcast.
+  config.broadcast_buffers = false;
+  p = Predict(it, config);
+  EXPECT_EQ(p.buffer_broadcast_ns, 0);
+  EXPECT_EQ(p.step_ns, 26'500);
+  it.buffers = -1;
+  EXPECT_EQ(PredictDdpStep(it, config).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(DdpTimelineTest, OneGpuIsTheSingleGpuStepExactly) {
   DdpConfig config = TwoGpus();
   config.ranks_per_node = 1;
@@ -150,7 +174,9 @@ TEST(DdpTimelineTest, OneGpuIsTheSingleGpuStepExactly) {
   config.per_bucket_host_ns = 1'000;
   config.copy_back_memory_gbps = 1.0;
   config.per_copy_kernel_ns = 1'000;
-  const SingleGpuIteration it = ThreeBuckets(3);
+  SingleGpuIteration it = ThreeBuckets(3);
+  it.buffers = 10;
+  it.buffer_bytes = 2000;
   const DdpStepPrediction p = Predict(it, config);
   EXPECT_EQ(p.step_ns, SingleGpuStepNs(it));
   EXPECT_EQ(p.step_ns, 25'000);

@@ -34,6 +34,16 @@ int64_t GradientBytes(const v1::TensorArgument& param) {
   return static_cast<int64_t>(std::min(TensorBytes(param), kMax));
 }
 
+// A training-mode batch norm with running statistics (arguments 3 and 4 of
+// aten::batch_norm) owns three buffers: running_mean, running_var and the
+// int64 num_batches_tracked.
+bool HasRunningStats(const v1::Operation& op) {
+  return op.name() == "aten::batch_norm" && op.arguments_size() >= 5 &&
+         op.arguments(3).has_tensor() && op.arguments(4).has_tensor();
+}
+constexpr int kBuffersPerBatchNorm = 3;
+constexpr int64_t kNumBatchesTrackedBytes = 8;
+
 }  // namespace
 
 absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
@@ -67,6 +77,11 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
     }
     if (!IsAccumulateGrad(op)) {
       it.forward_ns += predicted.predicted_forward_ns();
+      if (HasRunningStats(op)) {
+        it.buffers += kBuffersPerBatchNorm;
+        it.buffer_bytes += GradientBytes(op.arguments(3).tensor()) +
+                           GradientBytes(op.arguments(4).tensor()) + kNumBatchesTrackedBytes;
+      }
       continue;
     }
     if (op.arguments_size() == 0 || !op.arguments(0).has_tensor()) continue;

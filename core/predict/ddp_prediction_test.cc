@@ -53,6 +53,10 @@ TEST(DdpIterationTest, ResNetGradientsAreItsParametersInBackwardOrder) {
     EXPECT_GE(it.params[i].ready_after_op, it.params[i - 1].ready_after_op) << i;
   }
   EXPECT_EQ(it.params.back().bytes, 64 * 3 * 7 * 7 * 4);  // conv1.weight
+  // 53 batch norms: running mean and variance over their 26,560 channels
+  // in all, fp32, and a num_batches_tracked each.
+  EXPECT_EQ(it.buffers, 3 * 53);
+  EXPECT_EQ(it.buffer_bytes, int64_t{2} * 26'560 * 4 + 53 * 8);
   EXPECT_GT(it.params.back().ready_after_op, static_cast<int>(it.backward_op_ns.size()) * 9 / 10);
   EXPECT_GT(it.optimizer_ns, 0);
   EXPECT_EQ(SingleGpuStepNs(it), prediction.gpu_time_ns());
