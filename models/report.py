@@ -107,6 +107,14 @@ STUDY = """\
   the physical rule: the entries are measured on such GEMMs, and a user's
   software runs them near the entry (PyTorch 2.7-2.9 in the entries'
   sources) rather than as PyTorch 2.1 ran them on Pascal.
+- **Convolutions get no such rule** (`models/data_checks.py`, section 5,
+  2026-11-27): large compute-bound fp32 convolutions are not tight around the
+  sustained GEMM roofline, and not alike across GPUs: median time / that
+  roofline 2.08 on the H100 and 2.10 on the H200 (cuDNN 9's implicit GEMM in
+  fp32), 0.76-1.19 on the older GPUs (below 1: cuDNN 8.9's Winograd kernels
+  do less arithmetic than the direct count), 10th-90th percentiles spanning
+  0.47-3.90. Carrying the origin's distance over would carry the H100's
+  software; the trees stay.
 - **Other training, same served rule** (`models/alternatives.py
   --training_variants`, 2026-11-27). *Lowered*: each training GPU's fp32
   throughput in its own training rows lowered to what its large GEMMs reached (90th
