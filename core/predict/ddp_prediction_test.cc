@@ -136,9 +136,11 @@ TEST_F(ParallelPredictionTest, EightH100sInOneP5) {
   EXPECT_EQ(eight.buckets(), 4u);
   EXPECT_EQ(eight.step_ns(), single.wall_time_ns() + eight.exposed_communication_ns());
   // At most every bucket's ring all-reduce, 2 x 7/8 x 102 MB at 370 GB/s
-  // plus latencies and the host's launches, is exposed: under 1 ms.
+  // plus latencies and the host's launches (under 1 ms), and DDP's copies:
+  // 2 x 161 gradient and 159 buffer copy kernels at 1.46 us, 2 x 2 x 102 MB
+  // at 3 TB/s (0.6 ms) are exposed: under 1.6 ms.
   EXPECT_GE(eight.exposed_communication_ns(), 0);
-  EXPECT_LT(eight.exposed_communication_ns(), 1'000'000);
+  EXPECT_LT(eight.exposed_communication_ns(), 1'600'000);
   EXPECT_GT(eight.scaling_efficiency(), 0.5);
   EXPECT_LE(eight.scaling_efficiency(), 1.0);
   EXPECT_NEAR(eight.samples_per_second(), 8 * 16 / (eight.step_ns() / 1e9), 1e-6);
