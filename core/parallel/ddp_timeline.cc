@@ -10,6 +10,8 @@
 namespace habitat {
 namespace {
 
+constexpr double kMaxIterationTotal = 1e15;
+
 absl::Status ValidateIteration(const SingleGpuIteration& iteration) {
   if (iteration.forward_ns < 0 || iteration.optimizer_ns < 0) {
     return absl::InvalidArgumentError("forward_ns and optimizer_ns must be >= 0");
@@ -17,11 +19,22 @@ absl::Status ValidateIteration(const SingleGpuIteration& iteration) {
   if (iteration.buffers < 0 || iteration.buffer_bytes < 0) {
     return absl::InvalidArgumentError("buffers and buffer_bytes must be >= 0");
   }
+  double step_ns = static_cast<double>(iteration.forward_ns) + iteration.optimizer_ns;
   for (size_t i = 0; i < iteration.backward_op_ns.size(); ++i) {
     if (iteration.backward_op_ns[i] < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("backward_op_ns[", i, "] must be >= 0, got ", iteration.backward_op_ns[i]));
     }
+    step_ns += static_cast<double>(iteration.backward_op_ns[i]);
+  }
+  double bytes = static_cast<double>(iteration.buffer_bytes);
+  for (const ParamGradient& g : iteration.params) bytes += static_cast<double>(g.bytes);
+  // Keeps every sum of the timeline far inside int64: no GPU runs a step of
+  // 11.6 days or moves a petabyte of gradients in one.
+  if (step_ns > kMaxIterationTotal || bytes > kMaxIterationTotal) {
+    return absl::InvalidArgumentError(absl::StrCat("the single-GPU step (", step_ns,
+                                                   " ns) or its gradient and buffer bytes (", bytes,
+                                                   ") exceed ", kMaxIterationTotal));
   }
   return absl::OkStatus();
 }

@@ -121,6 +121,8 @@ struct DdpStepPrediction {
 
 // step = buffer broadcast + max(backward end, last all-reduce end) +
 // copy-back + optimizer, the backward lengthened by the copies into buckets.
+// InvalidArgument for negative times or bytes, and for a single-GPU step of
+// more than 1e15 ns or more than 1e15 gradient and buffer bytes.
 // With one GPU in all it is the single-GPU step exactly, with no buckets.
 absl::StatusOr<DdpStepPrediction> PredictDdpStep(const SingleGpuIteration& iteration,
                                                  const DdpConfig& config);

@@ -167,6 +167,19 @@ TEST(DdpTimelineTest, BuffersAreBroadcastBeforeTheForward) {
   EXPECT_EQ(PredictDdpStep(it, config).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(DdpTimelineTest, AbsurdStepsAndBytesAreRefused) {
+  // Sums past 1e15 would come near int64's range in the timeline.
+  SingleGpuIteration it = ThreeBuckets(3);
+  it.backward_op_ns[2] = int64_t{2'000'000'000'000'000};
+  EXPECT_EQ(PredictDdpStep(it, TwoGpus()).status().code(), absl::StatusCode::kInvalidArgument);
+  it = ThreeBuckets(3);
+  it.params[0].bytes = int64_t{1'000'000'000'000'000'000};
+  it.buffer_bytes = int64_t{1'000'000'000'000'000'000};
+  absl::StatusOr<DdpStepPrediction> p = PredictDdpStep(it, TwoGpus());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("exceed 1e+15"));
+}
+
 TEST(DdpTimelineTest, OneGpuIsTheSingleGpuStepExactly) {
   DdpConfig config = TwoGpus();
   config.ranks_per_node = 1;

@@ -44,6 +44,13 @@ bool HasRunningStats(const v1::Operation& op) {
 constexpr int kBuffersPerBatchNorm = 3;
 constexpr int64_t kNumBatchesTrackedBytes = 8;
 
+// Sums of a hostile trace's times and bytes saturate at 1e18, as
+// GradientBytes does, instead of overflowing; PredictDdpStep refuses them.
+void Accumulate(int64_t value, int64_t* total) {
+  *total = static_cast<int64_t>(
+      std::min(static_cast<double>(*total) + static_cast<double>(value), 1e18));
+}
+
 }  // namespace
 
 absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
@@ -64,23 +71,27 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
   }
   it.backward_op_ns.assign(backward_ops.size(), 0);
   for (size_t j = 0; j < backward_ops.size(); ++j) {
-    it.backward_op_ns[j] = prediction.operations(backward_ops[j]).predicted_backward_ns();
+    Accumulate(prediction.operations(backward_ops[j]).predicted_backward_ns(),
+               &it.backward_op_ns[j]);
   }
   size_t cursor = 0;  // the backward operation the last gradient followed
   for (int i = 0; i < trace.operations_size(); ++i) {
     const v1::Operation& op = trace.operations(i);
     const v1::OperationPrediction& predicted = prediction.operations(i);
-    const int64_t ns = predicted.predicted_forward_ns() + predicted.predicted_backward_ns();
+    int64_t ns = 0;
+    Accumulate(predicted.predicted_forward_ns(), &ns);
+    Accumulate(predicted.predicted_backward_ns(), &ns);
     if (IsOptimizerStep(op)) {
-      it.optimizer_ns += ns;
+      Accumulate(ns, &it.optimizer_ns);
       continue;
     }
     if (!IsAccumulateGrad(op)) {
-      it.forward_ns += predicted.predicted_forward_ns();
+      Accumulate(predicted.predicted_forward_ns(), &it.forward_ns);
       if (HasRunningStats(op)) {
         it.buffers += kBuffersPerBatchNorm;
-        it.buffer_bytes += GradientBytes(op.arguments(3).tensor()) +
-                           GradientBytes(op.arguments(4).tensor()) + kNumBatchesTrackedBytes;
+        Accumulate(GradientBytes(op.arguments(3).tensor()), &it.buffer_bytes);
+        Accumulate(GradientBytes(op.arguments(4).tensor()), &it.buffer_bytes);
+        Accumulate(kNumBatchesTrackedBytes, &it.buffer_bytes);
       }
       continue;
     }
@@ -94,13 +105,13 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
       cursor = j;
     } else {
       ++out.unmatched_params;
-      out.unmatched_bytes += gradient.bytes;
+      Accumulate(gradient.bytes, &out.unmatched_bytes);
     }
     gradient.ready_after_op = static_cast<int>(cursor);
-    out.gradient_bytes += gradient.bytes;
+    Accumulate(gradient.bytes, &out.gradient_bytes);
     it.params.push_back(gradient);
     // Its own work (adding into an existing .grad) is part of the backward.
-    if (!it.backward_op_ns.empty()) it.backward_op_ns[cursor] += ns;
+    if (!it.backward_op_ns.empty()) Accumulate(ns, &it.backward_op_ns[cursor]);
   }
   if (it.params.empty() || it.backward_op_ns.empty()) {
     return absl::InvalidArgumentError(
@@ -109,8 +120,13 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
   }
   // Kernels no operation claimed ran somewhere in the iteration; counting
   // them with the forward keeps the single-GPU step equal to the GPU time.
-  const int64_t attributed = SingleGpuStepNs(it);
-  if (prediction.gpu_time_ns() > attributed) it.forward_ns += prediction.gpu_time_ns() - attributed;
+  int64_t attributed = 0;
+  Accumulate(it.forward_ns, &attributed);
+  for (int64_t ns : it.backward_op_ns) Accumulate(ns, &attributed);
+  Accumulate(it.optimizer_ns, &attributed);
+  if (prediction.gpu_time_ns() > attributed) {
+    Accumulate(prediction.gpu_time_ns() - attributed, &it.forward_ns);
+  }
   return out;
 }
 

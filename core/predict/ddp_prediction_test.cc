@@ -2,6 +2,7 @@
 // tests/testdata/agent_suite/h100_memory), predicted on their own GPU.
 #include "core/predict/ddp_prediction.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -147,6 +148,26 @@ TEST_F(ParallelPredictionTest, EightH100sInOneP5) {
   EXPECT_TRUE(eight.has_price());
   EXPECT_NEAR(eight.cost_per_1000_samples(),
               eight.price_per_node_hour() / 3600 * 1000 / eight.samples_per_second(), 1e-12);
+}
+
+TEST_F(ParallelPredictionTest, AbsurdPredictedTimesAreUnavailableNotOverflowed) {
+  // Saturated per-operation times (a hostile trace) sum without overflow
+  // and the step is refused with the reason.
+  v1::DevicePrediction single = On("H100-SXM");
+  for (auto& op : *single.mutable_operations()) {
+    op.set_predicted_forward_ns(std::numeric_limits<int64_t>::max());
+    op.set_predicted_backward_ns(std::numeric_limits<int64_t>::max());
+  }
+  single.set_gpu_time_ns(std::numeric_limits<int64_t>::max());
+  auto iteration = IterationFromTrace(trace_, single);
+  ASSERT_TRUE(iteration.ok()) << iteration.status();
+  EXPECT_LE(iteration->iteration.forward_ns, int64_t{1'000'000'000'000'000'000});
+  v1::ParallelConfig config;
+  config.set_gpus_per_node(8);
+  const v1::ParallelPrediction eight =
+      PredictParallel(iteration, single, *devices_->Find("H100-SXM"), config,
+                      *catalogs_->Get("aws"), v1::PRICE_KIND_ON_DEMAND);
+  EXPECT_NE(eight.unavailable().find("exceed 1e+15"), std::string::npos) << eight.unavailable();
 }
 
 TEST_F(ParallelPredictionTest, AcrossNodesTheNetworkAddsCommunication) {
