@@ -127,13 +127,13 @@ def large_gemm_rooflines(pair_rows, index, devices):
         pair_rows[i]["backward"], devices[pair_rows[i]["target"]]) for i in index])
 
 
-def ceilings(pair_rows, index, devices, ceiling):
+def ceilings(rooflines, ceiling):
     """Per pair, the most its target time may be predicted at (inf: no
-    ceiling); ceiling=math.inf evaluates the model without one."""
+    ceiling), from large_gemm_rooflines; ceiling=math.inf evaluates the
+    model without one."""
     if math.isinf(ceiling):
-        return np.full(len(index), np.inf)
-    out = ceiling * large_gemm_rooflines(pair_rows, index, devices)
-    return np.where(out > 0, out, np.inf)
+        return np.full(len(rooflines), np.inf)
+    return np.where(rooflines > 0, ceiling * rooflines, np.inf)
 
 
 def train(x, y, seed):
@@ -183,11 +183,12 @@ def predict_pairs(model, index, x_all, ratio_all, pair_rows, devices, ceiling,
     except on large fp32 GEMMs: the sustained throughputs are measured on
     such GEMMs, so the ratio alone moves them (C++: VaryingPredictor);
     trees_on_large_gemms=True evaluates the rule served before, trees there too."""
+    rooflines = large_gemm_rooflines(pair_rows, index, devices)
     correction = np.exp2(model.predict(x_all[index]).astype(np.float64))
     if not trees_on_large_gemms:
-        correction[large_gemm_rooflines(pair_rows, index, devices) > 0] = 1.0
+        correction[rooflines > 0] = 1.0
     raw = np.array([pair_rows[i]["origin_ns"] for i in index]) * ratio_all[index] * correction
-    cap = ceilings(pair_rows, index, devices, ceiling)
+    cap = ceilings(rooflines, ceiling)
     floor = floors(pair_rows, index, devices)
     return np.maximum(np.minimum(raw, cap), floor), int(np.sum(raw < floor)), \
         int(np.sum(raw > cap))

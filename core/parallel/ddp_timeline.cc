@@ -125,14 +125,15 @@ std::vector<int64_t> CopyInAfterOp(const SingleGpuIteration& iteration, const Dd
 }
 
 // Runs the backward pass from `start_ns`, each operation followed by the
-// copies of its gradients into their buckets, launching each bucket when its
-// last gradient is in (plus host time) and the stream is free.
+// copies of its gradients into their buckets (`copy_in`, CopyInAfterOp),
+// launching each bucket when its last gradient is in (plus host time) and
+// the stream is free.
 BackwardResult SimulateBackward(const SingleGpuIteration& iteration, const DdpConfig& config,
                                 const std::vector<Bucket>& buckets,
-                                const std::vector<int64_t>& allreduce_ns, int64_t start_ns) {
+                                const std::vector<int64_t>& allreduce_ns,
+                                const std::vector<int64_t>& copy_in, int64_t start_ns) {
   BackwardResult out;
   out.buckets.reserve(buckets.size());
-  const std::vector<int64_t> copy_in = CopyInAfterOp(iteration, config);
   int64_t t = start_ns;
   int64_t stream_free_ns = start_ns;
   size_t next_interval = 0;
@@ -230,13 +231,12 @@ absl::StatusOr<DdpStepPrediction> PredictDdpStep(const SingleGpuIteration& itera
     if (!ns.ok()) return ns.status();
     p.buffer_broadcast_ns = *ns + iteration.buffers * config.per_copy_kernel_ns;
   }
-  BackwardResult backward = SimulateBackward(iteration, config, *buckets, allreduce_ns,
+  const std::vector<int64_t> copy_in = CopyInAfterOp(iteration, config);
+  BackwardResult backward = SimulateBackward(iteration, config, *buckets, allreduce_ns, copy_in,
                                              p.buffer_broadcast_ns + iteration.forward_ns);
   int64_t reduced_ns = backward.end_ns;
   if (!backward.buckets.empty()) reduced_ns = std::max(reduced_ns, backward.buckets.back().end_ns);
-  for (const ParamGradient& g : iteration.params) {
-    p.copy_in_ns += GradientCopyNs(g.bytes, config);
-  }
+  p.copy_in_ns = std::accumulate(copy_in.begin(), copy_in.end(), int64_t{0});
   // The reduced gradients go back as they came in: one copy each.
   p.copy_back_ns = p.copy_in_ns;
   p.step_ns = reduced_ns + p.copy_back_ns + iteration.optimizer_ns;

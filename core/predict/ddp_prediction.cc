@@ -28,10 +28,12 @@ bool Takes(const v1::Operation& op, const v1::TensorArgument& param) {
   return false;
 }
 
-// Saturates on hostile shapes instead of overflowing.
+// A hostile trace's shapes, times and their sums saturate here instead of
+// overflowing int64; PredictDdpStep refuses what comes near it.
+constexpr double kSaturation = 1e18;
+
 int64_t GradientBytes(const v1::TensorArgument& param) {
-  constexpr double kMax = 1e18;
-  return static_cast<int64_t>(std::min(TensorBytes(param), kMax));
+  return static_cast<int64_t>(std::min(TensorBytes(param), kSaturation));
 }
 
 // A training-mode batch norm with running statistics (arguments 3 and 4 of
@@ -44,11 +46,10 @@ bool HasRunningStats(const v1::Operation& op) {
 constexpr int kBuffersPerBatchNorm = 3;
 constexpr int64_t kNumBatchesTrackedBytes = 8;
 
-// Sums of a hostile trace's times and bytes saturate at 1e18, as
-// GradientBytes does, instead of overflowing; PredictDdpStep refuses them.
+// *total += value, saturating at kSaturation.
 void Accumulate(int64_t value, int64_t* total) {
   *total = static_cast<int64_t>(
-      std::min(static_cast<double>(*total) + static_cast<double>(value), 1e18));
+      std::min(static_cast<double>(*total) + static_cast<double>(value), kSaturation));
 }
 
 }  // namespace

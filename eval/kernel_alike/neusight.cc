@@ -134,6 +134,27 @@ absl::StatusOr<std::map<Config, Measurement>> ParseNeuSightCsv(
   return out;
 }
 
+namespace {
+
+// The .csv.gz files of `op` under `root`/ops, sorted.
+absl::StatusOr<std::vector<std::filesystem::path>> CsvFilesOf(const std::string& root,
+                                                              const std::string& op) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(root) / "ops" / op;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(dir.string(), ": no such directory"));
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (absl::EndsWith(e.path().string(), ".csv.gz")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::vector<std::string>& data_dirs,
                                                   const std::vector<std::string>& ops,
                                                   const habitat::v1::DeviceDatabase& devices,
@@ -145,30 +166,19 @@ absl::StatusOr<std::vector<JoinedRow>> LoadJoined(const std::vector<std::string>
   for (const std::string& op : ops) {
     std::vector<fs::path> files;
     for (const std::string& root : data_dirs) {
-      const fs::path dir = fs::path(root) / "ops" / op;
-      std::error_code ec;
-      if (!fs::is_directory(dir, ec)) {
-        return absl::NotFoundError(absl::StrCat(dir.string(), ": no such directory"));
-      }
-      std::vector<fs::path> here;
-      for (const auto& e : fs::directory_iterator(dir)) {
-        if (absl::EndsWith(e.path().string(), ".csv.gz")) here.push_back(e.path());
-      }
-      std::sort(here.begin(), here.end());
+      HABITAT_ASSIGN_OR_RETURN(std::vector<fs::path> here, CsvFilesOf(root, op));
       files.insert(files.end(), here.begin(), here.end());
     }
-    std::set<std::string> seen_here;
     for (const fs::path& file : files) {
       HABITAT_ASSIGN_OR_RETURN(const std::string text, ReadFile(file.string()));
       std::string id;
       HABITAT_ASSIGN_OR_RETURN(auto rows, ParseNeuSightCsv(text, file.string(), devices, &id));
       // Two roots measuring one GPU would silently overwrite each other.
-      if (!seen_here.insert(id).second) {
+      if (!devices_per_op[op].insert(id).second) {
         return absl::InvalidArgumentError(
             absl::StrCat(file.string(), ": a second file of ", id, " for op '", op, "'"));
       }
       all_devices.insert(id);
-      devices_per_op[op].insert(id);
       for (auto& [config, m] : rows) {
         if (config.op != op) {
           return absl::InvalidArgumentError(absl::StrCat(file.string(), ": OPName '", config.op,
