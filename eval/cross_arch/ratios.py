@@ -7,8 +7,9 @@ No GPU here measures the targets, so this is not an accuracy table: it shows
 what a change to the predictor does to whole iterations, and where a
 prediction leaves what the target's sustained GEMM throughput and bandwidth
 allow (the columns "GEMM-bound" and "memory-bound": the ratio a model would
-have if all its time scaled like large fp32 GEMMs, resp. like streaming
-memory traffic).
+have if all its time scaled like large fp32 GEMMs at the sustained
+throughputs, resp. like streaming memory traffic, both as the predictor
+takes them).
 
 Run from the repository root after building:
     /usr/bin/python3 eval/cross_arch/ratios.py [--cli build/client/habitat]
@@ -23,7 +24,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "models"))
-from habitat_models.features import load_devices  # noqa: E402
+from habitat_models.features import load_devices, streaming_gbps, sustained_tflops  # noqa: E402,E501
 SUITE = os.path.join(ROOT, "tests", "testdata", "agent_suite", "h100")
 DEVICES_FILE = os.path.join(ROOT, "data", "devices.textproto")
 ORIGIN = "H100-SXM"
@@ -47,16 +48,12 @@ def largest_batch_traces(suite):
 
 def bound_ratios(specs, device):
     """(GEMM-bound, memory-bound) ratio of `device` to the origin, from the
-    sustained fp32 GEMM throughput and the streaming (else datasheet)
-    bandwidth; None where the spec lacks the figure."""
-    def bandwidth(s):
-        return s.get("streaming_bandwidth_gbps") or s.get("memory_bandwidth_gbps")
+    sustained fp32 GEMM throughput and the streaming bandwidth as the
+    predictor takes them (features.sustained_tflops, streaming_gbps: the
+    measured figure, else the default fraction of the datasheet)."""
     o, t = specs[ORIGIN], specs[device]
-    gemm = (o["measured_fp32_gemm_tflops"] / t["measured_fp32_gemm_tflops"]
-            if t.get("measured_fp32_gemm_tflops") and o.get("measured_fp32_gemm_tflops")
-            else None)
-    memory = bandwidth(o) / bandwidth(t) if bandwidth(t) and bandwidth(o) else None
-    return gemm, memory
+    return (sustained_tflops(o, "fp32") / sustained_tflops(t, "fp32"),
+            streaming_gbps(o) / streaming_gbps(t))
 
 
 def predict(cli, trace, devices, models_dir):
@@ -86,7 +83,7 @@ def main(argv=None):
     bounds = [bound_ratios(specs, d) for d in devices]
     for label, k in (("GEMM-bound (sustained fp32 GEMM)", 0), ("memory-bound (bandwidth)", 1)):
         print(f"| *{label}* | | " + " | ".join(
-            f"*{b[k]:.2f}*" if b[k] else "" for b in bounds) + " |")
+            f"*{b[k]:.2f}*" for b in bounds) + " |")
     return 0
 
 

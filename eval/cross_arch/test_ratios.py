@@ -20,17 +20,21 @@ class LargestBatchTracesTest(unittest.TestCase):
 
 
 class BoundRatiosTest(unittest.TestCase):
-    def spec(self, tflops, streaming, datasheet):
-        return {"measured_fp32_gemm_tflops": tflops, "streaming_bandwidth_gbps": streaming,
-                "memory_bandwidth_gbps": datasheet}
+    def spec(self, tflops, peak, streaming, datasheet):
+        return {"measured_fp32_gemm_tflops": tflops, "peak_fp32_tflops": peak,
+                "peak_tf32_tflops": 0.0, "peak_fp16_tensor_tflops": 0.0,
+                "peak_bf16_tensor_tflops": 0.0,
+                "streaming_bandwidth_gbps": streaming, "memory_bandwidth_gbps": datasheet}
 
-    def test_sustained_throughput_and_streaming_bandwidth(self):
-        specs = {ratios.ORIGIN: self.spec(50.0, 3000.0, 3350.0),
-                 "X": self.spec(10.0, 0.0, 600.0), "Y": self.spec(0.0, 1500.0, 2000.0)}
-        # No streaming figure: the datasheet bandwidth.
+    def test_measured_figures_else_the_predictors_default_fractions(self):
+        specs = {ratios.ORIGIN: self.spec(50.0, 60.0, 3000.0, 3350.0),
+                 "X": self.spec(10.0, 12.0, 600.0, 700.0),
+                 # Nothing measured: 0.75 of the peak, 0.82 of the datasheet.
+                 "Y": self.spec(0.0, 20.0, 0.0, 1000.0)}
         self.assertEqual(ratios.bound_ratios(specs, "X"), (5.0, 5.0))
-        # No throughput figure: no GEMM bound.
-        self.assertEqual(ratios.bound_ratios(specs, "Y"), (None, 2.0))
+        gemm, memory = ratios.bound_ratios(specs, "Y")
+        self.assertAlmostEqual(gemm, 50.0 / 15.0)
+        self.assertAlmostEqual(memory, 3000.0 / 820.0)
 
 
 if __name__ == "__main__":
