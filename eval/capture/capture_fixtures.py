@@ -337,9 +337,30 @@ def _vision_step(model: str, batch: int, dev, amp):
     return step
 
 
+def _seq2seq_step(net, vocab: int, batch: int, length: int, dev, amp, lr: float):
+    """One Adam training step of a token seq2seq model (net(src, tgt_in) ->
+    logits) on random ids: the Transformer's and GNMT's shared loop."""
+    import torch
+    import torch.nn as nn
+
+    src = torch.randint(0, vocab, (batch, length), device=dev)
+    tgt_in = torch.randint(0, vocab, (batch, length), device=dev)
+    tgt_out = torch.randint(0, vocab, (batch, length), device=dev)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    crit = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            logits = net(src, tgt_in)
+            loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
+        loss.backward()
+        opt.step()
+    return step
+
+
 def _transformer_step(model: str, batch: int, dev, amp):
     """The original Transformer (base) on random token ids, Adam."""
-    import torch
     import torch.nn as nn
 
     vocab, d_model, length = 32000, 512, 50
@@ -369,20 +390,7 @@ def _transformer_step(model: str, batch: int, dev, amp):
             return self.generator(h)
 
     net = Seq2SeqTransformer().to(dev).train()
-    src = torch.randint(0, vocab, (batch, length), device=dev)
-    tgt_in = torch.randint(0, vocab, (batch, length), device=dev)
-    tgt_out = torch.randint(0, vocab, (batch, length), device=dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
-    crit = nn.CrossEntropyLoss()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with amp():
-            logits = net(src, tgt_in)
-            loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
-        loss.backward()
-        opt.step()
-    return step
+    return _seq2seq_step(net, vocab, batch, length, dev, amp, lr=1e-4)
 
 
 def _gnmt_step(model: str, batch: int, dev, amp):
@@ -434,20 +442,7 @@ def _gnmt_step(model: str, batch: int, dev, amp):
             return self.classifier(x)
 
     net = GNMT().to(dev).train()
-    src = torch.randint(0, vocab, (batch, length), device=dev)
-    tgt_in = torch.randint(0, vocab, (batch, length), device=dev)
-    tgt_out = torch.randint(0, vocab, (batch, length), device=dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    crit = nn.CrossEntropyLoss()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with amp():
-            logits = net(src, tgt_in)
-            loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
-        loss.backward()
-        opt.step()
-    return step
+    return _seq2seq_step(net, vocab, batch, length, dev, amp, lr=1e-3)
 
 
 def _dcgan_step(model: str, batch: int, dev, amp):
