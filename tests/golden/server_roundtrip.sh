@@ -12,13 +12,7 @@ server_bin="$2"
 data_dir="$3"
 json="$4"
 shift 4
-dir="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  if [[ -n "$server_pid" ]]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+server_scratch
 
 # A fresh in-memory store: the default (a SQLite file in the home directory)
 # would remember traces from earlier runs.

@@ -25,13 +25,7 @@ for file in bin/habitat bin/habitat-server bin/habitat-agent \
   [[ -f "$prefix/$file" ]] || { echo "not installed: $file" >&2; exit 1; }
 done
 
-dir="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  if [[ -n "$server_pid" ]]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+server_scratch
 habitat="$prefix/bin/habitat"
 
 # The CLI's embedded mode (GPU specs, catalogs, the kernel-varying model) and

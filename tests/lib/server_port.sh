@@ -1,5 +1,19 @@
 # shellcheck shell=bash
 # Sourced by the shell tests that start habitat-server on port 0.
+
+# server_scratch: sets dir to a new temporary folder and server_pid to "",
+# and on exit stops the server the caller started as server_pid (if any) and
+# removes dir.
+server_scratch() {
+  dir="$(mktemp -d)"
+  server_pid=""
+  trap server_scratch_cleanup EXIT
+}
+server_scratch_cleanup() {
+  if [[ -n "$server_pid" ]]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$dir"
+}
+
 # server_port LOG PID: waits up to 30 s for the server's "serving on port N"
 # line in LOG and prints N; fails, printing LOG, if PID exits first.
 server_port() {
