@@ -59,6 +59,8 @@ BATCHES = {
     "vit": (16, 32, 64),
 }
 PRECISIONS = ("fp32", "bf16")
+# The tracker's names for the case precisions (autocast is "amp_*").
+TRACKER_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "amp_bf16", "fp16": "amp_fp16"}
 WARMUP = 10
 REPETITIONS = 30
 MIN_CASE_S = 10.0
@@ -73,10 +75,10 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def cases(models, only=None):
+def cases(models, only=None, precisions=PRECISIONS):
     for model in models:
         for batch in BATCHES[model]:
-            for precision in PRECISIONS:
+            for precision in precisions:
                 name = cf.case_name(model, batch, precision)
                 if only is None or name in only:
                     yield model, batch, precision, name
@@ -117,7 +119,7 @@ def run_case(model, batch, precision, name, out_dir: Path, opts) -> dict:
 
     t = time.time()
     tracker = habitat.OperationTracker(model_name=model, batch_size=batch,
-                                       precision="amp_bf16" if precision == "bf16" else "fp32",
+                                       precision=TRACKER_PRECISION[precision],
                                        verbose=False)
     with tracker.track():
         step()
@@ -178,7 +180,8 @@ def cmd_run(args) -> int:
     (out_dir / "cases").mkdir(parents=True, exist_ok=True)
     only = set(split_list(args.cases)) if args.cases else None
     failures = 0
-    for model, batch, precision, name in cases(split_list(args.models), only):
+    for model, batch, precision, name in cases(split_list(args.models), only,
+                                               split_list(args.precisions)):
         left = args.deadline - time.time()
         if left < MIN_CASE_S:
             r = {"case": name, "model": model, "batch_size": batch,
@@ -226,7 +229,8 @@ def cmd_all(args) -> int:
         cmd = [sys.executable, os.path.abspath(__file__), "run", "--gpu", args.gpu,
                "--out", args.out, "--models", model, "--deadline", str(deadline),
                "--measure-ops-s", str(args.measure_ops_s),
-               "--counter-reserve-s", str(args.counter_reserve_s)]
+               "--counter-reserve-s", str(args.counter_reserve_s),
+               "--precisions", args.precisions]
         if args.cases:
             cmd += ["--cases", args.cases]
         if args.counters:
@@ -435,6 +439,9 @@ def main() -> int:
         p.add_argument("--out", required=True)
         p.add_argument("--models", default=",".join(MODELS))
         p.add_argument("--cases", default="")
+        p.add_argument("--precisions", default=",".join(PRECISIONS),
+                       help="of fp32, bf16, tf32 (TF32 matmuls), fp16 (autocast + "
+                            "gradient scaler); comma- or plus-separated")
         p.add_argument("--counters", action="store_true")
         p.add_argument("--counter-reserve-s", type=float, default=60.0,
                        help="collect counters only while more than this is left")

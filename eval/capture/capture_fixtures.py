@@ -55,6 +55,9 @@ BATCHES = {
     "vit": (32, 64),
 }
 PRECISIONS = ("fp32", "bf16")
+# Captured on request only (capture_agent.py --precisions): TF32 matmuls,
+# and fp16 autocast with a gradient scaler.
+EXTRA_PRECISIONS = ("tf32", "fp16")
 
 WARMUP_ITERS = 10
 REPETITIONS = 30
@@ -332,8 +335,8 @@ def _vision_step(model: str, batch: int, dev, amp):
                 loss = crit(out.logits, y) + 0.4 * crit(out.aux_logits, y)
             else:
                 loss = crit(out, y)
-        loss.backward()
-        opt.step()
+        amp.backward(loss)
+        amp.step(opt)
     return step
 
 
@@ -354,8 +357,8 @@ def _seq2seq_step(net, vocab: int, batch: int, length: int, dev, amp, lr: float)
         with amp():
             logits = net(src, tgt_in)
             loss = crit(logits.reshape(-1, vocab), tgt_out.reshape(-1))
-        loss.backward()
-        opt.step()
+        amp.backward(loss)
+        amp.step(opt)
     return step
 
 
@@ -486,19 +489,19 @@ def _dcgan_step(model: str, batch: int, dev, amp):
         opt_d.zero_grad(set_to_none=True)
         with amp():
             err_real = crit(disc(real).view(-1), ones)
-        err_real.backward()
+        amp.backward(err_real)
         noise = torch.randn(batch, nz, 1, 1, device=dev)
         with amp():
             fake = gen(noise)
             err_fake = crit(disc(fake.detach()).view(-1), zeros)
-        err_fake.backward()
-        opt_d.step()
+        amp.backward(err_fake)
+        amp.step(opt_d)
         # Generator.
         opt_g.zero_grad(set_to_none=True)
         with amp():
             err_g = crit(disc(fake).view(-1), ones)
-        err_g.backward()
-        opt_g.step()
+        amp.backward(err_g)
+        amp.step(opt_g)
     return step
 
 
@@ -517,8 +520,8 @@ def _gpt2_step(model: str, batch: int, dev, amp):
         opt.zero_grad(set_to_none=True)
         with amp():
             loss = net(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
+        amp.backward(loss)
+        amp.step(opt)
     return step
 
 
@@ -538,8 +541,8 @@ def _vit_step(model: str, batch: int, dev, amp):
         opt.zero_grad(set_to_none=True)
         with amp():
             loss = crit(net(x), y)
-        loss.backward()
-        opt.step()
+        amp.backward(loss)
+        amp.step(opt)
     return step
 
 
@@ -554,6 +557,41 @@ _STEP_BUILDERS = {
 }
 
 
+class Precision:
+    """How a case runs its arithmetic: `amp()` is the forward's autocast
+    context; `backward` and `step` go through a gradient scaler in fp16,
+    as fp16 mixed-precision training does. The matmul precision is set for
+    the whole case (backward passes run outside autocast): PyTorch's default
+    (full fp32) except in tf32, which lets matmuls use TF32; cuDNN keeps its
+    default (convolutions in TF32) in every case."""
+
+    def __init__(self, precision: str, dev):
+        import torch
+        if precision not in PRECISIONS + EXTRA_PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}")
+        self._torch = torch
+        self._dev = dev
+        self._dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+        self._scaler = (torch.amp.GradScaler(dev.type) if precision == "fp16"
+                        else None)
+
+    def __call__(self):
+        if self._dtype is None:
+            return contextlib.nullcontext()
+        return self._torch.autocast(self._dev.type, dtype=self._dtype)
+
+    def backward(self, loss) -> None:
+        (loss if self._scaler is None else self._scaler.scale(loss)).backward()
+
+    def step(self, opt) -> None:
+        if self._scaler is None:
+            opt.step()
+            return
+        self._scaler.step(opt)
+        self._scaler.update()
+
+
 def build_step(model: str, batch: int, precision: str, device: str = "cuda"):
     """Returns a closure doing one training iteration of the case (the
     model, its inputs and optimizer are built by the model's _*_step)."""
@@ -562,16 +600,10 @@ def build_step(model: str, batch: int, precision: str, device: str = "cuda"):
 
     dev = torch.device(device)
     torch.manual_seed(0)
-
-    def amp():
-        if precision == "bf16":
-            return torch.autocast(dev.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
     builder = _STEP_BUILDERS.get(model)
     if builder is None:
         raise ValueError(f"unknown model {model!r}")
-    return builder(model, batch, dev, amp)
+    return builder(model, batch, dev, Precision(precision, dev))
 
 
 def environment(gpu: str) -> dict:

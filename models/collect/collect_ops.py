@@ -30,6 +30,9 @@ import torch.nn.functional as F
 
 OPS = ("linear", "bmm", "conv2d", "conv_transpose2d", "lstm", "sdpa")
 PRECISIONS = ("fp32", "bf16")
+# On request (--precisions): fp32 tensors with TF32 matmuls
+# (torch.set_float32_matmul_precision("high")).
+EXTRA_PRECISIONS = ("tf32",)
 # Columns of the configuration, shared by all ops; unused ones are 0.
 CONFIG_COLUMNS = ("b", "m", "n", "k", "c_in", "c_out", "kernel", "stride",
                   "padding", "size", "heads", "seq", "head_dim", "layers",
@@ -214,10 +217,11 @@ def measure(op, c, precision):
     take (a profiled trace's pass time), not how fast this host launches
     them: graph A runs the forward, graph B forward + backward, and the
     backward is B - A. Falls back to eager launches when capture fails."""
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     fwd, needs_grad = build(op, c, dtype)
     out = fwd()
-    grad = torch.randn_like(out if precision == "fp32" else out.float()).to(out.dtype)
+    grad = torch.randn_like(out if dtype == torch.float32 else out.float()).to(out.dtype)
     del out
 
     # cache_enabled=False: casts happen on every call, as in a training step.
@@ -261,7 +265,10 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--per-op", type=int, default=4000)
     p.add_argument("--ops", default=",".join(OPS))
+    p.add_argument("--precisions", default=",".join(PRECISIONS),
+                   help=f"of {', '.join(PRECISIONS + EXTRA_PRECISIONS)}")
     args = p.parse_args()
+    precisions = args.precisions.split(",")
     ops = args.ops.split(",")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -287,7 +294,7 @@ def main():
     while time.monotonic() < deadline and index < args.per_op:
         for op in ops:
             c = lists[op][index]
-            for precision in PRECISIONS:
+            for precision in precisions:
                 if time.monotonic() >= deadline:
                     break
                 try:
@@ -315,6 +322,7 @@ def main():
         "sm_count": props.multi_processor_count,
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
+        "precisions": precisions,
         "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
         "seed": args.seed, "configs_per_op_measured": index, "rows": len(rows),

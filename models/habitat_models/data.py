@@ -116,9 +116,10 @@ def load_neusight_configs(data_dir):
 
 def own_mode(family, precision):
     """collect_ops.py ran PyTorch's defaults: cuDNN fp32 on TF32 tensor
-    cores, cuBLAS fp32 on CUDA cores; bf16 autocast on bf16 tensor cores."""
-    if precision == "bf16":
-        return "bf16"
+    cores, cuBLAS fp32 on CUDA cores; bf16 autocast on bf16 tensor cores;
+    tf32 (on request) lets cuBLAS use TF32 too."""
+    if precision in ("bf16", "tf32"):
+        return precision
     return "tf32" if family in CUDNN_FAMILIES else "fp32"
 
 
