@@ -45,7 +45,7 @@ GPUS = ("H100-SXM", "H200", "A100-SXM-80GB", "V100-PCIE-32GB", "T4", "L4", "RTX3
         "B200")
 
 
-def rows(devices, seed):
+def rows(devices, seed, typical):
     rng = random.Random(seed)
     out = []
     for family, configs in CONFIGS.items():
@@ -66,7 +66,10 @@ def rows(devices, seed):
                             "floor_ns": feat.floor_ns(family, c, target_mode, backward,
                                                       devices[target]),
                             "large_gemm_roofline_ns": feat.large_gemm_roofline_ns(
-                                family, c, target_mode, backward, devices[target])})
+                                family, c, target_mode, backward, devices[target]),
+                            "mode_change_extra_ns": feat.mode_change_extra_ns(
+                                family, c, mode, target_mode, backward, devices[origin],
+                                typical)})
     return out
 
 
@@ -84,7 +87,7 @@ def main():
     booster = xgb.Booster()
     booster.load_model(bytearray(gzip.decompress(model_path.read_bytes())))
     devices = feat.load_devices(args.devices)
-    reference = rows(devices, args.seed)
+    reference = rows(devices, args.seed, manifest["large_gemm_typical"])
     x = np.array([r["features"] for r in reference], dtype=np.float32)
     predicted = booster.inplace_predict(x)
     for r, value, row in zip(reference, predicted, x):

@@ -225,11 +225,16 @@ def expected_table(manifest, lines):
     lines.append("")
 
 
+def study_json(name):
+    """A study's results in RESULTS, or None when it has not been run."""
+    path = RESULTS / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def sweep_table(lines):
-    path = RESULTS / "tree_sweep.json"
-    if not path.exists():
+    sweep = study_json("tree_sweep.json")
+    if sweep is None:
         return
-    sweep = json.loads(path.read_text())
     served = sweep["served"]
     gpus = list(sweep["candidates"][0]["mape_by_held_out_gpu"])
     lines += ["### Tree size (`models/sweep.py` -> `tree_sweep.json`)", "",
@@ -257,10 +262,9 @@ def spread(values):
 
 
 def stability_table(lines):
-    path = RESULTS / "stability.json"
-    if not path.exists():
+    stability = study_json("stability.json")
+    if stability is None:
         return
-    stability = json.loads(path.read_text())
     k = stability["ensemble_size"]
     lines += ["### Stability: the same training with other seeds "
               "(`models/stability.py` -> `stability.json`)", "",
@@ -282,6 +286,48 @@ def stability_table(lines):
             lines.append(f"| {gpu} | {family} | {spread(single)} | {len(single)} | "
                          f"{spread(ensemble) if ensemble else ''} | {len(ensemble)} |")
     lines.append("")
+
+
+def mode_change_table(lines):
+    study = study_json("mode_change.json")
+    if study is None:
+        return
+    rules = study["rules"]
+    lines += ["### A change of math mode (`/usr/bin/python3 models/mode_change.py` -> "
+              "`mode_change.json`)", "",
+              "A target without tensor cores of the origin's mode (a V100, T4 or P100 given a "
+              "bf16 or TF32 trace) runs the pass in fp32. Checked where both modes were "
+              f"measured: bf16 on one of {' and '.join(study['gpus'])} (autocast, "
+              "`models/data`), or TF32 on the H100 (linear and bmm, "
+              "`models/data/tf32_check`, measured for this and kept out of training), "
+              f"predicted in {study['target_mode']} on the other GPU, against its measured "
+              f"{study['target_mode']} time (the served trees, which were trained on both GPUs' "
+              "fp32 rows: this checks the mode-change step, not an unseen GPU). *Trees across "
+              "modes*, served before 2026-11-27: origin time x the two modes' roofline ratio x "
+              "the trees with both modes as features, a combination no training pair has. "
+              "*fp32-equivalent origin*, served since: the origin time plus the extra "
+              "arithmetic the target's mode costs on the origin at its sustained throughputs, "
+              "times `large_gemm_typical` (`features.mode_change_extra_ns`), moved as a pass "
+              "in the target's mode on both GPUs, the trees seeing only fp32 on both sides as "
+              "in training. Large GEMMs take the typical multiple of their roofline in both. "
+              "MAPE % / median signed error %:", "",
+              "| origin mode | family | rows | of which large GEMMs | " + " | ".join(rules) + " |",
+              "|---|---|---:|---:|" + "---|" * len(rules)]
+    for mode, families in study["origin_modes"].items():
+        for family, r in families.items():
+            lines.append(f"| {mode} | {family} | {r['rows']} | {r['large']} | " + " | ".join(
+                f"{r[rule][0]:.1f} / {r[rule][1]:+.1f}" for rule in rules) + " |")
+    large = study["large_tf32_over_roofline"]
+    lines += ["", "Across modes the trees doubled the bf16 linears and bmms that are not large "
+              "GEMMs and put the TF32 ones 18-35% too slow: the origin's distance from its bf16 roofline (casts, launch and memory "
+              "time, large next to tensor-core arithmetic) seems to have gone in as if it were "
+              "an fp32 distance. The fp32-equivalent origin keeps that time as time and adds the "
+              "arithmetic; it is a little worse on attention, whose fp32 and bf16 kernels "
+              "differ (flash attention runs only in 16 bits). On the H100, the large TF32 GEMMs "
+              f"of `tf32_check` ({large['rows']} passes) run at a median {large['median']}x "
+              f"their sustained TF32 roofline ({large['p10']}-{large['p90']}, 10th-90th "
+              "percentile), near the typical multiple that large TF32 GEMMs are predicted at "
+              "on GPUs of other compute units.", ""]
 
 
 def confounders(lines):
@@ -384,7 +430,17 @@ def main():
         "units) is predicted at `large_gemm_typical` x its sustained roofline, the same",
         "statistic with each GPU's median (1.28): the origin's distance from its TF32 or bf16",
         "roofline says nothing of CUDA cores; no data off Hopper has such passes to check it",
-        "on. TF32,",
+        "on. A large GEMM in TF32 on both GPUs (the origin and a target of other compute",
+        "units, e.g. an H100 and an RTX 3090) is predicted the same way, at",
+        "`large_gemm_typical` x the target's sustained TF32 roofline (served since",
+        "2026-11-27): no TF32 linear or bmm of any GPU is in the training data, so the trees",
+        "extrapolated there, and the origin's TF32 distance is its own architecture's (on",
+        "the H100, GPT-2's output layer, 50257 columns, runs at 2.9x its sustained TF32",
+        "roofline and at 1.0x its fp32 one; the trees put it on an RTX 3090 at 7x its",
+        "TF32 roofline, 3.7 TFLOP/s on a card with 24 TFLOP/s of fp32; docs/accuracy.md,",
+        "section 5). And a pass in TF32 on the target is never predicted slower than the",
+        "same pass in fp32 there (every GPU's TF32 throughput is at least its fp32 one).",
+        "None of this is in the tables below: the older GPUs have only fp32 measurements.",
         "fp16 and bf16 passes keep the trees: the older GPUs have no such measurements, and",
         "our Hopper passes in those modes run at 2-6x their sustained roofline even when",
         "large (`collect_ops.py` times bf16 under autocast from fp32 tensors without the",
@@ -407,6 +463,7 @@ def main():
     hopper_table(results, lines)
     sweep_table(lines)
     stability_table(lines)
+    mode_change_table(lines)
     confounders(lines)
     expected_table(manifest, lines)
     study(lines)

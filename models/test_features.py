@@ -68,6 +68,26 @@ class LargeGemmTest(unittest.TestCase):
         self.assertAlmostEqual(
             feat.large_gemm_roofline_ns("linear", self.ffn, "fp32", True, t4), 2 * roofline)
 
+    def test_a_large_tf32_gemm_gets_its_tf32_roofline(self):
+        a100 = self.devices["A100-PCIE-40GB"]
+        flop = 2 * 4096 * 4096 * 1024
+        self.assertAlmostEqual(feat.large_gemm_roofline_ns("linear", self.ffn, "tf32", False, a100),
+                               flop / (a100["measured_tf32_gemm_tflops"] * 1e3))
+
+    def test_a_mode_change_adds_the_extra_arithmetic_at_the_typical_multiple(self):
+        h100 = self.devices["H100-SXM"]
+        flop = 2 * 4096 * 4096 * 1024
+        extra = flop / (h100["measured_fp32_gemm_tflops"] * 1e3) - flop / (
+            h100["measured_bf16_gemm_tflops"] * 1e3)
+        self.assertAlmostEqual(
+            feat.mode_change_extra_ns("linear", self.ffn, "bf16", "fp32", False, h100, 1.25),
+            1.25 * extra)
+        # No extra where the mode stays, nor where the new mode is faster.
+        self.assertEqual(
+            feat.mode_change_extra_ns("linear", self.ffn, "fp32", "fp32", False, h100, 1.25), 0)
+        self.assertEqual(
+            feat.mode_change_extra_ns("linear", self.ffn, "fp32", "bf16", False, h100, 1.25), 0)
+
     def test_other_modes_families_and_small_gemms_get_none(self):
         t4 = self.devices["T4"]
         self.assertEqual(feat.large_gemm_roofline_ns("linear", self.ffn, "fp16", False, t4), 0)

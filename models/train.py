@@ -111,7 +111,7 @@ def large_gemm_multiple(rows, devices, percentile, held_out=None):
     `percentile` of time / sustained roofline over large fp32 GEMMs."""
     per_gpu = defaultdict(list)
     for _, family, config, mode, backward, device, ns in rows:
-        if group(device) == held_out:
+        if group(device) == held_out or mode != "fp32":
             continue
         roofline = feat.large_gemm_roofline_ns(family, config, mode, backward, devices[device])
         if roofline > 0:
@@ -182,8 +182,15 @@ def predict_pairs(model, index, x_all, ratio_all, pair_rows, devices, ceiling,
     is the origin time times the roofline ratio times the trees' correction,
     except on large fp32 GEMMs: the sustained throughputs are measured on
     such GEMMs, so the ratio alone moves them (C++: VaryingPredictor);
-    trees_on_large_gemms=True evaluates the rule served before, trees there too."""
+    trees_on_large_gemms=True evaluates the rule served before, trees there too.
+    Pairs run one mode on both GPUs; a large GEMM in TF32 is served at the
+    typical multiple of its roofline, a rule no data here can evaluate (no
+    TF32 linear or bmm was measured), so such pairs are refused."""
     rooflines = large_gemm_rooflines(pair_rows, index, devices)
+    tf32 = [i for i, r in zip(index, rooflines) if r > 0 and pair_rows[i]["mode"] == "tf32"]
+    if tf32:
+        raise ValueError(f"{len(tf32)} large TF32 GEMM pairs: evaluate the typical-multiple "
+                         "rule on them (VaryingPredictor) before training on them")
     correction = np.exp2(model.predict(x_all[index]).astype(np.float64))
     if not trees_on_large_gemms:
         correction[rooflines > 0] = 1.0

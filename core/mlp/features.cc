@@ -156,22 +156,22 @@ double PeakTflops(const DeviceSpec& device, MathMode mode) {
   return 0;
 }
 
-double SustainedTflops(const DeviceSpec& device, MathMode mode) {
-  double measured = 0;
+double MeasuredGemmTflops(const DeviceSpec& device, MathMode mode) {
   switch (mode) {
     case MathMode::kFp32:
-      measured = device.measured_fp32_gemm_tflops();
-      break;
+      return device.measured_fp32_gemm_tflops();
     case MathMode::kTf32:
-      measured = device.measured_tf32_gemm_tflops();
-      break;
+      return device.measured_tf32_gemm_tflops();
     case MathMode::kFp16:
-      measured = device.measured_fp16_gemm_tflops();
-      break;
+      return device.measured_fp16_gemm_tflops();
     case MathMode::kBf16:
-      measured = device.measured_bf16_gemm_tflops();
-      break;
+      return device.measured_bf16_gemm_tflops();
   }
+  return 0;
+}
+
+double SustainedTflops(const DeviceSpec& device, MathMode mode) {
+  const double measured = MeasuredGemmTflops(device, mode);
   return measured > 0 ? measured : kDefaultSustainedFraction * PeakTflops(device, mode);
 }
 
@@ -286,9 +286,24 @@ absl::StatusOr<double> FloorNs(Family family, const OpConfig& config, MathMode m
                   work.bytes / device.memory_bandwidth_gbps());
 }
 
+absl::StatusOr<double> ModeChangeExtraNs(Family family, const OpConfig& config,
+                                         MathMode origin_mode, MathMode mode, bool backward,
+                                         const DeviceSpec& origin, double typical) {
+  HABITAT_RETURN_IF_ERROR(CheckDevice(origin, origin_mode));
+  HABITAT_RETURN_IF_ERROR(CheckDevice(origin, mode));
+  HABITAT_ASSIGN_OR_RETURN(const Work in_mode, ComputeWork(family, config, mode, backward));
+  HABITAT_ASSIGN_OR_RETURN(const Work as_run, ComputeWork(family, config, origin_mode, backward));
+  const double extra = SustainedTimes(in_mode, origin, mode).compute -
+                       SustainedTimes(as_run, origin, origin_mode).compute;
+  return typical * std::max(extra, 0.0);
+}
+
 absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
                                            bool backward, const DeviceSpec& device) {
-  if ((family != Family::kLinear && family != Family::kBmm) || mode != MathMode::kFp32) return 0.0;
+  if ((family != Family::kLinear && family != Family::kBmm) ||
+      (mode != MathMode::kFp32 && mode != MathMode::kTf32)) {
+    return 0.0;
+  }
   HABITAT_RETURN_IF_ERROR(CheckDevice(device, mode));
   HABITAT_ASSIGN_OR_RETURN(const Work work, ComputeWork(family, config, mode, backward));
   HABITAT_ASSIGN_OR_RETURN(const GemmDims gemm, GemmView(family, config));

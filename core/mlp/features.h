@@ -12,7 +12,9 @@
 // the correction. A large fp32 GEMM on the target (LargeGemmRooflineNs)
 // skips the model: the sustained throughputs it divides by are measured on
 // such GEMMs, so the ratio alone moves it, capped at the model's
-// large_gemm_ceiling times its sustained roofline.
+// large_gemm_ceiling times its sustained roofline. One in TF32 on the target,
+// or in another mode on the origin, is large_gemm_typical times that
+// roofline (VaryingPredictor).
 #pragma once
 
 #include <array>
@@ -62,9 +64,13 @@ const std::vector<std::string>& FeatureNames();
 // Datasheet peak TFLOP/s of the mode's units; 0 where the GPU has none.
 double PeakTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
 
-// Dense matmul TFLOP/s the GPU sustains in the mode: the measured figure
-// (measured_*_gemm_tflops) where there is one, else kDefaultSustainedFraction
-// of the peak (so 0 without such units).
+// The spec entry's measured dense matmul TFLOP/s in the mode
+// (measured_*_gemm_tflops); 0 where none was measured.
+double MeasuredGemmTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
+
+// Dense matmul TFLOP/s the GPU sustains in the mode: MeasuredGemmTflops
+// where there is one, else kDefaultSustainedFraction of the peak (so 0
+// without such units).
 double SustainedTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
 
 // DRAM bandwidth a streaming kernel reaches (GB/s): the measured
@@ -111,6 +117,16 @@ double MinArithmeticFlop(Family family, const OpConfig& config, double flop);
 absl::StatusOr<double> FloorNs(Family family, const OpConfig& config, MathMode mode, bool backward,
                                const habitat::v1::DeviceSpec& device);
 
+// What a pass `origin` ran in `origin_mode` would take longer there in
+// `mode` (mode_change_extra_ns()): its extra arithmetic at the sustained
+// throughputs times `typical` (the model's large_gemm_typical), at least 0.
+// The predictor moves a pass whose math mode changes as one in `mode` on
+// both GPUs, from its origin time plus this. Errors as ComputeWork, or
+// INVALID_ARGUMENT when the GPU lacks a spec the throughputs need.
+absl::StatusOr<double> ModeChangeExtraNs(Family family, const OpConfig& config,
+                                         MathMode origin_mode, MathMode mode, bool backward,
+                                         const habitat::v1::DeviceSpec& origin, double typical);
+
 // A large fp32 GEMM (LARGE_GEMM_* in features.py): a linear or bmm pass in
 // fp32 whose arithmetic at the sustained throughput takes at least
 // kLargeGemmMinComputeOverMemory times its DRAM traffic, that fills at least
@@ -122,8 +138,9 @@ inline constexpr double kLargeGemmMinComputeOverMemory = 4.0;
 inline constexpr double kLargeGemmMinWaves = 4.0;
 inline constexpr double kLargeGemmMinRooflineNs = 1e5;
 
-// The sustained roofline (ns) of a pass that is a large fp32 GEMM on
-// `device`, else 0 (large_gemm_roofline_ns()). Errors as ComputeWork, or
+// The sustained roofline (ns) of a pass that is a large GEMM on fp32
+// tensors (on CUDA cores or in TF32) on `device`, else 0
+// (large_gemm_roofline_ns()). Errors as ComputeWork, or
 // INVALID_ARGUMENT when the GPU lacks the specs the roofline divides by.
 absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
                                            bool backward, const habitat::v1::DeviceSpec& device);

@@ -51,7 +51,7 @@ struct Row {
   std::string origin, target;
   double origin_ns;
   std::vector<double> features;
-  double roofline_ratio, floor_ns, log2_correction, large_gemm_roofline_ns;
+  double roofline_ratio, floor_ns, log2_correction, large_gemm_roofline_ns, mode_change_extra_ns;
 };
 
 std::vector<Row> ParityRows() {
@@ -83,6 +83,7 @@ std::vector<Row> ParityRows() {
     r.roofline_ratio = e.at("roofline_ratio").get<double>();
     r.floor_ns = e.at("floor_ns").get<double>();
     r.large_gemm_roofline_ns = e.at("large_gemm_roofline_ns").get<double>();
+    r.mode_change_extra_ns = e.at("mode_change_extra_ns").get<double>();
     r.log2_correction = e.at("log2_correction").get<double>();
     r.label = absl::StrCat("row ", i, " ", DescribeConfig(r.family, r.config), " ",
                            MathModeName(r.origin_mode), "->", MathModeName(r.target_mode),
@@ -152,7 +153,7 @@ TEST(ParityTest, FeaturesRooflineRatiosAndFloorsMatchTheTrainingSide) {
   EXPECT_EQ(kinds.size(), kFamilyCount + 2);
   const Computed computed = ComputeAll(rows);
   ASSERT_EQ(computed.flat.size(), rows.size() * kFeatureCount);
-  size_t exact = 0, large_gemms = 0;
+  size_t exact = 0, large_gemms = 0, mode_changes = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     ASSERT_EQ(r.features.size(), kFeatureCount) << r.label;
@@ -176,7 +177,16 @@ TEST(ParityTest, FeaturesRooflineRatiosAndFloorsMatchTheTrainingSide) {
         << r.label << " large-GEMM roofline: C++ " << *large << " ns, Python "
         << r.large_gemm_roofline_ns;
     large_gemms += *large > 0;
+    auto extra = ModeChangeExtraNs(r.family, r.config, r.origin_mode, r.target_mode, r.backward,
+                                   **Devices().Get(r.origin), Model().large_gemm_typical());
+    ASSERT_TRUE(extra.ok()) << r.label << ": " << extra.status();
+    EXPECT_TRUE(Close(*extra, r.mode_change_extra_ns, 1e-9))
+        << r.label << " mode-change extra: C++ " << *extra << " ns, Python "
+        << r.mode_change_extra_ns;
+    mode_changes += *extra > 0;
   }
+  // And passes whose mode changes, with extra arithmetic on the origin.
+  EXPECT_GT(mode_changes, 0u);
   // The reference holds passes the ceiling applies to and passes it does not.
   EXPECT_GT(large_gemms, 0u);
   EXPECT_LT(large_gemms, rows.size());

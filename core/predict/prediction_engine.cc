@@ -141,10 +141,13 @@ struct VaryingNotes {
   // A pass came from the model without training data on that side.
   bool target_outside_training = false;
   bool origin_outside_training = false;
-  // A pass was a large fp32 GEMM on the target (no model correction), and
-  // one was lowered to the large-GEMM ceiling.
+  // A pass was a large GEMM on fp32 tensors on the target, predicted in
+  // large_gemm_mode (fp32 or TF32); one was lowered to the large-GEMM
+  // ceiling; a TF32 one was lowered to its fp32 prediction.
   bool large_gemm = false;
+  MathMode large_gemm_mode = MathMode::kFp32;
   bool capped_at_ceiling = false;
+  bool fp32_bound = false;
 };
 
 // A kernel-varying op with a trained predictor: each pass the table covers
@@ -174,8 +177,12 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
       notes->origin_mode = pass.origin_mode;
       notes->target_mode = pass.target_mode;
       at_limit = at_limit || pass.clamped_to_floor;
-      notes->large_gemm |= pass.large_gemm;
+      if (pass.large_gemm) {
+        notes->large_gemm = true;
+        notes->large_gemm_mode = pass.fp32_bound ? MathMode::kFp32 : pass.target_mode;
+      }
       notes->capped_at_ceiling |= pass.capped_at_ceiling;
+      notes->fp32_bound |= pass.fp32_bound;
       predicted = pass.predicted_ns;
       pass_error = pass.expected_error_percent;
     } else {
@@ -412,8 +419,9 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
   OpShare origin_untrained[mlp::kMathModeCount];
   OpShare target_untrained[mlp::kMathModeCount];
   OpShare at_limit;
-  OpShare large_gemms;
+  OpShare large_gemms[mlp::kMathModeCount];  // by the mode predicted in
   OpShare capped;
+  OpShare fp32_bound;
   for (int i = 0; i < trace.operations_size(); ++i) {
     if (i % kOperationsPerStopCheck == 0) {
       HABITAT_RETURN_IF_ERROR(stop->Check("predicting ", target.id()));
@@ -439,7 +447,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
       target_untrained[ModeIndex(*notes.target_mode)].Add(origin_ns);
     }
     if (op.at_hardware_limit()) at_limit.Add(origin_ns);
-    if (notes.large_gemm) large_gemms.Add(origin_ns);
+    if (notes.large_gemm) large_gemms[ModeIndex(notes.large_gemm_mode)].Add(origin_ns);
+    if (notes.fp32_bound) fp32_bound.Add(origin_ns);
     if (notes.capped_at_ceiling) capped.Add(origin_ns);
     pass_scale.push_back(Ratio(op.predicted_forward_ns(), op.origin_forward_ns()));
     pass_scale.push_back(Ratio(op.predicted_backward_ns(), op.origin_backward_ns()));
@@ -528,12 +537,15 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
           "and were raised to that limit (at_hardware_limit)",
           at_limit.operations, percent(at_limit)));
     }
-    if (large_gemms.operations > 0 && target.measured_fp32_gemm_tflops() <= 0) {
+    for (MathMode mode : mlp::kAllMathModes) {
+      const OpShare& share = large_gemms[ModeIndex(mode)];
+      if (share.operations == 0 || mlp::MeasuredGemmTflops(target, mode) > 0) continue;
       prediction.add_warnings(absl::StrFormat(
-          "%d operation(s), %.1f%% of the origin GPU time, are large fp32 GEMMs on the target "
-          "GPU, moved by its sustained fp32 GEMM throughput, which no measurement gives for "
+          "%d operation(s), %.1f%% of the origin GPU time, are large %s GEMMs on the target "
+          "GPU, moved by its sustained %s GEMM throughput, which no measurement gives for "
           "it: %.2f of its datasheet peak is assumed",
-          large_gemms.operations, percent(large_gemms), mlp::kDefaultSustainedFraction));
+          share.operations, percent(share), DisplayModeName(mode), DisplayModeName(mode),
+          mlp::kDefaultSustainedFraction));
     }
     if (capped.operations > 0) {
       prediction.add_warnings(absl::StrFormat(
@@ -543,6 +555,14 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
           "ceiling times the target's sustained fp32 GEMM time); they were lowered to that "
           "ceiling",
           capped.operations, percent(capped)));
+    }
+    if (fp32_bound.operations > 0) {
+      prediction.add_warnings(absl::StrFormat(
+          "%d operation(s), %.1f%% of the origin GPU time, run in TF32 on the target GPU and "
+          "were predicted slower there than in fp32; they take the fp32 prediction (the GPU's "
+          "TF32 throughput is at least its fp32 one; the kernel-varying model has no TF32 "
+          "measurements of any GPU but Hopper)",
+          fp32_bound.operations, percent(fp32_bound)));
     }
   }
   if (target.test_only()) {

@@ -1,6 +1,7 @@
 #include "core/predict/varying_predictor.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -53,6 +54,16 @@ MathMode OriginMathMode(const v1::Trace& trace, const v1::Operation& op, mlp::Fa
                         const v1::DeviceSpec& origin) {
   return mlp::TargetMathMode(InferOpMathMode(trace, op, mlp::IsCudnnFamily(family)).mode, origin);
 }
+
+// The target modes a group is evaluated in: the one it runs in, and for
+// TF32 also fp32, the bound of its prediction (VaryingPassPrediction's
+// fp32_bound).
+constexpr int kPrimary = 0;
+constexpr int kFp32Bound = 1;
+MathMode EvaluatedMode(MathMode target_mode, int slot) {
+  return slot == kFp32Bound ? MathMode::kFp32 : target_mode;
+}
+int EvaluatedSlots(MathMode target_mode) { return target_mode == MathMode::kTf32 ? 2 : 1; }
 
 // The floor of all directions of the call, as the origin time covers them
 // all, in whole nanoseconds.
@@ -121,6 +132,31 @@ absl::StatusOr<std::vector<double>> VaryingPredictor::EvaluateInChunks(
   return out;
 }
 
+// The group's ratio and correction applied to one pass (after a change of
+// math mode, to the pass as it would run on the origin in the target's
+// mode): a large GEMM takes no correction (or, after a change of math mode
+// or in TF32, is the typical multiple of its roofline) and is never above
+// its ceiling (at least the sustained roofline, so above the floor).
+VaryingPredictor::ModelValue VaryingPredictor::Apply(const Evaluation& e, MathMode origin_mode,
+                                                     MathMode target_mode, int direction_factor,
+                                                     Nanoseconds origin_ns) const {
+  ModelValue out;
+  out.large_gemm = e.large_gemm_ns > 0;
+  const double call_roofline_ns = e.large_gemm_ns * direction_factor;
+  const bool typical =
+      out.large_gemm && (target_mode != origin_mode || target_mode == MathMode::kTf32);
+  const double scale =
+      out.large_gemm ? e.roofline_ratio : e.roofline_ratio * std::exp2(e.log2_correction);
+  const double moved_ns =
+      static_cast<double>(origin_ns) + e.mode_change_extra_ns * direction_factor;
+  const double value = typical ? call_roofline_ns * model_->large_gemm_typical()
+                               : std::min(moved_ns * scale, kMaxNs);
+  const double ceiling = out.large_gemm ? call_roofline_ns * model_->large_gemm_ceiling() : kMaxNs;
+  out.capped_at_ceiling = value > ceiling;
+  out.ns = std::min(value, ceiling);
+  return out;
+}
+
 absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     const v1::Trace& trace, const v1::DeviceSpec& origin,
     const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop) const {
@@ -158,9 +194,14 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   }
 
   // 2. Memo lookups; the rest go into one batch.
-  std::vector<std::vector<Evaluation>> evaluations(targets.size(),
-                                                   std::vector<Evaluation>(groups.size()));
-  std::vector<std::pair<size_t, size_t>> pending;  // (target, group)
+  using Evaluations = std::array<Evaluation, 2>;  // by slot
+  std::vector<std::vector<Evaluations>> evaluations(targets.size(),
+                                                    std::vector<Evaluations>(groups.size()));
+  struct Pending {
+    size_t target, group;
+    int slot;
+  };
+  std::vector<Pending> pending;
   std::vector<std::string> pending_keys;
   {
     absl::MutexLock lock(&mu_);
@@ -168,18 +209,20 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       if (!ModelPredicts(origin, *targets[t])) continue;
       for (size_t g = 0; g < groups.size(); ++g) {
         const MathMode target_mode = mlp::TargetMathMode(groups[g].origin_mode, *targets[t]);
-        std::string memo_key =
-            absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|", origin.id(), "|",
-                         targets[t]->id(), "|", MathModeName(target_mode));
-        auto it = memo_.find(memo_key);
-        if (it != memo_.end()) {
-          ++hits_;
-          evaluations[t][g] = it->second;
-          continue;
+        for (int slot = 0; slot < EvaluatedSlots(target_mode); ++slot) {
+          std::string memo_key =
+              absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|", origin.id(), "|",
+                           targets[t]->id(), "|", MathModeName(EvaluatedMode(target_mode, slot)));
+          auto it = memo_.find(memo_key);
+          if (it != memo_.end()) {
+            ++hits_;
+            evaluations[t][g][slot] = it->second;
+            continue;
+          }
+          ++misses_;
+          pending.push_back({t, g, slot});
+          pending_keys.push_back(std::move(memo_key));
         }
-        ++misses_;
-        pending.emplace_back(t, g);
-        pending_keys.push_back(std::move(memo_key));
       }
     }
   }
@@ -189,15 +232,25 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     if (p % kOperationsPerStopCheck == 0) {
       HABITAT_RETURN_IF_ERROR(stop->Check("computing kernel-varying features"));
     }
-    const auto [t, g] = pending[p];
+    const auto [t, g, slot] = pending[p];
     const Group& group = groups[g];
     const v1::DeviceSpec& target = *targets[t];
-    const MathMode target_mode = mlp::TargetMathMode(group.origin_mode, target);
-    Evaluation& e = evaluations[t][g];
+    const MathMode target_mode =
+        EvaluatedMode(mlp::TargetMathMode(group.origin_mode, target), slot);
+    Evaluation& e = evaluations[t][g][slot];
+    // After a change of math mode the pass is moved as one in the target's
+    // mode on both GPUs, from what it would take on the origin in that mode.
+    if (target_mode != group.origin_mode) {
+      HABITAT_ASSIGN_OR_RETURN(
+          e.mode_change_extra_ns,
+          mlp::ModeChangeExtraNs(group.signature.family, group.signature.config, group.origin_mode,
+                                 target_mode, group.backward, origin,
+                                 model_->large_gemm_typical()));
+    }
     HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
-        group.signature.family, group.signature.config, group.origin_mode, target_mode,
-        group.backward, origin, target, static_cast<double>(group.feature_origin_ns), &batch,
-        &e.roofline_ratio));
+        group.signature.family, group.signature.config, target_mode, target_mode, group.backward,
+        origin, target, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
+        &batch, &e.roofline_ratio));
     HABITAT_ASSIGN_OR_RETURN(
         e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
                                  group.backward, target));
@@ -213,24 +266,21 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     // bursts (the same model re-uploaded), so recency tracking buys little.
     if (memo_.size() + pending.size() > memo_entries_) memo_.clear();
     for (size_t p = 0; p < pending.size(); ++p) {
-      Evaluation& e = evaluations[pending[p].first][pending[p].second];
+      Evaluation& e = evaluations[pending[p].target][pending[p].group][pending[p].slot];
       e.log2_correction = out[p];
       if (memo_entries_ > 0) memo_.insert_or_assign(std::move(pending_keys[p]), e);
     }
   }
 
-  // 3. Apply each group's ratio and correction to its passes (a large GEMM
-  // takes no correction, or the typical multiple of its roofline after a
-  // change of math mode), never above a large GEMM's ceiling nor below the
-  // target's floor (the ceiling is at least the sustained roofline, so above
-  // the floor).
+  // 3. Apply each group's evaluations to its passes, the fp32 one bounding
+  // a TF32 pass, never below the target's floor.
   std::vector<VaryingPassTable> tables(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     const v1::DeviceSpec& target = *targets[t];
     if (!ModelPredicts(origin, target)) continue;
     for (size_t g = 0; g < groups.size(); ++g) {
       const Group& group = groups[g];
-      const Evaluation& e = evaluations[t][g];
+      const Evaluations& e = evaluations[t][g];
       const mlp::Family family = group.signature.family;
       VaryingPassPrediction prediction;
       prediction.origin_mode = group.origin_mode;
@@ -240,21 +290,23 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
       prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;
       prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
-      prediction.floor_ns = CallFloorNs(e.floor_ns, group.signature.direction_factor);
-      const bool large_gemm = e.large_gemm_ns > 0;
-      const double call_roofline_ns = e.large_gemm_ns * group.signature.direction_factor;
-      const double scale =
-          large_gemm ? e.roofline_ratio : e.roofline_ratio * std::exp2(e.log2_correction);
-      const double ceiling = large_gemm ? call_roofline_ns * model_->large_gemm_ceiling() : kMaxNs;
-      const bool typical = large_gemm && prediction.target_mode != group.origin_mode;
+      prediction.floor_ns = CallFloorNs(e[kPrimary].floor_ns, group.signature.direction_factor);
       for (const auto& pass : group.passes) {
-        const double value = typical ? call_roofline_ns * model_->large_gemm_typical()
-                                     : std::min(static_cast<double>(pass.time_ns) * scale, kMaxNs);
-        const Nanoseconds raw = static_cast<Nanoseconds>(std::llround(std::min(value, ceiling)));
+        ModelValue value = Apply(e[kPrimary], group.origin_mode, prediction.target_mode,
+                                 group.signature.direction_factor, pass.time_ns);
+        bool fp32_bound = false;
+        if (EvaluatedSlots(prediction.target_mode) > kFp32Bound) {
+          const ModelValue fp32 = Apply(e[kFp32Bound], group.origin_mode, MathMode::kFp32,
+                                        group.signature.direction_factor, pass.time_ns);
+          fp32_bound = fp32.ns < value.ns;
+          if (fp32_bound) value = fp32;
+        }
+        const Nanoseconds raw = static_cast<Nanoseconds>(std::llround(value.ns));
         VaryingPassPrediction& out = tables[t][VaryingPassKey(pass.op_index, group.backward)];
         out = prediction;
-        out.large_gemm = large_gemm;
-        out.capped_at_ceiling = value > ceiling;
+        out.large_gemm = value.large_gemm;
+        out.capped_at_ceiling = value.capped_at_ceiling;
+        out.fp32_bound = fp32_bound;
         out.clamped_to_floor = raw < prediction.floor_ns;
         out.predicted_ns = std::max(raw, prediction.floor_ns);
       }

@@ -3,12 +3,19 @@
 // target GPUs of a request in one batched model call:
 //   predicted = max(floor, origin time * roofline ratio * 2 ** correction)
 // with the roofline ratio and the floor from core/mlp/features.h, each in
-// the math mode the pass runs in on that GPU. A large fp32 GEMM on the
+// the math mode the pass runs in on that GPU. A pass that runs in another
+// mode on the target than on the origin (no tensor cores of the origin's
+// mode there) is moved as a pass in the target's mode on both GPUs, from its
+// origin time plus the extra arithmetic that mode costs on the origin
+// (mlp::ModeChangeExtraNs): the origin's distance from its roofline in its
+// own mode says little of CUDA cores. A large fp32 GEMM on the
 // target takes no correction and is capped (features.h says why), or, when
-// the origin ran it in another mode, is the typical multiple of its
-// sustained roofline.
+// the origin ran it in another mode or it runs in TF32, is the typical
+// multiple of its sustained roofline. A pass in TF32 on the target is never
+// predicted slower than the same pass in fp32 there.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,17 +45,28 @@ struct VaryingPassPrediction {
   Nanoseconds floor_ns = 0;
   // The model's value was below floor_ns, so the prediction is the floor.
   bool clamped_to_floor = false;
-  // The pass is a large fp32 GEMM on the target (mlp::LargeGemmRooflineNs),
-  // moved by the sustained roofline ratio without the model's correction;
-  // if it ran in another math mode on the origin (TF32 or bf16 on a GPU
-  // with those units, fp32 here), the origin's distance from its roofline
-  // in that mode says nothing of this one, and the prediction is the
-  // model's large_gemm_typical times the target's sustained roofline.
+  // The pass is a large GEMM on fp32 tensors on the target
+  // (mlp::LargeGemmRooflineNs). In fp32 on both GPUs it moves by the
+  // sustained roofline ratio without the model's correction. If it ran in
+  // another math mode on the origin (TF32 or bf16 on a GPU with those
+  // units, fp32 here), the origin's distance from its roofline in that mode
+  // says nothing of this one; in TF32 on the target, the model has no TF32
+  // GEMM of any GPU and the origin's distance is its own architecture's
+  // (an H100 runs GPT-2's output layer, 50257 columns, at 2.9x its TF32
+  // roofline and at 1.0x its fp32 one). Both are predicted at the model's
+  // large_gemm_typical times the target's sustained roofline.
   bool large_gemm = false;
   // Of a large GEMM: the origin time so moved was above the model's
   // large_gemm_ceiling times the target's sustained roofline, so the
   // prediction is that ceiling.
   bool capped_at_ceiling = false;
+  // The pass runs in TF32 on the target, and the same pass in fp32 there
+  // was predicted faster: the prediction is that one (a GPU's TF32
+  // throughput is at least its fp32 one, so allowing TF32 does not slow a
+  // pass down; the model, which has no TF32 measurements off Hopper, can
+  // say otherwise). large_gemm and capped_at_ceiling then describe the fp32
+  // prediction.
+  bool fp32_bound = false;
   // The training data had measurements of this family on the target GPU in
   // the target mode and on the origin GPU in the origin mode; false means
   // the model extrapolated from the GPUs' specs.
@@ -116,15 +134,29 @@ class VaryingPredictor {
   absl::StatusOr<std::vector<double>> EvaluateInChunks(const std::vector<float>& batch, size_t rows,
                                                        const StopCondition& stop) const;
 
-  // What one model evaluation gives a group of passes on one target.
+  // What one model evaluation gives a group of passes on one target in one
+  // target math mode.
   struct Evaluation {
     double log2_correction = 0;
     double roofline_ratio = 1;
     double floor_ns = 0;  // per direction, unrounded
-    // Per direction, unrounded; 0 where the pass is not a large fp32 GEMM:
-    // its sustained roofline on the target (mlp::LargeGemmRooflineNs).
+    // Per direction, unrounded; 0 where the pass is not a large GEMM on
+    // fp32 tensors: its sustained roofline on the target
+    // (mlp::LargeGemmRooflineNs).
     double large_gemm_ns = 0;
+    // Per direction, unrounded: after a change of math mode, what the
+    // origin would take longer in the target's mode (mlp::ModeChangeExtraNs).
+    double mode_change_extra_ns = 0;
   };
+
+  // A pass's prediction from an evaluation, before the floor.
+  struct ModelValue {
+    double ns = 0;
+    bool large_gemm = false;
+    bool capped_at_ceiling = false;
+  };
+  ModelValue Apply(const Evaluation& e, MathMode origin_mode, MathMode target_mode,
+                   int direction_factor, Nanoseconds origin_ns) const;
 
   std::shared_ptr<const mlp::KernelVaryingModel> model_;
   const size_t memo_entries_;

@@ -8,6 +8,7 @@
 // model's own value would have been below it.
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -337,7 +338,7 @@ TEST_F(VaryingPropertyTest,
   for (const auto& d : devices_->devices()) targets.push_back(&d);
   // No memo: every pass goes through the model.
   const VaryingPredictor predictor(model_, 0);
-  int checked = 0, clamped = 0, capped = 0, uncovered = 0;
+  int checked = 0, clamped = 0, capped = 0, bounded = 0, uncovered = 0;
   // An origin with every kind of unit, one with fp32 CUDA cores and fp16
   // tensor cores only, and one with all but measured TF32.
   for (const char* origin_id : {"H100-SXM", "T4", "A100-SXM-80GB"}) {
@@ -352,18 +353,26 @@ TEST_F(VaryingPropertyTest,
         ASSERT_TRUE(tables.ok()) << tables.status();
         ASSERT_EQ(tables->size(), targets.size());
         // Every pass the model covers, with the model's own value computed
-        // here from the features.
+        // here from the features, in the mode it runs in on the target and,
+        // for TF32, in fp32 too (the bound).
+        struct Candidate {
+          size_t row;
+          double ratio;
+          double ceiling_ns;     // of the call; 9e18 where none applies
+          double typical_ns;     // of the call, a large GEMM whose mode changed or in TF32; else 0
+          double extra_call_ns;  // after a change of mode (ModeChangeExtraNs), of the call
+        };
         struct Pass {
           size_t target;
           size_t shape;
           bool backward;
-          double ratio;
           Nanoseconds floor_ns;
-          double ceiling_ns;  // of the call; 9e18 where none applies
-          double typical_ns;  // of the call, a large GEMM whose mode changed; else 0
+          Candidate primary;
+          std::optional<Candidate> fp32;
         };
         std::vector<Pass> passes;
         std::vector<float> rows;
+        size_t row_count = 0;
         for (size_t t = 0; t < targets.size(); ++t) {
           const v1::DeviceSpec& target = *targets[t];
           const VaryingPassTable& table = (*tables)[t];
@@ -399,60 +408,91 @@ TEST_F(VaryingPropertyTest,
               EXPECT_EQ(p.expected_error_percent,
                         model_->ExpectedErrorPercent(s.family, target.id()))
                   << where;
-              double ratio = 0;
-              ASSERT_TRUE(mlp::AppendFeatures(
-                              s.family, s.config, origin_mode, target_mode, backward, origin,
-                              target, static_cast<double>(time_ns / directions), &rows, &ratio)
-                              .ok())
-                  << where;
-              ASSERT_TRUE(std::isfinite(ratio) && ratio > 0) << where;
-              auto large =
-                  mlp::LargeGemmRooflineNs(s.family, s.config, target_mode, backward, target);
-              ASSERT_TRUE(large.ok()) << where << ": " << large.status();
-              const double ceiling_ns =
-                  *large > 0 ? *large * model_->large_gemm_ceiling() * directions : 9.0e18;
-              // The ceiling never undercuts the floor.
-              EXPECT_GE(ceiling_ns, static_cast<double>(floor_ns) - 1) << where;
-              const double typical_ns = *large > 0 && target_mode != origin_mode
-                                            ? *large * model_->large_gemm_typical() * directions
-                                            : 0;
-              passes.push_back({t, i, backward, ratio, floor_ns, ceiling_ns, typical_ns});
+              Pass pass{t, i, backward, floor_ns, {}, std::nullopt};
+              for (MathMode evaluated : {target_mode, MathMode::kFp32}) {
+                if (evaluated != target_mode && target_mode != MathMode::kTf32) break;
+                Candidate c{row_count++, 0, 0, 0, 0};
+                // After a change of mode: moved as a pass in the target's
+                // mode, from what it would take on the origin in that mode.
+                double extra_ns = 0;
+                if (evaluated != origin_mode) {
+                  auto extra =
+                      mlp::ModeChangeExtraNs(s.family, s.config, origin_mode, evaluated, backward,
+                                             origin, model_->large_gemm_typical());
+                  ASSERT_TRUE(extra.ok()) << where << ": " << extra.status();
+                  extra_ns = *extra;
+                }
+                c.extra_call_ns = extra_ns * directions;
+                ASSERT_TRUE(mlp::AppendFeatures(
+                                s.family, s.config, evaluated, evaluated, backward, origin, target,
+                                static_cast<double>(time_ns / directions) + extra_ns, &rows,
+                                &c.ratio)
+                                .ok())
+                    << where;
+                ASSERT_TRUE(std::isfinite(c.ratio) && c.ratio > 0) << where;
+                auto large =
+                    mlp::LargeGemmRooflineNs(s.family, s.config, evaluated, backward, target);
+                ASSERT_TRUE(large.ok()) << where << ": " << large.status();
+                c.ceiling_ns =
+                    *large > 0 ? *large * model_->large_gemm_ceiling() * directions : 9.0e18;
+                // The ceiling never undercuts the floor.
+                EXPECT_GE(c.ceiling_ns, static_cast<double>(floor_ns) - 1) << where;
+                c.typical_ns =
+                    *large > 0 && (evaluated != origin_mode || evaluated == MathMode::kTf32)
+                        ? *large * model_->large_gemm_typical() * directions
+                        : 0;
+                if (evaluated == target_mode) {
+                  pass.primary = c;
+                } else {
+                  pass.fp32 = c;
+                }
+              }
+              passes.push_back(pass);
             }
           }
         }
-        auto corrections = model_->PredictLog2Corrections(rows, passes.size());
+        auto corrections = model_->PredictLog2Corrections(rows, row_count);
         ASSERT_TRUE(corrections.ok()) << corrections.status();
-        for (size_t k = 0; k < passes.size(); ++k) {
-          const Pass& pass = passes[k];
+        // A large GEMM (it has a ceiling) takes no correction, and after a
+        // change of math mode or in TF32 is the typical multiple of its
+        // roofline.
+        const auto value_of = [&](const Candidate& c) {
+          const bool large_gemm = c.ceiling_ns < 9.0e18;
+          return c.typical_ns > 0 ? c.typical_ns
+                                  : (static_cast<double>(time_ns) + c.extra_call_ns) * c.ratio *
+                                        (large_gemm ? 1.0 : std::exp2((*corrections)[c.row]));
+        };
+        for (const Pass& pass : passes) {
           const Shape& s = shapes[pass.shape];
-          // A large GEMM (it has a ceiling) takes no correction, and after
-          // a change of math mode is the typical multiple of its roofline.
-          const bool large_gemm = pass.ceiling_ns < 9.0e18;
-          const double value = pass.typical_ns > 0
-                                   ? pass.typical_ns
-                                   : static_cast<double>(time_ns) * pass.ratio *
-                                         (large_gemm ? 1.0 : std::exp2((*corrections)[k]));
+          const double primary =
+              std::min({value_of(pass.primary), 9.0e18, pass.primary.ceiling_ns});
+          const bool bound = pass.fp32.has_value() && std::min({value_of(*pass.fp32), 9.0e18,
+                                                                pass.fp32->ceiling_ns}) < primary;
+          const Candidate& c = bound ? *pass.fp32 : pass.primary;
+          const double value = value_of(c);
           ASSERT_TRUE(std::isfinite(value)) << DescribeConfig(s.family, s.config);
-          const Nanoseconds raw = std::llround(std::min({value, 9.0e18, pass.ceiling_ns}));
+          const Nanoseconds raw = std::llround(std::min({value, 9.0e18, c.ceiling_ns}));
           const VaryingPassPrediction& p = (*tables)[pass.target].at(
               VaryingPassKey(static_cast<int>(pass.shape), pass.backward));
           const std::string where = absl::StrCat(
               DescribeConfig(s.family, s.config), " ", MathModeName(mode),
               pass.backward ? " bwd " : " fwd ", time_ns, " ns ", origin_id, "->",
               targets[pass.target]->id(), ": model ", raw, " ns, floor ", pass.floor_ns, " ns");
-          EXPECT_EQ(p.large_gemm, large_gemm) << where;
-          EXPECT_EQ(p.capped_at_ceiling, std::min(value, 9.0e18) > pass.ceiling_ns) << where;
+          EXPECT_EQ(p.fp32_bound, bound) << where;
+          EXPECT_EQ(p.large_gemm, c.ceiling_ns < 9.0e18) << where;
+          EXPECT_EQ(p.capped_at_ceiling, std::min(value, 9.0e18) > c.ceiling_ns) << where;
           EXPECT_EQ(p.clamped_to_floor, raw < pass.floor_ns) << where;
           EXPECT_EQ(p.predicted_ns, std::max(raw, pass.floor_ns)) << where;
           ++checked;
           clamped += p.clamped_to_floor;
           capped += p.capped_at_ceiling;
+          bounded += p.fp32_bound;
         }
       }
     }
   }
   std::cout << checked << " passes checked, " << clamped << " clamped to the floor, " << capped
-            << " capped at the large-GEMM ceiling, " << uncovered
+            << " capped at the large-GEMM ceiling, " << bounded << " bounded by fp32, " << uncovered
             << " shorter than min_origin_ns\n";
   EXPECT_GT(checked, 10000);
   // Impossibly short origin times for huge ops must hit the floor.
@@ -461,6 +501,9 @@ TEST_F(VaryingPropertyTest,
   // Impossibly long origin times for large fp32 GEMMs must hit the ceiling.
   EXPECT_GT(capped, 0);
   EXPECT_LT(capped, checked);
+  // Some TF32 passes the model would put slower than fp32 (the sweep's
+  // origin times run from impossibly fast to impossibly slow).
+  EXPECT_GT(bounded, 0);
 }
 
 }  // namespace

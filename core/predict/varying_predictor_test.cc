@@ -452,32 +452,62 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmMovesByTheSustainedThroughputsAlone) {
                          "measurement gives for it: 0.75 of its datasheet peak is assumed"));
 }
 
-TEST_F(VaryingPredictorTest, LargeGemmInAnotherModeOnTheOriginRunsAtTheTypicalMultiple) {
-  // The same matmul in TF32 on the H100 (allow_tf32) runs in fp32 on the
-  // V100: how far the H100 ran from its TF32 roofline says nothing of the
-  // V100's CUDA cores, so the prediction is the typical multiple of the
-  // V100's sustained fp32 roofline, whatever the origin took.
-  auto origin = devices_->Get("H100-SXM");
-  auto v100 = devices_->Get("V100-SXM2");
-  ASSERT_TRUE(origin.ok() && v100.ok());
+// The 8192^3 matmul in TF32 on the H100 (allow_tf32, cuBLAS's TF32 kernel),
+// predicted on `target_id` at two origin times: each time the typical
+// multiple of the target's sustained roofline in `target_mode`, whatever the
+// origin took. Returns the last prediction on the device.
+absl::StatusOr<v1::DevicePrediction> ExpectTf32GemmAtTheTypicalMultiple(
+    const DeviceDatabase& devices, const VaryingPredictor& varying, const std::string& target_id,
+    MathMode target_mode) {
+  auto origin = devices.Get("H100-SXM");
+  auto target = devices.Get(target_id);
+  if (!origin.ok() || !target.ok()) return absl::NotFoundError("device");
   const double sustained_ns =
-      2.0 * 8192 * 8192 * 8192 / (mlp::SustainedTflops(**v100, MathMode::kFp32) * 1e3);
+      2.0 * 8192 * 8192 * 8192 / (mlp::SustainedTflops(**target, target_mode) * 1e3);
+  absl::StatusOr<v1::DevicePrediction> prediction = absl::UnknownError("not predicted");
   for (Nanoseconds origin_ns : {Nanoseconds{3'000'000}, Nanoseconds{9'000'000}}) {
     v1::Trace trace = ImpossiblyFastMatmul(origin_ns);
     trace.mutable_math()->set_matmul_tf32(true);
     trace.mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_name(
         "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_cublas");
-    auto tables = varying_->PredictTrace(trace, **origin, {*v100});
-    ASSERT_TRUE(tables.ok()) << tables.status();
+    auto tables = varying.PredictTrace(trace, **origin, {*target});
+    if (!tables.ok()) return tables.status();
     const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
     EXPECT_EQ(pass.origin_mode, MathMode::kTf32);
-    EXPECT_EQ(pass.target_mode, MathMode::kFp32);
+    EXPECT_EQ(pass.target_mode, target_mode);
     EXPECT_TRUE(pass.large_gemm);
     EXPECT_FALSE(pass.capped_at_ceiling);
     EXPECT_NEAR(static_cast<double>(pass.predicted_ns),
-                sustained_ns * varying_->model().large_gemm_typical(), 1.0)
-        << origin_ns;
+                sustained_ns * varying.model().large_gemm_typical(), 1.0)
+        << target_id << " from " << origin_ns << " ns";
+    prediction = PredictOnDevice(trace, **origin, **target, std::nullopt, &(*tables)[0]);
   }
+  return prediction;
+}
+
+TEST_F(VaryingPredictorTest, LargeGemmInAnotherModeOnTheOriginRunsAtTheTypicalMultiple) {
+  // The V100 runs the H100's TF32 matmul in fp32: how far the H100 ran from
+  // its TF32 roofline says nothing of the V100's CUDA cores.
+  auto prediction =
+      ExpectTf32GemmAtTheTypicalMultiple(*devices_, *varying_, "V100-SXM2", MathMode::kFp32);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+}
+
+TEST_F(VaryingPredictorTest, LargeTf32GemmOnAnotherArchitectureRunsAtTheTypicalMultiple) {
+  // An RTX 3090 runs it in TF32 too, but the model has no TF32 GEMM of any
+  // GPU, and the H100's distance from its TF32 roofline is its own
+  // kernels'. No TF32 throughput is measured for the 3090: the response
+  // says what is assumed.
+  ASSERT_EQ(mlp::MeasuredGemmTflops(**devices_->Get("RTX3090"), MathMode::kTf32), 0);
+  auto prediction =
+      ExpectTf32GemmAtTheTypicalMultiple(*devices_, *varying_, "RTX3090", MathMode::kTf32);
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  EXPECT_TRUE(HasWarning(*prediction,
+                         "1 operation(s), 100.0% of the origin GPU time, are large TF32 GEMMs "
+                         "on the target GPU, moved by its sustained TF32 GEMM throughput, "
+                         "which no measurement gives for it: 0.75 of its datasheet peak is "
+                         "assumed"));
+  EXPECT_FALSE(HasWarning(*prediction, "large fp32 GEMMs"));
 }
 
 TEST_F(VaryingPredictorTest, WaveScaledKernelVaryingPassIsKeptAtTheFloorToo) {

@@ -30,7 +30,8 @@ DEVICES_FILE = os.path.join(ROOT, "data", "devices.textproto")
 ORIGIN = "H100-SXM"
 DEFAULT_DEVICES = ("A100-PCIE-40GB", "A100-SXM-80GB", "V100-SXM2", "V100-PCIE-32GB", "L4",
                    "T4", "RTX4090", "RTX3090", "A10G", "P100")
-TRACE = re.compile(r"^(?P<model>[a-z0-9_]+?)_b(?P<batch>\d+)_(?P<precision>fp32|bf16)\.trace\.gz$")
+TRACE = re.compile(
+    r"^(?P<model>[a-z0-9_]+?)_b(?P<batch>\d+)_(?P<precision>fp32|tf32|bf16|fp16)\.trace\.gz$")
 
 
 def largest_batch_traces(suite):
@@ -70,13 +71,14 @@ def main(argv=None):
     p.add_argument("--cli", default=os.path.join(ROOT, "build", "client", "habitat"))
     p.add_argument("--devices", default=",".join(DEFAULT_DEVICES))
     p.add_argument("--models-dir", default="")
+    p.add_argument("--suite", default=SUITE, help="folder of H100 agent captures")
     args = p.parse_args(argv)
     devices = tuple(d for d in args.devices.split(",") if d)
     specs = load_devices(DEVICES_FILE)
     print("| trace (H100 SXM) | H100 GPU ms | " + " | ".join(devices) + " |")
     print("|---|---:|" + "---:|" * len(devices))
-    for (model, precision), name in largest_batch_traces(SUITE).items():
-        times = predict(args.cli, os.path.join(SUITE, name), devices, args.models_dir)
+    for (model, precision), name in largest_batch_traces(args.suite).items():
+        times = predict(args.cli, os.path.join(args.suite, name), devices, args.models_dir)
         origin = times[ORIGIN]
         print(f"| {name.removesuffix('.trace.gz')} | {origin / 1e6:.1f} | "
               + " | ".join(f"{times[d] / origin:.2f}" for d in devices) + " |")

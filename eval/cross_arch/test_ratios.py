@@ -11,10 +11,12 @@ class LargestBatchTracesTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as suite:
             for name in ("gpt2_b4_fp32.trace.gz", "gpt2_b16_fp32.trace.gz",
                          "gpt2_b8_bf16.trace.gz", "inception_v3_b64_fp32.trace.gz",
-                         "measurements.json", "gpt2_b32_fp16.trace.gz"):
+                         "measurements.json", "gpt2_b32_fp16.trace.gz",
+                         "gpt2_b16_int8.trace.gz"):
                 open(os.path.join(suite, name), "w").close()
             self.assertEqual(ratios.largest_batch_traces(suite), {
                 ("gpt2", "bf16"): "gpt2_b8_bf16.trace.gz",
+                ("gpt2", "fp16"): "gpt2_b32_fp16.trace.gz",
                 ("gpt2", "fp32"): "gpt2_b16_fp32.trace.gz",
                 ("inception_v3", "fp32"): "inception_v3_b64_fp32.trace.gz"})
 

@@ -10,11 +10,15 @@ an origin GPU, where it was measured, to a target GPU:
 
     target_ns = origin_ns * roofline_ratio * 2 ** model(features)
 
-(then at least the target's floor_ns). A large fp32 GEMM on the target
+(then at least the target's floor_ns). A pass that runs in another math
+mode on the target (no units of the origin's mode there) is moved as one in
+the target's mode on both GPUs, from origin_ns + mode_change_extra_ns, and a
+TF32 pass is never predicted slower than the same pass in fp32 (C++'s
+VaryingPredictor). A large fp32 GEMM on the target
 takes no model correction and is at most the manifest's large_gemm_ceiling
-times large_gemm_roofline_ns; one the origin ran in another math mode is
-the manifest's large_gemm_typical times it (train.py's predict_pairs and
-C++'s VaryingPredictor).
+times large_gemm_roofline_ns; one in TF32 on the target, or one the origin
+ran in another math mode, is the manifest's large_gemm_typical times it
+(train.py's predict_pairs and C++'s VaryingPredictor).
 
 roofline_ratio is the ratio of the two GPUs' rooflines for the op, each
 max(FLOP / sustained throughput of the math mode the op runs in there,
@@ -46,15 +50,17 @@ DEFAULT_SUSTAINED_FRACTION = 0.75
 # Where a GPU has no measured streaming bandwidth: this fraction of the
 # datasheet bandwidth (kDefaultStreamingEfficiency, core/scaling).
 DEFAULT_STREAMING_FRACTION = 0.82
-# A large fp32 GEMM: a linear or bmm pass in fp32 that is compute-bound (its
+# A large GEMM: a linear or bmm pass on fp32 tensors that is compute-bound (its
 # arithmetic at the sustained throughput takes at least 4x its DRAM
 # traffic), fills the GPU (at least 4 waves of 128x128 output tiles) and
 # lasts at least 100 us at its sustained roofline. The sustained throughput
 # is measured on such GEMMs, so they run close to it on every GPU measured;
 # the served model moves them by the sustained roofline ratio alone, under
 # its ceiling (LargeGemmRooflineNs in C++).
-# fp32 only: that is the mode measured on every GPU.
+# On fp32 tensors only (CUDA cores or TF32): bf16 and fp16 passes of
+# autocast traces also time the casts of their inputs.
 LARGE_GEMM_FAMILIES = ("linear", "bmm")
+LARGE_GEMM_MODES = ("fp32", "tf32")
 LARGE_GEMM_MIN_COMPUTE_OVER_MEMORY = 4.0
 LARGE_GEMM_MIN_WAVES = 4.0
 LARGE_GEMM_MIN_ROOFLINE_NS = 1e5
@@ -216,6 +222,20 @@ def sustained_ns(flop, nbytes, mode, device):
     return flop / (sustained_tflops(device, mode) * 1e3), nbytes / streaming_gbps(device)
 
 
+def mode_change_extra_ns(family, c, origin_mode, mode, backward, origin, typical):
+    """What a pass the origin ran in origin_mode would take longer there in
+    `mode` (a target without origin_mode's units runs `mode`): its extra
+    arithmetic at the sustained throughputs, times the typical multiple of
+    the roofline that large GEMMs reach (manifest large_gemm_typical). The
+    predictor adds it to the origin time and moves the sum as a pass in
+    `mode` on both GPUs; the origin's distance from its roofline in another
+    mode (tensor cores, casts) says little of CUDA cores (models/mode_change.py
+    measures both rules)."""
+    compute_mode, _ = sustained_ns(*work(family, c, mode, backward), mode, origin)
+    compute_origin, _ = sustained_ns(*work(family, c, origin_mode, backward), origin_mode, origin)
+    return typical * max(compute_mode - compute_origin, 0.0)
+
+
 def waves(batch, rows, cols, tile, device):
     """Waves of tile x tile output tiles (at least one tile) over the SMs."""
     return max(1.0, batch * math.ceil(rows / tile) * math.ceil(cols / tile)) / device["sm_count"]
@@ -236,9 +256,9 @@ def sides(family, c, mode, backward, device):
 
 
 def large_gemm_roofline_ns(family, c, mode, backward, device):
-    """The sustained roofline of a pass that is a large fp32 GEMM on this GPU
-    (see LARGE_GEMM_FAMILIES), else 0."""
-    if family not in LARGE_GEMM_FAMILIES or mode != "fp32":
+    """The sustained roofline of a pass that is a large GEMM on fp32 tensors
+    on this GPU (see LARGE_GEMM_FAMILIES), else 0."""
+    if family not in LARGE_GEMM_FAMILIES or mode not in LARGE_GEMM_MODES:
         return 0.0
     compute, memory = sustained_ns(*work(family, c, mode, backward), mode, device)
     batch, rows, cols, _ = gemm_view(family, c)
