@@ -42,6 +42,7 @@ RESULTS = ROOT / "models" / "kernel_varying"
 GPUS = ("H100-SXM", "H200")
 ORIGIN_MODES, TARGET_MODE = ("bf16", "tf32"), "fp32"
 RULES = ("trees across modes", "fp32-equivalent origin", "typical x sustained roofline")
+SERVED = RULES[1]
 
 
 def joined(rows):
@@ -137,28 +138,43 @@ def large_over_roofline(rows, devices):
             "p90": round(deciles[8], 2)}
 
 
+def evaluate(booster, devices, typical, own_dir=ROOT / "models" / "data"):
+    """The study's results: per origin mode and family, each rule's errors;
+    the large TF32 GEMMs' distance from their roofline."""
+    rows = list(data_lib.load_neusight_configs(Path(own_dir) / "neusight_configs"))
+    rows += list(data_lib.load_own(own_dir))
+    tf32 = [r for r in data_lib.load_own(Path(own_dir) / "tf32_check") if r[3] == "tf32"]
+    by = joined(rows + tf32)
+    result = {"target_mode": TARGET_MODE, "gpus": list(GPUS), "rules": list(RULES),
+              "origin_modes": {}}
+    for origin_mode in ORIGIN_MODES:
+        case_list = list(cases(by, origin_mode))
+        predicted = predictions(case_list, origin_mode, booster, devices, typical)
+        result["origin_modes"][origin_mode] = summarise(case_list, predicted, devices)
+    result["large_tf32_over_roofline"] = large_over_roofline(tf32, devices)
+    return result
+
+
+def served_errors(result):
+    """The manifest's expected_error.mode_change: the served rule's MAPE per
+    origin mode and family, and the worst of them for the rest."""
+    by_mode = {mode: {family: r[SERVED][0] for family, r in families.items()}
+               for mode, families in result["origin_modes"].items()}
+    worst = max(v for families in by_mode.values() for v in families.values())
+    return {"default_percent": worst, "by_origin_mode": by_mode}
+
+
 def main():
     devices = feat.load_devices(str(ROOT / "data" / "devices.textproto"))
     manifest = json.loads((RESULTS / "manifest.json").read_text())
     import xgboost as xgb
     booster = xgb.Booster()
     booster.load_model(bytearray(gzip.open(RESULTS / manifest["model_file"]).read()))
-    own = ROOT / "models" / "data"
-    rows = list(data_lib.load_neusight_configs(own / "neusight_configs"))
-    rows += list(data_lib.load_own(own))
-    tf32 = [r for r in data_lib.load_own(own / "tf32_check") if r[3] == "tf32"]
-    rows += tf32
-    by = joined(rows)
-    result = {"target_mode": TARGET_MODE, "gpus": list(GPUS),
-              "model_sha256": manifest["model_sha256"], "rules": list(RULES), "origin_modes": {}}
-    for origin_mode in ORIGIN_MODES:
-        case_list = list(cases(by, origin_mode))
-        predicted = predictions(case_list, origin_mode, booster, devices,
-                                manifest["large_gemm_typical"])
-        result["origin_modes"][origin_mode] = summarise(case_list, predicted, devices)
-        for family, r in result["origin_modes"][origin_mode].items():
+    result = evaluate(booster, devices, manifest["large_gemm_typical"])
+    result["model_sha256"] = manifest["model_sha256"]
+    for origin_mode, families in result["origin_modes"].items():
+        for family, r in families.items():
             print(origin_mode, family, r)
-    result["large_tf32_over_roofline"] = large_over_roofline(tf32, devices)
     print("large TF32 GEMMs, time / sustained roofline:", result["large_tf32_over_roofline"])
     (RESULTS / "mode_change.json").write_text(json.dumps(result, indent=1) + "\n")
     return 0

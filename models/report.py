@@ -222,7 +222,15 @@ def expected_table(manifest, lines):
         lines.append(f"| {gpu} | " + " | ".join(
             f"{families[f]:.1f}" if f in families else "" for f in
             ("linear", "bmm", "conv2d", "conv_transpose2d", "lstm", "sdpa")) + " |")
-    lines.append("")
+    mode_change = expected["mode_change"]
+    measured = "; ".join(
+        f"from {mode}: " + ", ".join(f"{family} {value:.1f}%" for family, value in families.items())
+        for mode, families in mode_change["by_origin_mode"].items())
+    lines += ["", "A pass that runs in another math mode on the target than on the origin "
+              "(bf16 or TF32 on the H100, fp32 on a V100) adds, in quadrature, the error of "
+              "that step (`expected_error.mode_change`, the served rule's MAPE in \"A change "
+              f"of math mode\" above: {measured}; other modes and families "
+              f"{mode_change['default_percent']}%).", ""]
 
 
 def study_json(name):

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from habitat_models import baselines  # noqa: E402
 from habitat_models import data as data_lib  # noqa: E402
 from habitat_models import features as feat  # noqa: E402
+import mode_change  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ORIGINS = ("H100-SXM", "H200")
@@ -353,6 +354,12 @@ def main():
     expected = (expected_errors(results["production_direction"],
                                 results["hopper_configs_held_out"])
                 if args.eval else results["expected_error"] if results else None)
+    typical = large_gemm_multiple(rows, devices, TYPICAL_PERCENTILE)
+    if expected is not None:
+        # A pass whose math mode changes carries the mode-change step's
+        # error too (mode_change.py, with the model just trained).
+        expected["mode_change"] = mode_change.served_errors(mode_change.evaluate(
+            model.get_booster(), devices, round(typical, 4), args.own_dir))
     manifest = {
         "name": "kernel_varying", "feature_version": feat.FEATURE_VERSION,
         "feature_names": feat.feature_names(), "families": list(feat.FAMILIES),
@@ -360,7 +367,7 @@ def main():
         "output": "log2(target pass time / origin pass time) - log2(roofline ratio)",
         "min_origin_ns": data_lib.MIN_NS, "model_file": "model.json.gz",
         "large_gemm_ceiling": round(ceiling, 4),
-        "large_gemm_typical": round(large_gemm_multiple(rows, devices, TYPICAL_PERCENTILE), 4),
+        "large_gemm_typical": round(typical, 4),
         "model_sha256": model_sha, "coverage": coverage(rows),
         "expected_error": expected,
         "trained_gpus": sorted({p["origin"] for p in pair_rows}),

@@ -57,6 +57,10 @@ struct Manifest {
   double default_error_percent = 0;
   // Per target GPU: the expected error per family (NaN where not evaluated).
   absl::flat_hash_map<std::string, std::array<double, kFamilyCount>> error_by_target;
+  // The error of moving a pass to another math mode, per origin mode and
+  // family (NaN where not measured), and for the rest.
+  double mode_change_default_percent = 0;
+  std::array<std::array<double, kFamilyCount>, kMathModeCount> mode_change_error;
 };
 
 absl::StatusOr<std::string> ReadBytes(const std::string& path) {
@@ -144,6 +148,49 @@ absl::Status ParseCoverage(const json& doc, const std::string& path, Manifest* m
   return absl::OkStatus();
 }
 
+// {family: percent} at `where`, NaN for the families it does not name.
+absl::StatusOr<std::array<double, kFamilyCount>> ParsePercentsByFamily(const json& by_family,
+                                                                       const std::string& path,
+                                                                       const std::string& where) {
+  if (!by_family.is_object()) return ManifestError(path, absl::StrCat(where, " is not an object"));
+  std::array<double, kFamilyCount> percents;
+  percents.fill(std::nan(""));
+  for (const auto& [family_name, value] : by_family.items()) {
+    const std::string at = absl::StrCat(where, ".", family_name);
+    auto family = ParseFamily(family_name);
+    if (!family.ok()) return ManifestError(path, absl::StrCat(at, ": ", family.status().message()));
+    HABITAT_ASSIGN_OR_RETURN(percents[static_cast<size_t>(*family)], Percent(value, path, at));
+  }
+  return percents;
+}
+
+// `object`.default_percent, and `object`.`key` as {name: {family: percent}}
+// with each name read by `parse_name` (unknown names are errors).
+template <typename Key, typename ParseName, typename Store>
+absl::Status ParsePercentTable(const json& object, const std::string& path,
+                               const std::string& where, const char* key, double* default_percent,
+                               ParseName parse_name, Store store) {
+  auto fallback = object.find("default_percent");
+  if (fallback == object.end()) {
+    return ManifestError(path, absl::StrCat(where, " has no \"default_percent\""));
+  }
+  HABITAT_ASSIGN_OR_RETURN(*default_percent,
+                           Percent(*fallback, path, absl::StrCat(where, ".default_percent")));
+  auto table = object.find(key);
+  if (table == object.end()) return absl::OkStatus();
+  if (!table->is_object()) {
+    return ManifestError(path, absl::StrCat(where, ".", key, " is not an object"));
+  }
+  for (const auto& [name, by_family] : table->items()) {
+    const std::string at = absl::StrCat(where, ".", key, ".", name);
+    absl::StatusOr<Key> parsed = parse_name(name);
+    if (!parsed.ok()) return ManifestError(path, absl::StrCat(at, ": ", parsed.status().message()));
+    HABITAT_ASSIGN_OR_RETURN(auto percents, ParsePercentsByFamily(by_family, path, at));
+    store(*parsed, percents);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseExpectedError(const json& doc, const std::string& path, Manifest* manifest) {
   auto expected = doc.find("expected_error");
   if (expected == doc.end() || !expected->is_object()) {
@@ -151,35 +198,27 @@ absl::Status ParseExpectedError(const json& doc, const std::string& path, Manife
                          "no \"expected_error\" object (models/train.py writes it from "
                          "--eval's results)");
   }
-  auto default_percent = expected->find("default_percent");
-  if (default_percent == expected->end()) {
-    return ManifestError(path, "expected_error has no \"default_percent\"");
+  HABITAT_RETURN_IF_ERROR(ParsePercentTable<std::string>(
+      *expected, path, "expected_error", "by_target", &manifest->default_error_percent,
+      [](const std::string& gpu) -> absl::StatusOr<std::string> { return gpu; },
+      [manifest](const std::string& gpu, const std::array<double, kFamilyCount>& percents) {
+        manifest->error_by_target[gpu] = percents;
+      }));
+  // The error of moving a pass to another math mode (models/mode_change.py).
+  auto mode_change = expected->find("mode_change");
+  if (mode_change == expected->end() || !mode_change->is_object()) {
+    return ManifestError(path,
+                         "expected_error has no \"mode_change\" object (models/train.py writes "
+                         "it with models/mode_change.py)");
   }
-  HABITAT_ASSIGN_OR_RETURN(manifest->default_error_percent,
-                           Percent(*default_percent, path, "expected_error.default_percent"));
-  auto by_target = expected->find("by_target");
-  if (by_target == expected->end()) return absl::OkStatus();
-  if (!by_target->is_object()) {
-    return ManifestError(path, "expected_error.by_target is not an object");
-  }
-  for (const auto& [gpu, by_family] : by_target->items()) {
-    if (!by_family.is_object()) {
-      return ManifestError(path,
-                           absl::StrCat("expected_error.by_target.", gpu, " is not an object"));
-    }
-    std::array<double, kFamilyCount> percents;
-    percents.fill(std::nan(""));
-    for (const auto& [family_name, value] : by_family.items()) {
-      const std::string where = absl::StrCat("expected_error.by_target.", gpu, ".", family_name);
-      auto family = ParseFamily(family_name);
-      if (!family.ok()) {
-        return ManifestError(path, absl::StrCat(where, ": ", family.status().message()));
-      }
-      HABITAT_ASSIGN_OR_RETURN(percents[static_cast<size_t>(*family)], Percent(value, path, where));
-    }
-    manifest->error_by_target[gpu] = percents;
-  }
-  return absl::OkStatus();
+  for (auto& by_family : manifest->mode_change_error) by_family.fill(std::nan(""));
+  return ParsePercentTable<MathMode>(
+      *mode_change, path, "expected_error.mode_change", "by_origin_mode",
+      &manifest->mode_change_default_percent,
+      [](const std::string& mode) { return ParseMathMode(mode); },
+      [manifest](MathMode mode, const std::array<double, kFamilyCount>& percents) {
+        manifest->mode_change_error[static_cast<size_t>(mode)] = percents;
+      });
 }
 
 absl::Status ParseManifest(const std::string& path, const std::string& text, Manifest* manifest) {
@@ -388,6 +427,13 @@ double KernelVaryingModel::ExpectedErrorPercent(Family family,
     if (!std::isnan(percent)) return percent;
   }
   return impl_->manifest.default_error_percent;
+}
+
+double KernelVaryingModel::ModeChangeErrorPercent(Family family, MathMode origin_mode) const {
+  const double percent =
+      impl_->manifest
+          .mode_change_error[static_cast<size_t>(origin_mode)][static_cast<size_t>(family)];
+  return std::isnan(percent) ? impl_->manifest.mode_change_default_percent : percent;
 }
 
 Nanoseconds KernelVaryingModel::min_origin_ns() const { return impl_->manifest.min_origin_ns; }

@@ -45,6 +45,10 @@ class KernelVaryingModel {
   // this target GPU; the manifest's default for GPUs or families it did not
   // evaluate.
   double ExpectedErrorPercent(Family family, absl::string_view target_gpu_id) const;
+  // The error (MAPE, %) of moving a pass of the family from `origin_mode`
+  // to a target that runs it in another mode (models/mode_change.py, on
+  // Hopper); the manifest's default where that was not measured.
+  double ModeChangeErrorPercent(Family family, MathMode origin_mode) const;
   // Passes shorter than this were not trained on (launch-bound timings).
   Nanoseconds min_origin_ns() const;
   // The most a large fp32 GEMM (LargeGemmRooflineNs) may be predicted at, as

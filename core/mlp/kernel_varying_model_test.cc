@@ -291,6 +291,19 @@ TEST(KernelVaryingModelTest, ManifestAccessors) {
           << gpu << " " << FamilyName(family);
     }
   }
+  // The mode-change error per origin mode and family, else its default.
+  const json& mode_change = expected.at("mode_change");
+  const double mode_fallback = mode_change.at("default_percent").get<double>();
+  const json by_mode = mode_change.at("by_origin_mode");
+  EXPECT_TRUE(by_mode.contains("bf16") && by_mode.contains("tf32")) << by_mode.dump();
+  for (MathMode mode : kAllMathModes) {
+    const json by_family = by_mode.value(std::string(MathModeName(mode)), json::object());
+    for (Family family : kAllFamilies) {
+      EXPECT_EQ(Model().ModeChangeErrorPercent(family, mode),
+                by_family.value(std::string(FamilyName(family)), mode_fallback))
+          << MathModeName(mode) << " " << FamilyName(family);
+    }
+  }
 }
 
 TEST(KernelVaryingModelTest, BadInputIsAnError) {
@@ -413,6 +426,23 @@ TEST_F(DamagedModelTest, ExpectedErrorMissingOrMalformed) {
   WriteManifest();
   EXPECT_THAT(Load().message(), HasSubstr("expected_error.by_target.T4.linear must be a "
                                           "non-negative number, got -1"));
+  manifest_["expected_error"]["by_target"]["T4"] = {{"linear", 20}};
+  json& mode_change = manifest_["expected_error"]["mode_change"];
+  mode_change["by_origin_mode"]["fp8"] = json::object();
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("expected_error.mode_change.by_origin_mode.fp8: "));
+  mode_change["by_origin_mode"].erase("fp8");
+  mode_change["by_origin_mode"]["bf16"]["linear"] = "22";
+  WriteManifest();
+  EXPECT_THAT(Load().message(),
+              HasSubstr("expected_error.mode_change.by_origin_mode.bf16.linear must be a "
+                        "non-negative number"));
+  mode_change.erase("default_percent");
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("expected_error.mode_change has no \"default_percent\""));
+  manifest_["expected_error"].erase("mode_change");
+  WriteManifest();
+  EXPECT_THAT(Load().message(), HasSubstr("expected_error has no \"mode_change\" object"));
   manifest_["expected_error"].erase("by_target");
   manifest_["expected_error"].erase("default_percent");
   WriteManifest();

@@ -290,6 +290,12 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
       prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;
       prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
+      // Moving to another math mode is a second, independent step.
+      if (prediction.target_mode != group.origin_mode) {
+        prediction.expected_error_percent =
+            std::hypot(prediction.expected_error_percent,
+                       model_->ModeChangeErrorPercent(family, group.origin_mode));
+      }
       prediction.floor_ns = CallFloorNs(e[kPrimary].floor_ns, group.signature.direction_factor);
       for (const auto& pass : group.passes) {
         ModelValue value = Apply(e[kPrimary], group.origin_mode, prediction.target_mode,

@@ -76,7 +76,9 @@ struct VaryingPassPrediction {
   bool target_in_training = false;
   bool origin_in_training = false;
   // The error the held-out evaluation measured for the family on this
-  // target (the manifest's expected_error).
+  // target (the manifest's expected_error); after a change of math mode,
+  // combined in quadrature with the mode-change error
+  // (KernelVaryingModel::ModeChangeErrorPercent).
   double expected_error_percent = 0;
 };
 
