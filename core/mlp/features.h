@@ -127,13 +127,13 @@ absl::StatusOr<double> ModeChangeExtraNs(Family family, const OpConfig& config,
                                          MathMode origin_mode, MathMode mode, bool backward,
                                          const habitat::v1::DeviceSpec& origin, double typical);
 
-// A large fp32 GEMM (LARGE_GEMM_* in features.py): a linear or bmm pass in
-// fp32 whose arithmetic at the sustained throughput takes at least
-// kLargeGemmMinComputeOverMemory times its DRAM traffic, that fills at least
-// kLargeGemmMinWaves waves of 128x128 output tiles and lasts at least
-// kLargeGemmMinRooflineNs. The sustained throughput is measured on such
-// GEMMs, so they run close to it on every GPU measured, and the served model
-// caps their predictions at a multiple of it.
+// A large GEMM (LARGE_GEMM_* in features.py): a linear or bmm pass on fp32
+// tensors (fp32 or TF32) whose arithmetic at the sustained throughput takes
+// at least kLargeGemmMinComputeOverMemory times its DRAM traffic, that fills
+// at least kLargeGemmMinWaves waves of 128x128 output tiles and lasts at
+// least kLargeGemmMinRooflineNs. The sustained throughput is measured on
+// such GEMMs, so they run close to it on every GPU measured, and the served
+// model caps their predictions at a multiple of it.
 inline constexpr double kLargeGemmMinComputeOverMemory = 4.0;
 inline constexpr double kLargeGemmMinWaves = 4.0;
 inline constexpr double kLargeGemmMinRooflineNs = 1e5;

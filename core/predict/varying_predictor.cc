@@ -226,8 +226,13 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       }
     }
   }
-  std::vector<float> batch;
+  // A large GEMM takes no correction: its features only give the ratio
+  // (into `unused`), and it has no row in the batch.
+  std::vector<float> batch, unused;
   batch.reserve(pending.size() * mlp::kFeatureCount);
+  constexpr size_t kNoRow = ~size_t{0};
+  std::vector<size_t> row_of(pending.size(), kNoRow);
+  size_t rows = 0;
   for (size_t p = 0; p < pending.size(); ++p) {
     if (p % kOperationsPerStopCheck == 0) {
       HABITAT_RETURN_IF_ERROR(stop->Check("computing kernel-varying features"));
@@ -247,27 +252,34 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
                                  target_mode, group.backward, origin,
                                  model_->large_gemm_typical()));
     }
-    HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
-        group.signature.family, group.signature.config, target_mode, target_mode, group.backward,
-        origin, target, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
-        &batch, &e.roofline_ratio));
-    HABITAT_ASSIGN_OR_RETURN(
-        e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
-                                 group.backward, target));
     HABITAT_ASSIGN_OR_RETURN(
         e.large_gemm_ns, mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config,
                                                   target_mode, group.backward, target));
+    if (e.large_gemm_ns > 0) {
+      unused.clear();
+    } else {
+      row_of[p] = rows++;
+    }
+    HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
+        group.signature.family, group.signature.config, target_mode, target_mode, group.backward,
+        origin, target, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
+        e.large_gemm_ns > 0 ? &unused : &batch, &e.roofline_ratio));
+    HABITAT_ASSIGN_OR_RETURN(
+        e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
+                                 group.backward, target));
   }
   if (!pending.empty()) {
-    HABITAT_ASSIGN_OR_RETURN(std::vector<double> out,
-                             EvaluateInChunks(batch, pending.size(), *stop));
+    std::vector<double> out;
+    if (rows > 0) {
+      HABITAT_ASSIGN_OR_RETURN(out, EvaluateInChunks(batch, rows, *stop));
+    }
     absl::MutexLock lock(&mu_);
     // Bounded by dropping everything: signatures recur across requests in
     // bursts (the same model re-uploaded), so recency tracking buys little.
     if (memo_.size() + pending.size() > memo_entries_) memo_.clear();
     for (size_t p = 0; p < pending.size(); ++p) {
       Evaluation& e = evaluations[pending[p].target][pending[p].group][pending[p].slot];
-      e.log2_correction = out[p];
+      e.log2_correction = row_of[p] == kNoRow ? 0 : out[row_of[p]];
       if (memo_entries_ > 0) memo_.insert_or_assign(std::move(pending_keys[p]), e);
     }
   }

@@ -151,7 +151,10 @@ struct Capture {
   std::string label;  // "agent_suite/h100/resnet50_b16_fp32"
   std::string path;
   bool kineto;
-  bool bf16;  // bf16 autocast, else fp32
+  // The case's precision, from its name: "fp32" (PyTorch's defaults),
+  // "tf32" (TF32 matmuls too), "bf16" or "fp16" (autocast).
+  std::string precision;
+  bool autocast() const { return precision == "bf16" || precision == "fp16"; }
 };
 
 void PrintTo(const Capture& c, std::ostream* os) { *os << c.label; }
@@ -168,8 +171,12 @@ std::vector<Capture> ListCaptures() {
         const std::string name = file.path().filename().string();
         if (!absl::EndsWith(name, suffix)) continue;
         const std::string stem = name.substr(0, name.size() - suffix.size());
+        std::string precision = "fp32";
+        for (const char* p : {"bf16", "fp16", "tf32"}) {
+          if (absl::EndsWith(stem, absl::StrCat("_", p))) precision = p;
+        }
         out.push_back({sub + "/" + gpu.path().filename().string() + "/" + stem,
-                       file.path().string(), kineto, absl::EndsWith(stem, "_bf16")});
+                       file.path().string(), kineto, precision});
       }
     }
   };
@@ -192,7 +199,7 @@ const Trace& LoadCapture(const Capture& c) {
     if (c.kineto) {
       KinetoImportOptions options;
       options.batch_size = 1;
-      options.precision = c.bf16 ? v1::PRECISION_AMP_BF16 : v1::PRECISION_FP32;
+      options.precision = c.precision == "bf16" ? v1::PRECISION_AMP_BF16 : v1::PRECISION_FP32;
       auto imported = ImportKinetoTrace(*bytes, options);
       EXPECT_TRUE(imported.ok()) << imported.status();
       if (imported.ok()) t = *std::move(imported);
@@ -258,18 +265,18 @@ TEST(CapturesTest, AreCommitted) {
       100);
 }
 
-// The captures ran with cuBLAS TF32 off: no fp32 matmul ran a TF32 kernel,
-// and only convolutions and cuDNN's LSTM did; fp32 captures ran no half
-// kernel at all.
+// Except in the tf32 cases the captures ran with cuBLAS TF32 off: no fp32
+// matmul ran a TF32 kernel, and only convolutions and cuDNN's LSTM did;
+// captures without autocast ran no half kernel at all.
 TEST_P(CaptureTest, KernelNamesAgreeWithTheRecordedSettings) {
   for (const Operation& op : trace().operations()) {
     for (const v1::Pass* p : {&op.forward(), &op.backward()}) {
       for (const Kernel& k : p->kernels()) {
         const KernelMath m = ClassifyKernelMath(k.name());
-        if (m == KernelMath::kTf32) {
+        if (m == KernelMath::kTf32 && GetParam().precision != "tf32") {
           EXPECT_TRUE(IsCudnnFamily(op)) << op.name() << ": " << k.name();
         }
-        if (!GetParam().bf16) {
+        if (!GetParam().autocast()) {
           EXPECT_TRUE(m == KernelMath::kNone || m == KernelMath::kFp32 || m == KernelMath::kTf32)
               << op.name() << ": " << k.name();
         }
@@ -289,13 +296,14 @@ TEST_P(CaptureTest, EveryKernelVaryingOpGetsTheModeItsCaptureRan) {
     if (HasMathKernels(op)) {
       EXPECT_EQ(m.evidence, kEvidenceKernelNames);
     }
-    if (GetParam().bf16) {
+    if (GetParam().autocast()) {
       // Autocast casts cuDNN RNNs to fp16 whatever its dtype.
-      EXPECT_EQ(m.mode, IsRnn(op) ? MathMode::kFp16 : MathMode::kBf16);
+      const MathMode dtype = GetParam().precision == "bf16" ? MathMode::kBf16 : MathMode::kFp16;
+      EXPECT_EQ(m.mode, IsRnn(op) ? MathMode::kFp16 : dtype);
       continue;
     }
     if (IsMatmulFamily(op)) {
-      EXPECT_EQ(m.mode, MathMode::kFp32);
+      EXPECT_EQ(m.mode, GetParam().precision == "tf32" ? MathMode::kTf32 : MathMode::kFp32);
     }
     if (IsRnn(op)) {
       EXPECT_EQ(m.mode, MathMode::kTf32);  // cudnn.allow_tf32
@@ -319,14 +327,14 @@ TEST_P(CaptureTest, EveryKernelVaryingOpGetsTheModeItsCaptureRan) {
   const std::string& label = GetParam().label;
   // ResNet-50 and Inception v3: cuDNN picks TF32 engines for almost every
   // convolution; DCGAN's small ones include fp32 FFT/implicit-GEMM engines.
-  if (!GetParam().bf16 && absl::StrContains(label, "resnet50")) {
+  if (!GetParam().autocast() && absl::StrContains(label, "resnet50")) {
     EXPECT_EQ(fp32_convs, 0);
     EXPECT_EQ(tf32_convs, 53);
   }
-  if (!GetParam().bf16 && absl::StrContains(label, "inception_v3")) {
+  if (!GetParam().autocast() && absl::StrContains(label, "inception_v3")) {
     EXPECT_GT(tf32_convs, 90);
   }
-  if (!GetParam().bf16 && absl::StrContains(label, "dcgan")) {
+  if (!GetParam().autocast() && absl::StrContains(label, "dcgan")) {
     EXPECT_GT(fp32_convs, 0);
     EXPECT_GT(tf32_convs, 0);
   }
@@ -343,10 +351,11 @@ TEST_P(CaptureTest, InferredSettingsMatchTheCapture) {
   ASSERT_TRUE(math.has_value());
   EXPECT_EQ(math->source(), "inferred");
   ASSERT_TRUE(math->has_autocast_dtype());
-  EXPECT_EQ(math->autocast_dtype(), GetParam().bf16 ? "bf16" : "");
+  EXPECT_EQ(math->autocast_dtype(), GetParam().autocast() ? GetParam().precision : "");
   if (math->has_matmul_tf32()) {
-    EXPECT_FALSE(math->matmul_tf32());
-    EXPECT_EQ(math->float32_matmul_precision(), "highest");
+    const bool tf32 = GetParam().precision == "tf32";
+    EXPECT_EQ(math->matmul_tf32(), tf32);
+    EXPECT_EQ(math->float32_matmul_precision(), tf32 ? "high" : "highest");
   }
   if (math->has_cudnn_tf32()) {
     EXPECT_TRUE(math->cudnn_tf32());
@@ -356,7 +365,7 @@ TEST_P(CaptureTest, InferredSettingsMatchTheCapture) {
     convs = convs || (IsCudnnFamily(op) && HasMathKernels(op));
     linears = linears || (IsMatmulFamily(op) && HasMathKernels(op));
   }
-  if (!GetParam().bf16) {
+  if (!GetParam().autocast()) {
     EXPECT_EQ(math->has_cudnn_tf32(), convs);
     EXPECT_EQ(math->has_matmul_tf32(), linears);
   }
@@ -378,7 +387,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CaptureTest);
 // backward on bf16 kernels: it is a bf16 operation.
 TEST(CaptureRuleTest, HalfKernelsWinOverTf32InTheSameOp) {
   const Trace& t =
-      LoadCapture({"", kDir + "/agent_suite/h100/inception_v3_b16_bf16.trace.gz", false, true});
+      LoadCapture({"", kDir + "/agent_suite/h100/inception_v3_b16_bf16.trace.gz", false, "bf16"});
   int seen = 0;
   for (const Operation& op : t.operations()) {
     if (op.name() != "aten::conv2d" || !PassHas(op.forward(), KernelMath::kTf32)) continue;
@@ -395,7 +404,7 @@ TEST(CaptureRuleTest, HalfKernelsWinOverTf32InTheSameOp) {
 // The predictor calls the rule per operation; it must stay cheap.
 TEST(CaptureRuleTest, CostPerTrace) {
   const Trace& t =
-      LoadCapture({"", kDir + "/agent_suite/h100/resnet50_b64_fp32.trace.gz", false, false});
+      LoadCapture({"", kDir + "/agent_suite/h100/resnet50_b64_fp32.trace.gz", false, "fp32"});
   const auto start = std::chrono::steady_clock::now();
   int varying = 0;
   for (const Operation& op : t.operations()) {
