@@ -87,11 +87,17 @@ double Waves(const GemmDims& gemm, double tile, const DeviceSpec& d) {
          static_cast<double>(d.sm_count());
 }
 
+// The pass's sustained roofline on one GPU (ns), at least 1.
+double SustainedRooflineNs(const SustainedNs& times) {
+  return std::max({times.compute, times.memory, 1.0});
+}
+
 // sides() in features.py: the pass's roofline on one GPU (ns) and its
 // per-GPU features.
 double Side(const Work& work, const GemmDims& gemm, const DeviceSpec& d, MathMode mode, double* x) {
-  const auto [compute, memory] = SustainedTimes(work, d, mode);
-  const double roofline = std::max({compute, memory, 1.0});
+  const SustainedNs times = SustainedTimes(work, d, mode);
+  const auto [compute, memory] = times;
+  const double roofline = SustainedRooflineNs(times);
   size_t i = 0;
   x[i++] = std::log2(std::max(compute, 1e-3) / std::max(memory, 1e-3));
   for (double tile : kTiles) {
@@ -313,6 +319,19 @@ absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config
     return 0.0;
   }
   return compute;
+}
+
+absl::StatusOr<double> RooflineRatio(Family family, const OpConfig& config, MathMode origin_mode,
+                                     MathMode target_mode, bool backward, const DeviceSpec& origin,
+                                     const DeviceSpec& target) {
+  HABITAT_ASSIGN_OR_RETURN(const Work origin_work,
+                           ComputeWork(family, config, origin_mode, backward));
+  HABITAT_ASSIGN_OR_RETURN(const Work target_work,
+                           ComputeWork(family, config, target_mode, backward));
+  HABITAT_RETURN_IF_ERROR(CheckDevice(origin, origin_mode));
+  HABITAT_RETURN_IF_ERROR(CheckDevice(target, target_mode));
+  return SustainedRooflineNs(SustainedTimes(target_work, target, target_mode)) /
+         SustainedRooflineNs(SustainedTimes(origin_work, origin, origin_mode));
 }
 
 absl::Status AppendFeatures(Family family, const OpConfig& config, MathMode origin_mode,

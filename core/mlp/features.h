@@ -145,6 +145,15 @@ inline constexpr double kLargeGemmMinRooflineNs = 1e5;
 absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
                                            bool backward, const habitat::v1::DeviceSpec& device);
 
+// The ratio of the pass's sustained rooflines on `target` (in
+// `target_mode`) and on `origin` (in `origin_mode`), roofline_ratio() in
+// features.py; AppendFeatures gives it with the features. Errors as
+// AppendFeatures.
+absl::StatusOr<double> RooflineRatio(Family family, const OpConfig& config, MathMode origin_mode,
+                                     MathMode target_mode, bool backward,
+                                     const habitat::v1::DeviceSpec& origin,
+                                     const habitat::v1::DeviceSpec& target);
+
 // Appends the kFeatureCount features of one pass moved from `origin` (run in
 // `origin_mode`) to `target` (run in `target_mode`) to `*out`, so callers
 // build one flat batch, and sets `*roofline_ratio` (target roofline over

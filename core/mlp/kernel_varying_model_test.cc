@@ -166,6 +166,11 @@ TEST(ParityTest, FeaturesRooflineRatiosAndFloorsMatchTheTrainingSide) {
     EXPECT_TRUE(Close(computed.ratios[i], r.roofline_ratio, 1e-9))
         << r.label << " roofline ratio: C++ " << computed.ratios[i] << ", Python "
         << r.roofline_ratio;
+    auto ratio = RooflineRatio(r.family, r.config, r.origin_mode, r.target_mode, r.backward,
+                               **Devices().Get(r.origin), **Devices().Get(r.target));
+    ASSERT_TRUE(ratio.ok()) << r.label << ": " << ratio.status();
+    EXPECT_TRUE(Close(*ratio, r.roofline_ratio, 1e-9))
+        << r.label << " RooflineRatio: C++ " << *ratio << ", Python " << r.roofline_ratio;
     auto floor = FloorNs(r.family, r.config, r.target_mode, r.backward, **Devices().Get(r.target));
     ASSERT_TRUE(floor.ok()) << r.label << ": " << floor.status();
     EXPECT_TRUE(Close(*floor, r.floor_ns, 1e-9))

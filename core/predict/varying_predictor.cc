@@ -226,9 +226,8 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       }
     }
   }
-  // A large GEMM takes no correction: its features only give the ratio
-  // (into `unused`), and it has no row in the batch.
-  std::vector<float> batch, unused;
+  // A large GEMM takes no correction: it has no row in the batch.
+  std::vector<float> batch;
   batch.reserve(pending.size() * mlp::kFeatureCount);
   constexpr size_t kNoRow = ~size_t{0};
   std::vector<size_t> row_of(pending.size(), kNoRow);
@@ -256,14 +255,17 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
         e.large_gemm_ns, mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config,
                                                   target_mode, group.backward, target));
     if (e.large_gemm_ns > 0) {
-      unused.clear();
+      HABITAT_ASSIGN_OR_RETURN(
+          e.roofline_ratio,
+          mlp::RooflineRatio(group.signature.family, group.signature.config, target_mode,
+                             target_mode, group.backward, origin, target));
     } else {
       row_of[p] = rows++;
+      HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
+          group.signature.family, group.signature.config, target_mode, target_mode, group.backward,
+          origin, target, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
+          &batch, &e.roofline_ratio));
     }
-    HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
-        group.signature.family, group.signature.config, target_mode, target_mode, group.backward,
-        origin, target, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
-        e.large_gemm_ns > 0 ? &unused : &batch, &e.roofline_ratio));
     HABITAT_ASSIGN_OR_RETURN(
         e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
                                  group.backward, target));

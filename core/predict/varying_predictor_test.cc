@@ -23,6 +23,13 @@
 namespace habitat {
 namespace {
 
+// The arithmetic of the 8192^3 matmul the tests below predict, and its time
+// at a GPU's sustained throughput in a mode.
+constexpr double kMatmulFlop = 2.0 * 8192 * 8192 * 8192;
+double SustainedMatmulNs(const v1::DeviceSpec& device, MathMode mode) {
+  return kMatmulFlop / (mlp::SustainedTflops(device, mode) * 1e3);
+}
+
 class VaryingPredictorTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -215,35 +222,6 @@ TEST_F(VaryingPredictorTest, Bf16CaptureFallsBackToFp32WithoutBf16Units) {
   EXPECT_GT(on_a100.count("conv2d bf16->bf16") ? on_a100.at("conv2d bf16->bf16") : 0, 40);
 }
 
-TEST_F(VaryingPredictorTest, ImpossiblyFastOriginIsClampedToTheTargetFloor) {
-  // An 8192^3 fp32 matmul measured at 25 us: 1.1 PFLOP/s, which no GPU
-  // does. Whatever the model says, the A100 cannot beat its datasheet peak.
-  v1::Trace trace;
-  v1::Operation* op = trace.add_operations();
-  op->set_name("aten::mm");
-  for (const char* name : {"0", "1"}) {
-    v1::Argument* a = op->add_arguments();
-    a->set_name(name);
-    a->mutable_tensor()->add_shape(8192);
-    a->mutable_tensor()->add_shape(8192);
-    a->mutable_tensor()->set_dtype("float");
-  }
-  op->mutable_forward()->set_time_ns(25'000);
-  auto origin = devices_->Get("H100-SXM");
-  auto a100 = devices_->Get("A100-SXM-80GB");
-  ASSERT_TRUE(origin.ok() && a100.ok());
-  auto tables = varying_->PredictTrace(trace, **origin, {*a100});
-  ASSERT_TRUE(tables.ok()) << tables.status();
-  ASSERT_EQ((*tables)[0].size(), 1u);
-  const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
-  EXPECT_EQ(pass.origin_mode, MathMode::kFp32);  // PyTorch's cuBLAS default
-  EXPECT_EQ(pass.target_mode, MathMode::kFp32);
-  EXPECT_TRUE(pass.clamped_to_floor);
-  // 2 * 8192^3 FLOP at 19.5 TFLOP/s.
-  EXPECT_EQ(pass.floor_ns, static_cast<Nanoseconds>(std::ceil(2.0 * 8192 * 8192 * 8192 / 19.5e3)));
-  EXPECT_EQ(pass.predicted_ns, pass.floor_ns);
-}
-
 // An 8192^3 fp32 matmul (aten::mm) whose forward pass took `time_ns` on the
 // origin in one kernel: far faster than any GPU can do it.
 v1::Trace ImpossiblyFastMatmul(Nanoseconds time_ns) {
@@ -269,6 +247,27 @@ v1::Trace ImpossiblyFastMatmul(Nanoseconds time_ns) {
   kernel->set_registers_per_thread(128);
   kernel->set_duration_ns(time_ns);
   return trace;
+}
+
+TEST_F(VaryingPredictorTest, ImpossiblyFastOriginIsClampedToTheTargetFloor) {
+  // An 8192^3 fp32 matmul measured at 25 us: 1.1 PFLOP/s, which no GPU
+  // does. Whatever the model says, the A100 cannot beat its datasheet peak.
+  // No kernel recorded: the mode comes from the dtypes and PyTorch's default.
+  v1::Trace trace = ImpossiblyFastMatmul(25'000);
+  trace.mutable_operations(0)->mutable_forward()->clear_kernels();
+  auto origin = devices_->Get("H100-SXM");
+  auto a100 = devices_->Get("A100-SXM-80GB");
+  ASSERT_TRUE(origin.ok() && a100.ok());
+  auto tables = varying_->PredictTrace(trace, **origin, {*a100});
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ((*tables)[0].size(), 1u);
+  const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+  EXPECT_EQ(pass.origin_mode, MathMode::kFp32);  // PyTorch's cuBLAS default
+  EXPECT_EQ(pass.target_mode, MathMode::kFp32);
+  EXPECT_TRUE(pass.clamped_to_floor);
+  // 2 * 8192^3 FLOP at 19.5 TFLOP/s.
+  EXPECT_EQ(pass.floor_ns, static_cast<Nanoseconds>(std::ceil(kMatmulFlop / 19.5e3)));
+  EXPECT_EQ(pass.predicted_ns, pass.floor_ns);
 }
 
 bool HasWarning(const v1::DevicePrediction& prediction, absl::string_view text) {
@@ -396,8 +395,7 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRooflin
   EXPECT_TRUE(pass.large_gemm);
   EXPECT_TRUE(pass.capped_at_ceiling);
   EXPECT_FALSE(pass.clamped_to_floor);
-  const double sustained_ns =
-      2.0 * 8192 * 8192 * 8192 / (mlp::SustainedTflops(**t4, MathMode::kFp32) * 1e3);
+  const double sustained_ns = SustainedMatmulNs(**t4, MathMode::kFp32);
   EXPECT_EQ(pass.predicted_ns, std::llround(sustained_ns * varying_->model().large_gemm_ceiling()));
   auto prediction = PredictOnDevice(trace, **origin, **t4, std::nullopt, &(*tables)[0]);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
@@ -471,8 +469,7 @@ absl::StatusOr<v1::DevicePrediction> ExpectTf32GemmAtTheTypicalMultiple(
   auto origin = devices.Get("H100-SXM");
   auto target = devices.Get(target_id);
   if (!origin.ok() || !target.ok()) return absl::NotFoundError("device");
-  const double sustained_ns =
-      2.0 * 8192 * 8192 * 8192 / (mlp::SustainedTflops(**target, target_mode) * 1e3);
+  const double sustained_ns = SustainedMatmulNs(**target, target_mode);
   absl::StatusOr<v1::DevicePrediction> prediction = absl::UnknownError("not predicted");
   for (Nanoseconds origin_ns : {Nanoseconds{3'000'000}, Nanoseconds{9'000'000}}) {
     v1::Trace trace = ImpossiblyFastMatmul(origin_ns);
@@ -533,8 +530,7 @@ TEST_F(VaryingPredictorTest, WaveScaledKernelVaryingPassIsKeptAtTheFloorToo) {
   auto limit = VaryingPassLimitFor(trace, trace.operations(0), false, **origin, **a100);
   ASSERT_TRUE(limit.has_value());
   // 2 * 8192^3 FLOP at 19.5 TFLOP/s.
-  EXPECT_EQ(limit->floor_ns,
-            static_cast<Nanoseconds>(std::ceil(2.0 * 8192 * 8192 * 8192 / 19.5e3)));
+  EXPECT_EQ(limit->floor_ns, static_cast<Nanoseconds>(std::ceil(kMatmulFlop / 19.5e3)));
   auto prediction = PredictOnDevice(trace, **origin, **a100, std::nullopt, &(*tables)[0]);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
   const auto& op = prediction->operations(0);

@@ -70,11 +70,15 @@ TEST(AnalyticDramTrafficTest, PerOperatorKind) {
 }
 
 // The real shared data set, where present (it lives beside the repo).
-TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
-  const std::string dir = HABITAT_NEUSIGHT_DIR;
-  if (!std::filesystem::exists(dir + "/ops/add")) {
-    GTEST_SKIP() << dir << " not present";
+class SharedNeuSightDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(dir + "/ops/add")) GTEST_SKIP() << dir << " not present";
   }
+  const std::string dir = HABITAT_NEUSIGHT_DIR;
+};
+
+TEST_F(SharedNeuSightDataTest, LoadsAndJoinsTheRealFiles) {
   const auto db = Devices();
   std::vector<std::string> ids;
   auto rows = LoadJoined({dir}, {"add", "ln"}, db, &ids);
@@ -106,11 +110,7 @@ TEST(NeuSightDataTest, LoadsAndJoinsTheRealFiles) {
 
 // NeuSight's older GPUs and our Hopper capture joined on the configurations
 // both measured: the production direction (H100 -> older GPUs).
-TEST(NeuSightDataTest, JoinsTheHopperCaptureOnSharedConfigurations) {
-  const std::string dir = HABITAT_NEUSIGHT_DIR;
-  if (!std::filesystem::exists(dir + "/ops/add")) {
-    GTEST_SKIP() << dir << " not present";
-  }
+TEST_F(SharedNeuSightDataTest, JoinsTheHopperCaptureOnSharedConfigurations) {
   const auto db = Devices();
   std::vector<std::string> ids;
   auto rows = LoadJoined({dir, HABITAT_HOPPER_CAPTURE_DIR}, {"add", "ln"}, db, &ids);
