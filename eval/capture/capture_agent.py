@@ -470,6 +470,10 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--scratch", default="/tmp/habitat_overhead")
     args = parser.parse_args()
+    unknown = set(split_list(getattr(args, "precisions", ""))) - set(TRACKER_PRECISION)
+    if unknown:
+        parser.error(f"unknown precision(s) {', '.join(sorted(unknown))}: "
+                     f"choose from {', '.join(TRACKER_PRECISION)}")
     return {"all": cmd_all, "run": cmd_run, "merge": cmd_merge, "hostbench": cmd_hostbench,
             "overhead": cmd_overhead, "overhead-one": cmd_overhead_one}[args.cmd](args)
 

@@ -269,6 +269,10 @@ def main():
                    help=f"of {', '.join(PRECISIONS + EXTRA_PRECISIONS)}")
     args = p.parse_args()
     precisions = args.precisions.split(",")
+    unknown = set(precisions) - set(PRECISIONS + EXTRA_PRECISIONS)
+    if unknown:
+        p.error(f"unknown precision(s) {', '.join(sorted(unknown))}: "
+                f"choose from {', '.join(PRECISIONS + EXTRA_PRECISIONS)}")
     ops = args.ops.split(",")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
