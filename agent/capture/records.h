@@ -39,6 +39,12 @@ struct OpEvent {
   // called. Not in the trace; the agent's per-op re-runs use it to compute
   // the gradients the iteration computed. Empty when inputs were not recorded.
   std::vector<bool> requires_grad;
+  // The caching allocator's allocated bytes on the tracked device when the
+  // range began and ended, and its peak since the region began as it ended;
+  // -1 when not read (nested ranges, a process without CUDA).
+  int64_t allocated_bytes_before = -1;
+  int64_t allocated_bytes_after = -1;
+  int64_t peak_allocated_bytes_after = -1;
 };
 
 // One kernel launch as CUPTI reports it (CUpti_ActivityKernel10).

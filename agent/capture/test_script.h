@@ -50,6 +50,13 @@ class OpScript {
   void SetArguments(uint64_t id, std::vector<Argument> args) {
     open_[id].arguments = std::move(args);
   }
+  // The allocator readings the recorder takes around a top-level op.
+  void SetMemory(uint64_t id, int64_t before, int64_t after, int64_t peak_after) {
+    OpEvent& e = open_[id];
+    e.allocated_bytes_before = before;
+    e.allocated_bytes_after = after;
+    e.peak_allocated_bytes_after = peak_after;
+  }
 
   // A kernel running on the GPU over [start, end), launched at `launch`.
   void Kernel(const std::string& name, int64_t launch, int64_t start, int64_t end,

@@ -41,6 +41,7 @@ class Assembler {
   void LinkBackwards();
   void PlaceActivities();
   void BuildOperations(Trace* out);
+  void FillPassMemory(Trace* out) const;
   void AppendWork(const Work& w, Pass* pass);
   Kernel MakeKernel(const KernelRecord& k);
   void FillTraceLevel(Trace* out);
@@ -61,6 +62,8 @@ class Assembler {
   std::vector<int> top_level_;                    // top-level ops in the window, ordered
   std::map<int, int> node_of_;                    // backward top-level op -> node record
   std::map<int, std::vector<int>> backwards_of_;  // forward -> backward ops
+  // Top-level op -> the Operation it is part of, and whether as backward.
+  std::map<int, std::pair<uint32_t, bool>> operation_of_;
   std::vector<Placed> placed_;
   std::map<int, Work> work_;
   int orphans_ = 0;
@@ -271,15 +274,19 @@ void Assembler::BuildOperations(Trace* out) {
       b.recorded_name = node.name;
       AppendWork(WorkOf(op), &b);
       o.backward = std::move(b);
+      operation_of_[op] = {static_cast<uint32_t>(out->operations.size()), true};
       out->operations.push_back(std::move(o));
       continue;
     }
+    const uint32_t index = static_cast<uint32_t>(out->operations.size());
+    operation_of_[op] = {index, false};
     o.name = e.name;
     o.arguments = e.arguments;
     AppendWork(WorkOf(op), &o.forward);
     auto nodes = backwards_of_.find(op);
     if (nodes != backwards_of_.end()) {
       std::vector<int> order = nodes->second;
+      for (int n : order) operation_of_[n] = {index, true};
       std::sort(order.begin(), order.end(),
                 [&](int a, int b) { return ops_[a].start_ns < ops_[b].start_ns; });
       int dominant = order.front();
@@ -307,6 +314,32 @@ void Assembler::BuildOperations(Trace* out) {
       }
     }
     out->operations.push_back(std::move(o));
+  }
+}
+
+void Assembler::FillPassMemory(Trace* out) const {
+  // Without the region's memory there is nothing the passes could be read
+  // against; the trace then has no MemoryUsage at all.
+  if (!out->memory.has_value()) return;
+  out->memory->passes.clear();
+  for (int op : top_level_) {  // in start order
+    const OpEvent& e = ops_[op];
+    // Only outermost ranges are read; a range whose parent was not
+    // completed stands alone here but was nested when it ran.
+    if (e.parent_id != 0) continue;
+    if (e.allocated_bytes_before < 0 || e.allocated_bytes_after < 0 ||
+        e.peak_allocated_bytes_after < 0) {
+      continue;
+    }
+    auto it = operation_of_.find(op);
+    if (it == operation_of_.end()) continue;
+    PassMemory p;
+    p.operation = it->second.first;
+    p.backward = it->second.second;
+    p.allocated_bytes_before = e.allocated_bytes_before;
+    p.allocated_bytes_after = e.allocated_bytes_after;
+    p.peak_allocated_bytes_after = e.peak_allocated_bytes_after;
+    out->memory->passes.push_back(p);
   }
 }
 
@@ -415,6 +448,7 @@ Status Assembler::Run(Trace* out) {
   t.math = opt_.math;
   t.memory = opt_.memory;
   BuildOperations(&t);
+  FillPassMemory(&t);
   FillTraceLevel(&t);
   *out = std::move(t);
   return Status::Ok();

@@ -69,7 +69,9 @@ struct AssemblyOptions {
   std::map<uint64_t, RerunTime> rerun_times;
   // The math settings in force when tracking started, copied to the trace.
   std::optional<MathSettings> math;
-  // The memory the tracked iteration used, copied to the trace.
+  // The memory the tracked iteration used, copied to the trace; its
+  // `passes` are then filled from the top-level op events' allocator
+  // readings (OpEvent::allocated_bytes_*), in start order.
   std::optional<MemoryUsage> memory;
 };
 

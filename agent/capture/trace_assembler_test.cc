@@ -444,6 +444,140 @@ TEST(TraceAssemblerTest, RejectsInconsistentInput) {
   EXPECT_FALSE(st.ok());
 }
 
+// A forward op with a nested op, a forward op the recorder took no readings
+// around, the first one's backward node inside an engine range and an
+// unlinked AccumulateGrad, each top-level range with allocator readings.
+class PassMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(source_.Start().ok());
+    OpScript s(&source_);
+    const uint64_t linear = s.Begin("aten::linear", kFwd, W + 10, 5);
+    s.SetMemory(linear, 1000, 1500, 1600);
+    // Nested: not a pass of its own, whatever it carries.
+    const uint64_t addmm = s.Begin("aten::addmm", kFwd, W + 11, 5);
+    s.SetMemory(addmm, 1100, 1400, 1600);
+    s.Kernel("gemm", W + 12, W + 100, W + 200);
+    s.End(kFwd, W + 13);
+    s.End(kFwd, W + 14);
+
+    s.Begin("aten::add", kFwd, W + 20);  // no readings
+    s.Kernel("add", W + 21, W + 200, W + 250);
+    s.End(kFwd, W + 22);
+
+    const uint64_t engine =
+        s.Begin("autograd::engine::evaluate_function: AddmmBackward0", kBwd, W + 300);
+    s.SetMemory(engine, 1500, 1300, 2100);
+    const uint64_t node = s.Begin("AddmmBackward0", kBwd, W + 301, 5, true, kFwd);
+    s.SetMemory(node, 1, 2, 3);
+    s.Kernel("gemm_bwd", W + 302, W + 400, W + 500);
+    s.End(kBwd, W + 303);
+    s.End(kBwd, W + 304);
+
+    const uint64_t acc = s.Begin(
+        "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", kBwd, W + 600);
+    s.SetMemory(acc, 1300, 1300, 2100);
+    s.Begin("torch::autograd::AccumulateGrad", kBwd, W + 601, -1, true, kFwd);
+    s.Kernel("accum", W + 602, W + 700, W + 750);
+    s.End(kBwd, W + 603);
+    s.End(kBwd, W + 604);
+
+    ops_ = s.ops();
+    ASSERT_TRUE(source_.Stop(&records_).ok());
+    options_ = Window(W, W + 1000);
+    options_.memory = MemoryUsage{};
+    options_.memory->allocated_bytes_at_start = 1000;
+    options_.memory->peak_allocated_bytes = 2100;
+    options_.memory->source = "recorded";
+  }
+
+  Trace Assemble(const std::vector<OpEvent>& ops, const AssemblyOptions& o) {
+    Trace t;
+    const Status st = AssembleTrace(ops, records_, o, &t);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return t;
+  }
+
+  FakeKernelSource source_;
+  std::vector<OpEvent> ops_;
+  ActivityRecords records_;
+  AssemblyOptions options_;
+};
+
+void ExpectPass(const PassMemory& p, uint32_t operation, bool backward, int64_t before,
+                int64_t after, int64_t peak) {
+  EXPECT_EQ(p.operation, operation);
+  EXPECT_EQ(p.backward, backward);
+  EXPECT_EQ(p.allocated_bytes_before, before);
+  EXPECT_EQ(p.allocated_bytes_after, after);
+  EXPECT_EQ(p.peak_allocated_bytes_after, peak);
+}
+
+TEST_F(PassMemoryTest, OneEntryPerReadTopLevelRangeInStartOrder) {
+  const Trace t = Assemble(ops_, options_);
+  ASSERT_EQ(t.operations.size(), 3u);
+  EXPECT_EQ(t.operations[0].name, "aten::linear");
+  EXPECT_EQ(t.operations[1].name, "aten::add");
+  EXPECT_EQ(t.operations[2].name, "torch::autograd::AccumulateGrad");
+  ASSERT_TRUE(t.memory.has_value());
+  EXPECT_EQ(t.memory->allocated_bytes_at_start, 1000);  // the options' fields stay
+  EXPECT_EQ(t.memory->source, "recorded");
+  ASSERT_EQ(t.memory->passes.size(), 3u);
+  {
+    SCOPED_TRACE("aten::linear forward");
+    ExpectPass(t.memory->passes[0], 0, false, 1000, 1500, 1600);
+  }
+  {
+    SCOPED_TRACE("AddmmBackward0, linked into aten::linear");
+    ExpectPass(t.memory->passes[1], 0, true, 1500, 1300, 2100);
+  }
+  {
+    SCOPED_TRACE("AccumulateGrad, an operation of its own");
+    ExpectPass(t.memory->passes[2], 2, true, 1300, 1300, 2100);
+  }
+
+  // The order is the ranges' start, not the order events are handed over.
+  const std::vector<OpEvent> reversed(ops_.rbegin(), ops_.rend());
+  const Trace r = Assemble(reversed, options_);
+  ASSERT_TRUE(r.memory.has_value());
+  ASSERT_EQ(r.memory->passes.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const PassMemory& a = t.memory->passes[i];
+    ExpectPass(r.memory->passes[i], a.operation, a.backward, a.allocated_bytes_before,
+               a.allocated_bytes_after, a.peak_allocated_bytes_after);
+  }
+}
+
+TEST_F(PassMemoryTest, RangesWithoutAllReadingsAreSkipped) {
+  for (OpEvent& e : ops_) {
+    // The backward range lost its peak: skipped like aten::add, which has
+    // none at all.
+    if (e.name == "autograd::engine::evaluate_function: AddmmBackward0") {
+      e.peak_allocated_bytes_after = -1;
+    }
+  }
+  const Trace t = Assemble(ops_, options_);
+  ASSERT_TRUE(t.memory.has_value());
+  ASSERT_EQ(t.memory->passes.size(), 2u);
+  ExpectPass(t.memory->passes[0], 0, false, 1000, 1500, 1600);
+  ExpectPass(t.memory->passes[1], 2, true, 1300, 1300, 2100);
+
+  for (OpEvent& e : ops_) {
+    e.allocated_bytes_before = e.allocated_bytes_after = e.peak_allocated_bytes_after = -1;
+  }
+  const Trace none = Assemble(ops_, options_);
+  ASSERT_TRUE(none.memory.has_value());  // the region's memory all the same
+  EXPECT_TRUE(none.memory->passes.empty());
+}
+
+TEST_F(PassMemoryTest, NoMemoryUsageWithoutTheRegionsMemory) {
+  options_.memory.reset();
+  const Trace t = Assemble(ops_, options_);
+  EXPECT_EQ(t.operations.size(), 3u);
+  EXPECT_FALSE(t.memory.has_value());
+}
+
 TEST(UnionLengthTest, MergesOverlapsAndTouchingIntervals) {
   EXPECT_EQ(UnionLength({}), 0);
   EXPECT_EQ(UnionLength({{0, 10}}), 10);

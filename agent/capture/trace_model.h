@@ -154,6 +154,17 @@ struct MathSettings {
   std::string source;
 };
 
+// habitat.v1.PassMemory: the allocator around one outermost recorded range
+// (a forward, or one autograd node of a backward), in bytes.
+struct PassMemory {
+  uint32_t operation = 0;  // index into Trace::operations
+  bool backward = false;
+  int64_t allocated_bytes_before = 0;
+  int64_t allocated_bytes_after = 0;
+  // The region's peak allocated so far, read when the range ended.
+  int64_t peak_allocated_bytes_after = 0;
+};
+
 // habitat.v1.MemoryUsage, in bytes. The optional fields have presence on
 // the wire, as in MathSettings: set ones are written even when 0.
 struct MemoryUsage {
@@ -161,6 +172,8 @@ struct MemoryUsage {
   std::optional<int64_t> peak_allocated_bytes;
   std::optional<int64_t> peak_reserved_bytes;
   std::string source;
+  // In the order the ranges began; empty when not recorded.
+  std::vector<PassMemory> passes;
 };
 
 struct Trace {

@@ -215,6 +215,15 @@ Writer WriteMemoryUsage(const MemoryUsage& m) {
   optional(2, m.peak_allocated_bytes);
   optional(3, m.peak_reserved_bytes);
   w.String(5, m.source);
+  for (const PassMemory& p : m.passes) {
+    Writer e;
+    e.U64(1, p.operation);
+    e.Bool(2, p.backward);
+    e.I64(3, p.allocated_bytes_before);
+    e.I64(4, p.allocated_bytes_after);
+    e.I64(5, p.peak_allocated_bytes_after);
+    w.Message(6, e);
+  }
   return w;
 }
 

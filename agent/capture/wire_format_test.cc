@@ -152,6 +152,12 @@ Trace FullTrace() {
   memory.peak_allocated_bytes = int64_t{70} << 30;
   memory.peak_reserved_bytes = std::numeric_limits<int64_t>::max();
   memory.source = "recorded";
+  memory.passes = {
+      {0, false, int64_t{12} << 30, (int64_t{12} << 30) + 4096, int64_t{13} << 30},
+      {0, true, 0, 0, 0},  // backward with every byte count 0: only field 2
+      {2, false, 512, 512, std::numeric_limits<int64_t>::max()},
+      {4000000000u, true, 1, 0, 1},
+  };
   t.memory = memory;
   return t;
 }
@@ -317,6 +323,32 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   EXPECT_EQ(t.memory().peak_allocated_bytes(), int64_t{70} << 30);
   EXPECT_EQ(t.memory().peak_reserved_bytes(), std::numeric_limits<int64_t>::max());
   EXPECT_EQ(t.memory().source(), "recorded");
+  ASSERT_EQ(t.memory().passes_size(), 4);
+  const pb::PassMemory& forward = t.memory().passes(0);
+  EXPECT_EQ(forward.operation(), 0u);
+  EXPECT_FALSE(forward.backward());
+  EXPECT_EQ(forward.allocated_bytes_before(), int64_t{12} << 30);
+  EXPECT_EQ(forward.allocated_bytes_after(), (int64_t{12} << 30) + 4096);
+  EXPECT_EQ(forward.peak_allocated_bytes_after(), int64_t{13} << 30);
+  const pb::PassMemory& zero = t.memory().passes(1);
+  EXPECT_EQ(zero.operation(), 0u);
+  EXPECT_TRUE(zero.backward());
+  EXPECT_EQ(zero.allocated_bytes_before(), 0);
+  EXPECT_EQ(zero.allocated_bytes_after(), 0);
+  EXPECT_EQ(zero.peak_allocated_bytes_after(), 0);
+  EXPECT_EQ(zero.ByteSizeLong(), 2u);  // proto3 defaults are not written
+  const pb::PassMemory& kept = t.memory().passes(2);
+  EXPECT_EQ(kept.operation(), 2u);
+  EXPECT_FALSE(kept.backward());
+  EXPECT_EQ(kept.allocated_bytes_before(), 512);
+  EXPECT_EQ(kept.allocated_bytes_after(), 512);
+  EXPECT_EQ(kept.peak_allocated_bytes_after(), std::numeric_limits<int64_t>::max());
+  const pb::PassMemory& last = t.memory().passes(3);
+  EXPECT_EQ(last.operation(), 4000000000u);
+  EXPECT_TRUE(last.backward());
+  EXPECT_EQ(last.allocated_bytes_before(), 1);
+  EXPECT_EQ(last.allocated_bytes_after(), 0);
+  EXPECT_EQ(last.peak_allocated_bytes_after(), 1);
 }
 
 TEST(WireFormatTest, MathSettingsPresenceFollowsTheModel) {
@@ -409,10 +441,12 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   FakeKernelSource source;
   ASSERT_TRUE(source.Start().ok());
   OpScript s(&source);
-  s.Begin("aten::relu", 1, 110, 3);
+  const uint64_t relu = s.Begin("aten::relu", 1, 110, 3);
+  s.SetMemory(relu, 1000, 3000, 3000);
   s.Kernel("relu", 120, 200, 300);
   s.End(1, 130);
-  s.Begin("ReluBackward0", 2, 400, 3, true, 1);
+  const uint64_t node = s.Begin("ReluBackward0", 2, 400, 3, true, 1);
+  s.SetMemory(node, 3000, 2000, 5000);
   s.Kernel("relu_bwd", 410, 500, 650);
   s.End(2, 420);
   ActivityRecords records;
@@ -423,7 +457,7 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   o.batch_size = 2;
   o.origin.name = "gpu";
   o.math = MathSettings{true, true, "high", "bf16", "recorded"};
-  o.memory = MemoryUsage{1000, 5000, 8192, "recorded"};
+  o.memory = MemoryUsage{1000, 5000, 8192, "recorded", {}};
   Trace trace;
   ASSERT_TRUE(AssembleTrace(s.ops(), records, o, &trace).ok());
   pb::Trace parsed;
@@ -447,6 +481,17 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   EXPECT_EQ(parsed.memory().peak_allocated_bytes(), 5000);
   EXPECT_EQ(parsed.memory().peak_reserved_bytes(), 8192);
   EXPECT_EQ(parsed.memory().source(), "recorded");
+  ASSERT_EQ(parsed.memory().passes_size(), 2);
+  EXPECT_EQ(parsed.memory().passes(0).operation(), 0u);
+  EXPECT_FALSE(parsed.memory().passes(0).backward());
+  EXPECT_EQ(parsed.memory().passes(0).allocated_bytes_before(), 1000);
+  EXPECT_EQ(parsed.memory().passes(0).allocated_bytes_after(), 3000);
+  EXPECT_EQ(parsed.memory().passes(0).peak_allocated_bytes_after(), 3000);
+  EXPECT_EQ(parsed.memory().passes(1).operation(), 0u);
+  EXPECT_TRUE(parsed.memory().passes(1).backward());
+  EXPECT_EQ(parsed.memory().passes(1).allocated_bytes_before(), 3000);
+  EXPECT_EQ(parsed.memory().passes(1).allocated_bytes_after(), 2000);
+  EXPECT_EQ(parsed.memory().passes(1).peak_allocated_bytes_after(), 5000);
 }
 
 }  // namespace

@@ -225,7 +225,10 @@ class PyTracker {
     tracker_ = std::make_unique<Tracker>(std::move(s), options);
   }
 
-  void Start() { ThrowIfError(tracker_->Start()); }
+  void Start(int memory_device) {
+    tracker_->SetMemoryDevice(memory_device);
+    ThrowIfError(tracker_->Start());
+  }
 
   std::vector<std::string> Stop() {
     std::vector<std::string> warnings;
@@ -477,7 +480,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<PyTracker>(m, "Tracker")
       .def(py::init<const std::string&, bool>(), py::arg("source") = "cupti",
            py::arg("record_inputs") = true)
-      .def("start", &PyTracker::Start)
+      .def("start", &PyTracker::Start, py::arg("memory_device") = -1)
       .def("stop", &PyTracker::Stop)
       .def("assemble", &PyTracker::Assemble, py::arg("info"))
       .def("ops", &PyTracker::Ops)

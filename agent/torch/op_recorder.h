@@ -38,6 +38,9 @@ class OpRecorder {
     size_t max_arguments = 256;
     // The device whose torch.autocast state is noted per top-level op.
     c10::DeviceType autocast_device = c10::DeviceType::CUDA;
+    // The CUDA device whose caching allocator is read around each
+    // top-level range (OpEvent::allocated_bytes_*); -1: none.
+    int memory_device = -1;
   };
 
   // Top-level forward ops of the last region that started with autocast
@@ -55,6 +58,9 @@ class OpRecorder {
 
   OpRecorder(const OpRecorder&) = delete;
   OpRecorder& operator=(const OpRecorder&) = delete;
+
+  // The CUDA device whose allocator the next Start() reads (-1: none).
+  void SetMemoryDevice(int device);
 
   Status Start();
   // Stops recording and moves the completed op events out (in completion

@@ -25,6 +25,10 @@ class Tracker {
  public:
   Tracker(std::shared_ptr<KernelSource> source, OpRecorder::Options options);
 
+  // The CUDA device whose caching allocator is read around each top-level
+  // range of the next region (-1: none, e.g. without CUDA).
+  void SetMemoryDevice(int device) { recorder_.SetMemoryDevice(device); }
+
   Status Start();
   // Ends the region. Non-fatal problems (callback errors, dropped records)
   // are returned in `warnings`; an error status means nothing was captured.

@@ -130,6 +130,7 @@ class Converter {
   void FillKernel(const Placed& p, Kernel* k) const;
   void FillTraceLevel(Trace* out) const;
   std::optional<habitat::v1::MemoryUsage> MemoryInWindow(int64_t device) const;
+  void AddPassMemory(int64_t device, habitat::v1::MemoryUsage* memory) const;
 
   Nanoseconds Rel(Nanoseconds t) const { return t - window_.start; }
 
@@ -145,6 +146,9 @@ class Converter {
   std::map<int, std::vector<int>> backwards_of_;  // forward -> nodes
   std::map<int, int64_t> node_sequence_;          // backward root -> seq
   std::map<int, int> node_record_;                // backward root -> record
+  // Top-level op -> the operation it became part of, and whether as (part
+  // of) its backward pass.
+  std::map<int, std::pair<int, bool>> pass_of_;
   int external_id_fallbacks_ = 0;
 };
 
@@ -303,6 +307,8 @@ absl::Status Converter::BuildOperations(Trace* out) {
     const HostEvent& e = trace_.host[op];
     const bool backward_node = IsBackwardNode(e);
     if (backward_node && linked.count(op) > 0) continue;  // in its forward
+    const int index = out->operations_size();
+    pass_of_[op] = {index, backward_node};
     Operation* o = out->add_operations();
     o->set_cpu_start_ns(Rel(e.start));
     o->set_cpu_duration_ns(e.duration);
@@ -334,6 +340,7 @@ absl::Status Converter::BuildOperations(Trace* out) {
     // One backward pass for all nodes the op created, in execution order,
     // named after the node with the most GPU time.
     std::vector<int> order = nodes->second;
+    for (int n : order) pass_of_[n] = {index, true};
     std::sort(order.begin(), order.end(),
               [&](int a, int b) { return trace_.host[a].start < trace_.host[b].start; });
     Pass* b = o->mutable_backward();
@@ -450,6 +457,53 @@ std::optional<habitat::v1::MemoryUsage> Converter::MemoryInWindow(int64_t device
   return out;
 }
 
+// MemoryUsage.passes from the same events: for every top-level op that
+// became (part of) an operation, in start order, the total allocated after
+// the last event before it began and after the last one before it ended,
+// and the running maximum by then. Nothing without a start to begin from.
+void Converter::AddPassMemory(int64_t device, habitat::v1::MemoryUsage* memory) const {
+  if (!memory->has_allocated_bytes_at_start()) return;
+  std::vector<const kineto::MemoryEvent*> events;
+  for (const kineto::MemoryEvent& m : trace_.memory) {
+    if (m.device_type != kineto::kCudaDeviceType || !window_.Contains(m.time)) continue;
+    if ((device >= 0 && m.device_id != device) || m.total_allocated < 0) continue;
+    events.push_back(&m);
+  }
+  std::sort(events.begin(), events.end(), [](const auto* a, const auto* b) {
+    return std::pair(a->time, a->index) < std::pair(b->time, b->index);
+  });
+  const int64_t start = memory->allocated_bytes_at_start();
+  std::vector<int64_t> running_peak(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    running_peak[i] = std::max(i == 0 ? start : running_peak[i - 1], events[i]->total_allocated);
+  }
+  // The number of events before `t` (at or before it when `inclusive`).
+  auto count_before = [&](Nanoseconds t, bool inclusive) {
+    auto it = inclusive
+                  ? std::upper_bound(events.begin(), events.end(), t,
+                                     [](Nanoseconds v, const auto* m) { return v < m->time; })
+                  : std::lower_bound(events.begin(), events.end(), t,
+                                     [](const auto* m, Nanoseconds v) { return m->time < v; });
+    return static_cast<size_t>(it - events.begin());
+  };
+  auto total_after = [&](size_t count) {
+    return count == 0 ? start : events[count - 1]->total_allocated;
+  };
+  for (int op : top_level_) {
+    auto pass = pass_of_.find(op);
+    if (pass == pass_of_.end()) continue;
+    const HostEvent& e = trace_.host[op];
+    const size_t before = count_before(e.start, false);
+    const size_t after = count_before(e.start + e.duration, true);
+    habitat::v1::PassMemory* m = memory->add_passes();
+    m->set_operation(static_cast<uint32_t>(pass->second.first));
+    m->set_backward(pass->second.second);
+    m->set_allocated_bytes_before(total_after(before));
+    m->set_allocated_bytes_after(total_after(after));
+    m->set_peak_allocated_bytes_after(after == 0 ? start : running_peak[after - 1]);
+  }
+}
+
 absl::StatusOr<Trace> Converter::Run() {
   if (trace_.device.empty()) {
     return absl::InvalidArgumentError(
@@ -493,7 +547,10 @@ absl::StatusOr<Trace> Converter::Run() {
   out.set_iteration_wall_ns(options_.iteration_wall_ns.value_or(window_.end - window_.start));
   // A profile records no TF32 or autocast settings; the kernels show them.
   if (auto math = InferMathSettings(out)) *out.mutable_math() = *std::move(math);
-  if (auto memory = MemoryInWindow(device)) *out.mutable_memory() = *std::move(memory);
+  if (auto memory = MemoryInWindow(device)) {
+    AddPassMemory(device, &*memory);
+    *out.mutable_memory() = *std::move(memory);
+  }
   return out;
 }
 

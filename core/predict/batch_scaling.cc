@@ -19,10 +19,9 @@ namespace {
 using Shape = std::vector<int64_t>;
 using ShapeField = google::protobuf::RepeatedField<int64_t>;
 
-// AccumulateGrad receives each parameter (and its gradient): a tensor of
-// such a shape is a weight, not an activation, even when its first
-// dimension happens to be a multiple of the batch.
-absl::flat_hash_set<Shape> ParameterShapes(const v1::Trace& trace) {
+}  // namespace
+
+absl::flat_hash_set<std::vector<int64_t>> ParameterShapes(const v1::Trace& trace) {
   absl::flat_hash_set<Shape> shapes;
   for (const v1::Operation& op : trace.operations()) {
     if (!IsAccumulateGrad(op)) continue;
@@ -33,6 +32,8 @@ absl::flat_hash_set<Shape> ParameterShapes(const v1::Trace& trace) {
   }
   return shapes;
 }
+
+namespace {
 
 // Work whose size follows the parameters, not the batch.
 bool IsParameterSized(const v1::Operation& op) {
@@ -67,34 +68,51 @@ absl::Status Rescale(ShapeField* shape, int d, int64_t batch, int64_t target,
   return absl::OkStatus();
 }
 
-// Gives the operation's batch-carrying inputs (tensors, or the size list of
-// a factory operation) the target batch; says how its device work scales.
+// How the operation's device work scales with the batch: with it when a
+// tensor input carries it (or, for a factory operation such as randn or
+// zeros, its size list does), fixed when it is parameter-sized or its
+// tensors do not, unknown when it has no tensors to tell.
+OpScaling Classify(const v1::Operation& op, int64_t batch,
+                   const absl::flat_hash_set<Shape>& parameters) {
+  if (IsParameterSized(op)) return OpScaling::kFixed;
+  bool any_tensor = false;
+  for (const v1::Argument& arg : op.arguments()) {
+    if (!arg.has_tensor()) continue;
+    any_tensor = true;
+    if (BatchDimension(arg.tensor().shape(), batch, parameters) >= 0) return OpScaling::kScaled;
+  }
+  if (any_tensor) return OpScaling::kFixed;
+  for (const v1::Argument& arg : op.arguments()) {
+    if (!arg.has_integers() || arg.integers().values().empty()) continue;
+    if (BatchDimension(arg.integers().values(), batch, parameters) == 0) return OpScaling::kScaled;
+  }
+  return OpScaling::kUnknown;
+}
+
+// Gives the operation's batch-carrying inputs (Classify's) the target
+// batch; returns how its device work scales.
 absl::StatusOr<OpScaling> ScaleInputs(v1::Operation* op, int64_t batch, int64_t target,
                                       const absl::flat_hash_set<Shape>& parameters) {
-  if (IsParameterSized(*op)) return OpScaling::kFixed;
+  const OpScaling scaling = Classify(*op, batch, parameters);
+  if (scaling != OpScaling::kScaled) return scaling;
   bool any_tensor = false;
-  bool carries_batch = false;
   for (v1::Argument& arg : *op->mutable_arguments()) {
     if (!arg.has_tensor()) continue;
     any_tensor = true;
     ShapeField* shape = arg.mutable_tensor()->mutable_shape();
     const int d = BatchDimension(*shape, batch, parameters);
-    if (d < 0) continue;
-    carries_batch = true;
-    HABITAT_RETURN_IF_ERROR(Rescale(shape, d, batch, target, op->name()));
+    if (d >= 0) HABITAT_RETURN_IF_ERROR(Rescale(shape, d, batch, target, op->name()));
   }
-  if (carries_batch) return OpScaling::kScaled;
-  if (any_tensor) return OpScaling::kFixed;
-  // Factory operations (randn, zeros, ...) take a size list instead.
+  if (any_tensor) return scaling;
   for (v1::Argument& arg : *op->mutable_arguments()) {
     if (!arg.has_integers() || arg.integers().values().empty()) continue;
     ShapeField* sizes = arg.mutable_integers()->mutable_values();
     if (BatchDimension(*sizes, batch, parameters) == 0) {
       HABITAT_RETURN_IF_ERROR(Rescale(sizes, 0, batch, target, op->name()));
-      return OpScaling::kScaled;
+      return scaling;
     }
   }
-  return OpScaling::kUnknown;
+  return scaling;
 }
 
 Nanoseconds ScaleDuration(Nanoseconds t, double ratio, Nanoseconds fixed) {
@@ -198,6 +216,17 @@ absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint3
         std::max(out.trace.iteration_gpu_busy_ns(), trace.iteration_wall_ns() + busy_change));
   }
   return out;
+}
+
+std::vector<bool> BatchCarryingOperations(const v1::Trace& trace) {
+  std::vector<bool> carrying(trace.operations_size(), false);
+  if (trace.batch_size() == 0) return carrying;
+  const absl::flat_hash_set<Shape> parameters = ParameterShapes(trace);
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    carrying[i] =
+        Classify(trace.operations(i), trace.batch_size(), parameters) == OpScaling::kScaled;
+  }
+  return carrying;
 }
 
 void MarkBatchScaled(const BatchScaledTrace& scaled, v1::DevicePrediction* prediction) {

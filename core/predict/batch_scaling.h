@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "habitat/v1/trace.pb.h"
@@ -52,6 +53,17 @@ struct BatchScaledTrace {
 // 0 or more than kMaxBatchScale times larger or smaller.
 absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const habitat::v1::Trace& trace,
                                                    uint32_t batch_size);
+
+// The shapes of the trace's parameters: what AccumulateGrad receives. A
+// tensor of such a shape is a weight, not an activation, even when its
+// first dimension happens to be a multiple of the batch.
+absl::flat_hash_set<std::vector<int64_t>> ParameterShapes(const habitat::v1::Trace& trace);
+
+// Per operation of `trace`, whether its work carries the batch (what
+// ScaleTraceToBatch scales); false for parameter-sized work (AccumulateGrad,
+// the optimizer), operations whose tensors have no batch dimension and ones
+// with no tensors to tell. All false when the trace records no batch size.
+std::vector<bool> BatchCarryingOperations(const habitat::v1::Trace& trace);
 
 // Expected absolute error the scaling adds, percent, for a ratio `r` (the
 // study's H100 MAPE: 4.2 at 1/2, 4.5 at 2, 8.1 at 4; about 4.5 per doubling

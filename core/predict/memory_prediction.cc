@@ -33,6 +33,14 @@ std::optional<MemoryModel> MemoryModelFor(const v1::Trace& trace, std::string* w
   // freed during the iteration) leaves nothing that grows with the batch.
   model.traced_peak_bytes = std::max(memory.peak_allocated_bytes(), model.start_bytes);
   model.traced_batch = trace.batch_size();
+  if (std::optional<std::vector<MemoryPoint>> candidates = PeakCandidates(trace)) {
+    model.candidates = *std::move(candidates);
+    model.per_pass = true;
+    model.error_percent_per_doubling = kPerPassMemoryErrorPercentPerDoubling;
+  } else {
+    model.candidates = {
+        MemoryPoint{0, static_cast<double>(model.traced_peak_bytes - model.start_bytes)}};
+  }
   return model;
 }
 
@@ -42,14 +50,19 @@ double BatchRatio(const MemoryModel& model, uint32_t batch) {
   return static_cast<double>(batch) / static_cast<double>(model.traced_batch);
 }
 
-// The part of the peak that grows with the batch, at `batch`.
-double ActivationBytes(const MemoryModel& model, uint32_t batch) {
-  return static_cast<double>(model.traced_peak_bytes - model.start_bytes) *
-         BatchRatio(model, batch);
+// The peak above the start at `batch`, its batch-dependent parts times
+// `headroom`.
+double PeakAboveStart(const MemoryModel& model, uint32_t batch, double headroom) {
+  const double ratio = BatchRatio(model, batch);
+  double peak = 0;
+  for (const MemoryPoint& p : model.candidates) {
+    peak = std::max(peak, p.fixed_bytes + p.batch_bytes * ratio * headroom);
+  }
+  return peak;
 }
 
-double ErrorPercentAtRatio(double ratio) {
-  return kMemoryErrorPercentPerDoubling * std::abs(std::log2(ratio));
+double ErrorPercentAt(const MemoryModel& model, uint32_t batch) {
+  return model.error_percent_per_doubling * std::abs(std::log2(BatchRatio(model, batch)));
 }
 
 int64_t SaturatingBytes(double bytes) {
@@ -60,11 +73,11 @@ int64_t SaturatingBytes(double bytes) {
 }  // namespace
 
 int64_t PredictPeakBytes(const MemoryModel& model, uint32_t batch) {
-  return SaturatingBytes(static_cast<double>(model.start_bytes) + ActivationBytes(model, batch));
+  return SaturatingBytes(static_cast<double>(model.start_bytes) + PeakAboveStart(model, batch, 1));
 }
 
 double MemoryErrorPercent(const MemoryModel& model, uint32_t batch) {
-  return ErrorPercentAtRatio(BatchRatio(model, batch));
+  return ErrorPercentAt(model, batch);
 }
 
 int64_t UsableMemoryBytes(const v1::DeviceSpec& device) {
@@ -75,9 +88,8 @@ int64_t UsableMemoryBytes(const v1::DeviceSpec& device) {
 }
 
 bool FitsMemory(const MemoryModel& model, uint32_t batch, int64_t usable) {
-  const double headroom =
-      1.0 + kMemoryFitHeadroomErrors * ErrorPercentAtRatio(BatchRatio(model, batch)) / 100.0;
-  return static_cast<double>(model.start_bytes) + ActivationBytes(model, batch) * headroom <=
+  const double headroom = 1.0 + kMemoryFitHeadroomErrors * ErrorPercentAt(model, batch) / 100.0;
+  return static_cast<double>(model.start_bytes) + PeakAboveStart(model, batch, headroom) <=
          static_cast<double>(usable);
 }
 

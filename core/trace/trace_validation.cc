@@ -266,8 +266,35 @@ absl::Status CheckMath(const habitat::v1::MathSettings& math, const TraceLimits&
   return CheckSource("math.source", math.source(), limits);
 }
 
-// MemoryUsage: byte counts are never negative; `source` as MathSettings'.
-absl::Status CheckMemory(const habitat::v1::MemoryUsage& memory, const TraceLimits& limits) {
+// One PassMemory: names an operation of the trace (and a backward pass only
+// where it has one); byte counts are never negative.
+absl::Status CheckPassMemory(int index, const habitat::v1::PassMemory& pass, const Trace& trace) {
+  const std::string field = absl::StrCat("memory.passes[", index, "]");
+  if (pass.operation() >= static_cast<uint32_t>(trace.operations_size())) {
+    return Invalid(field + ".operation",
+                   absl::StrCat("is ", pass.operation(), " but the trace has ",
+                                trace.operations_size(), " operations"));
+  }
+  if (pass.backward() && !trace.operations(pass.operation()).has_backward()) {
+    return Invalid(field + ".backward",
+                   absl::StrCat("is set but operations[", pass.operation(), "] has no backward"));
+  }
+  const std::pair<const char*, int64_t> bytes[] = {
+      {".allocated_bytes_before", pass.allocated_bytes_before()},
+      {".allocated_bytes_after", pass.allocated_bytes_after()},
+      {".peak_allocated_bytes_after", pass.peak_allocated_bytes_after()},
+  };
+  for (const auto& [name, value] : bytes) {
+    if (value < 0) return Invalid(field + name, absl::StrCat("must be >= 0 (got ", value, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// MemoryUsage: byte counts are never negative; `source` as MathSettings'; at
+// most kPassMemoryPerOperation records per operation (a forward, and one per
+// autograd node of its backward: a few for a layer like linear).
+absl::Status CheckMemory(const Trace& trace, const TraceLimits& limits) {
+  const habitat::v1::MemoryUsage& memory = trace.memory();
   const std::pair<const char*, int64_t> bytes[] = {
       {"memory.allocated_bytes_at_start", memory.allocated_bytes_at_start()},
       {"memory.peak_allocated_bytes", memory.peak_allocated_bytes()},
@@ -275,6 +302,16 @@ absl::Status CheckMemory(const habitat::v1::MemoryUsage& memory, const TraceLimi
   };
   for (const auto& [field, value] : bytes) {
     if (value < 0) return Invalid(field, absl::StrCat("must be >= 0 (got ", value, ")"));
+  }
+  constexpr int64_t kPassMemoryPerOperation = 8;
+  if (memory.passes_size() > kPassMemoryPerOperation * int64_t{trace.operations_size()}) {
+    return Invalid(
+        "memory.passes",
+        absl::StrCat("has ", memory.passes_size(), " entries for ", trace.operations_size(),
+                     " operations; the limit is ", kPassMemoryPerOperation, " per operation"));
+  }
+  for (int i = 0; i < memory.passes_size(); ++i) {
+    HABITAT_RETURN_IF_ERROR(CheckPassMemory(i, memory.passes(i), trace));
   }
   return CheckSource("memory.source", memory.source(), limits);
 }
@@ -393,7 +430,7 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
         CheckDuration(field + ".cpu_duration_ns", trace.host_events(i).cpu_duration_ns(), limits));
   }
   if (trace.has_math()) HABITAT_RETURN_IF_ERROR(CheckMath(trace.math(), limits));
-  if (trace.has_memory()) HABITAT_RETURN_IF_ERROR(CheckMemory(trace.memory(), limits));
+  if (trace.has_memory()) HABITAT_RETURN_IF_ERROR(CheckMemory(trace, limits));
   HABITAT_RETURN_IF_ERROR(CheckMetadata(trace, limits));
   return CheckTotalGpuTime(trace, limits);
 }

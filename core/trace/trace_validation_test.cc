@@ -146,6 +146,31 @@ TEST(TraceValidationTest, MemoryUsageIsNeverNegative) {
   ExpectInvalid(trace, "memory.source");
 }
 
+TEST(TraceValidationTest, PassMemoryNamesAPassOfTheTraceAndIsNeverNegative) {
+  v1::Trace trace = OneKernelTrace();
+  v1::MemoryUsage* memory = trace.mutable_memory();
+  memory->set_allocated_bytes_at_start(100);
+  memory->set_peak_allocated_bytes(300);
+  v1::PassMemory* pass = memory->add_passes();
+  pass->set_operation(0);
+  pass->set_allocated_bytes_before(100);
+  pass->set_allocated_bytes_after(200);
+  pass->set_peak_allocated_bytes_after(300);
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  pass->set_operation(trace.operations_size());
+  ExpectInvalid(trace, "memory.passes[0].operation");
+  pass->set_operation(0);
+  trace.mutable_operations(0)->clear_backward();
+  pass->set_backward(true);
+  ExpectInvalid(trace, "memory.passes[0].backward");
+  pass->set_backward(false);
+  pass->set_allocated_bytes_after(-1);
+  ExpectInvalid(trace, "memory.passes[0].allocated_bytes_after");
+  pass->set_allocated_bytes_after(200);
+  for (int i = 0; i < 8; ++i) *memory->add_passes() = *pass;
+  ExpectInvalid(trace, "memory.passes");
+}
+
 // Every repeated field counts against a limit: 3,000,000 memory activities,
 // host events or metadata entries used to be accepted, and unattributed
 // kernels did not count toward max_total_kernels.

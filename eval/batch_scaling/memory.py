@@ -20,6 +20,11 @@ shared-process memory rows on the H200 are shown but left out of the MAPE.
 
 Run from the repository root after building:
     /usr/bin/python3 eval/batch_scaling/memory.py [--cli build/client/habitat]
+        [--without-passes]
+
+--without-passes predicts from copies of the traces with their per-pass
+allocator readings (MemoryUsage.passes) removed: the model that has only the
+start and the peak, for comparison on the same traces.
 """
 import argparse
 import gzip
@@ -28,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRACES = os.path.join(ROOT, "tests", "testdata", "agent_suite", "h100_memory")
@@ -66,6 +72,24 @@ def predict(cli: str, trace: str, devices: str, flags: list) -> dict:
 
 def trace_path(model: str, batch: int, precision: str) -> str:
     return os.path.join(TRACES, f"{model}_b{batch}_{precision}.trace.gz")
+
+
+def without_passes(folder: str) -> None:
+    """Copies every trace of TRACES into `folder` with MemoryUsage.passes
+    cleared, and points trace_path there."""
+    global TRACES
+    sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+    from habitat_client import _messages
+    trace_class = _messages.messages()["Trace"]
+    for name in os.listdir(TRACES):
+        if not name.endswith(".trace.gz"):
+            continue
+        with gzip.open(os.path.join(TRACES, name), "rb") as f:
+            trace = trace_class.FromString(f.read())
+        del trace.memory.passes[:]
+        with gzip.open(os.path.join(folder, name), "wb") as f:
+            f.write(trace.SerializeToString())
+    TRACES = folder
 
 
 def pct(predicted: float, measured: float) -> float:
@@ -167,14 +191,19 @@ def largest_fit(cli: str, truth: dict) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cli", default=os.path.join(ROOT, "build", "client", "habitat"))
+    parser.add_argument("--without-passes", action="store_true",
+                        help="predict from the traces with their per-pass readings removed")
     args = parser.parse_args()
     if not os.path.exists(args.cli):
         print(f"no habitat CLI at {args.cli}: build first", file=sys.stderr)
         return 2
     truth = {gpu: ground_truth(gpu) for gpu in ("h100", "h200")}
-    peak_memory(args.cli, truth)
-    cross_gpu_time(args.cli, truth)
-    largest_fit(args.cli, truth)
+    with tempfile.TemporaryDirectory() as folder:
+        if args.without_passes:
+            without_passes(folder)
+        peak_memory(args.cli, truth)
+        cross_gpu_time(args.cli, truth)
+        largest_fit(args.cli, truth)
     return 0
 
 

@@ -127,6 +127,18 @@ def memory_at_start(device=None) -> Optional[dict]:
     return {"allocated_bytes_at_start": torch.cuda.memory_allocated(device)}
 
 
+def memory_device_index(device=None) -> int:
+    """The CUDA device index whose allocator the recorder reads around each
+    top-level range (PassMemory in the trace): `device`, else the current
+    one; -1 for a device that is not CUDA."""
+    if device is None:
+        return torch.cuda.current_device()
+    d = torch.device(device)
+    if d.type != "cuda":
+        return -1
+    return torch.cuda.current_device() if d.index is None else d.index
+
+
 def memory_usage(start: Optional[dict], device=None) -> Optional[dict]:
     """habitat.v1.MemoryUsage of the region that memory_at_start began:
     `start` with the peaks allocated and reserved since then (the device's
@@ -287,8 +299,9 @@ class OperationTracker:
         self._rerun_times = {}  # keyed by the previous region's op ids
         self._math = math_settings()
         memory_start = memory_at_start(self.device)
+        memory_device = -1 if memory_start is None else memory_device_index(self.device)
         try:
-            self._impl.start()
+            self._impl.start(memory_device)
         except RuntimeError as e:
             raise TrackingError(str(e)) from None
         try:
