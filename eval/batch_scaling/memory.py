@@ -15,8 +15,10 @@ shared-process memory rows on the H200 are shown but left out of the MAPE.
    the H100 trace at b, against max_memory_allocated measured there.
 2. GPU time at 2b and 4b on the H200 from the H100 trace at b (cross-GPU plus
    batch), against the H200's summed kernel time; wall time beside it.
-3. --fit on the H100: the largest power-of-two batch predicted to fit,
-   against the largest that ran.
+3. --fit on the H100 and the H200: the largest power-of-two batch predicted
+   to fit, from the H100 trace, against the largest that ran
+   (batch_memory/h100.json.gz's "largest"; h200_largest.json.gz, measured
+   with batch_memory.py --largest-only --largest-from 16).
 
 Run from the repository root after building:
     /usr/bin/python3 eval/batch_scaling/memory.py [--cli build/client/habitat]
@@ -164,19 +166,20 @@ def cross_gpu_time(cli: str, truth: dict) -> None:
     summary("Wall time", wall_errors)
 
 
-def largest_fit(cli: str, truth: dict) -> None:
-    print("## Largest power-of-two batch that fits the H100 (--fit)\n")
+def largest_fit(cli: str, truth: dict, gpu: str, largest: list) -> None:
+    device = DEVICE_IDS[gpu]
+    print(f"## Largest power-of-two batch that fits the {device} (--fit)\n")
     print("| case | traced at | predicted | ran | first out of memory | verdict |")
     print("| --- | --- | --- | --- | --- | --- |")
     h100 = cases_by_model(truth["h100"])
     verdicts = {}
-    for entry in truth["h100"]["largest"]:
+    for entry in largest:
         model, precision = entry["model"], entry["precision"]
         traced = h100[(model, precision)][1]["batch"]
         path = trace_path(model, traced, precision)
         if not os.path.exists(path):
             continue
-        p = predict(cli, path, "H100-SXM", ["--fit"])["H100-SXM"]
+        p = predict(cli, path, device, ["--fit"])[device]
         predicted = p["batch_size"]
         ran, oom = entry["largest_fitting_batch"], entry.get("first_oom_batch")
         verdict = ("exact" if predicted == ran else
@@ -203,7 +206,9 @@ def main() -> int:
             without_passes(folder)
         peak_memory(args.cli, truth)
         cross_gpu_time(args.cli, truth)
-        largest_fit(args.cli, truth)
+        largest_fit(args.cli, truth, "h100", truth["h100"]["largest"])
+        with gzip.open(os.path.join(BATCH_MEMORY, "h200_largest.json.gz"), "rt") as f:
+            largest_fit(args.cli, truth, "h200", json.load(f)["largest"])
     return 0
 
 

@@ -14,6 +14,10 @@ Then, per model and precision, the largest power-of-two batch that runs,
 doubling from b until one runs out of memory (or MAX_BATCH_FACTOR x b).
 
 usage: batch_memory.py OUT.json [--models m1,m2] [--repetitions N]
+                       [--no-largest | --largest-only [--largest-from F]]
+--largest-only skips the cases at b/2 .. 4b; --largest-from F starts the
+doubling at F x b (F a power of two) instead of b, when smaller batches are
+known to fit (a larger GPU than one already measured).
 Writes the JSON as it goes (one record per case), so a time-limited run
 keeps what it measured.
 """
@@ -79,8 +83,8 @@ def measure(model: str, batch: int, precision: str, repetitions: int) -> dict:
     return record
 
 
-def largest_fitting(model: str, batch: int, precision: str) -> dict:
-    fits, tried = None, batch
+def largest_fitting(model: str, batch: int, precision: str, start_factor: int = 1) -> dict:
+    fits, tried = None, batch * start_factor
     while tried <= batch * MAX_BATCH_FACTOR:
         record = measure(model, tried, precision, repetitions=3)
         if record["status"] != "ok":
@@ -98,7 +102,11 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(cf.BATCHES))
     parser.add_argument("--repetitions", type=int, default=20)
     parser.add_argument("--no-largest", action="store_true")
+    parser.add_argument("--largest-only", action="store_true")
+    parser.add_argument("--largest-from", type=int, default=1)
     args = parser.parse_args()
+    if args.largest_from < 1 or args.largest_from & (args.largest_from - 1):
+        parser.error(f"--largest-from must be a power of two, got {args.largest_from}")
     result = {
         "gpu": torch.cuda.get_device_name(),
         "total_memory_bytes": torch.cuda.get_device_properties(0).total_memory,
@@ -113,7 +121,7 @@ def main() -> int:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
 
-    for model in args.models.split(","):
+    for model in [] if args.largest_only else args.models.split(","):
         base = cf.BATCHES[model][0]
         for precision in cf.PRECISIONS:
             for factor in FACTORS:
@@ -126,7 +134,10 @@ def main() -> int:
     if not args.no_largest:
         for model in args.models.split(","):
             for precision in cf.PRECISIONS:
-                record = largest_fitting(model, cf.BATCHES[model][0], precision)
+                t0 = time.time()
+                record = largest_fitting(model, cf.BATCHES[model][0], precision,
+                                         args.largest_from)
+                record["seconds"] = round(time.time() - t0, 1)
                 result["largest"].append(record)
                 print(json.dumps(record), flush=True)
                 save()
