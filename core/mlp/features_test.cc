@@ -121,7 +121,7 @@ TEST(DeviceThroughputTest, PeakSustainedAndStreaming) {
   EXPECT_EQ(SustainedTflops(Gpu("T4"), MathMode::kFp16), 24);
   EXPECT_EQ(StreamingBandwidthGbps(h100), 3041.1);
   // Without a measured streaming bandwidth: core/scaling's default fraction.
-  EXPECT_EQ(StreamingBandwidthGbps(Gpu("V100-SXM2")), 0.82 * 900);
+  EXPECT_EQ(StreamingBandwidthGbps(Gpu("L4")), 0.82 * 300);
 }
 
 TEST(TargetMathModeTest, FallsBackToFp32WithoutTheUnits) {

@@ -141,6 +141,8 @@ struct VaryingNotes {
   // A pass came from the model without training data on that side.
   bool target_outside_training = false;
   bool origin_outside_training = false;
+  // A pass was predicted on this trained GPU with the target's chip.
+  std::string sibling;
   // A pass was a large GEMM on fp32 tensors on the target, predicted in
   // large_gemm_mode (fp32 or TF32); one was lowered to the large-GEMM
   // ceiling; a TF32 one was lowered to its fp32 prediction.
@@ -172,7 +174,11 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
       const VaryingPassPrediction& pass = it->second;
       ++from_model;
       all_trained = all_trained && pass.trained_on_target;
-      notes->target_outside_training |= !pass.target_in_training;
+      if (pass.sibling_id.empty()) {
+        notes->target_outside_training |= !pass.target_in_training;
+      } else {
+        notes->sibling = pass.sibling_id;
+      }
       notes->origin_outside_training |= !pass.origin_in_training;
       notes->origin_mode = pass.origin_mode;
       notes->target_mode = pass.target_mode;
@@ -422,6 +428,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
   OpShare large_gemms[mlp::kMathModeCount];  // by the mode predicted in
   OpShare capped;
   OpShare fp32_bound;
+  OpShare via_sibling;
+  std::string sibling;
   for (int i = 0; i < trace.operations_size(); ++i) {
     if (i % kOperationsPerStopCheck == 0) {
       HABITAT_RETURN_IF_ERROR(stop->Check("predicting ", target.id()));
@@ -449,6 +457,10 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
     if (op.at_hardware_limit()) at_limit.Add(origin_ns);
     if (notes.large_gemm) large_gemms[ModeIndex(notes.large_gemm_mode)].Add(origin_ns);
     if (notes.fp32_bound) fp32_bound.Add(origin_ns);
+    if (op.method() == v1::PREDICTION_METHOD_MLP && !notes.sibling.empty()) {
+      via_sibling.Add(origin_ns);
+      sibling = notes.sibling;
+    }
     if (notes.capped_at_ceiling) capped.Add(origin_ns);
     pass_scale.push_back(Ratio(op.predicted_forward_ns(), op.origin_forward_ns()));
     pass_scale.push_back(Ratio(op.predicted_backward_ns(), op.origin_backward_ns()));
@@ -529,6 +541,14 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
           "measured on %s in the math mode they %s: %s); it extrapolated from the GPUs' specs, "
           "expect larger errors there",
           all.operations, percent(all), u.side, u.gpu, u.runs, absl::StrJoin(modes, ", ")));
+    }
+    if (via_sibling.operations > 0) {
+      prediction.add_warnings(absl::StrFormat(
+          "%d operation(s), %.1f%% of the origin GPU time, were predicted by the kernel-varying "
+          "model on %s, which has this GPU's chip and is in its training data, and moved here "
+          "by the ratio of the two GPUs' sustained rooflines (their clocks, power limits or "
+          "memory differ)",
+          via_sibling.operations, percent(via_sibling), sibling));
     }
     if (at_limit.operations > 0) {
       prediction.add_warnings(absl::StrFormat(
@@ -916,8 +936,16 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
   // Kernel-varying ops of every missed target in one batched model pass.
   std::vector<VaryingPassTable> varying_tables;
   if (varying_ != nullptr && !missed.empty()) {
+    std::vector<std::vector<const DeviceSpec*>> siblings(missed.size());
+    for (size_t i = 0; i < missed.size(); ++i) {
+      for (const DeviceSpec& spec : devices_->devices()) {
+        if (spec.id() != missed[i]->id() && !spec.test_only() && SameChip(spec, *missed[i])) {
+          siblings[i].push_back(&spec);
+        }
+      }
+    }
     HABITAT_ASSIGN_OR_RETURN(varying_tables,
-                             varying_->PredictTrace(trace, origin, missed, query.stop));
+                             varying_->PredictTrace(trace, origin, missed, query.stop, &siblings));
   }
   BatchPredictions out;
   out.predictions.reserve(targets.size());

@@ -42,6 +42,17 @@ bool ModelPredicts(const v1::DeviceSpec& origin, const v1::DeviceSpec& target) {
   return target.id() != origin.id() && !SameComputeUnits(origin, target);
 }
 
+}  // namespace
+
+bool SameChip(const v1::DeviceSpec& a, const v1::DeviceSpec& b) {
+  return !a.architecture().empty() && a.architecture() == b.architecture() &&
+         a.compute_capability_major() == b.compute_capability_major() &&
+         a.compute_capability_minor() == b.compute_capability_minor() && a.sm_count() > 0 &&
+         a.sm_count() == b.sm_count() && a.l2_cache_bytes() == b.l2_cache_bytes();
+}
+
+namespace {
+
 std::string GroupKey(const mlp::OpSignature& signature, MathMode origin_mode, bool backward) {
   return absl::StrCat(mlp::FamilyName(signature.family), "|", absl::StrJoin(signature.config, ","),
                       "|", MathModeName(origin_mode), "|", backward ? "b" : "f", "|",
@@ -157,10 +168,22 @@ VaryingPredictor::ModelValue VaryingPredictor::Apply(const Evaluation& e, MathMo
   return out;
 }
 
+const v1::DeviceSpec* VaryingPredictor::TrainedSibling(
+    const std::vector<const v1::DeviceSpec*>* candidates, mlp::Family family, MathMode mode,
+    const v1::DeviceSpec& target) const {
+  if (candidates == nullptr || model_->TrainedOn(family, mode, target.id())) return nullptr;
+  for (const v1::DeviceSpec* sibling : *candidates) {
+    if (model_->TrainedOn(family, mode, sibling->id())) return sibling;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     const v1::Trace& trace, const v1::DeviceSpec& origin,
-    const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop) const {
+    const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop,
+    const std::vector<std::vector<const v1::DeviceSpec*>>* siblings) const {
   if (stop == nullptr) stop = &StopCondition::Never();
+  auto siblings_of = [&](size_t t) { return siblings == nullptr ? nullptr : &(*siblings)[t]; };
   // 1. Group the covered passes by signature.
   std::vector<Group> groups;
   absl::flat_hash_map<std::string, size_t> group_index;
@@ -254,17 +277,29 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     HABITAT_ASSIGN_OR_RETURN(
         e.large_gemm_ns, mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config,
                                                   target_mode, group.backward, target));
-    if (e.large_gemm_ns > 0) {
+    const v1::DeviceSpec* sibling =
+        TrainedSibling(siblings_of(t), group.signature.family, target_mode, target);
+    if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
+      // No correction: a large GEMM (features.h), or a target whose trained
+      // sibling is the origin itself.
       HABITAT_ASSIGN_OR_RETURN(
           e.roofline_ratio,
           mlp::RooflineRatio(group.signature.family, group.signature.config, target_mode,
                              target_mode, group.backward, origin, target));
     } else {
       row_of[p] = rows++;
+      const v1::DeviceSpec& evaluated = sibling != nullptr ? *sibling : target;
       HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
           group.signature.family, group.signature.config, target_mode, target_mode, group.backward,
-          origin, target, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
+          origin, evaluated, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
           &batch, &e.roofline_ratio));
+      if (sibling != nullptr) {
+        HABITAT_ASSIGN_OR_RETURN(
+            const double step,
+            mlp::RooflineRatio(group.signature.family, group.signature.config, target_mode,
+                               target_mode, group.backward, *sibling, target));
+        e.roofline_ratio *= step;
+      }
     }
     HABITAT_ASSIGN_OR_RETURN(
         e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
@@ -304,6 +339,12 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
       prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;
       prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
+      if (const v1::DeviceSpec* sibling =
+              TrainedSibling(siblings_of(t), family, prediction.target_mode, target)) {
+        prediction.sibling_id = sibling->id();
+        prediction.expected_error_percent = std::hypot(
+            model_->ExpectedErrorPercent(family, sibling->id()), kSiblingStepErrorPercent);
+      }
       // Moving to another math mode is a second, independent step.
       if (prediction.target_mode != group.origin_mode) {
         prediction.expected_error_percent =

@@ -74,6 +74,13 @@ struct VaryingPassPrediction {
   // Each half of trained_on_target: the target GPU in the target mode, the
   // origin GPU in the origin mode.
   bool target_in_training = false;
+  // Set when the target is not in the training data for the pass but a GPU
+  // with the same chip is (SameChip): the model predicted the pass on that
+  // GPU, and the ratio of the two GPUs' sustained rooflines moved it to the
+  // target (their clocks, power limits and memory differ; on the one pair
+  // measured, H100 SXM and H200, that ratio alone is within 3-10 % MAPE per
+  // family in fp32, the trees 12-15 %). target_in_training stays false.
+  std::string sibling_id;
   bool origin_in_training = false;
   // The error the held-out evaluation measured for the family on this
   // target (the manifest's expected_error); after a change of math mode,
@@ -81,6 +88,18 @@ struct VaryingPassPrediction {
   // (KernelVaryingModel::ModeChangeErrorPercent).
   double expected_error_percent = 0;
 };
+
+// The error (MAPE, %) the step from a trained sibling to the target adds:
+// the sustained-roofline ratio between the H100 SXM and the H200 (the one
+// same-chip pair with measurements on both) on held-out configurations,
+// fp32, worst family (bmm 10.1; linear 3.4, conv2d 4.5, sdpa 3.5;
+// docs/kernel_varying_accuracy.md).
+inline constexpr double kSiblingStepErrorPercent = 10.1;
+
+// Whether two GPUs carry the same chip: architecture, compute capability,
+// SM count and L2 size (clocks, power limit and memory may differ), e.g. a
+// V100 PCIe and a V100 SXM2, or the A100 PCIe and SXM boards.
+bool SameChip(const v1::DeviceSpec& a, const v1::DeviceSpec& b);
 
 // Key: 2 * operation index + (1 for the backward pass). Passes without an
 // entry are not covered by the model (no signature, or shorter than the
@@ -121,11 +140,16 @@ class VaryingPredictor {
   // One table per target, in order. Identical signatures in the same math
   // mode within the trace (e.g. the same layer repeated) are evaluated once,
   // at the median of their origin times, and the ratio applied to each.
-  // INVALID_ARGUMENT when a GPU lacks a spec the features need; the
-  // status of `stop` (may be null) when it says to give up.
+  // `siblings` (may be null; else one list per target): GPUs with the
+  // target's chip (SameChip), in preference order; a pass whose family and
+  // mode the training data lacks on the target is predicted on the first of
+  // them it has (VaryingPassPrediction::sibling_id). INVALID_ARGUMENT when a
+  // GPU lacks a spec the features need; the status of `stop` (may be null)
+  // when it says to give up.
   absl::StatusOr<std::vector<VaryingPassTable>> PredictTrace(
       const v1::Trace& trace, const v1::DeviceSpec& origin,
-      const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop = nullptr) const;
+      const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop = nullptr,
+      const std::vector<std::vector<const v1::DeviceSpec*>>* siblings = nullptr) const;
 
   const mlp::KernelVaryingModel& model() const { return *model_; }
   // Model evaluations answered from the memo / computed, since start.
@@ -159,6 +183,13 @@ class VaryingPredictor {
   };
   ModelValue Apply(const Evaluation& e, MathMode origin_mode, MathMode target_mode,
                    int direction_factor, Nanoseconds origin_ns) const;
+
+  // The sibling of `target` (one of `candidates`) a pass of `family` in
+  // `mode` is predicted on, or null: the target is not in the training data
+  // for them and the sibling is.
+  const v1::DeviceSpec* TrainedSibling(const std::vector<const v1::DeviceSpec*>* candidates,
+                                       mlp::Family family, MathMode mode,
+                                       const v1::DeviceSpec& target) const;
 
   std::shared_ptr<const mlp::KernelVaryingModel> model_;
   const size_t memo_entries_;

@@ -569,6 +569,71 @@ TEST_F(VaryingPredictorTest, SameComputeTargetsPredictTheSameWithOrWithoutTheMod
   }
 }
 
+TEST(SameChipTest, SameArchitectureSmsAndL2) {
+  auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  auto get = [&](const char* id) { return **devices->Get(id); };
+  EXPECT_TRUE(SameChip(get("V100-SXM2"), get("V100-PCIE-32GB")));
+  EXPECT_TRUE(SameChip(get("A100-SXM-80GB"), get("A100-PCIE-40GB")));
+  EXPECT_FALSE(SameChip(get("H100-PCIE"), get("H100-SXM")));  // 114 and 132 SMs
+  EXPECT_FALSE(SameChip(get("V100-SXM2"), get("P100")));
+}
+
+// The V100 SXM2 is in no training data; the V100 PCIe, the same chip at a
+// lower clock and power limit, is. A pass on the SXM2 is the PCIe card's
+// prediction moved by the two GPUs' sustained rooflines.
+TEST_F(VaryingPredictorTest, UntrainedTargetIsPredictedOnItsTrainedSameChipSibling) {
+  const v1::DeviceSpec& h100 = **devices_->Get("H100-SXM");
+  const v1::DeviceSpec& sxm2 = **devices_->Get("V100-SXM2");
+  const v1::DeviceSpec& pcie = **devices_->Get("V100-PCIE-32GB");
+  const std::vector<std::vector<const v1::DeviceSpec*>> siblings = {{&pcie}, {}};
+  auto tables = varying_->PredictTrace(trace_, h100, {&sxm2, &pcie}, nullptr, &siblings);
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  int compared = 0;
+  for (const auto& [key, on_sxm2] : (*tables)[0]) {
+    EXPECT_EQ(on_sxm2.sibling_id, "V100-PCIE-32GB");
+    EXPECT_FALSE(on_sxm2.target_in_training);
+    const VaryingPassPrediction& on_pcie = (*tables)[1].at(key);
+    const v1::Operation& op = trace_.operations(key / 2);
+    auto signature = mlp::ExtractOpSignature(op);
+    ASSERT_TRUE(signature.ok() && signature->has_value());
+    double error =
+        std::hypot(varying_->model().ExpectedErrorPercent((*signature)->family, "V100-PCIE-32GB"),
+                   kSiblingStepErrorPercent);
+    if (on_sxm2.origin_mode != on_sxm2.target_mode) {  // TF32 convolutions on the H100
+      error = std::hypot(error, varying_->model().ModeChangeErrorPercent((*signature)->family,
+                                                                         on_sxm2.origin_mode));
+    }
+    EXPECT_DOUBLE_EQ(on_sxm2.expected_error_percent, error);
+    if (on_sxm2.clamped_to_floor || on_pcie.clamped_to_floor || on_sxm2.large_gemm) continue;
+    auto step = mlp::RooflineRatio((*signature)->family, (*signature)->config, MathMode::kFp32,
+                                   MathMode::kFp32, key % 2 == 1, pcie, sxm2);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_NEAR(static_cast<double>(on_sxm2.predicted_ns),
+                static_cast<double>(on_pcie.predicted_ns) * *step,
+                1e-6 * static_cast<double>(on_pcie.predicted_ns) + 2)
+        << op.name();
+    ++compared;
+  }
+  EXPECT_GT(compared, 40);
+  // Without siblings the trees extrapolate to the SXM2 itself.
+  auto alone = varying_->PredictTrace(trace_, h100, {&sxm2});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  for (const auto& [key, pass] : (*alone)[0]) EXPECT_TRUE(pass.sibling_id.empty());
+
+  // Through the engine: the SXM2 (more clock, same memory) is faster, and
+  // the response says how it was predicted.
+  PredictionEngine engine(devices_.get(), nullptr, varying_);
+  PredictionQuery query;
+  query.devices = {"V100-SXM2", "V100-PCIE-32GB"};
+  auto response = engine.Predict(trace_, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_LT(For(*response, "V100-SXM2").gpu_time_ns(),
+            For(*response, "V100-PCIE-32GB").gpu_time_ns());
+  EXPECT_TRUE(HasWarning(For(*response, "V100-SXM2"), "model on V100-PCIE-32GB, which has"));
+  EXPECT_FALSE(HasWarning(For(*response, "V100-SXM2"), "outside its training data"));
+}
+
 TEST(VaryingPredictorLoad, MissingModelNamesTheFile) {
   auto varying = VaryingPredictor::Load("/nonexistent/kernel_varying", 16);
   ASSERT_FALSE(varying.ok());
