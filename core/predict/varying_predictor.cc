@@ -223,6 +223,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
   struct Pending {
     size_t target, group;
     int slot;
+    const v1::DeviceSpec* sibling;  // TrainedSibling's, may be null
   };
   std::vector<Pending> pending;
   std::vector<std::string> pending_keys;
@@ -233,9 +234,14 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       for (size_t g = 0; g < groups.size(); ++g) {
         const MathMode target_mode = mlp::TargetMathMode(groups[g].origin_mode, *targets[t]);
         for (int slot = 0; slot < EvaluatedSlots(target_mode); ++slot) {
+          const MathMode evaluated_mode = EvaluatedMode(target_mode, slot);
+          // The sibling a pass goes through is part of what it was evaluated on.
+          const v1::DeviceSpec* sibling = TrainedSibling(siblings_of(t), groups[g].signature.family,
+                                                         evaluated_mode, *targets[t]);
           std::string memo_key =
               absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|", origin.id(), "|",
-                           targets[t]->id(), "|", MathModeName(EvaluatedMode(target_mode, slot)));
+                           targets[t]->id(), "|", MathModeName(evaluated_mode), "|",
+                           sibling == nullptr ? "" : sibling->id());
           auto it = memo_.find(memo_key);
           if (it != memo_.end()) {
             ++hits_;
@@ -243,7 +249,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
             continue;
           }
           ++misses_;
-          pending.push_back({t, g, slot});
+          pending.push_back({t, g, slot, sibling});
           pending_keys.push_back(std::move(memo_key));
         }
       }
@@ -259,7 +265,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     if (p % kOperationsPerStopCheck == 0) {
       HABITAT_RETURN_IF_ERROR(stop->Check("computing kernel-varying features"));
     }
-    const auto [t, g, slot] = pending[p];
+    const auto [t, g, slot, sibling] = pending[p];
     const Group& group = groups[g];
     const v1::DeviceSpec& target = *targets[t];
     const MathMode target_mode =
@@ -277,8 +283,6 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     HABITAT_ASSIGN_OR_RETURN(
         e.large_gemm_ns, mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config,
                                                   target_mode, group.backward, target));
-    const v1::DeviceSpec* sibling =
-        TrainedSibling(siblings_of(t), group.signature.family, target_mode, target);
     if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
       // No correction: a large GEMM (features.h), or a target whose trained
       // sibling is the origin itself.
