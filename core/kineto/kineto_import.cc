@@ -129,6 +129,7 @@ class Converter {
   void AppendWork(const OpWork& work, Pass* pass) const;
   void FillKernel(const Placed& p, Kernel* k) const;
   void FillTraceLevel(Trace* out) const;
+  std::vector<const kineto::MemoryEvent*> MemoryEventsInWindow(int64_t device) const;
   std::optional<habitat::v1::MemoryUsage> MemoryInWindow(int64_t device) const;
   void AddPassMemory(int64_t device, habitat::v1::MemoryUsage* memory) const;
 
@@ -427,6 +428,21 @@ void Converter::FillTraceLevel(Trace* out) const {
   meta["kineto.backward_nodes_linked"] = absl::StrCat(linked);
 }
 
+// The window's memory events of the caching allocator on `device` (every
+// GPU's with device -1), in time order.
+std::vector<const kineto::MemoryEvent*> Converter::MemoryEventsInWindow(int64_t device) const {
+  std::vector<const kineto::MemoryEvent*> events;
+  for (const kineto::MemoryEvent& m : trace_.memory) {
+    if (m.device_type != kineto::kCudaDeviceType || !window_.Contains(m.time)) continue;
+    if (device >= 0 && m.device_id != device) continue;
+    events.push_back(&m);
+  }
+  std::sort(events.begin(), events.end(), [](const auto* a, const auto* b) {
+    return std::pair(a->time, a->index) < std::pair(b->time, b->index);
+  });
+  return events;
+}
+
 // The caching allocator's peaks on `device` during the window: the maxima
 // of the totals its memory events report after each allocation, and what
 // was allocated when the window began: the first event's total less what
@@ -434,18 +450,14 @@ void Converter::FillTraceLevel(Trace* out) const {
 // window has none (a profile taken without profile_memory=True). With
 // device -1 (kernels without a "device" arg) every GPU's events count.
 std::optional<habitat::v1::MemoryUsage> Converter::MemoryInWindow(int64_t device) const {
+  const std::vector<const kineto::MemoryEvent*> events = MemoryEventsInWindow(device);
   int64_t allocated = -1, reserved = -1;
-  const kineto::MemoryEvent* first = nullptr;
-  for (const kineto::MemoryEvent& m : trace_.memory) {
-    if (m.device_type != kineto::kCudaDeviceType || !window_.Contains(m.time)) continue;
-    if (device >= 0 && m.device_id != device) continue;
-    allocated = std::max(allocated, m.total_allocated);
-    reserved = std::max(reserved, m.total_reserved);
-    if (first == nullptr || std::pair(m.time, m.index) < std::pair(first->time, first->index)) {
-      first = &m;
-    }
+  for (const kineto::MemoryEvent* m : events) {
+    allocated = std::max(allocated, m->total_allocated);
+    reserved = std::max(reserved, m->total_reserved);
   }
   if (allocated < 0 && reserved < 0) return std::nullopt;
+  const kineto::MemoryEvent* first = events.front();
   habitat::v1::MemoryUsage out;
   if (first->total_allocated >= 0 && first->bytes.has_value() &&
       first->total_allocated - *first->bytes >= 0) {
@@ -463,15 +475,10 @@ std::optional<habitat::v1::MemoryUsage> Converter::MemoryInWindow(int64_t device
 // and the running maximum by then. Nothing without a start to begin from.
 void Converter::AddPassMemory(int64_t device, habitat::v1::MemoryUsage* memory) const {
   if (!memory->has_allocated_bytes_at_start()) return;
-  std::vector<const kineto::MemoryEvent*> events;
-  for (const kineto::MemoryEvent& m : trace_.memory) {
-    if (m.device_type != kineto::kCudaDeviceType || !window_.Contains(m.time)) continue;
-    if ((device >= 0 && m.device_id != device) || m.total_allocated < 0) continue;
-    events.push_back(&m);
-  }
-  std::sort(events.begin(), events.end(), [](const auto* a, const auto* b) {
-    return std::pair(a->time, a->index) < std::pair(b->time, b->index);
-  });
+  std::vector<const kineto::MemoryEvent*> events = MemoryEventsInWindow(device);
+  events.erase(std::remove_if(events.begin(), events.end(),
+                              [](const auto* m) { return m->total_allocated < 0; }),
+               events.end());
   const int64_t start = memory->allocated_bytes_at_start();
   std::vector<int64_t> running_peak(events.size());
   for (size_t i = 0; i < events.size(); ++i) {

@@ -218,10 +218,10 @@ absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint3
   return out;
 }
 
-std::vector<bool> BatchCarryingOperations(const v1::Trace& trace) {
+std::vector<bool> BatchCarryingOperations(const v1::Trace& trace,
+                                          const absl::flat_hash_set<Shape>& parameters) {
   std::vector<bool> carrying(trace.operations_size(), false);
   if (trace.batch_size() == 0) return carrying;
-  const absl::flat_hash_set<Shape> parameters = ParameterShapes(trace);
   for (int i = 0; i < trace.operations_size(); ++i) {
     carrying[i] =
         Classify(trace.operations(i), trace.batch_size(), parameters) == OpScaling::kScaled;

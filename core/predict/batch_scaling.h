@@ -63,7 +63,9 @@ absl::flat_hash_set<std::vector<int64_t>> ParameterShapes(const habitat::v1::Tra
 // ScaleTraceToBatch scales); false for parameter-sized work (AccumulateGrad,
 // the optimizer), operations whose tensors have no batch dimension and ones
 // with no tensors to tell. All false when the trace records no batch size.
-std::vector<bool> BatchCarryingOperations(const habitat::v1::Trace& trace);
+// `parameters`: ParameterShapes(trace).
+std::vector<bool> BatchCarryingOperations(
+    const habitat::v1::Trace& trace, const absl::flat_hash_set<std::vector<int64_t>>& parameters);
 
 // Expected absolute error the scaling adds, percent, for a ratio `r` (the
 // study's H100 MAPE: 4.2 at 1/2, 4.5 at 2, 8.1 at 4; about 4.5 per doubling

@@ -10,6 +10,7 @@
 #include "common/file_io.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_engine.h"
+#include "core/predict/test_fixtures.h"
 #include "core/pricing/price_catalog.h"
 #include "gtest/gtest.h"
 
@@ -17,17 +18,6 @@ namespace habitat {
 namespace {
 
 namespace v1 = habitat::v1;
-
-v1::Trace AgentTrace(const std::string& name) {
-  v1::Trace trace;
-  auto bytes = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100_memory/" + name +
-                        ".trace.gz");
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  if (bytes.ok()) {
-    EXPECT_TRUE(trace.ParseFromString(*bytes));
-  }
-  return trace;
-}
 
 v1::DevicePrediction OnTheH100(const v1::Trace& trace) {
   auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
@@ -39,7 +29,9 @@ v1::DevicePrediction OnTheH100(const v1::Trace& trace) {
 }
 
 TEST(DdpIterationTest, ResNetGradientsAreItsParametersInBackwardOrder) {
-  const v1::Trace trace = AgentTrace("resnet50_b16_fp32");
+  auto loaded = testing::LoadAgentFixture("h100_memory", "resnet50_b16_fp32");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const v1::Trace& trace = *loaded;
   const v1::DevicePrediction prediction = OnTheH100(trace);
   auto read = IterationFromTrace(trace, prediction);
   ASSERT_TRUE(read.ok()) << read.status();
@@ -66,7 +58,9 @@ TEST(DdpIterationTest, ResNetGradientsAreItsParametersInBackwardOrder) {
 TEST(DdpIterationTest, EveryModelsParametersFindTheirBackwardOperation) {
   for (const char* name : {"transformer_b32_fp32", "gpt2_b8_bf16", "vit_b32_fp32",
                            "inception_v3_b16_fp32", "gnmt_b32_fp32"}) {
-    const v1::Trace trace = AgentTrace(name);
+    auto loaded = testing::LoadAgentFixture("h100_memory", name);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    const v1::Trace& trace = *loaded;
     const v1::DevicePrediction prediction = OnTheH100(trace);
     auto read = IterationFromTrace(trace, prediction);
     ASSERT_TRUE(read.ok()) << name << ": " << read.status();
@@ -77,7 +71,9 @@ TEST(DdpIterationTest, EveryModelsParametersFindTheirBackwardOperation) {
 }
 
 TEST(DdpIterationTest, APredictionOfAnotherTraceOrWithoutGradientsIsRefused) {
-  const v1::Trace trace = AgentTrace("resnet50_b16_fp32");
+  auto loaded = testing::LoadAgentFixture("h100_memory", "resnet50_b16_fp32");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const v1::Trace& trace = *loaded;
   v1::DevicePrediction summary = OnTheH100(trace);
   summary.clear_operations();
   EXPECT_EQ(IterationFromTrace(trace, summary).status().code(), absl::StatusCode::kInvalidArgument);
@@ -99,7 +95,9 @@ class ParallelPredictionTest : public ::testing::Test {
         CatalogSet::LoadFromDirectory(std::string(HABITAT_DATA_DIR) + "/catalogs", *devices_);
     ASSERT_TRUE(catalogs.ok()) << catalogs.status();
     catalogs_ = std::make_unique<CatalogSet>(*std::move(catalogs));
-    trace_ = AgentTrace("resnet50_b16_fp32");
+    auto trace = testing::LoadAgentFixture("h100_memory", "resnet50_b16_fp32");
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    trace_ = *std::move(trace);
   }
 
   // The trace predicted on `id` (from the H100 it ran on), with its batch.

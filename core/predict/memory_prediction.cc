@@ -36,7 +36,6 @@ std::optional<MemoryModel> MemoryModelFor(const v1::Trace& trace, std::string* w
   if (std::optional<std::vector<MemoryPoint>> candidates = PeakCandidates(trace)) {
     model.candidates = *std::move(candidates);
     model.per_pass = true;
-    model.error_percent_per_doubling = kPerPassMemoryErrorPercentPerDoubling;
   } else {
     model.candidates = {
         MemoryPoint{0, static_cast<double>(model.traced_peak_bytes - model.start_bytes)}};
@@ -62,7 +61,9 @@ double PeakAboveStart(const MemoryModel& model, uint32_t batch, double headroom)
 }
 
 double ErrorPercentAt(const MemoryModel& model, uint32_t batch) {
-  return model.error_percent_per_doubling * std::abs(std::log2(BatchRatio(model, batch)));
+  const double per_doubling =
+      model.per_pass ? kPerPassMemoryErrorPercentPerDoubling : kMemoryErrorPercentPerDoubling;
+  return per_doubling * std::abs(std::log2(BatchRatio(model, batch)));
 }
 
 int64_t SaturatingBytes(double bytes) {

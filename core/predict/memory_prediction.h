@@ -62,10 +62,9 @@ struct MemoryModel {
   // Candidate peaks above the start at the traced batch (PeakCandidates),
   // or the one {0, traced peak - start}.
   std::vector<MemoryPoint> candidates;
-  // The candidates come from per-pass readings.
+  // The candidates come from per-pass readings (expected error
+  // kPerPassMemoryErrorPercentPerDoubling, else kMemoryErrorPercentPerDoubling).
   bool per_pass = false;
-  // kPerPassMemoryErrorPercentPerDoubling or kMemoryErrorPercentPerDoubling.
-  double error_percent_per_doubling = kMemoryErrorPercentPerDoubling;
 };
 
 // The trace's memory model; nullopt (with `why` set, when given) when the

@@ -110,8 +110,8 @@ std::optional<std::vector<MemoryPoint>> PeakCandidates(const v1::Trace& trace) {
       !memory.has_peak_allocated_bytes()) {
     return std::nullopt;
   }
-  const std::vector<bool> carrying = BatchCarryingOperations(trace);
   const Shapes parameters = ParameterShapes(trace);
+  const std::vector<bool> carrying = BatchCarryingOperations(trace, parameters);
   const bool autocast = trace.math().has_autocast_dtype() && !trace.math().autocast_dtype().empty();
   const double start = static_cast<double>(memory.allocated_bytes_at_start());
 

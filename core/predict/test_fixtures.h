@@ -25,6 +25,18 @@ inline absl::StatusOr<habitat::v1::Trace> LoadKinetoFixture(const std::string& g
   return ImportKinetoTrace(json, options);
 }
 
+// An agent capture: tests/testdata/agent_suite/`folder`/`name`.trace.gz,
+// e.g. ("h100_memory", "resnet50_b16_fp32").
+inline absl::StatusOr<habitat::v1::Trace> LoadAgentFixture(const std::string& folder,
+                                                           const std::string& name) {
+  const std::string path =
+      std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/" + folder + "/" + name + ".trace.gz";
+  HABITAT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  habitat::v1::Trace trace;
+  if (!trace.ParseFromString(bytes)) return absl::DataLossError(path + " is not a Trace");
+  return trace;
+}
+
 // Median wall time measured without the profiler (tests/testdata/measurements).
 inline absl::StatusOr<int64_t> MeasuredWallNs(const std::string& gpu, const std::string& name) {
   HABITAT_ASSIGN_OR_RETURN(std::string text, ReadFile(std::string(HABITAT_TESTDATA_DIR) +
