@@ -338,6 +338,58 @@ def mode_change_table(lines):
               "on GPUs of other compute units.", ""]
 
 
+def monotonicity_table(lines):
+    study = study_json("monotonicity.json")
+    if study is None:
+        return
+    pct = round(100 * (study["raise"] - 1))
+    lines += ["### Monotone in the target's hardware? (`/usr/bin/python3 models/monotonicity.py "
+              "--variants` -> `monotonicity.json`, 2026-11-27)", "",
+              f"A GPU with {pct} % more streaming bandwidth, or {pct} % more matmul throughput "
+              "in every mode, and nothing else changed should never be predicted slower. The "
+              "roofline ratio, the floor and the large-GEMM rule cannot make a prediction slower "
+              "that way; the trees can: "
+              f"{study['sample']} of our {study['origin']} passes (six families, fp32/TF32/"
+              "bf16, both directions; passes whose mode the GPU lacks left out), served "
+              "prediction with the GPU's entry raised against the entry as it is. % of passes "
+              "predicted slower / worst / median change:", "",
+              "| GPU | passes | more bandwidth: slower / worst / median % | "
+              "more throughput: slower / worst / median % |", "|---|---:|---|---|"]
+    for gpu, knobs in study["served"].items():
+        cells = [f"{k['slower_percent']:.1f} / {k['worst_percent']:+.1f} / "
+                 f"{k['median_percent']:+.1f}" for k in (knobs["bandwidth"], knobs["throughput"])]
+        lines.append(f"| {gpu} | {knobs['bandwidth']['passes']} | {cells[0]} | {cells[1]} |")
+    lines += ["", "The trees read the target's compute-over-memory ratio (and its roofline) "
+              "partly as which kind of GPU it is: on the A100s, the RTX 4090 and the H100 PCIe "
+              "a third to a half of the passes get slower with more bandwidth, by up to 60 %. "
+              "Medians stay at or below zero (most passes are compute-bound and do not move), "
+              "but a single entry's bandwidth moves individual passes both ways by tens of "
+              "percent: one reason a measured bandwidth entry can make a GPU's convolutions "
+              "slower (kernel_alike_accuracy.md, the B200). On the B200, outside every training "
+              "set, the median pass moves by -40 % for +20 % bandwidth: its kernel-varying "
+              "predictions hang on that one entry. Training the trees with XGBoost's "
+              "monotone constraints on the target features that carry the bandwidth makes "
+              "the prediction monotone in it by construction; held-out MAPE % from the H100 "
+              "(fp32 forward, same seed and rows, 'served' = the served features retrained "
+              "here):", ""]
+    variants = study.get("variants", {})
+    if variants:
+        names = list(variants)
+        gpus = list(variants[names[0]])
+        lines += ["| target (held out) | op | " + " | ".join(names) + " |",
+                  "|---|---|" + "---:|" * len(names)]
+        for gpu in gpus:
+            for family in variants[names[0]][gpu]:
+                lines.append(f"| {gpu} | {family} | " + " | ".join(
+                    f"{variants[n][gpu].get(family, float('nan')):.1f}" for n in names) + " |")
+    lines += ["", "Every monotone variant loses convolutions badly on some held-out GPU (the "
+              "conv correction the data needs is large and negative, cuDNN 8.9's Winograd "
+              "against the H100's implicit GEMM, and the trees found it through the "
+              "features the constraints bind). Not served: the served trees stay unconstrained "
+              "and this table says by how much to distrust a difference between two GPUs "
+              "that differ only in bandwidth.", ""]
+
+
 def confounders(lines):
     lines += [
         "### What the data cannot separate (`/usr/bin/python3 models/data_checks.py`, 2026-11-26)",
@@ -490,6 +542,7 @@ def main():
     sweep_table(lines)
     stability_table(lines)
     mode_change_table(lines)
+    monotonicity_table(lines)
     confounders(lines)
     expected_table(manifest, lines)
     study(lines)
