@@ -120,6 +120,14 @@ Nanoseconds ScaleDuration(Nanoseconds t, double ratio, Nanoseconds fixed) {
   return t0 + std::llround(static_cast<double>(t - t0) * ratio);
 }
 
+// A copy's bytes at `ratio` times the batch. Saturates: a validated trace
+// bounds times, not byte counts.
+void ScaleBytes(v1::MemoryActivity* copy, double ratio) {
+  const double bytes = std::round(static_cast<double>(copy->bytes()) * ratio);
+  copy->set_bytes(bytes >= 1.8e19 ? std::numeric_limits<uint64_t>::max()
+                                  : static_cast<uint64_t>(bytes));
+}
+
 // Scales the pass's kernels and copies; the pass's times follow their sum.
 void ScalePass(v1::Pass* pass, double ratio, Nanoseconds fixed) {
   Nanoseconds before = 0, after = 0;
@@ -130,10 +138,7 @@ void ScalePass(v1::Pass* pass, double ratio, Nanoseconds fixed) {
   }
   for (v1::MemoryActivity& copy : *pass->mutable_memory()) {
     before += copy.duration_ns();
-    // Saturates: a validated trace bounds times, not byte counts.
-    const double bytes = std::round(static_cast<double>(copy.bytes()) * ratio);
-    copy.set_bytes(bytes >= 1.8e19 ? std::numeric_limits<uint64_t>::max()
-                                   : static_cast<uint64_t>(bytes));
+    ScaleBytes(&copy, ratio);
     copy.set_duration_ns(ScaleDuration(copy.duration_ns(), ratio, kBatchFixedOtherNs));
     after += copy.duration_ns();
   }
@@ -148,6 +153,34 @@ Nanoseconds DeviceTime(const v1::Pass& pass) {
   for (const v1::Kernel& kernel : pass.kernels()) total += kernel.duration_ns();
   for (const v1::MemoryActivity& copy : pass.memory()) total += copy.duration_ns();
   return total;
+}
+
+// Moves a pass measured at `traced` to `target` by its re-runs (see the
+// header): every kernel and copy in proportion; false, changing nothing,
+// when the traced batch was not re-run, the target is outside the re-run
+// batches or the pass has no device time.
+bool ScalePassByReruns(v1::Pass* pass, uint32_t traced, uint32_t target, double ratio) {
+  const bool traced_measured = std::any_of(
+      pass->batch_reruns().begin(), pass->batch_reruns().end(), [traced](const v1::BatchRerun& r) {
+        return r.batch_size() == traced && r.rerun_time_ns() > 0;
+      });
+  if (!traced_measured) return false;
+  const std::optional<double> at_traced = RerunAtBatch(*pass, traced);
+  const std::optional<double> at_target = RerunAtBatch(*pass, target);
+  const Nanoseconds before = DeviceTime(*pass);
+  if (!at_traced.has_value() || !at_target.has_value() || before <= 0) return false;
+  const double after = std::max(0.0, static_cast<double>(before) + *at_target - *at_traced);
+  const double factor = after / static_cast<double>(before);
+  for (v1::Kernel& kernel : *pass->mutable_kernels()) {
+    kernel.set_duration_ns(std::llround(static_cast<double>(kernel.duration_ns()) * factor));
+  }
+  for (v1::MemoryActivity& copy : *pass->mutable_memory()) {
+    copy.set_duration_ns(std::llround(static_cast<double>(copy.duration_ns()) * factor));
+    ScaleBytes(&copy, ratio);
+  }
+  pass->set_time_ns(std::llround(static_cast<double>(pass->time_ns()) * factor));
+  pass->set_rerun_time_ns(std::llround(*at_target));
+  return true;
 }
 
 Nanoseconds DeviceTime(const v1::Operation& op) {
@@ -180,17 +213,26 @@ absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint3
   out.trace = trace;
   out.ratio = static_cast<double>(batch_size) / trace.batch_size();
   const absl::flat_hash_set<Shape> parameters = ParameterShapes(trace);
-  Nanoseconds total = 0, unscaled = 0, after = 0;
+  Nanoseconds total = 0, unscaled = 0, after = 0, varying_time = 0, rerun_time = 0;
   for (v1::Operation& op : *out.trace.mutable_operations()) {
     const Nanoseconds time = DeviceTime(op);
     total += time;
     HABITAT_ASSIGN_OR_RETURN(const OpScaling scaling,
                              ScaleInputs(&op, trace.batch_size(), batch_size, parameters));
     if (scaling == OpScaling::kScaled) {
-      const Nanoseconds fixed =
-          IsKernelVaryingOperation(op) ? kBatchFixedKernelVaryingNs : kBatchFixedOtherNs;
-      ScalePass(op.mutable_forward(), out.ratio, fixed);
-      if (op.has_backward()) ScalePass(op.mutable_backward(), out.ratio, fixed);
+      const bool varying = IsKernelVaryingOperation(op);
+      const Nanoseconds fixed = varying ? kBatchFixedKernelVaryingNs : kBatchFixedOtherNs;
+      for (v1::Pass* pass :
+           {op.mutable_forward(), op.has_backward() ? op.mutable_backward() : nullptr}) {
+        if (pass == nullptr) continue;
+        const Nanoseconds traced_time = DeviceTime(*pass);
+        if (varying) varying_time += traced_time;
+        if (varying && ScalePassByReruns(pass, trace.batch_size(), batch_size, out.ratio)) {
+          rerun_time += traced_time;
+        } else {
+          ScalePass(pass, out.ratio, fixed);
+        }
+      }
     } else if (scaling == OpScaling::kUnknown && time > 0) {
       unscaled += time;
       out.unscaled_operations.push_back(op.name());
@@ -203,6 +245,7 @@ absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint3
     unscaled += kernel.duration_ns();
   }
   out.unscaled_share = total > 0 ? static_cast<double>(unscaled) / total : 0;
+  out.rerun_share = varying_time > 0 ? static_cast<double>(rerun_time) / varying_time : 0;
   out.trace.set_batch_size(batch_size);
   // The GPU-busy time grows with the device time; a GPU-bound iteration's
   // wall time with it (the engine calibrates its host model on the traced
@@ -243,18 +286,26 @@ void MarkBatchScaled(const BatchScaledTrace& scaled, v1::DevicePrediction* predi
     relabel(&method);
     total.set_method(method);
   }
-  prediction->set_expected_error_percent(prediction->expected_error_percent() +
-                                         BatchScalingErrorPercent(scaled.ratio));
+  prediction->set_expected_error_percent(
+      prediction->expected_error_percent() +
+      BatchScalingErrorPercent(scaled.ratio, scaled.rerun_share));
 }
 
 std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
                                               uint32_t traced_batch) {
   std::vector<std::string> warnings;
+  const std::string reruns =
+      scaled.rerun_share > 0 ? absl::StrFormat(
+                                   " (%.0f%% of the kernel-varying time instead by its re-runs at "
+                                   "other batches on the origin GPU)",
+                                   100 * scaled.rerun_share)
+                             : "";
   warnings.push_back(absl::StrFormat(
       "predicted at batch %u from a trace at batch %u: each operation that carries the batch "
-      "had its kernel times scaled by %.3g beyond a fixed part per kernel, on the origin GPU as "
-      "on the others (about %.0f%% more expected error%s)",
-      scaled.trace.batch_size(), traced_batch, scaled.ratio, BatchScalingErrorPercent(scaled.ratio),
+      "had its kernel times scaled by %.3g beyond a fixed part per kernel%s, on the origin GPU "
+      "as on the others (about %.0f%% more expected error%s)",
+      scaled.trace.batch_size(), traced_batch, scaled.ratio, reruns,
+      BatchScalingErrorPercent(scaled.ratio, scaled.rerun_share),
       scaled.ratio > 4 || scaled.ratio < 0.5 ? "; ratios beyond 1/2 and 4 were not evaluated"
                                              : ""));
   if (scaled.unscaled_share > 0) {
@@ -273,9 +324,36 @@ std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
   return warnings;
 }
 
-double BatchScalingErrorPercent(double r) {
+double BatchScalingErrorPercent(double r, double rerun_share) {
   constexpr double kPerDoubling = 4.5;
-  return r > 0 ? kPerDoubling * std::abs(std::log2(r)) : 0;
+  constexpr double kPerDoublingFromReruns = 2.2;
+  const double share = std::clamp(rerun_share, 0.0, 1.0);
+  const double per_doubling = kPerDoubling + (kPerDoublingFromReruns - kPerDoubling) * share;
+  return r > 0 ? per_doubling * std::abs(std::log2(r)) : 0;
+}
+
+std::optional<double> RerunAtBatch(const v1::Pass& pass, uint32_t batch) {
+  // The nearest measured batches at or below and at or above `batch`.
+  const v1::BatchRerun* below = nullptr;
+  const v1::BatchRerun* above = nullptr;
+  for (const v1::BatchRerun& rerun : pass.batch_reruns()) {
+    if (rerun.batch_size() == 0 || rerun.rerun_time_ns() <= 0) continue;
+    if (rerun.batch_size() <= batch &&
+        (below == nullptr || rerun.batch_size() > below->batch_size())) {
+      below = &rerun;
+    }
+    if (rerun.batch_size() >= batch &&
+        (above == nullptr || rerun.batch_size() < above->batch_size())) {
+      above = &rerun;
+    }
+  }
+  if (below == nullptr || above == nullptr) return std::nullopt;
+  if (below == above) return static_cast<double>(below->rerun_time_ns());
+  const double position = std::log(static_cast<double>(batch) / below->batch_size()) /
+                          std::log(static_cast<double>(above->batch_size()) / below->batch_size());
+  return std::exp(std::log(static_cast<double>(below->rerun_time_ns())) +
+                  position * std::log(static_cast<double>(above->rerun_time_ns()) /
+                                      static_cast<double>(below->rerun_time_ns())));
 }
 
 }  // namespace habitat

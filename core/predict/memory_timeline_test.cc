@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "common/file_io.h"
 #include "core/kineto/kineto_import.h"
 #include "core/predict/memory_prediction.h"
@@ -153,24 +154,14 @@ TEST(MemoryTimelineTest, APeakOutsideEveryPassFallsBackToTheWholePeak) {
   EXPECT_FALSE(PeakCandidates(trace).has_value());
 }
 
-// The batch of each model's trace in tests/testdata/agent_suite/h100_memory.
-const std::map<std::string, uint32_t> kTracedBatch = {
-    {"resnet50", 16}, {"inception_v3", 16}, {"transformer", 32}, {"gnmt", 32},
-    {"dcgan", 64},    {"gpt2", 8},          {"vit", 32}};
-
 // Peak allocated bytes batch_memory measured on the H100, by
 // "model_precision" and batch (DCGAN left out: its rows there share a
 // process with other models, 67 MiB more).
 std::map<std::string, std::map<uint32_t, int64_t>> MeasuredH100Peaks() {
   std::map<std::string, std::map<uint32_t, int64_t>> peaks;
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/batch_memory/h100.json.gz");
-  EXPECT_TRUE(text.ok()) << text.status();
-  if (!text.ok()) return peaks;
-  const nlohmann::json doc = nlohmann::json::parse(*text);
-  for (const auto& c : doc.at("cases")) {
-    if (c.at("status") != "ok" || c.at("model") == "dcgan") continue;
-    peaks[c.at("model").get<std::string>() + "_" + c.at("precision").get<std::string>()]
-         [c.at("batch").get<uint32_t>()] = c.at("peak_allocated_bytes").get<int64_t>();
+  for (const auto& [key, by_batch] : testing::BatchMemoryH100("peak_allocated_bytes")) {
+    if (absl::StartsWith(key, "dcgan_")) continue;
+    for (const auto& [batch, bytes] : by_batch) peaks[key][batch] = static_cast<int64_t>(bytes);
   }
   return peaks;
 }
@@ -227,7 +218,7 @@ TEST(MemoryTimelineTest, AgentTracesAgainstTheMeasuredPeaks) {
   const auto peaks = MeasuredH100Peaks();
   double per_pass_sum = 0, whole_sum = 0, worst = 0;
   int n = 0;
-  for (const auto& [model_name, batch] : kTracedBatch) {
+  for (const auto& [model_name, batch] : testing::AgentSuiteBatches()) {
     if (model_name == "dcgan") continue;  // no batch_memory peaks of its own process
     for (const std::string precision : {"fp32", "bf16"}) {
       const std::string key = model_name + "_" + precision;
@@ -271,7 +262,8 @@ TEST(MemoryTimelineTest, LargestBatchOnTheH200FromTheH100Traces) {
   int exact = 0, cases = 0;
   for (const auto& entry : doc.at("largest")) {
     const std::string model_name = entry.at("model").get<std::string>();
-    const std::string name = model_name + "_b" + std::to_string(kTracedBatch.at(model_name)) + "_" +
+    const std::string name = model_name + "_b" +
+                             std::to_string(testing::AgentSuiteBatches().at(model_name)) + "_" +
                              entry.at("precision").get<std::string>();
     auto trace = testing::LoadAgentFixture("h100_memory", name);
     ASSERT_TRUE(trace.ok()) << trace.status();

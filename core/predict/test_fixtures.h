@@ -1,12 +1,14 @@
 // Loads the real captured traces in tests/testdata for core tests.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/kineto/kineto_import.h"
+#include "gtest/gtest.h"
 #include "habitat/v1/trace.pb.h"
 #include "nlohmann/json.hpp"
 
@@ -35,6 +37,33 @@ inline absl::StatusOr<habitat::v1::Trace> LoadAgentFixture(const std::string& fo
   habitat::v1::Trace trace;
   if (!trace.ParseFromString(bytes)) return absl::DataLossError(path + " is not a Trace");
   return trace;
+}
+
+// The batch each model was captured at in the agent suites whose traces
+// batch_memory measured around (h100_memory, h100_batch_rerun): it ran b/2,
+// 2b and 4b of these.
+inline const std::map<std::string, uint32_t>& AgentSuiteBatches() {
+  static const auto* batches = new std::map<std::string, uint32_t>{
+      {"resnet50", 16}, {"inception_v3", 16}, {"transformer", 32}, {"gnmt", 32},
+      {"dcgan", 64},    {"gpt2", 8},          {"vit", 32}};
+  return *batches;
+}
+
+// One field of the H100 cases batch_memory ran (tests/testdata/batch_memory),
+// by "model_precision" and batch; empty (with a test failure) when the file
+// cannot be read.
+inline std::map<std::string, std::map<uint32_t, double>> BatchMemoryH100(const std::string& field) {
+  std::map<std::string, std::map<uint32_t, double>> out;
+  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/batch_memory/h100.json.gz");
+  EXPECT_TRUE(text.ok()) << text.status();
+  if (!text.ok()) return out;
+  const nlohmann::json doc = nlohmann::json::parse(*text);
+  for (const auto& c : doc.at("cases")) {
+    if (c.at("status") != "ok") continue;
+    out[c.at("model").get<std::string>() + "_" + c.at("precision").get<std::string>()]
+       [c.at("batch").get<uint32_t>()] = c.at(field).get<double>();
+  }
+  return out;
 }
 
 // Median wall time measured without the profiler (tests/testdata/measurements).

@@ -138,6 +138,34 @@ absl::Status CheckMemory(const std::string& field, const MemoryActivity& memory,
   return CheckOffset(field + ".launch_ns", memory.launch_ns(), limits, true);
 }
 
+// Batch sizes a trace may hold, each once per pass (a prediction reads the
+// re-run at a batch; two of them would make it ambiguous).
+absl::Status CheckBatchReruns(const std::string& field, const Pass& pass,
+                              const TraceLimits& limits) {
+  if (pass.batch_reruns_size() > limits.max_batch_reruns_per_pass) {
+    return Invalid(field + ".batch_reruns",
+                   absl::StrCat("has ", pass.batch_reruns_size(), " entries; the limit is ",
+                                limits.max_batch_reruns_per_pass));
+  }
+  for (int i = 0; i < pass.batch_reruns_size(); ++i) {
+    const std::string entry = absl::StrCat(field, ".batch_reruns[", i, "]");
+    const uint32_t batch = pass.batch_reruns(i).batch_size();
+    if (batch == 0 || batch > kMaxBatchSize) {
+      return Invalid(entry + ".batch_size",
+                     absl::StrCat("must be in [1, ", kMaxBatchSize, "] (got ", batch, ")"));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (pass.batch_reruns(j).batch_size() == batch) {
+        return Invalid(entry + ".batch_size",
+                       absl::StrCat("repeats batch size ", batch, " of entry ", j));
+      }
+    }
+    HABITAT_RETURN_IF_ERROR(
+        CheckDuration(entry + ".rerun_time_ns", pass.batch_reruns(i).rerun_time_ns(), limits));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckPass(const std::string& field, const Pass& pass, const TraceLimits& limits,
                        int64_t* total_kernels) {
   HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".time_ns", pass.time_ns(), limits));
@@ -154,6 +182,7 @@ absl::Status CheckPass(const std::string& field, const Pass& pass, const TraceLi
                      " memory activities; the limit (max_memory_activities_per_pass) is ",
                      limits.max_memory_activities_per_pass));
   }
+  HABITAT_RETURN_IF_ERROR(CheckBatchReruns(field, pass, limits));
   *total_kernels += pass.kernels_size() + pass.memory_size();
   for (int i = 0; i < pass.kernels_size(); ++i) {
     HABITAT_RETURN_IF_ERROR(

@@ -31,6 +31,8 @@ struct TraceLimits {
   int64_t max_argument_values = 4096;
   // Templated kernel names run to several KiB (5,050 bytes for one in DCGAN).
   int64_t max_name_bytes = 65536;
+  // Re-runs of one pass at other batch sizes (the agent measures a few).
+  int64_t max_batch_reruns_per_pass = 16;
   // One kernel or pass longer than this is not a measurement we trust.
   int64_t max_duration_ns = int64_t{3600} * 1000 * 1000 * 1000;
 };

@@ -97,6 +97,29 @@ TEST(TraceValidationTest, RerunTimesAreDurations) {
 
 // Each duration within its bound, but their sum is not: the predictor's
 // sums of scaled times could overflow.
+TEST(TraceValidationTest, BatchReRunsNameEachBatchOnceAndAreDurations) {
+  v1::Trace trace = OneKernelTrace();
+  v1::Pass* pass = trace.mutable_operations(0)->mutable_forward();
+  for (uint32_t batch : {16u, 32u}) {
+    v1::BatchRerun* rerun = pass->add_batch_reruns();
+    rerun->set_batch_size(batch);
+    rerun->set_rerun_time_ns(1000 * batch);
+  }
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  pass->mutable_batch_reruns(1)->set_batch_size(16);
+  ExpectInvalid(trace, "operations[0].forward.batch_reruns[1].batch_size");
+  pass->mutable_batch_reruns(1)->set_batch_size(0);
+  ExpectInvalid(trace, "operations[0].forward.batch_reruns[1].batch_size");
+  pass->mutable_batch_reruns(1)->set_batch_size(32);
+  pass->mutable_batch_reruns(0)->set_rerun_time_ns(-1);
+  ExpectInvalid(trace, "operations[0].forward.batch_reruns[0].rerun_time_ns");
+  pass->mutable_batch_reruns(0)->set_rerun_time_ns(1);
+  for (uint32_t batch = 64; batch < 64 + 15; ++batch) {
+    pass->add_batch_reruns()->set_batch_size(batch);
+  }
+  ExpectInvalid(trace, "operations[0].forward.batch_reruns");
+}
+
 TEST(TraceValidationTest, TotalGpuTimeIsBounded) {
   const int64_t limit = TraceLimits().max_duration_ns;
   v1::Trace trace = OneKernelTrace();

@@ -326,6 +326,76 @@ def cmd_analyze(args) -> int:
     return 0
 
 
+# ------------------------------------------------------- through the engine
+
+def trace_class():
+    sys.path.insert(0, str(ROOT / "client" / "python"))
+    from habitat_client import _messages
+    return _messages.messages()["Trace"]
+
+
+def inject(rerun_path: Path, out_dir: Path) -> Path:
+    """The case's trace with each re-run pass's times at every measured batch
+    (identical calls' median) as Pass.batch_reruns: what the agent is to
+    record, for the engine to read."""
+    with gzip.open(rerun_path, "rt") as f:
+        r = json.load(f)
+    trace_path = rerun_path.with_name(rerun_path.name.replace(".rerun.json.gz", ".trace.gz"))
+    trace = trace_class().FromString(gzip.decompress(trace_path.read_bytes()))
+    names = {i: {"name": op.name} for i, op in enumerate(trace.operations)}
+    for index, row in matched(denoised(r["operations"]), names, trace_path.name):
+        op = trace.operations[index]
+        for pass_index, p in ((0, op.forward), (1, op.backward if op.HasField("backward")
+                                                  else None)):
+            if p is None:
+                continue
+            for factor, times in sorted(row.get("times", {}).items(), key=lambda x: float(x[0])):
+                if times[pass_index] > 0:
+                    rerun = p.batch_reruns.add()
+                    rerun.batch_size = int(r["batch"] * float(factor))
+                    rerun.rerun_time_ns = int(times[pass_index])
+    out = out_dir / trace_path.name
+    out.write_bytes(gzip.compress(trace.SerializeToString()))
+    return out
+
+
+def cmd_engine(args) -> int:
+    """The engine's own prediction from the traces with re-runs, against
+    batch_memory on the H100 and the H200."""
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cases = []
+    for path in sorted(Path(args.dir).glob("*.rerun.json.gz")):
+        with gzip.open(path, "rt") as f:
+            r = json.load(f)
+        cases.append((r["model"], r["precision"], r["batch"], inject(path, out_dir)))
+    print("| GPU | model | precision | b -> target | engine, rule only % | "
+          "engine with re-runs % |")
+    print("|---|---|---|---|---:|---:|")
+    errors = {}
+    for device in sorted(MEMORY_FILES):
+        memory = load_batch_memory(device)
+        for model, precision, batch, injected in cases:
+            plain = Path(args.dir) / injected.name
+            for factor in FACTORS:
+                target = int(batch * factor)
+                measured = memory.get((model, precision, target))
+                if factor == 1 or not measured:
+                    continue
+                rule = 100 * (predict_ops(plain, target, device)[0] / measured - 1)
+                rerun = 100 * (predict_ops(injected, target, device)[0] / measured - 1)
+                for k, v in (("rule", rule), ("re-runs", rerun)):
+                    errors.setdefault((device, k), {}).setdefault(factor, []).append(abs(v))
+                print(f"| {device} | {model} | {precision} | {batch} -> {target} | "
+                      f"{rule:+.1f} | {rerun:+.1f} |")
+    print("\n| GPU | method | " + " | ".join(f"{f}x" for f in FACTORS if f != 1) + " |")
+    print("|---|---|" + "---:|" * (len(FACTORS) - 1))
+    for (device, k), by in sorted(errors.items()):
+        print(f"| {device} | {k} | " + " | ".join(
+            f"{sum(v) / len(v):.1f}" for _, v in sorted(by.items())) + " |")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
@@ -335,13 +405,16 @@ def main() -> int:
     c.add_argument("--models", default=",".join(BASE))
     c.add_argument("--repetitions", type=int, default=5)
     c.add_argument("--budget-s", type=float, default=420)
+    e = sub.add_parser("engine")
+    e.add_argument("dir")
+    e.add_argument("--out", required=True, help="where the traces with re-runs are written")
     a = sub.add_parser("analyze")
     a.add_argument("dir")
     a.add_argument("--device", default=ORIGIN, choices=sorted(MEMORY_FILES),
                    help="predict on this GPU (from the H100 trace) and compare with its "
                         "batch_memory measurements")
     args = p.parse_args()
-    return cmd_capture(args) if args.command == "capture" else cmd_analyze(args)
+    return {"capture": cmd_capture, "analyze": cmd_analyze, "engine": cmd_engine}[args.command](args)
 
 
 if __name__ == "__main__":
