@@ -160,16 +160,16 @@ Nanoseconds DeviceTime(const v1::Pass& pass) {
 // when the traced batch was not re-run, the target is outside the re-run
 // batches or the pass has no device time.
 bool ScalePassByReruns(v1::Pass* pass, uint32_t traced, uint32_t target, double ratio) {
-  const bool traced_measured = std::any_of(
-      pass->batch_reruns().begin(), pass->batch_reruns().end(), [traced](const v1::BatchRerun& r) {
-        return r.batch_size() == traced && r.rerun_time_ns() > 0;
-      });
-  if (!traced_measured) return false;
-  const std::optional<double> at_traced = RerunAtBatch(*pass, traced);
+  const auto at_traced = std::find_if(pass->batch_reruns().begin(), pass->batch_reruns().end(),
+                                      [traced](const v1::BatchRerun& r) {
+                                        return r.batch_size() == traced && r.rerun_time_ns() > 0;
+                                      });
+  if (at_traced == pass->batch_reruns().end()) return false;
   const std::optional<double> at_target = RerunAtBatch(*pass, target);
   const Nanoseconds before = DeviceTime(*pass);
-  if (!at_traced.has_value() || !at_target.has_value() || before <= 0) return false;
-  const double after = std::max(0.0, static_cast<double>(before) + *at_target - *at_traced);
+  if (!at_target.has_value() || before <= 0) return false;
+  const double after = std::max(0.0, static_cast<double>(before) + *at_target -
+                                         static_cast<double>(at_traced->rerun_time_ns()));
   const double factor = after / static_cast<double>(before);
   for (v1::Kernel& kernel : *pass->mutable_kernels()) {
     kernel.set_duration_ns(std::llround(static_cast<double>(kernel.duration_ns()) * factor));

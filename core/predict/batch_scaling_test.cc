@@ -22,12 +22,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
+Nanoseconds KernelTime(const v1::Pass& pass) {
+  Nanoseconds total = 0;
+  for (const v1::Kernel& kernel : pass.kernels()) total += kernel.duration_ns();
+  return total;
+}
+
 Nanoseconds KernelTime(const v1::Trace& trace) {
   Nanoseconds total = 0;
   for (const v1::Operation& op : trace.operations()) {
-    for (const v1::Pass* pass : {&op.forward(), &op.backward()}) {
-      for (const v1::Kernel& kernel : pass->kernels()) total += kernel.duration_ns();
-    }
+    total += KernelTime(op.forward()) + KernelTime(op.backward());
   }
   for (const v1::Kernel& kernel : trace.unattributed_kernels()) total += kernel.duration_ns();
   return total;
@@ -183,17 +187,14 @@ TEST(BatchScalingTest, AReRunPassTakesTheTracedTimePlusTheReRunsDifference) {
   v1::Operation* conv = traced.mutable_operations(0);
   ASSERT_EQ(conv->name(), "aten::conv2d");
   const Nanoseconds forward = conv->forward().time_ns();
-  Nanoseconds kernels = 0;
-  for (const v1::Kernel& kernel : conv->forward().kernels()) kernels += kernel.duration_ns();
+  const Nanoseconds kernels = KernelTime(conv->forward());
   ASSERT_GT(kernels, 0);
   *conv->mutable_forward()->mutable_batch_reruns() =
       PassWithReruns({{8, 70000}, {16, 100000}, {64, 250000}}).batch_reruns();
   auto scaled = ScaleTraceToBatch(traced, 64);
   ASSERT_TRUE(scaled.ok()) << scaled.status();
   const v1::Pass& after = scaled->trace.operations(0).forward();
-  Nanoseconds scaled_kernels = 0;
-  for (const v1::Kernel& kernel : after.kernels()) scaled_kernels += kernel.duration_ns();
-  EXPECT_NEAR(scaled_kernels, kernels + 150000, after.kernels_size());
+  EXPECT_NEAR(KernelTime(after), kernels + 150000, after.kernels_size());
   EXPECT_NEAR(after.time_ns(), forward * (kernels + 150000.0) / kernels, 1);
   EXPECT_EQ(after.rerun_time_ns(), 250000);
   EXPECT_GT(scaled->rerun_share, 0);
@@ -202,11 +203,8 @@ TEST(BatchScalingTest, AReRunPassTakesTheTracedTimePlusTheReRunsDifference) {
   // Halving: a smaller re-run takes time away, never below zero.
   auto halved = ScaleTraceToBatch(traced, 8);
   ASSERT_TRUE(halved.ok());
-  Nanoseconds halved_kernels = 0;
-  for (const v1::Kernel& k : halved->trace.operations(0).forward().kernels()) {
-    halved_kernels += k.duration_ns();
-  }
-  EXPECT_NEAR(halved_kernels, std::max<Nanoseconds>(0, kernels - 30000),
+  EXPECT_NEAR(KernelTime(halved->trace.operations(0).forward()),
+              std::max<Nanoseconds>(0, kernels - 30000),
               halved->trace.operations(0).forward().kernels_size());
 }
 

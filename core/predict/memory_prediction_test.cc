@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/file_io.h"
+#include "core/predict/test_fixtures.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -113,10 +113,10 @@ struct GroundTruth {
 
 GroundTruth LoadGroundTruth() {
   GroundTruth truth;
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/batch_memory/h100.json.gz");
-  EXPECT_TRUE(text.ok()) << text.status();
-  if (!text.ok()) return truth;
-  const auto doc = nlohmann::json::parse(*text);
+  auto loaded = testing::LoadBatchMemory("h100");
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return truth;
+  const nlohmann::json& doc = *loaded;
   truth.total_memory = doc.at("total_memory_bytes").get<int64_t>();
   for (const auto& c : doc.at("cases")) {
     const std::string key =

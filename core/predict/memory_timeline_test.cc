@@ -253,9 +253,9 @@ TEST(MemoryTimelineTest, AgentTracesAgainstTheMeasuredPeaks) {
 // to fit the H200 never ran out of memory there (measured after the fit
 // headroom was chosen), and is the one that ran for most models.
 TEST(MemoryTimelineTest, LargestBatchOnTheH200FromTheH100Traces) {
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/batch_memory/h200_largest.json.gz");
-  ASSERT_TRUE(text.ok()) << text.status();
-  const nlohmann::json doc = nlohmann::json::parse(*text);
+  auto loaded = testing::LoadBatchMemory("h200_largest");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const nlohmann::json& doc = *loaded;
   v1::DeviceSpec h200;
   h200.set_memory_bytes(int64_t{141} << 30);
   h200.set_driver_memory_bytes(doc.at("total_memory_bytes").get<int64_t>());

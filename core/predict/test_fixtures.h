@@ -49,16 +49,22 @@ inline const std::map<std::string, uint32_t>& AgentSuiteBatches() {
   return *batches;
 }
 
-// One field of the H100 cases batch_memory ran (tests/testdata/batch_memory),
-// by "model_precision" and batch; empty (with a test failure) when the file
-// cannot be read.
+// A batch_memory run (tests/testdata/batch_memory/`name`.json.gz, e.g.
+// "h100" or "h200_largest").
+inline absl::StatusOr<nlohmann::json> LoadBatchMemory(const std::string& name) {
+  HABITAT_ASSIGN_OR_RETURN(std::string text, ReadFile(std::string(HABITAT_TESTDATA_DIR) +
+                                                      "/batch_memory/" + name + ".json.gz"));
+  return nlohmann::json::parse(text);
+}
+
+// One field of the H100 cases batch_memory ran, by "model_precision" and
+// batch; empty (with a test failure) when the file cannot be read.
 inline std::map<std::string, std::map<uint32_t, double>> BatchMemoryH100(const std::string& field) {
   std::map<std::string, std::map<uint32_t, double>> out;
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/batch_memory/h100.json.gz");
-  EXPECT_TRUE(text.ok()) << text.status();
-  if (!text.ok()) return out;
-  const nlohmann::json doc = nlohmann::json::parse(*text);
-  for (const auto& c : doc.at("cases")) {
+  auto doc = LoadBatchMemory("h100");
+  EXPECT_TRUE(doc.ok()) << doc.status();
+  if (!doc.ok()) return out;
+  for (const auto& c : doc->at("cases")) {
     if (c.at("status") != "ok") continue;
     out[c.at("model").get<std::string>() + "_" + c.at("precision").get<std::string>()]
        [c.at("batch").get<uint32_t>()] = c.at(field).get<double>();

@@ -23,6 +23,12 @@ absl::Status Invalid(absl::string_view field, absl::string_view rule) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", rule));
 }
 
+// At most `limit` entries in the repeated field `field`.
+absl::Status CheckEntries(const std::string& field, int64_t count, int64_t limit) {
+  if (count <= limit) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("has ", count, " entries; the limit is ", limit));
+}
+
 // U+202A-U+202E (embeddings, overrides) and U+2066-U+2069 (isolates) in
 // UTF-8 at byte `i`: E2 80 AA-AE, E2 81 A6-A9.
 bool IsBidiControl(const std::string& s, size_t i) {
@@ -142,11 +148,8 @@ absl::Status CheckMemory(const std::string& field, const MemoryActivity& memory,
 // re-run at a batch; two of them would make it ambiguous).
 absl::Status CheckBatchReruns(const std::string& field, const Pass& pass,
                               const TraceLimits& limits) {
-  if (pass.batch_reruns_size() > limits.max_batch_reruns_per_pass) {
-    return Invalid(field + ".batch_reruns",
-                   absl::StrCat("has ", pass.batch_reruns_size(), " entries; the limit is ",
-                                limits.max_batch_reruns_per_pass));
-  }
+  HABITAT_RETURN_IF_ERROR(CheckEntries(field + ".batch_reruns", pass.batch_reruns_size(),
+                                       limits.max_batch_reruns_per_pass));
   for (int i = 0; i < pass.batch_reruns_size(); ++i) {
     const std::string entry = absl::StrCat(field, ".batch_reruns[", i, "]");
     const uint32_t batch = pass.batch_reruns(i).batch_size();
@@ -197,11 +200,8 @@ absl::Status CheckPass(const std::string& field, const Pass& pass, const TraceLi
 
 absl::Status CheckArguments(const std::string& field, const Operation& op,
                             const TraceLimits& limits) {
-  if (op.arguments_size() > limits.max_arguments_per_operation) {
-    return Invalid(field + ".arguments",
-                   absl::StrCat("has ", op.arguments_size(), " entries; the limit is ",
-                                limits.max_arguments_per_operation));
-  }
+  HABITAT_RETURN_IF_ERROR(
+      CheckEntries(field + ".arguments", op.arguments_size(), limits.max_arguments_per_operation));
   for (int i = 0; i < op.arguments_size(); ++i) {
     const auto& arg = op.arguments(i);
     const std::string arg_field = absl::StrCat(field, ".arguments[", i, "]");
