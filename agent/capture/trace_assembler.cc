@@ -37,6 +37,9 @@ class Assembler {
  private:
   Status IndexOps();
   Status CheckRerunTimes() const;
+  Status CheckBatchReruns() const;
+  std::string Describe(uint64_t id) const;
+  void AttachReruns(uint64_t id, Operation* o);
   void FindBackwardNodes();
   void LinkBackwards();
   void PlaceActivities();
@@ -70,6 +73,7 @@ class Assembler {
   int outside_window_ = 0;
   int clamped_ = 0;
   int rerun_matched_ = 0;
+  int batch_rerun_matched_ = 0;
 };
 
 Status Assembler::IndexOps() {
@@ -119,15 +123,39 @@ Status Assembler::IndexOps() {
   return Status::Ok();
 }
 
+std::string Assembler::Describe(uint64_t id) const {
+  auto it = by_id_.find(id);
+  const std::string name = it == by_id_.end() ? "" : " (\"" + ops_[it->second].name + "\")";
+  return "op event id " + std::to_string(id) + name;
+}
+
 Status Assembler::CheckRerunTimes() const {
   for (const auto& [id, t] : opt_.rerun_times) {
     if (t.forward_ns >= 0 && t.backward_ns >= 0) continue;
-    auto it = by_id_.find(id);
-    const std::string name = it == by_id_.end() ? "" : " (\"" + ops_[it->second].name + "\")";
-    return InvalidArgumentError("rerun time of op event id " + std::to_string(id) + name +
-                                ": times must be >= 0, got forward_ns " +
-                                std::to_string(t.forward_ns) + ", backward_ns " +
-                                std::to_string(t.backward_ns));
+    return InvalidArgumentError(
+        "rerun time of " + Describe(id) + ": times must be >= 0, got forward_ns " +
+        std::to_string(t.forward_ns) + ", backward_ns " + std::to_string(t.backward_ns));
+  }
+  return Status::Ok();
+}
+
+Status Assembler::CheckBatchReruns() const {
+  for (const auto& [id, reruns] : opt_.batch_reruns) {
+    std::vector<uint32_t> batches;
+    for (const BatchRerunTime& r : reruns) {
+      const std::string what =
+          "batch re-run of " + Describe(id) + " at batch " + std::to_string(r.batch_size);
+      if (r.batch_size == 0) return InvalidArgumentError(what + ": the batch must be >= 1");
+      if (r.forward_ns < 0 || r.backward_ns < 0) {
+        return InvalidArgumentError(what + ": times must be >= 0, got forward_ns " +
+                                    std::to_string(r.forward_ns) + ", backward_ns " +
+                                    std::to_string(r.backward_ns));
+      }
+      if (std::find(batches.begin(), batches.end(), r.batch_size) != batches.end()) {
+        return InvalidArgumentError(what + ": that batch is given twice");
+      }
+      batches.push_back(r.batch_size);
+    }
   }
   return Status::Ok();
 }
@@ -305,15 +333,30 @@ void Assembler::BuildOperations(Trace* out) {
       o.sequence_number = node.sequence_number;
       o.backward = std::move(b);
     }
-    auto rerun = opt_.rerun_times.find(e.id);
-    if (rerun != opt_.rerun_times.end()) {
-      ++rerun_matched_;
-      o.forward.rerun_time_ns = rerun->second.forward_ns;
-      if (o.backward.has_value()) {
-        o.backward->rerun_time_ns = rerun->second.backward_ns;
-      }
-    }
+    AttachReruns(e.id, &o);
     out->operations.push_back(std::move(o));
+  }
+}
+
+void Assembler::AttachReruns(uint64_t id, Operation* o) {
+  auto rerun = opt_.rerun_times.find(id);
+  if (rerun != opt_.rerun_times.end()) {
+    ++rerun_matched_;
+    o->forward.rerun_time_ns = rerun->second.forward_ns;
+    if (o->backward.has_value()) o->backward->rerun_time_ns = rerun->second.backward_ns;
+  }
+  auto at_batches = opt_.batch_reruns.find(id);
+  if (at_batches == opt_.batch_reruns.end()) return;
+  ++batch_rerun_matched_;
+  std::vector<BatchRerunTime> sorted = at_batches->second;
+  std::sort(sorted.begin(), sorted.end(), [](const BatchRerunTime& a, const BatchRerunTime& b) {
+    return a.batch_size < b.batch_size;
+  });
+  for (const BatchRerunTime& r : sorted) {
+    if (r.forward_ns > 0) o->forward.batch_reruns.push_back({r.batch_size, r.forward_ns});
+    if (r.backward_ns > 0 && o->backward.has_value()) {
+      o->backward->batch_reruns.push_back({r.batch_size, r.backward_ns});
+    }
   }
 }
 
@@ -398,6 +441,11 @@ void Assembler::FillTraceLevel(Trace* out) {
     meta["agent.rerun_operations"] = std::to_string(rerun_matched_);
     meta["agent.rerun_unmatched"] = std::to_string(opt_.rerun_times.size() - rerun_matched_);
   }
+  if (!opt_.batch_reruns.empty()) {
+    meta["agent.batch_rerun_operations"] = std::to_string(batch_rerun_matched_);
+    meta["agent.batch_rerun_unmatched"] =
+        std::to_string(opt_.batch_reruns.size() - batch_rerun_matched_);
+  }
 }
 
 Status Assembler::Run(Trace* out) {
@@ -425,6 +473,7 @@ Status Assembler::Run(Trace* out) {
   }
   HABITAT_AGENT_RETURN_IF_ERROR(IndexOps());
   HABITAT_AGENT_RETURN_IF_ERROR(CheckRerunTimes());
+  HABITAT_AGENT_RETURN_IF_ERROR(CheckBatchReruns());
   ResolveLaunches(&act_);
   PlaceActivities();
   if (placed_.empty()) {

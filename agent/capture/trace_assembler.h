@@ -48,6 +48,14 @@ struct RerunTime {
   int64_t backward_ns = 0;  // 0: not measured
 };
 
+// The same re-run with the batch-carrying inputs at another batch size
+// (habitat.rerun.measure_at_batches); 0: that pass was not measured.
+struct BatchRerunTime {
+  uint32_t batch_size = 0;
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;
+};
+
 struct AssemblyOptions {
   std::string model_name;
   uint32_t batch_size = 0;
@@ -67,6 +75,11 @@ struct AssemblyOptions {
   // a backward pass). Other ids are counted in metadata
   // "agent.rerun_unmatched"; negative times are INVALID_ARGUMENT.
   std::map<uint64_t, RerunTime> rerun_times;
+  // Keyed as rerun_times: each pass's non-zero times become its
+  // batch_reruns, by increasing batch. Unmatched ids are counted in
+  // "agent.batch_rerun_unmatched"; a batch of 0, one given twice for an op
+  // or a negative time is INVALID_ARGUMENT.
+  std::map<uint64_t, std::vector<BatchRerunTime>> batch_reruns;
   // The math settings in force when tracking started, copied to the trace.
   std::optional<MathSettings> math;
   // The memory the tracked iteration used, copied to the trace; its

@@ -259,6 +259,53 @@ TEST_F(IterationTest, NegativeRerunTimeIsRejectedNamingTheOp) {
   EXPECT_NE(st.message().find("backward_ns -3"), std::string::npos) << st.message();
 }
 
+TEST_F(IterationTest, BatchRerunsBecomeEachPassListByBatch) {
+  EXPECT_EQ(trace_.metadata.count("agent.batch_rerun_operations"), 0u);
+  AssemblyOptions o = Window(W, W + 10000);
+  // Out of order; the backward not measured at 8 and 64.
+  o.batch_reruns[IdOf(ops_, "aten::conv2d")] = {
+      {64, 7000, 0}, {16, 2100, 1500}, {8, 1200, 0}, {32, 3900, 2800}};
+  o.batch_reruns[IdOf(ops_, "aten::add")] = {{16, 90, 70}};  // add has no backward
+  o.batch_reruns[IdOf(ops_, "ReluBackward0")] = {{16, 6, 6}};
+  Trace t;
+  const Status st = AssembleTrace(ops_, records_, o, &t);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const Operation& conv = t.operations[0];
+  ASSERT_EQ(conv.forward.batch_reruns.size(), 4u);
+  EXPECT_EQ(conv.forward.batch_reruns[0].batch_size, 8u);
+  EXPECT_EQ(conv.forward.batch_reruns[0].rerun_time_ns, 1200);
+  EXPECT_EQ(conv.forward.batch_reruns[3].batch_size, 64u);
+  EXPECT_EQ(conv.forward.batch_reruns[3].rerun_time_ns, 7000);
+  ASSERT_EQ(conv.backward->batch_reruns.size(), 2u);
+  EXPECT_EQ(conv.backward->batch_reruns[0].batch_size, 16u);
+  EXPECT_EQ(conv.backward->batch_reruns[1].rerun_time_ns, 2800);
+  EXPECT_EQ(conv.forward.rerun_time_ns, 0);                    // rerun_times is another option
+  EXPECT_EQ(t.operations[1].forward.batch_reruns.size(), 0u);  // relu
+  EXPECT_EQ(t.operations[2].forward.batch_reruns.size(), 1u);  // add
+  EXPECT_EQ(t.metadata.at("agent.batch_rerun_operations"), "2");
+  EXPECT_EQ(t.metadata.at("agent.batch_rerun_unmatched"), "1");
+}
+
+TEST_F(IterationTest, BadBatchRerunsAreRejectedNamingTheOp) {
+  const struct {
+    std::vector<BatchRerunTime> reruns;
+    std::string says;
+  } cases[] = {
+      {{{0, 10, 10}}, "at batch 0: the batch must be >= 1"},
+      {{{16, -1, 10}}, "forward_ns -1"},
+      {{{16, 10, 10}, {32, 20, 20}, {16, 11, 11}}, "at batch 16: that batch is given twice"},
+  };
+  for (const auto& c : cases) {
+    AssemblyOptions o = Window(W, W + 10000);
+    o.batch_reruns[IdOf(ops_, "aten::conv2d")] = c.reruns;
+    Trace t;
+    const Status st = AssembleTrace(ops_, records_, o, &t);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("(\"aten::conv2d\")"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(c.says), std::string::npos) << st.message();
+  }
+}
+
 TEST_F(IterationTest, SynchronisationsAreHostEvents) {
   ASSERT_EQ(trace_.host_events.size(), 1u);
   EXPECT_EQ(trace_.host_events[0].name, "cudaDeviceSynchronize");

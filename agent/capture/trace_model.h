@@ -120,12 +120,19 @@ struct Argument {
   std::vector<int64_t> integers;
 };
 
+// habitat.v1.BatchRerun: a pass re-run alone at a batch size.
+struct BatchRerun {
+  uint32_t batch_size = 0;
+  int64_t rerun_time_ns = 0;
+};
+
 struct Pass {
   int64_t time_ns = 0;
   std::vector<Kernel> kernels;
   std::vector<MemoryActivity> memory;
   std::string recorded_name;
   int64_t rerun_time_ns = 0;
+  std::vector<BatchRerun> batch_reruns;  // by increasing batch size
 };
 
 struct Operation {

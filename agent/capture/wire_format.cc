@@ -166,6 +166,12 @@ Writer WritePass(const Pass& p) {
   for (const MemoryActivity& m : p.memory) w.Message(3, WriteMemory(m));
   w.String(4, p.recorded_name);
   w.I64(5, p.rerun_time_ns);
+  for (const BatchRerun& r : p.batch_reruns) {
+    Writer rerun;
+    rerun.U64(1, r.batch_size);
+    rerun.I64(2, r.rerun_time_ns);
+    w.Message(6, rerun);
+  }
   return w;
 }
 

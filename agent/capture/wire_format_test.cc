@@ -117,6 +117,7 @@ Trace FullTrace() {
   backward.kernels = {FullKernel("bwd", 300)};
   backward.recorded_name = "ConvolutionBackward0";
   backward.rerun_time_ns = 1;
+  backward.batch_reruns = {{16, 700}, {32, 999}, {128, int64_t{1} << 33}};
   conv.backward = backward;
   conv.sequence_number = 12345;
   conv.cpu_start_ns = 10;
@@ -275,6 +276,12 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   EXPECT_EQ(conv.backward().time_ns(), 999);
   EXPECT_EQ(conv.backward().recorded_name(), "ConvolutionBackward0");
   EXPECT_EQ(conv.backward().rerun_time_ns(), 1);
+  ASSERT_EQ(conv.backward().batch_reruns_size(), 3);
+  EXPECT_EQ(conv.backward().batch_reruns(0).batch_size(), 16u);
+  EXPECT_EQ(conv.backward().batch_reruns(0).rerun_time_ns(), 700);
+  EXPECT_EQ(conv.backward().batch_reruns(2).batch_size(), 128u);
+  EXPECT_EQ(conv.backward().batch_reruns(2).rerun_time_ns(), int64_t{1} << 33);
+  EXPECT_EQ(conv.forward().batch_reruns_size(), 0);
   ASSERT_EQ(conv.backward().kernels_size(), 1);
   ExpectKernel(conv.backward().kernels(0), "bwd", 300);
 

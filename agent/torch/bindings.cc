@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "agent/capture/wire_format.h"
 #include "agent/torch/host_only_source.h"
 #include "agent/torch/tracker.h"
+#include "core/predict/batch_dimension.h"
+#include "core/trace/op_names.h"
 #ifdef HABITAT_AGENT_WITH_CUPTI
 #include "agent/cupti/counter_collector.h"
 #include "agent/cupti/cupti_source.h"
@@ -92,6 +95,17 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
     for (const auto& [key, value] : info["rerun_times"].cast<py::dict>()) {
       const auto times = value.cast<std::pair<int64_t, int64_t>>();
       o.rerun_times[key.cast<uint64_t>()] = RerunTime{times.first, times.second};
+    }
+  }
+  if (info.contains("batch_reruns") && !info["batch_reruns"].is_none()) {
+    // {op event id: [(batch, forward_ns, backward_ns), ...]} from
+    // OperationTracker.measure_batch_scaling.
+    for (const auto& [key, value] : info["batch_reruns"].cast<py::dict>()) {
+      std::vector<BatchRerunTime>& reruns = o.batch_reruns[key.cast<uint64_t>()];
+      for (const auto& entry : value.cast<py::list>()) {
+        const auto t = entry.cast<std::tuple<uint32_t, int64_t, int64_t>>();
+        reruns.push_back(BatchRerunTime{std::get<0>(t), std::get<1>(t), std::get<2>(t)});
+      }
     }
   }
   if (auto math = GetOptional<py::dict>(info, "math")) o.math = MathFrom(*math);
@@ -475,6 +489,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("collect_metrics", &habitat::agent::CollectMetrics, py::arg("step"), py::arg("metrics"),
         py::arg("max_kernels") = 4096);
 #endif
+  m.def(
+      "is_kernel_varying",
+      [](const std::string& name) { return habitat::op_names::IsKernelVaryingName(name); },
+      py::arg("name"),
+      "whether the engine predicts this ATen op or autograd node as kernel-varying");
+  m.def(
+      "batch_dimension",
+      [](const std::vector<int64_t>& shape, int64_t batch, bool is_parameter) {
+        return habitat::BatchDimension(shape, batch,
+                                       [&](const std::vector<int64_t>&) { return is_parameter; });
+      },
+      py::arg("shape"), py::arg("batch"), py::arg("is_parameter"),
+      "the dimension of a tensor of `shape` that holds the batch as the engine scales it, or -1");
   m.def("is_recording", &habitat::agent::OpRecorder::AnyRecording,
         "whether a tracker of this process is recording ops now");
   py::class_<PyTracker>(m, "Tracker")

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/time_units.h"
+#include "core/predict/batch_dimension.h"
 #include "core/trace/op_classification.h"
 
 namespace habitat {
@@ -43,13 +44,9 @@ bool IsParameterSized(const v1::Operation& op) {
 // The dimension of `shape` that holds the batch (see the header), or -1.
 int BatchDimension(const ShapeField& shape, int64_t batch,
                    const absl::flat_hash_set<Shape>& parameters) {
-  if (shape.empty() || parameters.contains(Shape(shape.begin(), shape.end()))) return -1;
-  if (shape[0] >= batch && shape[0] % batch == 0) return 0;
-  for (int d = 1; d <= 2 && d < shape.size(); ++d) {
-    if (shape[d] == batch) return d;
-  }
-  if (shape.size() >= 3 && shape[1] >= batch && shape[1] % batch == 0) return 1;
-  return -1;
+  return habitat::BatchDimension(shape, batch, [&](const ShapeField& s) {
+    return parameters.contains(Shape(s.begin(), s.end()));
+  });
 }
 
 enum class OpScaling { kScaled, kFixed, kUnknown };
@@ -168,8 +165,14 @@ bool ScalePassByReruns(v1::Pass* pass, uint32_t traced, uint32_t target, double 
   const std::optional<double> at_target = RerunAtBatch(*pass, target);
   const Nanoseconds before = DeviceTime(*pass);
   if (!at_target.has_value() || before <= 0) return false;
-  const double after = std::max(0.0, static_cast<double>(before) + *at_target -
-                                         static_cast<double>(at_traced->rerun_time_ns()));
+  const double traced_ns = static_cast<double>(before);
+  const double rerun_ns = static_cast<double>(at_traced->rerun_time_ns());
+  // What the iteration gains on the lone re-run (warm caches, no launch
+  // gaps) shrinks with the work but never grows with it; what it loses
+  // (contention) stays as it was.
+  const double gain = rerun_ns - traced_ns;
+  const double after =
+      std::max(0.0, *at_target - (gain > 0 ? gain * std::min(1.0, *at_target / rerun_ns) : gain));
   const double factor = after / static_cast<double>(before);
   for (v1::Kernel& kernel : *pass->mutable_kernels()) {
     kernel.set_duration_ns(std::llround(static_cast<double>(kernel.duration_ns()) * factor));

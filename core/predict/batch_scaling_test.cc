@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <string>
@@ -182,30 +183,65 @@ TEST(BatchScalingTest, RerunAtBatchIsMeasuredOrInterpolatedLogLog) {
   EXPECT_EQ(RerunAtBatch(v1::Pass(), 32), std::nullopt);
 }
 
-TEST(BatchScalingTest, AReRunPassTakesTheTracedTimePlusTheReRunsDifference) {
+// The traced conv2d's forward with `reruns`, scaled to `batch`: its kernel
+// time after, and the scaled trace.
+struct RerunScaled {
+  double kernels_before = 0;
+  double kernels_after = 0;
+  BatchScaledTrace scaled;
+};
+RerunScaled ScaleFirstConvByReruns(const std::function<v1::Pass(double)>& reruns_of,
+                                   uint32_t batch) {
   v1::Trace traced = Fixture("h100", "resnet50_b16_fp32", 16);
   v1::Operation* conv = traced.mutable_operations(0);
-  ASSERT_EQ(conv->name(), "aten::conv2d");
-  const Nanoseconds forward = conv->forward().time_ns();
-  const Nanoseconds kernels = KernelTime(conv->forward());
-  ASSERT_GT(kernels, 0);
-  *conv->mutable_forward()->mutable_batch_reruns() =
-      PassWithReruns({{8, 70000}, {16, 100000}, {64, 250000}}).batch_reruns();
-  auto scaled = ScaleTraceToBatch(traced, 64);
-  ASSERT_TRUE(scaled.ok()) << scaled.status();
-  const v1::Pass& after = scaled->trace.operations(0).forward();
-  EXPECT_NEAR(KernelTime(after), kernels + 150000, after.kernels_size());
-  EXPECT_NEAR(after.time_ns(), forward * (kernels + 150000.0) / kernels, 1);
-  EXPECT_EQ(after.rerun_time_ns(), 250000);
-  EXPECT_GT(scaled->rerun_share, 0);
-  EXPECT_LT(scaled->rerun_share, 0.1);  // one pass of 54 kernel-varying operations
-  EXPECT_THAT(BatchScalingWarnings(*scaled, 16)[0], HasSubstr("by its re-runs at other batches"));
-  // Halving: a smaller re-run takes time away, never below zero.
-  auto halved = ScaleTraceToBatch(traced, 8);
-  ASSERT_TRUE(halved.ok());
-  EXPECT_NEAR(KernelTime(halved->trace.operations(0).forward()),
-              std::max<Nanoseconds>(0, kernels - 30000),
-              halved->trace.operations(0).forward().kernels_size());
+  EXPECT_EQ(conv->name(), "aten::conv2d");
+  RerunScaled out;
+  out.kernels_before = static_cast<double>(KernelTime(conv->forward()));
+  *conv->mutable_forward()->mutable_batch_reruns() = reruns_of(out.kernels_before).batch_reruns();
+  auto scaled = ScaleTraceToBatch(traced, batch);
+  EXPECT_TRUE(scaled.ok()) << scaled.status();
+  out.scaled = *std::move(scaled);
+  out.kernels_after = static_cast<double>(KernelTime(out.scaled.trace.operations(0).forward()));
+  return out;
+}
+
+TEST(BatchScalingTest, AReRunPassKeepsItsGainOnTheReRunOnlyAsTheWorkShrinks) {
+  // The iteration's pass takes 20 us less than its lone re-run (warm
+  // caches, no launch gaps).
+  const auto reruns = [](double k) {
+    return PassWithReruns(
+        {{8, std::llround(0.6 * k)}, {16, std::llround(k) + 20000}, {64, std::llround(4 * k)}});
+  };
+  const RerunScaled grown = ScaleFirstConvByReruns(reruns, 64);
+  const double k = grown.kernels_before;
+  ASSERT_GT(k, 0);
+  // 4x the batch: the re-run's time less the same gain.
+  EXPECT_NEAR(grown.kernels_after, 4 * k - 20000, 2);
+  const v1::Pass& after = grown.scaled.trace.operations(0).forward();
+  EXPECT_EQ(after.rerun_time_ns(), std::llround(4 * k));
+  EXPECT_GT(grown.scaled.rerun_share, 0);
+  EXPECT_LT(grown.scaled.rerun_share, 0.1);  // one pass of 54 kernel-varying operations
+  EXPECT_THAT(BatchScalingWarnings(grown.scaled, 16)[0],
+              HasSubstr("by its re-runs at other batches"));
+  // Half the batch: the gain shrinks with the re-run (from cold memory a
+  // lone re-run loses in proportion), so the pass never falls below the
+  // share of its re-run the traced pass had.
+  const RerunScaled halved = ScaleFirstConvByReruns(reruns, 8);
+  EXPECT_NEAR(halved.kernels_after, 0.6 * k - 20000 * (0.6 * k / (k + 20000)), 2);
+  EXPECT_GE(halved.kernels_after, 0.6 * k * k / (k + 20000) - 2);
+}
+
+TEST(BatchScalingTest, AReRunPassKeepsItsLossOnTheReRunAsItWas) {
+  // The iteration's pass takes 10 us more than its lone re-run (contention).
+  const auto reruns = [](double k) {
+    return PassWithReruns(
+        {{8, std::llround(0.5 * k)}, {16, std::llround(k) - 10000}, {64, std::llround(3 * k)}});
+  };
+  const RerunScaled grown = ScaleFirstConvByReruns(reruns, 64);
+  const double k = grown.kernels_before;
+  ASSERT_GT(k, 10000);
+  EXPECT_NEAR(grown.kernels_after, 3 * k + 10000, 2);
+  EXPECT_NEAR(ScaleFirstConvByReruns(reruns, 8).kernels_after, 0.5 * k + 10000, 2);
 }
 
 TEST(BatchScalingTest, WithoutAReRunAtTheTracedBatchOrBeyondTheMeasuredOnesTheRuleStands) {

@@ -66,6 +66,8 @@ MathMode OriginMathMode(const v1::Trace& trace, const v1::Operation& op, mlp::Fa
   return mlp::TargetMathMode(InferOpMathMode(trace, op, mlp::IsCudnnFamily(family)).mode, origin);
 }
 
+bool IsFullPrecision(MathMode mode) { return mode == MathMode::kFp32 || mode == MathMode::kTf32; }
+
 // The target modes a group is evaluated in: the one it runs in, and for
 // TF32 also fp32, the bound of its prediction (VaryingPassPrediction's
 // fp32_bound).
@@ -93,6 +95,12 @@ std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace, cons
   const mlp::OpSignature& s = **signature;
   VaryingPassLimit limit;
   limit.origin_mode = OriginMathMode(trace, op, s.family, origin);
+  // The op's mode comes from its forward kernels first; a backward that ran
+  // in the other full-precision mode is bounded in its own.
+  const std::optional<MathMode> own = PassKernelMathMode(backward ? op.backward() : op.forward());
+  if (own.has_value() && IsFullPrecision(*own) && IsFullPrecision(limit.origin_mode)) {
+    limit.origin_mode = mlp::TargetMathMode(*own, origin);
+  }
   limit.target_mode = mlp::TargetMathMode(limit.origin_mode, target);
   auto floor = mlp::FloorNs(s.family, s.config, limit.target_mode, backward, target);
   if (!floor.ok()) return std::nullopt;

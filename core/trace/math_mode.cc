@@ -282,6 +282,12 @@ OpMathMode InferOpMathMode(const Trace& trace, const Operation& op, bool cudnn_f
                     std::string(kEvidencePyTorchDefaults)};
 }
 
+std::optional<MathMode> PassKernelMathMode(const Pass& pass) {
+  const Tally t = TallyPass(pass);
+  if (t.half() > 0) return DominantHalf(t);
+  return DominantFull(t);
+}
+
 std::optional<v1::MathSettings> InferMathSettings(const Trace& trace) {
   Tally matmul, cudnn;          // fp32-data ops of each library
   int64_t autocast_ns[2] = {};  // bf16, fp16

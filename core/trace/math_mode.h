@@ -48,6 +48,13 @@ struct OpMathMode {
 //  4. PyTorch's defaults: fp32 matmuls, TF32 cuDNN.
 OpMathMode InferOpMathMode(const v1::Trace& trace, const v1::Operation& op, bool cudnn_family);
 
+// The mode one pass's own kernel names say it ran in: half kernels first
+// (the half type with more time), else fp32 or TF32 by time; nullopt when
+// they do not say. A pass can differ from its op's mode: cuDNN runs the
+// forward of a 3-channel convolution on CUDA cores and its weight gradient
+// on TF32 tensor cores.
+std::optional<MathMode> PassKernelMathMode(const v1::Pass& pass);
+
 // "fp32", "tf32", "fp16", "bf16".
 absl::string_view MathModeName(MathMode mode);
 

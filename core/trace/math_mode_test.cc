@@ -475,6 +475,19 @@ TEST(MathModeRuleTest, KernelNamesComeFirstForwardThenBackward) {
              MathMode::kBf16, kEvidenceKernelNames);
 }
 
+TEST(MathModeRuleTest, APassCanSayItsOwnMode) {
+  // The ViT patch convolution: CUDA cores forward, TF32 weight gradient.
+  const Operation conv = Op("aten::conv2d", {"float"},
+                            {"sm80_xmma_fprop_implicit_gemm_indexed_f32f32_f32f32_f32_nchw"},
+                            {"elementwise", kTf32Gemm});
+  EXPECT_EQ(PassKernelMathMode(conv.forward()), MathMode::kFp32);
+  EXPECT_EQ(PassKernelMathMode(conv.backward()), MathMode::kTf32);
+  EXPECT_EQ(PassKernelMathMode(Op("aten::mm", {}, {kSimt, kBf16Gemm}).forward()), MathMode::kBf16);
+  EXPECT_EQ(PassKernelMathMode(Op("aten::mm", {}, {"elementwise"}).forward()), std::nullopt);
+  // cuDNN's f16 says neither half type.
+  EXPECT_EQ(PassKernelMathMode(Op("aten::sdpa", {}, {kHalfSdpa}).forward()), std::nullopt);
+}
+
 TEST(MathModeRuleTest, AmbiguousHalfKernelsTakeTheDtypeFromContext) {
   Trace t;
   ExpectMode(t, Op("aten::scaled_dot_product_attention", {"c10::BFloat16"}, {kHalfSdpa}), false,

@@ -16,6 +16,15 @@ engine's rule (`habitat predict --batch-size`).
       (DIR/<model>_b<b>_<precision>.trace.gz) and DIR/<...>.rerun.json.gz, the
       forward and backward re-run times of each kernel-varying operation at
       1/2, 1, 2 and 4 times the batch, by trace operation index.
+    agent (on a GPU, with the agent built):
+        python3 eval/batch_scaling/rerun_study.py agent --out DIR [--models ...]
+      what a user runs: per model and precision, one tracked iteration with
+      the agent's own re-runs at those batches (tracker.measure_batch_scaling)
+      in the trace, DIR/<model>_b<b>_<precision>.trace.gz.
+    engine (no GPU; needs build/client/habitat):
+        /usr/bin/python3 eval/batch_scaling/rerun_study.py engine DIR --out OUT
+      the engine's GPU time at those batches from either capture, with and
+      without the re-runs, against batch_memory on the H100 and the H200.
     analyze (no GPU; needs build/client/habitat):
         /usr/bin/python3 eval/batch_scaling/rerun_study.py analyze DIR [--device H200]
       against batch_memory's summed GPU time at those batches (another
@@ -44,59 +53,13 @@ BASE = {"resnet50": 16, "inception_v3": 16, "transformer": 32, "gnmt": 32, "dcga
         "gpt2": 8, "vit": 32}
 FACTORS = (0.5, 1, 2, 4)
 PRECISIONS = ("fp32", "bf16")
-# core/trace/op_classification.cc's kernel-varying forward names.
-VARYING = {
-    "conv1d", "conv2d", "conv3d", "convolution", "_convolution", "cudnn_convolution",
-    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "cudnn_convolution_transpose",
-    "linear", "addmm", "mm", "matmul", "bmm", "baddbmm", "addbmm", "einsum", "lstm", "gru",
-    "rnn_tanh", "rnn_relu", "_cudnn_rnn", "scaled_dot_product_attention",
-    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
-    "_efficient_attention_forward", "multi_head_attention_forward",
-    "_native_multi_head_attention", "_transformer_encoder_layer_fwd"}
 
 
-def is_varying(name: str) -> bool:
-    return name.startswith("aten::") and name[len("aten::"):] in VARYING
-
-
-def batch_dimension(shape, batch, parameters):
-    """core/predict/batch_scaling.cc's BatchDimension."""
-    if not shape or tuple(shape) in parameters:
-        return -1
-    if shape[0] >= batch and shape[0] % batch == 0:
-        return 0
-    for d in (1, 2):
-        if d < len(shape) and shape[d] == batch:
-            return d
-    if len(shape) >= 3 and shape[1] >= batch and shape[1] % batch == 0:
-        return 1
-    return -1
-
-
-def scaled_event(event, batch, target, parameters):
-    """A copy of a recorded op event with its batch-carrying tensor inputs
-    at `target`; None when no input carries the batch."""
-    out = dict(event)
-    args, any_scaled = [], False
-    for a in event["arguments"]:
-        a = dict(a)
-        if "shape" in a:
-            d = batch_dimension(a["shape"], batch, parameters)
-            if d >= 0:
-                shape = list(a["shape"])
-                shape[d] = shape[d] // batch * target
-                a["shape"] = shape
-                any_scaled = True
-        args.append(a)
-    out["arguments"] = args
-    return out if any_scaled else None
-
-
-def capture_case(model, precision, out_dir: Path, repetitions: int) -> dict:
+def tracked(model, precision):
+    """One tracked iteration of `model` at its base batch after 3 warm-up
+    steps: (batch, step, tracker)."""
     import torch
     import habitat
-    from habitat import rerun
     import capture_fixtures as cf
 
     batch = BASE[model]
@@ -109,11 +72,18 @@ def capture_case(model, precision, out_dir: Path, repetitions: int) -> dict:
                                        verbose=False)
     with tracker.track():
         step()
+    return batch, step, tracker
+
+
+def capture_case(model, precision, out_dir: Path, repetitions: int) -> dict:
+    import torch
+    from habitat import _C, rerun
+
+    batch, step, tracker = tracked(model, precision)
     name = f"{model}_b{batch}_{precision}"
     tracker.get_tracked_trace().save(str(out_dir / f"{name}.trace.gz"))
     events = tracker.recorded_ops()
-    parameters = {tuple(a["shape"]) for e in events if "AccumulateGrad" in e["name"]
-                  for a in e["arguments"] if "shape" in a}
+    parameters = rerun.parameter_shapes(events)
     device = torch.device("cuda", torch.cuda.current_device())
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16"
                 else torch.autocast("cuda", enabled=False))
@@ -121,7 +91,7 @@ def capture_case(model, precision, out_dir: Path, repetitions: int) -> dict:
     started = time.time()
     with torch.enable_grad(), autocast:
         for index, (event, has_backward) in enumerate(rerun.forward_operations(events)):
-            if not is_varying(event["name"]):
+            if not _C.is_kernel_varying(event["name"]):
                 continue
             # Identical calls (same name, arguments, backward) share a key: the
             # analysis takes their median, as one disturbed re-run happens.
@@ -130,7 +100,8 @@ def capture_case(model, precision, out_dir: Path, repetitions: int) -> dict:
                        event["name"], event, has_backward)).encode()).hexdigest()[:16]}
             for factor in FACTORS:
                 target = max(1, int(batch * factor))
-                scaled = event if factor == 1 else scaled_event(event, batch, target, parameters)
+                scaled = event if factor == 1 else rerun.scaled_event(event, batch, target,
+                                                                      parameters)
                 if scaled is None:
                     row["times"] = {}
                     row["skipped"] = "no input carries the batch"
@@ -153,7 +124,23 @@ def capture_case(model, precision, out_dir: Path, repetitions: int) -> dict:
     return result
 
 
-def cmd_capture(args) -> int:
+def agent_case(model, precision, out_dir: Path, repetitions: int) -> dict:
+    """What a user runs: one tracked iteration at the base batch and the
+    agent's own re-runs at the other batches (measure_batch_scaling), saved
+    as one trace with Pass.batch_reruns."""
+    import torch
+
+    batch, step, tracker = tracked(model, precision)
+    started = time.time()
+    report = tracker.measure_batch_scaling(factors=[f for f in FACTORS if f != 1],
+                                           repetitions=repetitions)
+    tracker.get_tracked_trace().save(str(out_dir / f"{model}_b{batch}_{precision}.trace.gz"))
+    del step
+    torch.cuda.empty_cache()
+    return dict(report, seconds=round(time.time() - started, 1))
+
+
+def run_cases(args, case, describe) -> int:
     sys.path.insert(0, str(ROOT / "agent" / "python"))
     sys.path.insert(0, str(ROOT / "eval" / "capture"))
     out = Path(args.out)
@@ -165,13 +152,26 @@ def cmd_capture(args) -> int:
                 print(f"stopped: budget spent before {model} {precision}", flush=True)
                 return 0
             try:
-                r = capture_case(model, precision, out, args.repetitions)
-                skipped = sum(1 for o in r["operations"].values() if "skipped" in o)
-                print(f"ok   {model} {precision}: {len(r['operations'])} kernel-varying ops, "
-                      f"{skipped} skipped, {r['seconds']} s", flush=True)
+                r = case(model, precision, out, args.repetitions)
+                print(f"ok   {model} {precision}: {describe(r)}", flush=True)
             except Exception as e:
                 print(f"FAIL {model} {precision}: {type(e).__name__}: {e}", flush=True)
     return 0
+
+
+def cmd_capture(args) -> int:
+    def describe(r):
+        skipped = sum(1 for o in r["operations"].values() if "skipped" in o)
+        return f"{len(r['operations'])} kernel-varying ops, {skipped} skipped, {r['seconds']} s"
+    return run_cases(args, capture_case, describe)
+
+
+def cmd_agent(args) -> int:
+    def describe(r):
+        return (f"{r['measured']} of {r['operations']} kernel-varying ops at {r['batches']} "
+                f"({r['calls']} calls), skipped {r['skipped']}, failed batches "
+                f"{r['batch_failed']}, {r['out_of_time']} out of time, {r['seconds']} s")
+    return run_cases(args, agent_case, describe)
 
 
 # ------------------------------------------------------------------ analyze
@@ -219,11 +219,21 @@ def matched(rerun_ops, trace_ops, trace_name):
 # launches, autograd.grad's set-up, fresh inputs): "ratio" scales the traced
 # time by re-run(target) / re-run(traced) and so compresses a small
 # operation's change; "delta" adds re-run(target) - re-run(traced), which
-# keeps the fixed part out.
+# keeps the fixed part out. "bounded" is "delta" except that a gain of the
+# iteration over the re-run shrinks in proportion when the work does (a
+# lone re-run from cold memory loses in proportion to its bytes).
 ESTIMATORS = {
     "ratio": lambda traced, one, scaled: traced * scaled / one,
     "delta": lambda traced, one, scaled: max(0.0, traced + scaled - one),
+    "bounded": lambda traced, one, scaled: bounded(traced, one, scaled),
 }
+
+
+def bounded(traced, one, scaled):
+    """The engine's (ScalePassByReruns): what the iteration gains on the lone
+    re-run shrinks with the work but never grows with it; a loss stays."""
+    gain = one - traced
+    return max(0.0, scaled - (gain * min(1.0, scaled / one) if gain > 0 else gain))
 
 
 def denoised(rows):
@@ -359,31 +369,59 @@ def inject(rerun_path: Path, out_dir: Path) -> Path:
     return out
 
 
+def strip_reruns(trace_path: Path, out_dir: Path) -> Path:
+    """The trace without Pass.batch_reruns: what the engine's rule alone
+    predicts from it."""
+    trace = trace_class().FromString(gzip.decompress(trace_path.read_bytes()))
+    for op in trace.operations:
+        del op.forward.batch_reruns[:]
+        if op.HasField("backward"):
+            del op.backward.batch_reruns[:]
+    out = out_dir / trace_path.name.replace(".trace.gz", ".rule.trace.gz")
+    out.write_bytes(gzip.compress(trace.SerializeToString()))
+    return out
+
+
+def engine_cases(directory: Path, out_dir: Path, write_in=None, strip=None):
+    """(model, precision, batch, trace with re-runs, trace without) per case:
+    the study's captures get their re-runs written in (write_in: inject); the
+    agent's (no .rerun.json.gz beside them) carry their own and lose them for
+    the rule (strip: strip_reruns)."""
+    write_in = write_in or inject
+    strip = strip or strip_reruns
+    cases = []
+    for path in sorted(directory.glob("*.trace.gz")):
+        if path.name.endswith(".rule.trace.gz"):
+            continue
+        model, batch, precision = path.name[:-len(".trace.gz")].rsplit("_", 2)
+        study = path.with_name(path.name.replace(".trace.gz", ".rerun.json.gz"))
+        if study.exists():
+            cases.append((model, precision, int(batch[1:]), write_in(study, out_dir), path))
+        else:
+            cases.append((model, precision, int(batch[1:]), path, strip(path, out_dir)))
+    return cases
+
+
 def cmd_engine(args) -> int:
     """The engine's own prediction from the traces with re-runs, against
     batch_memory on the H100 and the H200."""
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cases = []
-    for path in sorted(Path(args.dir).glob("*.rerun.json.gz")):
-        with gzip.open(path, "rt") as f:
-            r = json.load(f)
-        cases.append((r["model"], r["precision"], r["batch"], inject(path, out_dir)))
+    cases = engine_cases(Path(args.dir), out_dir)
     print("| GPU | model | precision | b -> target | engine, rule only % | "
           "engine with re-runs % |")
     print("|---|---|---|---|---:|---:|")
     errors = {}
     for device in sorted(MEMORY_FILES):
         memory = load_batch_memory(device)
-        for model, precision, batch, injected in cases:
-            plain = Path(args.dir) / injected.name
+        for model, precision, batch, with_reruns, plain in cases:
             for factor in FACTORS:
                 target = int(batch * factor)
                 measured = memory.get((model, precision, target))
                 if factor == 1 or not measured:
                     continue
                 rule = 100 * (predict_ops(plain, target, device)[0] / measured - 1)
-                rerun = 100 * (predict_ops(injected, target, device)[0] / measured - 1)
+                rerun = 100 * (predict_ops(with_reruns, target, device)[0] / measured - 1)
                 for k, v in (("rule", rule), ("re-runs", rerun)):
                     errors.setdefault((device, k), {}).setdefault(factor, []).append(abs(v))
                 print(f"| {device} | {model} | {precision} | {batch} -> {target} | "
@@ -405,6 +443,11 @@ def main() -> int:
     c.add_argument("--models", default=",".join(BASE))
     c.add_argument("--repetitions", type=int, default=5)
     c.add_argument("--budget-s", type=float, default=420)
+    g = sub.add_parser("agent")
+    g.add_argument("--out", required=True)
+    g.add_argument("--models", default=",".join(BASE))
+    g.add_argument("--repetitions", type=int, default=7)
+    g.add_argument("--budget-s", type=float, default=420)
     e = sub.add_parser("engine")
     e.add_argument("dir")
     e.add_argument("--out", required=True, help="where the traces with re-runs are written")
@@ -414,7 +457,8 @@ def main() -> int:
                    help="predict on this GPU (from the H100 trace) and compare with its "
                         "batch_memory measurements")
     args = p.parse_args()
-    return {"capture": cmd_capture, "analyze": cmd_analyze, "engine": cmd_engine}[args.command](args)
+    return {"capture": cmd_capture, "agent": cmd_agent, "analyze": cmd_analyze,
+            "engine": cmd_engine}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -14,42 +14,35 @@ def op(name, fwd, bwd, predicted_fwd=None, predicted_bwd=None):
             "predicted_backward_ns": bwd if predicted_bwd is None else predicted_bwd}
 
 
-class BatchDimensionTest(unittest.TestCase):
-    def test_the_engines_places(self):
-        self.assertEqual(R.batch_dimension([32, 197, 768], 32, set()), 0)
-        self.assertEqual(R.batch_dimension([6304, 768], 32, set()), 0)  # 197 x 32 tokens
-        self.assertEqual(R.batch_dimension([50, 32, 1024], 32, set()), 1)  # sequence-first
-        self.assertEqual(R.batch_dimension([2, 32, 1024], 32, set()), 1)  # LSTM state
-        self.assertEqual(R.batch_dimension([3, 7, 32], 32, set()), 2)
-        self.assertEqual(R.batch_dimension([197, 768], 32, set()), -1)
+class EngineCasesTest(unittest.TestCase):
+    """The agent's traces carry their re-runs and lose them for the rule; the
+    study's get them written in from the .rerun.json.gz beside them."""
 
-    def test_a_parameter_never_carries_it(self):
-        self.assertEqual(R.batch_dimension([4096, 1024], 32, {(4096, 1024)}), -1)
-        self.assertEqual(R.batch_dimension([4096, 1024], 32, set()), 0)
+    def test_agent_traces_and_study_captures(self):
+        import tempfile
+        from pathlib import Path
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            for name in ("inception_v3_b16_bf16.trace.gz", "gnmt_b32_fp32.trace.gz",
+                         "gnmt_b32_fp32.rerun.json.gz", "gnmt_b32_fp32.rule.trace.gz"):
+                (d / name).write_bytes(b"")
+            cases = R.engine_cases(d, d / "out",
+                                   write_in=lambda study, out: ("written", study.name),
+                                   strip=lambda trace, out: ("stripped", trace.name))
+        self.assertEqual(cases, [
+            ("gnmt", "fp32", 32, ("written", "gnmt_b32_fp32.rerun.json.gz"),
+             d / "gnmt_b32_fp32.trace.gz"),
+            ("inception_v3", "bf16", 16, d / "inception_v3_b16_bf16.trace.gz",
+             ("stripped", "inception_v3_b16_bf16.trace.gz"))])
 
 
-class ScaledEventTest(unittest.TestCase):
-    def test_scales_activations_and_keeps_weights_and_values(self):
-        event = {"name": "aten::lstm", "id": 7, "arguments": [
-            {"name": "0", "shape": [50, 32, 1024], "dtype": "float"},
-            {"name": "1.0", "shape": [2, 32, 1024], "dtype": "float"},
-            {"name": "2.0", "shape": [4096, 1024], "dtype": "float"},
-            {"name": "3", "integer": 1}]}
-        out = R.scaled_event(event, 32, 128, {(4096, 1024)})
-        self.assertEqual([a.get("shape") for a in out["arguments"]],
-                         [[50, 128, 1024], [2, 128, 1024], [4096, 1024], None])
-        self.assertEqual(out["id"], 7)
-        self.assertEqual(event["arguments"][0]["shape"], [50, 32, 1024])  # not modified
-
-    def test_nothing_to_scale_is_none(self):
-        event = {"name": "aten::mm", "arguments": [{"name": "0", "shape": [3, 5]}]}
-        self.assertIsNone(R.scaled_event(event, 32, 64, set()))
-
-    def test_kernel_varying_names(self):
-        self.assertTrue(R.is_varying("aten::conv_transpose2d"))
-        self.assertTrue(R.is_varying("aten::scaled_dot_product_attention"))
-        self.assertFalse(R.is_varying("aten::relu"))
-        self.assertFalse(R.is_varying("linear"))
+class BoundedTest(unittest.TestCase):
+    def test_a_gain_shrinks_with_the_work_and_never_grows(self):
+        self.assertEqual(R.bounded(100, 120, 60), 50)   # delta: 40
+        self.assertEqual(R.bounded(100, 120, 240), 220)  # as delta
+        self.assertEqual(R.bounded(100, 90, 45), 55)    # a loss stays: as delta
+        self.assertEqual(R.bounded(100, 90, 180), 190)
+        self.assertEqual(R.ESTIMATORS["bounded"](100, 120, 60), 50)
 
 
 class MatchingTest(unittest.TestCase):

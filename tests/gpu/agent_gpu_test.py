@@ -13,7 +13,9 @@ counters, the top kernel has DRAM traffic, and a square matmul's FLOPs
 of 2*M*N*K. Per-op re-runs
 (tracker.measure_ops) on ResNet-50: each convolution's re-run forward time
 within 0.5-2x of its CUPTI forward time, and >= 80% of the iteration's pass
-time in measured ops; the sums are printed.
+time in measured ops; the sums are printed. Re-runs at twice the batch
+(tracker.measure_batch_scaling): every convolution at both batches, their
+forward sum growing 1.3-2.6x, all joined to the trace.
 
     python tests/gpu/agent_gpu_test.py --out DIR
 
@@ -180,6 +182,9 @@ def matmul_case(dtype, n, out_dir):
 
 # Re-run (CUDA events, op alone) vs CUPTI kernel time of one convolution.
 RERUN_CONV_FACTOR = 2.0
+# Twice a ResNet-50 batch: more than the fixed part, at most a little over
+# twice the work (a worse kernel choice).
+BATCH_RERUN_GROWTH = (1.3, 2.6)
 RERUN_COVERAGE = 0.80
 
 
@@ -259,6 +264,42 @@ def check_reruns(tracker, plain_wall, results_case):
           f"time ({covered} of {all_ns} ns; goal {100 * RERUN_COVERAGE:.0f}%)")
 
 
+def check_batch_reruns(tracker, batch, results_case):
+    """Re-runs the kernel-varying ops at twice the batch
+    (measure_batch_scaling) and checks that every convolution has both
+    batches and that their summed forward grows as doubled work does."""
+    t0 = time.perf_counter()
+    report = tracker.measure_batch_scaling(factors=(2,), repetitions=3)
+    seconds = time.perf_counter() - t0
+    results_case["batch_rerun_report"] = report
+    print(f"  measure_batch_scaling: {report['measured']} of {report['operations']} "
+          f"kernel-varying ops at {report['batches']}, {report['calls']} distinct calls, "
+          f"{seconds:.1f} s; skipped {report['skipped']}, failed {report['batch_failed']}",
+          flush=True)
+    reruns = tracker.batch_reruns()
+    convs = [o for o, _ in rerun_forward_ops(tracker) if o["name"] == "aten::conv2d"]
+    with_both = [o for o in convs if [r[0] for r in reruns.get(o["id"], [])] == [batch, 2 * batch]]
+    check(len(with_both) == len(convs) > 0,
+          f"every convolution re-run at {batch} and {2 * batch}: {len(with_both)} of {len(convs)}")
+    one = sum(reruns[o["id"]][0][1] for o in with_both)
+    two = sum(reruns[o["id"]][1][1] for o in with_both)
+    growth = two / max(one, 1)
+    results_case["batch_rerun_conv_forward_growth"] = growth
+    check(BATCH_RERUN_GROWTH[0] <= growth <= BATCH_RERUN_GROWTH[1],
+          f"convolutions forward at 2x the batch take {growth:.2f}x (expected "
+          f"{BATCH_RERUN_GROWTH[0]}-{BATCH_RERUN_GROWTH[1]}x)")
+    meta = tracker.get_tracked_trace().summary["metadata"]
+    check(meta.get("agent.batch_rerun_operations") == str(len(reruns))
+          and meta.get("agent.batch_rerun_unmatched") == "0",
+          f"batch re-runs joined to operations: {meta.get('agent.batch_rerun_operations')} "
+          f"of {len(reruns)}")
+
+
+def rerun_forward_ops(tracker):
+    from habitat import rerun
+    return rerun.forward_operations(tracker.recorded_ops())
+
+
 def capture(name, step, batch, out_dir, warmup=5, repetitions=10, counters=False,
             reruns=False):
     print(f"== {name}", flush=True)
@@ -285,6 +326,10 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10, counters=False
             check_reruns(tracker, plain_wall, counter_case)
         except Exception as e:  # noqa: BLE001 - reported; the capture stands
             check(False, f"measure_ops raised {type(e).__name__}: {e}")
+        try:
+            check_batch_reruns(tracker, batch, counter_case)
+        except Exception as e:  # noqa: BLE001 - reported; the capture stands
+            check(False, f"measure_batch_scaling raised {type(e).__name__}: {e}")
     t0 = time.perf_counter()
     trace = tracker.get_tracked_trace(iteration_wall_ns=plain_wall)
     assemble_s = time.perf_counter() - t0

@@ -10,6 +10,12 @@ torch.ops.<ns>.<name>.<overload>. What cannot be rebuilt faithfully is
 skipped with a reason, never guessed: an argument the recorder could not
 represent, integer tensors whose valid values (indices) are unknown.
 
+measure_at_batches re-runs the kernel-varying operations (the engine's
+list, _C.is_kernel_varying) with their batch-carrying inputs (the engine's
+rule, _C.batch_dimension) at other batch sizes: cuBLAS and cuDNN choose
+other kernels at another batch, which the engine cannot foresee but reads
+from these re-runs (Pass.batch_reruns) when asked for another batch.
+
 Limits: inputs are fresh contiguous tensors on the re-run device (strides,
 aliasing and the data of the iteration are not recorded), so host<->device
 copies re-run as device-local ones and data-dependent ops (nonzero,
@@ -23,6 +29,8 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 import torch
+
+from habitat import _C
 
 # caffe2::TypeMeta names, as the recorder writes them (tensor.dtype().name()).
 DTYPES = {
@@ -456,12 +464,8 @@ def measure(ops: List[dict], device, repetitions: int = 5, warmup: int = 2,
         try:
             result = _measure_one(event, name, has_backward, device, repetitions,
                                   warmup, lambda r: note(backward_skipped, name, r))
-        except Skip as e:
-            note(skipped, name, str(e))
-            continue
         except Exception as e:  # one op's failure never stops the others
-            note(skipped, name, f"re-run failed: {type(e).__name__}: "
-                                f"{str(e).splitlines()[0] if str(e) else ''}"[:200])
+            note(skipped, name, _failure(e))
             continue
         cache[key] = result
         times[event["id"]] = result
@@ -516,3 +520,160 @@ def _time_backward(call: Call, device, repetitions: int, warmup: int) -> int:
         torch.autograd.grad(outputs, edges, grads, retain_graph=True, allow_unused=True)
 
     return _time(backward, device, repetitions, warmup)
+
+
+# ------------------------------------------------------ at other batches
+
+def parameter_shapes(ops: List[dict]) -> set:
+    """The shapes AccumulateGrad received: the parameters'. A tensor of such
+    a shape is a weight, never a batch-carrying activation (the engine's
+    ParameterShapes)."""
+    return {tuple(a["shape"]) for e in ops if "AccumulateGrad" in e["name"]
+            for a in e["arguments"] if "shape" in a}
+
+
+def scaled_event(event: dict, batch: int, target: int, parameters: set) -> Optional[dict]:
+    """A copy of a recorded op event with each batch-carrying tensor input
+    (where the engine finds the batch) at `target`; None when no input
+    carries it."""
+    out = dict(event)
+    args, any_scaled = [], False
+    for a in event["arguments"]:
+        a = dict(a)
+        if "shape" in a:
+            d = _C.batch_dimension(a["shape"], batch, tuple(a["shape"]) in parameters)
+            if d >= 0:
+                shape = list(a["shape"])
+                shape[d] = shape[d] // batch * target
+                a["shape"] = shape
+                any_scaled = True
+        args.append(a)
+    out["arguments"] = args
+    return out if any_scaled else None
+
+
+# Batch sizes the trace format accepts (habitat.v1.BatchRerun validation).
+_MAX_BATCH = 1 << 30
+
+
+def target_batches(batch: int, factors) -> List[int]:
+    """The batch sizes to re-run at: `batch` and int(batch * f) (at least 1)
+    for each factor, sorted, each once."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    out = {batch}
+    for f in factors:
+        if not f > 0:
+            raise ValueError(f"factors must be > 0, got {f}")
+        target = max(1, int(batch * f))
+        if target > _MAX_BATCH:
+            raise ValueError(f"factor {f} gives batch {target}, above {_MAX_BATCH}")
+        out.add(target)
+    return sorted(out)
+
+
+def measure_at_batches(ops: List[dict], device, batch: int, factors=(0.5, 2, 4),
+                       repetitions: int = 7, warmup: int = 2,
+                       max_seconds: Optional[float] = None, samples: int = 3,
+                       verbose: bool = False):
+    """Re-runs each kernel-varying top-level forward op of `ops` (recorded op
+    events of an iteration at `batch`) with its batch-carrying inputs at each
+    of target_batches(batch, factors), forward and backward, on `device`.
+
+    Each distinct call (identical calls: same name, arguments, backward) is
+    measured `samples` times, each with fresh inputs and its own median of
+    `repetitions`, and the median of those is kept per batch and pass: one
+    disturbed measurement is common enough to matter (a 20 us bf16
+    convolution once measured 1 ms at one batch on an H100, a re-run of an
+    attention call 1.2 ms against 27 us for its eleven twins).
+    A batch whose re-run fails (out of memory at 4x, say) is left out for
+    that op; an op whose re-run at `batch` itself fails, or none of whose
+    inputs carry the batch, is skipped.
+
+    Returns ({op id: [(batch, forward_ns, backward_ns), ...]}, report); a
+    time is 0 where that pass was not measured."""
+    if repetitions < 1:
+        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    batches = target_batches(batch, factors)
+    device = torch.device(device)
+    t0 = time.monotonic()
+    parameters = parameter_shapes(ops)
+    groups: Dict[tuple, Tuple[dict, bool, List[int]]] = {}
+    for event, has_backward in forward_operations(ops):
+        if _C.is_kernel_varying(event["name"]):
+            key = _signature(event["name"], event, has_backward)
+            groups.setdefault(key, (event, has_backward, []))[2].append(event["id"])
+    times: Dict[int, List[Tuple[int, int, int]]] = {}
+    skipped: Dict[str, Dict[str, int]] = {}
+    batch_failed: Dict[str, Dict[str, int]] = {}
+    out_of_time = 0
+
+    def note(table, name, reason, count=1):
+        table.setdefault(name, {})
+        table[name][reason] = table[name].get(reason, 0) + count
+
+    for event, has_backward, ids in groups.values():
+        name = event["name"]
+        if max_seconds is not None and time.monotonic() - t0 > max_seconds:
+            out_of_time += len(ids)
+            continue
+        try:
+            rows = _at_batches(event, has_backward, batch, batches, parameters, device,
+                               repetitions, warmup, samples,
+                               lambda reason: note(batch_failed, name, reason, len(ids)))
+        except Skip as e:
+            note(skipped, name, str(e), len(ids))
+            continue
+        for i in ids:
+            times[i] = rows
+    report = {
+        "operations": sum(len(g[2]) for g in groups.values()),
+        "measured": len(times),
+        "calls": len(groups),
+        "batches": batches,
+        "skipped": skipped,
+        "batch_failed": batch_failed,
+        "out_of_time": out_of_time,
+        "seconds": time.monotonic() - t0,
+    }
+    if verbose:
+        print(f"habitat: re-ran {report['measured']} of {report['operations']} "
+              f"kernel-varying ops ({report['calls']} distinct calls) at batches "
+              f"{', '.join(map(str, batches))} in {report['seconds']:.1f} s",
+              file=sys.stderr)
+    return times, report
+
+
+def _failure(e: Exception) -> str:
+    if isinstance(e, Skip):
+        return str(e)
+    return f"re-run failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+
+
+def _at_batches(event, has_backward, batch, batches, parameters, device, repetitions,
+                warmup, samples, note_failed) -> List[Tuple[int, int, int]]:
+    """[(batch, forward_ns, backward_ns)] of one call over `batches`, each
+    the median of `samples` measurements. Skip when no input carries the
+    batch or the traced batch's re-run fails; another batch that fails is
+    left out and noted."""
+    rows = []
+    for b in batches:
+        scaled = event if b == batch else scaled_event(event, batch, b, parameters)
+        if scaled is None:
+            raise Skip("no input carries the batch")
+        try:
+            runs = [_measure_one(scaled, event["name"], has_backward, device, repetitions,
+                                 warmup, lambda reason: None) for _ in range(samples)]
+        except Exception as e:  # one batch's failure never stops the others
+            if b == batch:
+                raise Skip(_failure(e)) from None
+            note_failed(f"batch {b}: {_failure(e)}")
+            if device.type == "cuda":
+                torch.cuda.empty_cache()  # after running out of memory
+            continue
+        rows.append((b, median([r[0] for r in runs]), median([r[1] for r in runs])))
+    return rows

@@ -285,6 +285,7 @@ class OperationTracker:
         self._tracked = False
         self._trace: Optional[Trace] = None
         self._rerun_times: dict = {}  # op event id -> (forward_ns, backward_ns)
+        self._batch_reruns: dict = {}  # op event id -> [(batch, forward_ns, backward_ns)]
         self._math: Optional[dict] = None  # math_settings() when track() began
         self._memory: Optional[dict] = None  # memory_usage() of the region
         self.warnings: list = []
@@ -297,6 +298,7 @@ class OperationTracker:
     def track(self) -> Iterator["OperationTracker"]:
         self._sync()  # earlier work stays out of the window
         self._rerun_times = {}  # keyed by the previous region's op ids
+        self._batch_reruns = {}
         self._math = math_settings()
         memory_start = memory_at_start(self.device)
         memory_device = -1 if memory_start is None else memory_device_index(self.device)
@@ -357,6 +359,7 @@ class OperationTracker:
             "origin": origin_device(self.device),
             "frameworks": framework_versions(),
             "rerun_times": self._rerun_times,
+            "batch_reruns": self._batch_reruns,
         }
 
     def _assemble(self, batch_size, iteration_wall_ns=None) -> Trace:
@@ -462,11 +465,52 @@ class OperationTracker:
         skipped; ops left when `max_seconds` is spent are not measured. The
         returned report says which and why.
         """
+        device, autocast = self._rerun_setup("measure_ops")
+        with torch.enable_grad(), autocast:
+            times, report = rerun.measure(self._impl.ops(), device, repetitions,
+                                          warmup, max_seconds, self.verbose)
+        self._rerun_times = times
+        if self._source == "cupti":
+            self._trace = self._assemble(self.batch_size)
+        return report
+
+    def measure_batch_scaling(self, factors=(0.5, 2, 4), repetitions: int = 7,
+                              warmup: int = 2, max_seconds: Optional[float] = 300.0) -> dict:
+        """Re-runs each kernel-varying operation of the tracked region (GEMMs,
+        convolutions, RNNs, attention) alone with its batch-carrying inputs
+        at the traced batch and at int(batch * f) for each factor, forward
+        and backward (habitat/rerun.py measure_at_batches). The times go into
+        the trace as Pass.batch_reruns, from which a prediction at another
+        batch (`habitat predict --batch-size`) takes what cuBLAS and cuDNN do
+        there on this GPU instead of scaling the traced kernels: about 2%
+        error per doubling of the batch instead of 4.5%
+        (docs/batch_scaling_study.md). Costs seconds to a few minutes.
+
+        Larger batches need more memory: a batch whose re-run fails (out of
+        memory) is left out for that op, and predictions beyond the largest
+        measured batch fall back to scaling. The returned report says what
+        was measured, skipped and left for lack of time.
+        """
+        if not self.batch_size:
+            raise ValueError("batch_size is not set: pass OperationTracker(batch_size=N); "
+                             "the re-runs scale the inputs from it")
+        device, autocast = self._rerun_setup("measure_batch_scaling")
+        with torch.enable_grad(), autocast:
+            times, report = rerun.measure_at_batches(
+                self._impl.ops(), device, self.batch_size, factors, repetitions, warmup,
+                max_seconds, verbose=self.verbose)
+        self._batch_reruns = times
+        if self._source == "cupti":
+            self._trace = self._assemble(self.batch_size)
+        return report
+
+    def _rerun_setup(self, what: str):
+        """The device to re-run ops on and the autocast context they ran in."""
         if not self._tracked:
             raise TrackingError("nothing tracked yet: run the iteration inside "
                                 "`with tracker.track():` first")
         if _C.is_recording():
-            raise TrackingError("a tracker is recording: measure_ops must run "
+            raise TrackingError(f"a tracker is recording: {what} must run "
                                 "outside `track()`, or the re-runs are recorded")
         if self.device is not None:
             device = torch.device(self.device)
@@ -479,13 +523,12 @@ class OperationTracker:
             # Autocast casts inside the recorded op: re-run it the same way.
             dtype = torch.float16 if self.precision == "amp_fp16" else torch.bfloat16
             autocast = torch.autocast(device.type, dtype=dtype)
-        with torch.enable_grad(), autocast:
-            times, report = rerun.measure(self._impl.ops(), device, repetitions,
-                                          warmup, max_seconds, self.verbose)
-        self._rerun_times = times
-        if self._source == "cupti":
-            self._trace = self._assemble(self.batch_size)
-        return report
+        return device, autocast
+
+    def batch_reruns(self) -> dict:
+        """{op event id: [(batch, forward_ns, backward_ns), ...]} of the last
+        measure_batch_scaling."""
+        return {k: list(v) for k, v in self._batch_reruns.items()}
 
     def rerun_times(self) -> dict:
         """{op event id: (forward_ns, backward_ns)} of the last measure_ops."""
