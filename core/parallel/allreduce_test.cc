@@ -137,24 +137,28 @@ double RelativeError(double model, double reference) {
   return std::abs(model - reference) / reference;
 }
 
-TEST(AllReduceReferenceTest, H100MeasuredWithin15Percent) {
-  // Median 1 GiB all-reduce busbw, GB/s, NVLS off (ring/tree), from
-  // eval/multi_gpu/results/h100x2_2026-11-26.json.gz and
-  // eval/multi_gpu/results/h100x4_2026-11-26.json.gz (`allreduce_sweep`).
+TEST(AllReduceReferenceTest, MeasuredH100AndH200Within15Percent) {
+  // Median 1 GiB all-reduce busbw, GB/s, NVLS off (ring/tree), on NVLink 4
+  // through NVSwitch, from eval/multi_gpu/results/h100x2_2026-11-26.json.gz,
+  // h100x4_2026-11-26.json.gz and h200x4_2026-11-27.json.gz
+  // (`allreduce_sweep`; N = 2 on a 4-GPU machine uses two of its GPUs).
   // Smaller sizes are below the constant-bandwidth model (e.g. 285 at
-  // 256 MiB on 2 GPUs), so only the large size is compared.
+  // 256 MiB on 2 H100s), so only the large size is compared.
   constexpr int64_t kGiB = int64_t{1} << 30;
   struct Case {
     int ranks;
     double busbw;
     const char* what;
   } cases[] = {
-      {2, 323.838, "h100x2 fp32"},    {2, 328.087, "h100x2 bf16"}, {2, 318.681, "h100x4 n2 fp32"},
-      {2, 326.769, "h100x4 n2 bf16"}, {4, 345.808, "h100x4 fp32"}, {4, 348.266, "h100x4 bf16"},
+      {2, 323.838, "h100x2 fp32"},    {2, 328.087, "h100x2 bf16"},
+      {2, 318.681, "h100x4 n2 fp32"}, {2, 326.769, "h100x4 n2 bf16"},
+      {4, 345.808, "h100x4 fp32"},    {4, 348.266, "h100x4 bf16"},
+      {2, 321.5, "h200x4 n2 fp32"},   {2, 323.527, "h200x4 n2 bf16"},
+      {4, 339.878, "h200x4 fp32"},    {4, 341.279, "h200x4 bf16"},
   };
-  const LinkConstants h100 = NvlinkRing(18);
+  const LinkConstants nvlink4 = NvlinkRing(18);
   for (const Case& c : cases) {
-    const double model = ModelBusBw(kGiB, c.ranks, h100);
+    const double model = ModelBusBw(kGiB, c.ranks, nvlink4);
     EXPECT_LT(RelativeError(model, c.busbw), 0.15) << c.what << ": model " << model;
   }
 }

@@ -249,6 +249,7 @@ absl::StatusOr<BatchScaledTrace> ScaleTraceToBatch(const v1::Trace& trace, uint3
   }
   out.unscaled_share = total > 0 ? static_cast<double>(unscaled) / total : 0;
   out.rerun_share = varying_time > 0 ? static_cast<double>(rerun_time) / varying_time : 0;
+  out.has_kernel_varying = varying_time > 0;
   out.trace.set_batch_size(batch_size);
   // The GPU-busy time grows with the device time; a GPU-bound iteration's
   // wall time with it (the engine calibrates its host model on the traced
@@ -311,6 +312,15 @@ std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
       BatchScalingErrorPercent(scaled.ratio, scaled.rerun_share),
       scaled.ratio > 4 || scaled.ratio < 0.5 ? "; ratios beyond 1/2 and 4 were not evaluated"
                                              : ""));
+  if (scaled.has_kernel_varying && scaled.rerun_share == 0) {
+    // The same for every batch, so that a --fit sweep says it once.
+    warnings.push_back(absl::StrFormat(
+        "the trace holds no re-runs at other batches for its GEMMs, convolutions, RNNs and "
+        "attention, whose libraries choose other kernels at another batch: the agent's "
+        "tracker.measure_batch_scaling(), called after tracking, measures them there on the "
+        "origin GPU (about %.1f%% instead of %.1f%% expected error per doubling of the batch)",
+        BatchScalingErrorPercent(2, 1), BatchScalingErrorPercent(2, 0)));
+  }
   if (scaled.unscaled_share > 0) {
     absl::flat_hash_set<std::string> seen;
     std::vector<std::string> names;

@@ -65,6 +65,9 @@ struct BatchScaledTrace {
   // Share of the traced kernel-varying GPU time of batch-carrying operations
   // that was scaled from re-runs (Pass.batch_reruns) rather than the rule.
   double rerun_share = 0;
+  // Whether batch-carrying kernel-varying operations took any GPU time: what
+  // re-runs could have covered.
+  bool has_kernel_varying = false;
 };
 
 // INVALID_ARGUMENT when the trace records no batch size or `batch_size` is

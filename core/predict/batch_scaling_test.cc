@@ -105,9 +105,27 @@ TEST(BatchScalingTest, OperationsWithoutShapesKeepTheirTimeAndAreListed) {
   EXPECT_GT(scaled->unscaled_share, 0);
   EXPECT_EQ(scaled->trace.operations(0).forward().time_ns(), before);
   const std::vector<std::string> warnings = BatchScalingWarnings(*scaled, 64);
-  ASSERT_EQ(warnings.size(), 2u);
+  ASSERT_EQ(warnings.size(), 3u);
   EXPECT_THAT(warnings[0], HasSubstr("predicted at batch 128 from a trace at batch 64"));
-  EXPECT_THAT(warnings[1], HasSubstr("custom::fused_thing"));
+  EXPECT_THAT(warnings[1], HasSubstr("tracker.measure_batch_scaling()"));
+  EXPECT_THAT(warnings[2], HasSubstr("custom::fused_thing"));
+}
+
+TEST(BatchScalingTest, ATraceWithoutReRunsIsToldHowToGetThem) {
+  auto plain = ScaleTraceToBatch(Fixture("h100", "resnet50_b16_fp32", 16), 32);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->has_kernel_varying);
+  EXPECT_THAT(
+      BatchScalingWarnings(*plain, 16),
+      ::testing::Contains(::testing::AllOf(
+          HasSubstr("no re-runs at other batches"), HasSubstr("tracker.measure_batch_scaling()"),
+          HasSubstr("about 2.2% instead of 4.5% expected error per doubling"))));
+  auto traced = testing::LoadAgentFixture("h100_batch_rerun", "resnet50_b16_fp32");
+  ASSERT_TRUE(traced.ok()) << traced.status();
+  auto with_reruns = ScaleTraceToBatch(*traced, 32);
+  ASSERT_TRUE(with_reruns.ok());
+  EXPECT_THAT(BatchScalingWarnings(*with_reruns, 16),
+              ::testing::Not(::testing::Contains(HasSubstr("measure_batch_scaling"))));
 }
 
 TEST(BatchScalingTest, ExpectedErrorGrowsPerDoubling) {

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Predicted against measured data-parallel step times on the H100.
+"""Predicted against measured data-parallel step times on the H100 or H200.
 
 For each measured DDP case of measure_ddp.py's runs (results/*.json.gz:
-model, precision, N GPUs, bucket size), asks the habitat CLI for the
-H100-SXM step at that N and bucket from the single-GPU agent trace of the
-same model (results/h100x2_2026-11-26_agent/), and prints Markdown tables:
+model, precision, N GPUs, bucket size), asks the habitat CLI for the step
+on that GPU at that N and bucket from the single-GPU agent trace of the
+same model taken in the same run (results/<run>_agent/), and prints
+Markdown tables:
 
 - absolute: the predicted step against the measured one;
 - scaled: the predicted step over the predicted single-GPU wall time, times
@@ -21,7 +22,7 @@ GPU-bound cases (the run's N = 1 GPU busy / step >= 0.9, as
 eval/multi_gpu/README.md classifies them) are the ones the goal (10 %)
 applies to.
 
-    /usr/bin/python3 eval/multi_gpu/compare.py [--habitat build/client/habitat]
+    /usr/bin/python3 eval/multi_gpu/compare.py [--gpu h100|h200] [--habitat build/client/habitat]
 
 Needs the built CLI; about 20 s on the 2-core machine.
 """
@@ -35,8 +36,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-RUNS = ("h100x2_2026-11-26", "h100x4_2026-11-26")
-TRACES = HERE / "results" / "h100x2_2026-11-26_agent"
+# Per GPU: the measure_ddp.py runs, the directory of the agent traces the
+# predictions start from, and the device predicted.
+SETS = {
+    "h100": (("h100x2_2026-11-26", "h100x4_2026-11-26"), "h100x2_2026-11-26_agent", "H100-SXM"),
+    "h200": (("h200x4_2026-11-27",), "h200x4_2026-11-27_agent", "H200"),
+}
 GPU_BOUND_SHARE = 0.9
 GOAL_PERCENT = 10.0
 
@@ -69,10 +74,10 @@ def measured_cases(run):
     return {k: v for k, v in out.items() if v["n1"] is not None and v["ddp"]}
 
 
-def predict(habitat, trace, gpus, bucket_mb):
-    """(predicted single-GPU wall ns, predicted step ns) on the H100 SXM."""
+def predict(habitat, trace, gpus, bucket_mb, device):
+    """(predicted single-GPU wall ns, predicted step ns) on `device`."""
     out = subprocess.run(
-        [habitat, "predict", str(trace), "--devices", "H100-SXM", "--gpus", str(gpus),
+        [habitat, "predict", str(trace), "--devices", device, "--gpus", str(gpus),
          "--bucket-mb", f"{bucket_mb:g}", "--catalog", "none", "--format", "json",
          "--data-dir", str(ROOT / "data"), "--models-dir", str(ROOT / "models")],
         check=True, capture_output=True, text=True).stdout
@@ -83,15 +88,15 @@ def predict(habitat, trace, gpus, bucket_mb):
     return prediction["wall_ns"], parallel["step_ns"]
 
 
-def rows(habitat, runs):
+def rows(habitat, runs, traces, device):
     out = []
     for name, run in runs:
         for (model, batch, precision), entry in sorted(measured_cases(run).items()):
-            trace = TRACES / f"{model}_b{batch}_{precision}.trace.gz"
+            trace = traces / f"{model}_b{batch}_{precision}.trace.gz"
             if not trace.exists():
                 continue
             for (gpus, bucket), step in sorted(entry["ddp"].items()):
-                single, predicted = predict(habitat, trace, gpus, bucket)
+                single, predicted = predict(habitat, trace, gpus, bucket, device)
                 out.append({"run": name, "case": f"{model}_b{batch}_{precision}", "gpus": gpus,
                             "bucket_mb": bucket, "gpu_bound": entry["gpu_bound"],
                             "measured_n1": entry["n1"], "measured": step,
@@ -166,9 +171,12 @@ def breakdown(runs):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--habitat", default=str(ROOT / "build" / "client" / "habitat"))
+    p.add_argument("--gpu", default="h100", choices=sorted(SETS),
+                   help="which runs: the 2 x and 4 x H100 ones or the 4 x H200 one")
     args = p.parse_args()
-    runs = [(name, json.load(gzip.open(HERE / "results" / f"{name}.json.gz"))) for name in RUNS]
-    table = rows(args.habitat, runs)
+    names, traces, device = SETS[args.gpu]
+    runs = [(name, json.load(gzip.open(HERE / "results" / f"{name}.json.gz"))) for name in names]
+    table = rows(args.habitat, runs, HERE / "results" / traces, device)
     print("\n".join(summary(table) + [""] + detail(table) + [""] + breakdown(runs)))
     return 0
 
