@@ -163,9 +163,8 @@ bool ScalePassByReruns(v1::Pass* pass, uint32_t traced, uint32_t target, double 
                                       });
   if (at_traced == pass->batch_reruns().end()) return false;
   const std::optional<double> at_target = RerunAtBatch(*pass, target);
-  const Nanoseconds before = DeviceTime(*pass);
-  if (!at_target.has_value() || before <= 0) return false;
-  const double traced_ns = static_cast<double>(before);
+  const double traced_ns = static_cast<double>(DeviceTime(*pass));
+  if (!at_target.has_value() || traced_ns <= 0) return false;
   const double rerun_ns = static_cast<double>(at_traced->rerun_time_ns());
   // What the iteration gains on the lone re-run (warm caches, no launch
   // gaps) shrinks with the work but never grows with it; what it loses
@@ -173,7 +172,7 @@ bool ScalePassByReruns(v1::Pass* pass, uint32_t traced, uint32_t target, double 
   const double gain = rerun_ns - traced_ns;
   const double after =
       std::max(0.0, *at_target - (gain > 0 ? gain * std::min(1.0, *at_target / rerun_ns) : gain));
-  const double factor = after / static_cast<double>(before);
+  const double factor = after / traced_ns;
   for (v1::Kernel& kernel : *pass->mutable_kernels()) {
     kernel.set_duration_ns(std::llround(static_cast<double>(kernel.duration_ns()) * factor));
   }

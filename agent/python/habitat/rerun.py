@@ -424,6 +424,12 @@ def _signature(name: str, event: dict, has_backward: bool):
             tuple((a["name"], frozen(a)) for a in event["arguments"]))
 
 
+def _note(table: Dict[str, Dict[str, int]], name: str, reason: str, count: int = 1) -> None:
+    """Counts `count` ops of `name` under `reason` in a report table."""
+    table.setdefault(name, {})
+    table[name][reason] = table[name].get(reason, 0) + count
+
+
 def measure(ops: List[dict], device, repetitions: int = 5, warmup: int = 2,
             max_seconds: Optional[float] = None, verbose: bool = False):
     """Re-runs every top-level forward op of `ops` (recorded op events) on
@@ -444,14 +450,10 @@ def measure(ops: List[dict], device, repetitions: int = 5, warmup: int = 2,
     out_of_time = 0
     cached = 0
 
-    def note(table, name, reason):
-        table.setdefault(name, {})
-        table[name][reason] = table[name].get(reason, 0) + 1
-
     for event, has_backward in candidates:
         name = event["name"]
         if name.startswith(_OPTIMIZER_PREFIXES):
-            note(skipped, name, "optimizer op over a parameter list (not recorded)")
+            _note(skipped, name, "optimizer op over a parameter list (not recorded)")
             continue
         key = _signature(name, event, has_backward)
         if key in cache:
@@ -463,9 +465,9 @@ def measure(ops: List[dict], device, repetitions: int = 5, warmup: int = 2,
             continue
         try:
             result = _measure_one(event, name, has_backward, device, repetitions,
-                                  warmup, lambda r: note(backward_skipped, name, r))
+                                  warmup, lambda r: _note(backward_skipped, name, r))
         except Exception as e:  # one op's failure never stops the others
-            note(skipped, name, _failure(e))
+            _note(skipped, name, _failure(e))
             continue
         cache[key] = result
         times[event["id"]] = result
@@ -612,10 +614,6 @@ def measure_at_batches(ops: List[dict], device, batch: int, factors=(0.5, 2, 4),
     batch_failed: Dict[str, Dict[str, int]] = {}
     out_of_time = 0
 
-    def note(table, name, reason, count=1):
-        table.setdefault(name, {})
-        table[name][reason] = table[name].get(reason, 0) + count
-
     for event, has_backward, ids in groups.values():
         name = event["name"]
         if max_seconds is not None and time.monotonic() - t0 > max_seconds:
@@ -624,9 +622,9 @@ def measure_at_batches(ops: List[dict], device, batch: int, factors=(0.5, 2, 4),
         try:
             rows = _at_batches(event, has_backward, batch, batches, parameters, device,
                                repetitions, warmup, samples,
-                               lambda reason: note(batch_failed, name, reason, len(ids)))
+                               lambda reason: _note(batch_failed, name, reason, len(ids)))
         except Skip as e:
-            note(skipped, name, str(e), len(ids))
+            _note(skipped, name, str(e), len(ids))
             continue
         for i in ids:
             times[i] = rows
