@@ -110,6 +110,9 @@ constexpr char kPredictUsage[] =
     "                         N GPUs of each kind in one node, each at the batch above\n"
     "  --nodes M              ... on M such nodes (the network from the catalog's instance)\n"
     "  --bucket-mb B          DDP's bucket_cap_mb (default 25)\n"
+    "  --no-nvls              all-reduces without NVLink SHARP (as NCCL_NVLS_ENABLE=0);\n"
+    "                         by default NVLS is used where the node has it and it is\n"
+    "                         faster, as NCCL does\n"
     "  --instances            also predict one node of every multi-GPU instance type the\n"
     "                         catalog offers each GPU in\n";
 
@@ -321,21 +324,23 @@ absl::Status CheckPredictOptions(const CliArgs& args, OutputFormat format,
   return absl::OkStatus();
 }
 
-// --gpus N [--nodes M] [--bucket-mb B] and --instances into the request.
+// --gpus N [--nodes M] [--bucket-mb B] [--no-nvls] and --instances into the request.
 absl::Status AddParallelOptions(const CliArgs& args, v1::PredictRequest* request) {
   HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> gpus, args.GetInt("gpus", 1, kMaxGpusPerNode));
   HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> nodes, args.GetInt("nodes", 1, kMaxNodes));
   HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> bucket_mb,
                            args.GetInt("bucket-mb", 1, kMaxBucketCapBytes >> 20));
-  if (!gpus.has_value() && (nodes.has_value() || bucket_mb.has_value())) {
+  if (!gpus.has_value() && (nodes.has_value() || bucket_mb.has_value() || args.Has("no-nvls"))) {
     return absl::InvalidArgumentError(
-        "--nodes and --bucket-mb describe a data-parallel configuration: give --gpus N too");
+        "--nodes, --bucket-mb and --no-nvls describe a data-parallel configuration: give "
+        "--gpus N too");
   }
   if (gpus.has_value()) {
     v1::ParallelConfig* config = request->add_parallel();
     config->set_gpus_per_node(static_cast<uint32_t>(*gpus));
     if (nodes.has_value()) config->set_nodes(static_cast<uint32_t>(*nodes));
     if (bucket_mb.has_value()) config->set_bucket_cap_bytes(*bucket_mb << 20);
+    config->set_disable_nvls(args.Has("no-nvls"));
   }
   request->set_catalog_instances(args.Has("instances"));
   return absl::OkStatus();
@@ -439,6 +444,7 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
                                                                 {"gpus", true},
                                                                 {"nodes", true},
                                                                 {"bucket-mb", true},
+                                                                {"no-nvls", false},
                                                                 {"instances", false},
                                                                 {kTracedBatchFlag, true}}}));
   if (!args.ok()) return ctx.Usage(args.status());

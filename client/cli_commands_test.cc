@@ -285,5 +285,24 @@ TEST(CliCommandsTest, GpusAndInstancesAddADataParallelSection) {
   EXPECT_THAT(named.err, HasSubstr("interconnect"));
 }
 
+TEST(CliCommandsTest, NoNvlsCostsTheH100sAllReducesWithoutIt) {
+  auto step = [](const std::string& json) {
+    const size_t at = json.find("\"step_ns\"");
+    return at == std::string::npos ? std::string() : json.substr(at, 30);
+  };
+  CliRun nvls = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "8",
+                         "--format", "json"});
+  CliRun ring = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "8",
+                         "--no-nvls", "--format", "json"});
+  ASSERT_EQ(nvls.code, kExitOk) << nvls.err;
+  ASSERT_EQ(ring.code, kExitOk) << ring.err;
+  EXPECT_THAT(nvls.out, HasSubstr("\"nvls\": true"));
+  EXPECT_THAT(ring.out, Not(HasSubstr("\"nvls\": true")));
+  EXPECT_NE(step(nvls.out), step(ring.out));
+  CliRun alone = Habitat({"predict", AgentTraceWithMemory(), "--no-nvls"});
+  EXPECT_EQ(alone.code, kExitUsage);
+  EXPECT_THAT(alone.err, HasSubstr("give --gpus N too"));
+}
+
 }  // namespace
 }  // namespace habitat

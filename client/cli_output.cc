@@ -445,8 +445,10 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
                          absl::StrCat(currency, "/node-h"), absl::StrCat(currency, "/1k smp"));
   for (const auto* p : sorted) {
     for (const v1::ParallelPrediction& c : p->parallel()) {
-      const std::string gpus = c.nodes() > 1 ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
-                                             : absl::StrCat(c.gpus_per_node());
+      const std::string gpus =
+          absl::StrCat(c.nodes() > 1 ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
+                                     : absl::StrCat(c.gpus_per_node()),
+                       c.nvls() ? "+" : "");
       out += absl::StrFormat("      %-*s %6s", id_width,
                              Truncate(Printable(p->device_id()), layout.id_width), gpus);
       if (!c.unavailable().empty()) {
@@ -465,7 +467,8 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
   }
   out +=
       "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
-      "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step\n"
+      "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n"
+      "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
       "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n";
   return out;
 }

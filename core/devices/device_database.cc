@@ -194,6 +194,13 @@ absl::Status ValidateInterconnect(const SpecChecker& c, const DeviceSpec& s) {
                                      link.allreduce_busbw_gbps(), kMaxBandwidthGbps));
   HABITAT_RETURN_IF_ERROR(
       c.InRange("interconnect.max_gpus_per_node", link.max_gpus_per_node(), 1, 64));
+  HABITAT_RETURN_IF_ERROR(c.NonNegative("interconnect.nvls_allreduce_busbw_gbps",
+                                        link.nvls_allreduce_busbw_gbps(), kMaxBandwidthGbps));
+  if (link.nvls_allreduce_busbw_gbps() > 0 && link.max_gpus_per_node() < 2) {
+    return c.Fail("interconnect.nvls_allreduce_busbw_gbps",
+                  "needs max_gpus_per_node >= 2 (it is a full node's figure)",
+                  link.nvls_allreduce_busbw_gbps());
+  }
   return c.NonEmpty("interconnect.source", link.source());
 }
 

@@ -38,12 +38,23 @@ bool NothingToExchange(const AllReduceShape& shape) {
   return shape.bytes == 0 || static_cast<int64_t>(shape.ranks_per_node) * shape.nodes == 1;
 }
 
+// Transfer time plus the larger of the hop latency and the pipeline fill: a
+// message under fill_bytes moves at half its bandwidth at best, a larger
+// one loses the time of fill_bytes.
+int64_t Finish(double transfer_ns, int64_t latency_ns, int64_t bytes, const LinkConstants& link) {
+  const double fill =
+      link.fill_bytes > 0
+          ? transfer_ns * std::min(1.0, static_cast<double>(link.fill_bytes) / bytes)
+          : 0.0;
+  return std::llround(transfer_ns + std::max(static_cast<double>(latency_ns), fill));
+}
+
 // Reduce-scatter then all-gather: n-1 steps each, bytes/n per step.
 int64_t RingNs(const AllReduceShape& shape, const LinkConstants& link) {
   const int64_t n = static_cast<int64_t>(shape.ranks_per_node) * shape.nodes;
   const double moved = 2.0 * (n - 1) / n * shape.bytes;
-  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) +
-         2 * (n - 1) * FlatHopLatencyNs(shape, link);
+  return Finish(TransferNs(moved, FlatBandwidthGbps(shape, link)),
+                2 * (n - 1) * FlatHopLatencyNs(shape, link), shape.bytes, link);
 }
 
 // Reduce up and broadcast down, pipelined: each GPU sends the buffer twice,
@@ -52,7 +63,17 @@ int64_t TreeNs(const AllReduceShape& shape, const LinkConstants& link) {
   const double moved = 2.0 * shape.bytes;
   const int64_t latency = 2 * (shape.ranks_per_node - 1) * link.intra_node_latency_ns +
                           2 * CeilLog2(shape.nodes) * link.inter_node_latency_ns;
-  return std::llround(TransferNs(moved, FlatBandwidthGbps(shape, link))) + latency;
+  return Finish(TransferNs(moved, FlatBandwidthGbps(shape, link)), latency, shape.bytes, link);
+}
+
+bool HasNvls(const AllReduceShape& shape, const LinkConstants& link) {
+  return shape.nodes == 1 && link.nvls_algbw_gbps > 0;
+}
+
+// Every GPU sends its buffer into the switch and receives the reduced one.
+int64_t NvlsNs(const AllReduceShape& shape, const LinkConstants& link) {
+  return Finish(TransferNs(static_cast<double>(shape.bytes), link.nvls_algbw_gbps),
+                2 * (shape.ranks_per_node - 1) * link.intra_node_latency_ns, shape.bytes, link);
 }
 
 int64_t HierarchicalNs(const AllReduceShape& shape, const LinkConstants& link) {
@@ -69,13 +90,18 @@ int64_t HierarchicalNs(const AllReduceShape& shape, const LinkConstants& link) {
     ns += TransferNs(2.0 * (nodes - 1) / nodes * shard, link.inter_node_gbps_per_gpu);
     latency += 2 * (nodes - 1) * link.inter_node_latency_ns;
   }
-  return std::llround(ns) + latency;
+  return Finish(ns, latency, shape.bytes, link);
 }
 
-// Validates once, then costs the algorithm (kBest: the lowest of the three).
+// Validates once, then costs the algorithm (kBest: the lowest available).
 absl::StatusOr<int64_t> CheckedNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
                                   const LinkConstants& link) {
   if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
+  if (algorithm == AllReduceAlgorithm::kNvls && !HasNvls(shape, link)) {
+    return absl::FailedPreconditionError(shape.nodes > 1
+                                             ? "NVLS all-reduce is modelled inside one node only"
+                                             : "these links have no NVLS (nvls_algbw_gbps is 0)");
+  }
   if (NothingToExchange(shape)) return 0;
   switch (algorithm) {
     case AllReduceAlgorithm::kRing:
@@ -84,10 +110,14 @@ absl::StatusOr<int64_t> CheckedNs(AllReduceAlgorithm algorithm, const AllReduceS
       return TreeNs(shape, link);
     case AllReduceAlgorithm::kHierarchical:
       return HierarchicalNs(shape, link);
+    case AllReduceAlgorithm::kNvls:
+      return NvlsNs(shape, link);
     case AllReduceAlgorithm::kBest:
       break;
   }
-  return std::min({RingNs(shape, link), TreeNs(shape, link), HierarchicalNs(shape, link)});
+  int64_t best = std::min({RingNs(shape, link), TreeNs(shape, link), HierarchicalNs(shape, link)});
+  if (HasNvls(shape, link)) best = std::min(best, NvlsNs(shape, link));
+  return best;
 }
 
 }  // namespace
@@ -110,6 +140,14 @@ absl::Status ValidateAllReduce(const AllReduceShape& shape, const LinkConstants&
     return absl::InvalidArgumentError(
         absl::StrCat("intra_node_busbw_gbps must be > 0, got ", link.intra_node_busbw_gbps));
   }
+  if (!std::isfinite(link.nvls_algbw_gbps) || link.nvls_algbw_gbps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nvls_algbw_gbps must be >= 0, got ", link.nvls_algbw_gbps));
+  }
+  if (link.fill_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fill_bytes must be >= 0, got ", link.fill_bytes));
+  }
   if (shape.nodes > 1 && !PositiveFinite(link.inter_node_gbps_per_gpu)) {
     return absl::InvalidArgumentError(absl::StrCat("inter_node_gbps_per_gpu must be > 0 with ",
                                                    shape.nodes, " nodes, got ",
@@ -131,6 +169,10 @@ absl::StatusOr<int64_t> HierarchicalAllReduceNs(const AllReduceShape& shape,
   return CheckedNs(AllReduceAlgorithm::kHierarchical, shape, link);
 }
 
+absl::StatusOr<int64_t> NvlsAllReduceNs(const AllReduceShape& shape, const LinkConstants& link) {
+  return CheckedNs(AllReduceAlgorithm::kNvls, shape, link);
+}
+
 absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
                                     const LinkConstants& link) {
   return CheckedNs(algorithm, shape, link);
@@ -140,9 +182,8 @@ absl::StatusOr<int64_t> BroadcastNs(const AllReduceShape& shape, const LinkConst
   if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
   if (NothingToExchange(shape)) return 0;
   const int64_t n = static_cast<int64_t>(shape.ranks_per_node) * shape.nodes;
-  return std::llround(
-             TransferNs(static_cast<double>(shape.bytes), FlatBandwidthGbps(shape, link))) +
-         (n - 1) * FlatHopLatencyNs(shape, link);
+  return Finish(TransferNs(static_cast<double>(shape.bytes), FlatBandwidthGbps(shape, link)),
+                (n - 1) * FlatHopLatencyNs(shape, link), shape.bytes, link);
 }
 
 double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks) {

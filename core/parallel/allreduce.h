@@ -29,7 +29,28 @@ struct LinkConstants {
   // with fewer NICs than GPUs pass node bandwidth / GPUs per node. Ignored,
   // and may be 0, when there is one node.
   double inter_node_gbps_per_gpu = 0;
+  // NVLink SHARP (NVLS): the NVSwitch reduces in the fabric, so each GPU
+  // sends and receives the buffer once: time = bytes / this algorithm
+  // bandwidth, GB/s, whatever the number of GPUs. 0: the node has none (or
+  // it is disabled). Used inside one node only.
+  double nvls_algbw_gbps = 0;
+  // A message reaches the bus bandwidth only well above this size: NCCL
+  // spreads it over fewer channels and pipeline chunks while it is small,
+  // and nccl-tests' bus bandwidth climbs with size (about half the peak at
+  // 16 MiB, 0.8 at 64 MiB, 0.9 at 256 MiB). An all-reduce of S bytes takes
+  // its transfer time T plus the larger of its hop latency and the fill
+  // T x min(1, fill_bytes / S): busbw = peak x S / (S + fill_bytes) for
+  // large S. 0: no fill (constant bus bandwidth).
+  int64_t fill_bytes = 0;
 };
+
+// LinkConstants::fill_bytes for NCCL: the size at which an all-reduce
+// reaches half its peak bus bandwidth. The published 8 x H100 NVLS curve
+// (Azure ND H100 v5, nccl-tests: 234 of 479 GB/s at 16 MiB;
+// docs/multi_gpu.md, section 3) gives 16 MiB; the other published curves
+// (8 x H200, 8 x A100) and our 2 and 4 x H100 / H200 sweeps check it
+// (allreduce_test.cc).
+inline constexpr int64_t kNcclFillBytes = int64_t{16} << 20;
 
 struct AllReduceShape {
   int64_t bytes = 0;
@@ -47,16 +68,22 @@ enum class AllReduceAlgorithm {
   // Reduce-scatter inside the node, all-reduce of 1/n_l of the buffer per
   // GPU across nodes over that GPU's NIC, all-gather inside the node.
   kHierarchical,
-  // The lowest of the three, as NCCL picks the fastest algorithm by size.
+  // NVLink SHARP inside one node (LinkConstants::nvls_algbw_gbps); the
+  // latency is the ring's hops. Unavailable across nodes or without NVLS.
+  kNvls,
+  // The lowest of those available, as NCCL picks the fastest algorithm by
+  // size.
   kBest,
 };
 
 // InvalidArgument for ranks_per_node or nodes < 1, negative bytes or
-// latencies, non-positive (or non-finite) intra-node bandwidth, and
-// non-positive inter-node bandwidth when nodes > 1.
+// latencies, non-positive (or non-finite) intra-node bandwidth,
+// non-positive inter-node bandwidth when nodes > 1, a negative or
+// non-finite NVLS bandwidth and a negative fill size.
 absl::Status ValidateAllReduce(const AllReduceShape& shape, const LinkConstants& link);
 
-// Each returns 0 for one rank in all or 0 bytes (nothing to exchange).
+// Each returns 0 for one rank in all or 0 bytes (nothing to exchange). The
+// transfer terms below are T; each adds max(hops, fill) (see fill_bytes).
 // 2(N-1)/N * bytes / min(B_intra, n_l * B_nic) + 2(N-1) hops.
 absl::StatusOr<int64_t> RingAllReduceNs(const AllReduceShape& shape, const LinkConstants& link);
 // 2 * bytes / min(B_intra, n_l * B_nic) + 2(n_l - 1) intra hops
@@ -66,6 +93,9 @@ absl::StatusOr<int64_t> TreeAllReduceNs(const AllReduceShape& shape, const LinkC
 // one after another. With one node it equals the ring.
 absl::StatusOr<int64_t> HierarchicalAllReduceNs(const AllReduceShape& shape,
                                                 const LinkConstants& link);
+// bytes / B_nvls + 2(n_l - 1) hops, one node only; FAILED_PRECONDITION
+// across nodes or without NVLS.
+absl::StatusOr<int64_t> NvlsAllReduceNs(const AllReduceShape& shape, const LinkConstants& link);
 absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduceShape& shape,
                                     const LinkConstants& link);
 

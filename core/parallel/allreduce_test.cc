@@ -1,7 +1,9 @@
 #include "core/parallel/allreduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -97,6 +99,63 @@ TEST(BroadcastTest, ByHand) {
             absl::StatusCode::kInvalidArgument);
 }
 
+LinkConstants NvlsHandLink() {
+  LinkConstants link = HandLink();
+  link.nvls_algbw_gbps = 80;
+  return link;
+}
+
+TEST(NvlsAllReduceTest, ByHand) {
+  // 1e9 B / 80 GB/s whatever n, + the ring's 2(n-1) hops of 1 us.
+  EXPECT_EQ(Ns(NvlsAllReduceNs({kGB, 8, 1}, NvlsHandLink())), 12'500'000 + 14'000);
+  EXPECT_EQ(Ns(NvlsAllReduceNs({kGB, 2, 1}, NvlsHandLink())), 12'500'000 + 2'000);
+  EXPECT_EQ(Ns(NvlsAllReduceNs({kGB, 1, 1}, NvlsHandLink())), 0);
+}
+
+TEST(NvlsAllReduceTest, TheBestOnlyWhereItIsFaster) {
+  // 8 GPUs: NVLS 12.514 ms against the ring's 17.514; 2 GPUs: the ring's
+  // 10.002 ms against 12.502.
+  EXPECT_EQ(Ns(AllReduceNs(AllReduceAlgorithm::kBest, {kGB, 8, 1}, NvlsHandLink())),
+            12'500'000 + 14'000);
+  EXPECT_EQ(Ns(AllReduceNs(AllReduceAlgorithm::kBest, {kGB, 2, 1}, NvlsHandLink())),
+            10'000'000 + 2'000);
+  // Across nodes NVLS is not modelled: the best of the others.
+  EXPECT_EQ(Ns(AllReduceNs(AllReduceAlgorithm::kBest, {kGB, 4, 2}, NvlsHandLink())),
+            Ns(AllReduceNs(AllReduceAlgorithm::kBest, {kGB, 4, 2}, HandLink())));
+}
+
+TEST(NvlsAllReduceTest, UnavailableSaysWhy) {
+  EXPECT_THAT(NvlsAllReduceNs({kGB, 4, 2}, NvlsHandLink()).status().message(),
+              HasSubstr("inside one node"));
+  EXPECT_EQ(NvlsAllReduceNs({kGB, 8, 1}, HandLink()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  LinkConstants bad = NvlsHandLink();
+  bad.nvls_algbw_gbps = -1;
+  EXPECT_THAT(AllReduceNs(AllReduceAlgorithm::kBest, {kGB, 8, 1}, bad).status().message(),
+              HasSubstr("nvls_algbw_gbps"));
+  bad.nvls_algbw_gbps = std::nan("");
+  EXPECT_EQ(RingAllReduceNs({kGB, 8, 1}, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FillTest, ByHand) {
+  LinkConstants link = HandLink();
+  link.fill_bytes = 100'000'000;
+  // 2 GPUs, 1 GB: T = 10 ms, fill = T x 1e8 / 1e9 = 1 ms (more than 2 hops).
+  EXPECT_EQ(Ns(RingAllReduceNs({kGB, 2, 1}, link)), 11'000'000);
+  // 10 MB, under the fill size: T = 100 us, fill = T.
+  EXPECT_EQ(Ns(RingAllReduceNs({10'000'000, 2, 1}, link)), 200'000);
+  // 1 kB: T = 10 ns; the 2 hops (2 us) are the larger.
+  EXPECT_EQ(Ns(RingAllReduceNs({1'000, 2, 1}, link)), 2'010);
+  // Large messages: busbw = peak x S / (S + fill_bytes).
+  EXPECT_NEAR(AllReduceBusBandwidthGbps(kGB, Ns(RingAllReduceNs({kGB, 4, 1}, link)), 4),
+              100.0 * 1e9 / 1.1e9, 0.01);
+  // Every algorithm pays it: the tree's 2 x 1e9 / 100 = 20 ms + 2 ms.
+  EXPECT_EQ(Ns(TreeAllReduceNs({kGB, 2, 1}, link)), 22'000'000);
+  EXPECT_EQ(Ns(BroadcastNs({kGB, 2, 1}, link)), 11'000'000);
+  link.fill_bytes = -1;
+  EXPECT_THAT(RingAllReduceNs({kGB, 2, 1}, link).status().message(), HasSubstr("fill_bytes"));
+}
+
 TEST(AllReduceTest, InvalidInputs) {
   const LinkConstants link = HandLink();
   EXPECT_THAT(RingAllReduceNs({kGB, 0, 1}, link).status().message(), HasSubstr("ranks_per_node"));
@@ -180,6 +239,151 @@ TEST(AllReduceReferenceTest, PublishedEightGpuNvswitchWithin15Percent) {
   const int64_t eight_gib = int64_t{8} << 30;
   EXPECT_LT(RelativeError(ModelBusBw(eight_gib, 8, a100), 230.0), 0.15);
   EXPECT_LT(RelativeError(ModelBusBw(eight_gib, 8, a100), 231.58), 0.15);
+}
+
+// The links as LinkFor (core/predict/ddp_prediction.cc) builds them from
+// data/devices.textproto: ring bus bandwidth, NVLS from a full node's bus
+// bandwidth, the NVLink ring step, NCCL's fill.
+LinkConstants ProductLink(double ring_busbw, double nvls_busbw_at_8) {
+  LinkConstants link;
+  link.intra_node_latency_ns = 3400;
+  link.intra_node_busbw_gbps = ring_busbw;
+  link.nvls_algbw_gbps = nvls_busbw_at_8 * 8 / 14;
+  link.fill_bytes = kNcclFillBytes;
+  return link;
+}
+
+double BestBusBw(int64_t bytes, int ranks, const LinkConstants& link) {
+  return AllReduceBusBandwidthGbps(
+      bytes, Ns(AllReduceNs(AllReduceAlgorithm::kBest, {bytes, ranks, 1}, link)), ranks);
+}
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+struct SizePoint {
+  int64_t mib;
+  double busbw;
+};
+
+TEST(AllReduceReferenceTest, PublishedSizeCurvesWithin15Percent) {
+  // nccl-tests all_reduce_perf, in place, 8 GPUs, from the Azure AI
+  // benchmarking guide (docs/multi_gpu.md, section 3 has the links): ND H100
+  // v5 and ND H200 v5 (NVLS), ND A100 v4 (no NVLS). Each GPU's large-message
+  // entry comes from one of these points (H100: 8 GiB, H200: 8 GiB, A100:
+  // 1 GiB); the other sizes check the fill, 16 MiB to 8 GiB (below, NCCL's
+  // small-message protocols and launch latency set the time).
+  struct Curve {
+    const char* what;
+    LinkConstants link;
+    std::vector<SizePoint> points;
+  } curves[] = {
+      {"8 x H100 NVLS",
+       ProductLink(370, 478.87),
+       {{16, 234.45}, {64, 361.78}, {256, 423.38}, {1024, 466.35}, {8192, 478.87}}},
+      {"8 x H200 NVLS",
+       ProductLink(370, 479.98),
+       {{16, 240.41}, {64, 368.11}, {256, 432.24}, {1024, 467.58}, {8192, 479.98}}},
+      {"8 x A100-SXM4-80GB",
+       ProductLink(228.1, 0),
+       {{16, 109.22}, {64, 166.63}, {256, 213.87}, {1024, 228.10}, {8192, 231.58}}},
+  };
+  for (const Curve& c : curves) {
+    LinkConstants constant = c.link;
+    constant.fill_bytes = 0;
+    double worst = 0, worst_constant = 0;
+    for (const SizePoint& p : c.points) {
+      const double model = BestBusBw(p.mib * kMiB, 8, c.link);
+      EXPECT_LT(RelativeError(model, p.busbw), 0.15)
+          << c.what << " at " << p.mib << " MiB: model " << model << ", published " << p.busbw;
+      worst = std::max(worst, RelativeError(model, p.busbw));
+      worst_constant =
+          std::max(worst_constant, RelativeError(BestBusBw(p.mib * kMiB, 8, constant), p.busbw));
+    }
+    // A constant bandwidth with only the ring's hop latencies is worse (on
+    // the A100, +52 % at 16 MiB).
+    EXPECT_LT(worst, worst_constant) << c.what;
+  }
+}
+
+TEST(AllReduceReferenceTest, NvlsPerGpuCountWithin15Percent) {
+  // 8 x H100 SXM, 2-4 GB messages, NVLS on: 365-370 GB/s for 2 to 4 GPUs,
+  // 420 / 440 / 460 / 480 for 5 / 6 / 7 / 8 (https://github.com/NVIDIA/nccl/
+  // issues/1455). The model takes the ring up to 3 GPUs and NVLS from 4
+  // (410 against 365-370: +11 %).
+  const LinkConstants h100 = ProductLink(370, 478.87);
+  const double measured[] = {367.5, 367.5, 367.5, 420, 440, 460, 480};
+  for (int n = 2; n <= 8; ++n) {
+    const double model = BestBusBw(3 * 1024 * kMiB, n, h100);
+    EXPECT_LT(RelativeError(model, measured[n - 2]), 0.15) << n << " GPUs: model " << model;
+  }
+}
+
+TEST(AllReduceReferenceTest, MeasuredSweepsCloserWithTheFill) {
+  // Median busbw, fp32, NVLS off, 16 MiB to 1 GiB, from the lent machines'
+  // `allreduce_sweep` (eval/multi_gpu/results/h100x4_2026-11-26.json.gz and
+  // h200x4_2026-11-27.json.gz; PyTorch-timed, so each carries a host call of
+  // 24-45 us). Two GPUs reach only about 0.87 of the ring entry at 1 GiB,
+  // four 0.93, and every run dips at 128 MiB: the fill model is not within
+  // 15 % of every point (mean 8-21 % per run, worst +42 % at 128 MiB on 2
+  // H200s) but closer than a constant bandwidth (mean 20-46 %; 1.35-1.86x
+  // the measured 16 MiB points).
+  struct Run {
+    const char* what;
+    int ranks;
+    std::vector<SizePoint> points;
+  } runs[] = {
+      {"h100 n2",
+       2,
+       {{16, 184.657},
+        {32, 216.408},
+        {64, 246.717},
+        {128, 250.122},
+        {256, 278.008},
+        {512, 301.45},
+        {1024, 318.681}}},
+      {"h100 n4",
+       4,
+       {{16, 210.783},
+        {32, 255.901},
+        {64, 286.135},
+        {128, 285.521},
+        {256, 314.27},
+        {512, 335.39},
+        {1024, 345.808}}},
+      {"h200 n2",
+       2,
+       {{16, 172.961},
+        {32, 213.467},
+        {64, 246.633},
+        {128, 231.212},
+        {256, 270.008},
+        {512, 303.347},
+        {1024, 321.5}}},
+      {"h200 n4",
+       4,
+       {{16, 171.743},
+        {32, 237.149},
+        {64, 280.112},
+        {128, 266.983},
+        {256, 303.854},
+        {512, 323.732},
+        {1024, 339.878}}},
+  };
+  LinkConstants ring = ProductLink(370, 0);
+  LinkConstants constant = ring;
+  constant.fill_bytes = 0;
+  for (const Run& r : runs) {
+    double fill_error = 0, constant_error = 0;
+    for (const SizePoint& p : r.points) {
+      const double model = BestBusBw(p.mib * kMiB, r.ranks, ring);
+      EXPECT_LT(RelativeError(model, p.busbw), 0.45) << r.what << " " << p.mib << " MiB";
+      fill_error += RelativeError(model, p.busbw) / r.points.size();
+      constant_error +=
+          RelativeError(BestBusBw(p.mib * kMiB, r.ranks, constant), p.busbw) / r.points.size();
+    }
+    EXPECT_LT(fill_error, 0.25) << r.what;
+    EXPECT_LT(fill_error, constant_error / 2) << r.what << ": constant " << constant_error;
+  }
 }
 
 TEST(AllReduceBusBandwidthTest, NcclTestsConvention) {

@@ -166,6 +166,13 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
   LinkConstants out;
   out.intra_node_latency_ns = link.nvlink() ? kNvlinkRingStepNs : kPcieRingStepNs;
   out.intra_node_busbw_gbps = link.allreduce_busbw_gbps();
+  out.fill_bytes = kNcclFillBytes;
+  if (!config.disable_nvls() && link.nvls_allreduce_busbw_gbps() > 0) {
+    // NVLS moves each GPU's buffer once whatever the node size: the full
+    // node's bus bandwidth back to its algorithm bandwidth.
+    const double n = link.max_gpus_per_node();
+    out.nvls_algbw_gbps = link.nvls_allreduce_busbw_gbps() * n / (2.0 * (n - 1));
+  }
   if (config.nodes() <= 1) return out;
   if (instance == nullptr) {
     return absl::FailedPreconditionError(
@@ -230,6 +237,7 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
     }
     exposed = std::max<int64_t>(0, step->exposed_comm_ns);
     out.set_buckets(static_cast<uint32_t>(step->num_buckets));
+    out.set_nvls(nodes == 1 && link->nvls_algbw_gbps > 0);
   }
   // The communication the backward pass cannot hide lengthens the step as
   // the host replay measured it (a host-bound step may in fact hide some).

@@ -74,12 +74,14 @@ def measured_cases(run):
     return {k: v for k, v in out.items() if v["n1"] is not None and v["ddp"]}
 
 
-def predict(habitat, trace, gpus, bucket_mb, device):
-    """(predicted single-GPU wall ns, predicted step ns) on `device`."""
+def predict(habitat, trace, gpus, bucket_mb, device, nvls):
+    """(predicted single-GPU wall ns, predicted step ns) on `device`, with
+    NVLink SHARP allowed or not as the measured run had it."""
     out = subprocess.run(
         [habitat, "predict", str(trace), "--devices", device, "--gpus", str(gpus),
          "--bucket-mb", f"{bucket_mb:g}", "--catalog", "none", "--format", "json",
-         "--data-dir", str(ROOT / "data"), "--models-dir", str(ROOT / "models")],
+         "--data-dir", str(ROOT / "data"), "--models-dir", str(ROOT / "models")]
+        + ([] if nvls else ["--no-nvls"]),
         check=True, capture_output=True, text=True).stdout
     prediction = json.loads(out)["predictions"][0]
     parallel = prediction["parallel"][0]
@@ -91,12 +93,14 @@ def predict(habitat, trace, gpus, bucket_mb, device):
 def rows(habitat, runs, traces, device):
     out = []
     for name, run in runs:
+        # measure_ddp.py turns NVLS off unless --allow-nvls (the lent machines).
+        nvls = bool(run.get("config", {}).get("allow_nvls"))
         for (model, batch, precision), entry in sorted(measured_cases(run).items()):
             trace = traces / f"{model}_b{batch}_{precision}.trace.gz"
             if not trace.exists():
                 continue
             for (gpus, bucket), step in sorted(entry["ddp"].items()):
-                single, predicted = predict(habitat, trace, gpus, bucket, device)
+                single, predicted = predict(habitat, trace, gpus, bucket, device, nvls)
                 out.append({"run": name, "case": f"{model}_b{batch}_{precision}", "gpus": gpus,
                             "bucket_mb": bucket, "gpu_bound": entry["gpu_bound"],
                             "measured_n1": entry["n1"], "measured": step,

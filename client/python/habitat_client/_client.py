@@ -81,20 +81,24 @@ def _check_int(name: str, value, largest: int) -> None:
         raise ValueError(f"{name} must be an integer within [1, {largest}], got {value!r}")
 
 
-def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances) -> None:
+def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances,
+                  disable_nvls=False) -> None:
     """PredictRequest.parallel and catalog_instances, as the CLI's --gpus N
-    [--nodes M] [--bucket-mb B] and --instances set them."""
+    [--nodes M] [--bucket-mb B] [--no-nvls] and --instances set them."""
     if not isinstance(catalog_instances, bool):
         raise ValueError(f"catalog_instances must be True or False, got {catalog_instances!r}")
+    if not isinstance(disable_nvls, bool):
+        raise ValueError(f"disable_nvls must be True or False, got {disable_nvls!r}")
     if gpus_per_node is not None:
         _check_int("gpus_per_node", gpus_per_node, MAX_GPUS_PER_NODE)
     if nodes is not None:
         _check_int("nodes", nodes, MAX_NODES)
     if bucket_cap_mb is not None:
         _check_int("bucket_cap_mb", bucket_cap_mb, MAX_BUCKET_CAP_MB)
-    if gpus_per_node is None and (nodes is not None or bucket_cap_mb is not None):
-        raise ValueError("nodes and bucket_cap_mb describe a data-parallel configuration: "
-                         "give gpus_per_node too")
+    if gpus_per_node is None and (nodes is not None or bucket_cap_mb is not None
+                                  or disable_nvls):
+        raise ValueError("nodes, bucket_cap_mb and disable_nvls describe a data-parallel "
+                         "configuration: give gpus_per_node too")
     if gpus_per_node is not None:
         config = request.parallel.add()
         config.gpus_per_node = gpus_per_node
@@ -102,6 +106,7 @@ def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instance
             config.nodes = nodes
         if bucket_cap_mb is not None:
             config.bucket_cap_bytes = bucket_cap_mb << 20
+        config.disable_nvls = disable_nvls
     request.catalog_instances = catalog_instances
 
 
@@ -116,7 +121,7 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                           fit_batch_step: Optional[int] = None,
                           gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                           bucket_cap_mb: Optional[int] = None,
-                          catalog_instances: bool = False):
+                          catalog_instances: bool = False, disable_nvls: bool = False):
     """The habitat.v1.PredictRequest message Client.predict sends; see there."""
     PredictRequest = _messages.messages()["PredictRequest"]
     request = PredictRequest()
@@ -142,7 +147,8 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                              "fit to predict one batch)")
         request.fit.SetInParent()  # set even with step 0 (powers of two)
         request.fit.batch_step = fit_batch_step or 0
-    _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances)
+    _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances,
+                  disable_nvls)
     if isinstance(devices, str):
         devices = [devices]
     if devices is not None:
@@ -301,7 +307,8 @@ class Client:
                         at_batch_size: Optional[int] = None, fit: bool = False,
                         fit_batch_step: Optional[int] = None,
                         gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
-                        bucket_cap_mb: Optional[int] = None, catalog_instances: bool = False):
+                        bucket_cap_mb: Optional[int] = None, catalog_instances: bool = False,
+                        disable_nvls: bool = False):
         """As predict, returning the habitat.v1.PredictResponse message."""
         request = build_predict_request(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
@@ -310,7 +317,7 @@ class Client:
             habitat_cli=self.habitat_cli, max_trace_bytes=self._max_message_bytes,
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
-            catalog_instances=catalog_instances)
+            catalog_instances=catalog_instances, disable_nvls=disable_nvls)
         return self._call("Predict", request, "PredictResponse")
 
     def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
@@ -322,7 +329,8 @@ class Client:
                 fit_batch_step: Optional[int] = None,
                 gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                 bucket_cap_mb: Optional[int] = None,
-                catalog_instances: bool = False) -> PredictionResult:
+                catalog_instances: bool = False,
+                disable_nvls: bool = False) -> PredictionResult:
         """Predicts one iteration of `trace` or of an uploaded `trace_id` on
         `devices` (ids from list_devices; None: every listed GPU).
 
@@ -358,8 +366,10 @@ class Client:
         kind in one node, each GPU at its batch above; nodes (1 to 4096;
         `--nodes M`): on that many such nodes (the network from the
         catalog's instance); bucket_cap_mb (1 to 2**20; `--bucket-mb B`):
-        DDP's bucket_cap_mb (default 25). nodes or bucket_cap_mb without
-        gpus_per_node is a ValueError. catalog_instances (`--instances`):
+        DDP's bucket_cap_mb (default 25); disable_nvls (`--no-nvls`): the
+        all-reduces without NVLink SHARP (as NCCL_NVLS_ENABLE=0; by default
+        NVLS where the node has it and it is faster, as NCCL does). nodes,
+        bucket_cap_mb or disable_nvls without gpus_per_node is a ValueError. catalog_instances (`--instances`):
         also predict one node of every multi-GPU instance type the catalog
         offers each GPU in. The steps are in each DevicePrediction's
         `parallel` (ParallelPrediction: step, exposed communication,
@@ -379,7 +389,7 @@ class Client:
             include_breakdown=include_breakdown, trace_id=trace_id,
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
-            catalog_instances=catalog_instances))
+            catalog_instances=catalog_instances, disable_nvls=disable_nvls))
         _report_warnings(result)
         return result
 

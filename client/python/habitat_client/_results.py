@@ -121,8 +121,9 @@ class ParallelPrediction:
     scaling_efficiency the single-GPU step over this step (1: perfect weak
     scaling); samples_per_second of all GPUs together; instance_type the
     catalog's instance with gpus_per_node of the GPU, when there is one, and
-    its price per instance (node) hour; buckets DDP's gradient buckets.
-    Where the configuration could not be predicted (no interconnect data,
+    its price per instance (node) hour; buckets DDP's gradient buckets;
+    nvls whether the all-reduces could use NVLink SHARP (and did where it
+    was the fastest). Where the configuration could not be predicted (no interconnect data,
     more GPUs than a node holds, no network figure for several nodes)
     `unavailable` says why and the times are 0."""
     gpus_per_node: int
@@ -137,6 +138,7 @@ class ParallelPrediction:
     cost_per_1000_samples: float
     buckets: int
     unavailable: str
+    nvls: bool
 
 
 # DevicePrediction.row()'s columns for its memory: "memory_" and the field.

@@ -179,7 +179,8 @@ def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: 
     for p in predictions:
         for c in p.get("parallel", []):
             nodes, gpus = c.get("nodes", 0), c.get("gpus_per_node", 0)
-            label = f"{gpus}x{nodes}" if nodes > 1 else str(gpus)
+            label = (f"{gpus}x{nodes}" if nodes > 1 else str(gpus)) + \
+                ("+" if c.get("nvls") else "")
             out += f"      {_truncate(_printable(p['device_id']), id_width):<{id_width}} " \
                    f"{label:>6}"
             if c.get("unavailable"):
@@ -198,7 +199,8 @@ def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: 
                 out += f" {'-':>11} {'-':>12}\n"
     out += "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce " \
            "time\n" \
-           "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step\n" \
+           "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n" \
+           "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n" \
            "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n"
     return out
 

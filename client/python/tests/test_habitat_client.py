@@ -324,8 +324,9 @@ def fit_response():
 
 def parallel_response():
     """sample_response with data-parallel steps of 8 GPUs x 2 nodes:
-    H200's priced on its instance, H100-SXM's on an unpriced instance
-    whose name is truncated, T4's unavailable (no interconnect data)."""
+    H200's priced on its instance, H100-SXM's (one node, NVLS) on an
+    unpriced instance whose name is truncated, T4's unavailable (no
+    interconnect data)."""
     message = sample_response()
     by_id = {p.device_id: p for p in message.predictions}
     by_id["H200"].parallel.add(
@@ -335,9 +336,9 @@ def parallel_response():
     by_id["H200"].parallel.add(gpus_per_node=16, nodes=1,
                                unavailable="H200 nodes hold at most 8 GPUs")
     by_id["H100-SXM"].parallel.add(
-        gpus_per_node=8, nodes=2, step_ns=13_000_000, exposed_communication_ns=500_000,
+        gpus_per_node=8, nodes=1, step_ns=13_000_000, exposed_communication_ns=500_000,
         scaling_efficiency=0.9, samples_per_second=9846.15,
-        instance_type="a-very-long-instance-type-name.xl", buckets=4)
+        instance_type="a-very-long-instance-type-name.xl", buckets=4, nvls=True)
     by_id["T4"].parallel.add(gpus_per_node=8, nodes=2,
                              unavailable="T4: no interconnect data\x07")
     return message
@@ -472,12 +473,13 @@ class ResultsTest(unittest.TestCase):
                 gpus_per_node=8, nodes=2, step_ns=12_345_678, exposed_communication_ns=1_345_678,
                 scaling_efficiency=0.891, samples_per_second=10370.4,
                 instance_type="p5e.48xlarge", has_price=True, price_per_node_hour=43.26,
-                cost_per_1000_samples=0.0123456, buckets=4, unavailable=""),
+                cost_per_1000_samples=0.0123456, buckets=4, unavailable="", nvls=False),
             habitat_client.ParallelPrediction(
                 gpus_per_node=16, nodes=1, step_ns=0, exposed_communication_ns=0,
                 scaling_efficiency=0.0, samples_per_second=0.0, instance_type="",
                 has_price=False, price_per_node_hour=0.0, cost_per_1000_samples=0.0,
-                buckets=0, unavailable="H200 nodes hold at most 8 GPUs")))
+                buckets=0, unavailable="H200 nodes hold at most 8 GPUs", nvls=False)))
+        self.assertTrue(result.device("H100-SXM").parallel[0].nvls)
         self.assertEqual(result.device("T4").parallel[0].unavailable,
                          "T4: no interconnect data\x07")
         with self.assertRaises(dataclasses.FrozenInstanceError):
@@ -519,7 +521,7 @@ class ResultsTest(unittest.TestCase):
                                        dataclasses.fields(habitat_client.ParallelPrediction)])
         # One row per GPU and configuration, GPUs in rank order.
         self.assertEqual([(r["device_id"], r["gpus_per_node"], r["nodes"]) for r in rows],
-                         [("H200", 8, 2), ("H200", 16, 1), ("H100-SXM", 8, 2), ("T4", 8, 2)])
+                         [("H200", 8, 2), ("H200", 16, 1), ("H100-SXM", 8, 1), ("T4", 8, 2)])
         self.assertEqual([set(r) for r in rows], [set(columns)] * 4)
         self.assertEqual(rows[0]["batch_size"], 8)
         self.assertEqual(captured[1], ([], columns), "no steps: no rows, the same columns")
@@ -723,11 +725,12 @@ class ParallelTableTest(unittest.TestCase):
         "      H200         8x2     12.346     1.346   89%     10370.4  p5e.48xlarge"
         "                  43.260       0.0123\n"
         "      H200          16  -  H200 nodes hold at most 8 GPUs\n"
-        "      H100-SXM     8x2     13.000     0.500   90%      9846.1  a-very-long-instance-..."
+        "      H100-SXM      8+     13.000     0.500   90%      9846.1  a-very-long-instance-..."
         "           -            -\n"
         "      T4           8x2  -  T4: no interconnect data?\n"
         "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
-        "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step\n"
+        "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n"
+        "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
         "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n")
 
     def test_section_between_legend_and_warnings(self):
@@ -922,8 +925,10 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((request.parallel[0].gpus_per_node, request.parallel[0].nodes,
                           request.parallel[0].bucket_cap_bytes), (64, 4096, 1 << 40))
         request = build(TRACE_GZ, gpus_per_node=1, nodes=1, bucket_cap_mb=1)
-        self.assertEqual((request.parallel[0].nodes, request.parallel[0].bucket_cap_bytes),
-                         (1, 1 << 20))
+        self.assertEqual((request.parallel[0].nodes, request.parallel[0].bucket_cap_bytes,
+                          request.parallel[0].disable_nvls), (1, 1 << 20, False))
+        request = build(TRACE_GZ, gpus_per_node=8, disable_nvls=True)
+        self.assertTrue(request.parallel[0].disable_nvls)
         # Through Client.predict and predict_message.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -965,6 +970,9 @@ class ClientTest(unittest.TestCase):
             (dict(trace=TRACE_GZ, fit=64), "fit must be True or False"),
             (dict(trace=TRACE_GZ, nodes=2), "give gpus_per_node too"),
             (dict(trace=TRACE_GZ, bucket_cap_mb=25), "give gpus_per_node too"),
+            (dict(trace=TRACE_GZ, disable_nvls=True), "give gpus_per_node too"),
+            (dict(trace=TRACE_GZ, gpus_per_node=8, disable_nvls=1),
+             "disable_nvls must be True or False"),
             (dict(trace=TRACE_GZ, nodes=2, bucket_cap_mb=25, catalog_instances=True),
              "give gpus_per_node too"),
             (dict(trace=TRACE_GZ, gpus_per_node=0), r"gpus_per_node must be an integer within "
