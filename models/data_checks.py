@@ -6,7 +6,8 @@ learn from it, printed as Markdown for docs/kernel_varying_accuracy.md:
 2. the fp32 throughput each GPU reached on the data's large linear and bmm
    GEMMs against the spec database's `measured_fp32_gemm_tflops`;
 3. which kernel families ran the fp32 convolutions (NeuSight's `Kernel Name`
-   on the older GPUs, the profiled kernels of our H100 run);
+   on the older GPUs, the profiled kernels of our H100 run) and which
+   kernel sizes and strides NeuSight's convolutions have;
 4. how far one GPU's efficiency on a configuration tells another's: the
    correlation of log(time / sustained roofline) across GPUs over the
    configurations every GPU measured above its harness floor;
@@ -95,6 +96,17 @@ def conv_kernels(neusight_dir):
           ", ".join(f"{k} {n}" for k, n in counts.most_common()) + " |")
 
 
+def conv_shapes(neusight_dir):
+    """NeuSight's convolutions by (kernel size, stride), over all its GPUs:
+    whether shape features could tell Winograd-eligible ones apart."""
+    counts = Counter()
+    for path in sorted(Path(neusight_dir, "ops", "conv").glob("*.csv.gz")):
+        with gzip.open(path, "rt") as f:
+            counts.update((r["Kernel_Szie"], r["Stride"]) for r in csv.DictReader(f))
+    print("\nNeuSight convolutions by kernel size x stride (rows, all GPUs): " +
+          ", ".join(f"{k}x{k} stride {s} {n}" for (k, s), n in counts.most_common()))
+
+
 def log_efficiency(family, config, device, ns):
     roofline, _ = feat.sides(family, config, "fp32", False, device)
     return math.log(ns / roofline)
@@ -152,6 +164,7 @@ def main():
     throughput_table(rows, devices)
     print("\nfp32 convolution kernels:\n")
     conv_kernels(args.neusight_dir)
+    conv_shapes(args.neusight_dir)
     print("\nCorrelation of log(time / sustained roofline), fp32 forward, rows at least "
           f"{KERNEL_BOUND_FACTOR}x their harness floor:")
     correlation_tables(rows, devices)

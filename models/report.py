@@ -59,6 +59,12 @@ STUDY = """\
   bmm / conv2d): the per-row variation is kernel choice these features do not see,
   so 10% on an unseen GPU is out of reach without new information (e.g. the tile
   sizes in NeuSight's kernel names and launch grids).
+- **Convolution shapes cannot say which ones cuDNN 8.9 ran as Winograd**
+  (`models/data_checks.py`, section 3, 2026-11-27): all 24,662 of NeuSight's
+  convolutions are 3x3 with stride 1, so every one is Winograd-eligible, and
+  which quarter to two fifths of them cuDNN 8.9 ran that way on each older GPU
+  depends on channels and sizes as its heuristics decide per GPU. Kernel size
+  and stride, the usual features for it, are constant here.
 - **Large compute-bound passes are tight per GPU** (`models/data_checks.py`,
   section 5; time / sustained roofline, median and 10th-90th): linear A100 1.27
   (1.08-1.63), V100 1.13 (1.02-1.39), T4 1.35 (1.18-1.76), but P100 1.69
