@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/trace/gradient_producers.h"
+
 namespace habitat {
 namespace agent {
 namespace {
@@ -44,6 +46,8 @@ class Assembler {
   void LinkBackwards();
   void PlaceActivities();
   void BuildOperations(Trace* out);
+  // Operation.gradient_producer of each AccumulateGrad (core/trace/gradient_producers.h).
+  void LinkGradientProducers(Trace* out) const;
   void FillPassMemory(Trace* out) const;
   void AppendWork(const Work& w, Pass* pass);
   Kernel MakeKernel(const KernelRecord& k);
@@ -338,6 +342,20 @@ void Assembler::BuildOperations(Trace* out) {
   }
 }
 
+void Assembler::LinkGradientProducers(Trace* out) const {
+  std::vector<BackwardNodeSpan<uint64_t>> nodes;
+  for (const auto& [op, where] : operation_of_) {
+    if (!where.second) continue;  // a forward
+    nodes.push_back({ops_[op].thread_id, ops_[op].start_ns, ops_[op].end_ns, where.first,
+                     out->operations[where.first].name == "torch::autograd::AccumulateGrad"});
+  }
+  const std::vector<std::optional<uint32_t>> producers = GradientProducers(nodes);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (producers[i].has_value())
+      out->operations[nodes[i].operation].gradient_producer = producers[i];
+  }
+}
+
 void Assembler::AttachReruns(uint64_t id, Operation* o) {
   auto rerun = opt_.rerun_times.find(id);
   if (rerun != opt_.rerun_times.end()) {
@@ -433,6 +451,14 @@ void Assembler::FillTraceLevel(Trace* out) {
   meta["agent.unattributed_memory_ns"] = std::to_string(unattributed_memory_ns);
   meta["agent.backward_nodes"] = std::to_string(nodes);
   meta["agent.backward_nodes_linked"] = std::to_string(linked);
+  int accumulations = 0, producers = 0;
+  for (const Operation& o : out->operations) {
+    if (o.name != "torch::autograd::AccumulateGrad") continue;
+    ++accumulations;
+    producers += o.gradient_producer.has_value();
+  }
+  meta["agent.gradient_accumulations"] = std::to_string(accumulations);
+  meta["agent.gradient_producers"] = std::to_string(producers);
   meta["agent.outside_window"] = std::to_string(outside_window_);
   meta["agent.clamped_gpu_starts"] = std::to_string(clamped_);
   meta["agent.orphan_op_events"] = std::to_string(orphans_);
@@ -497,6 +523,7 @@ Status Assembler::Run(Trace* out) {
   t.math = opt_.math;
   t.memory = opt_.memory;
   BuildOperations(&t);
+  LinkGradientProducers(&t);
   FillPassMemory(&t);
   FillTraceLevel(&t);
   *out = std::move(t);

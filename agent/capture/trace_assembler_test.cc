@@ -111,6 +111,9 @@ TEST_F(IterationTest, OperationsAreTopLevelOpsInStartOrder) {
   EXPECT_EQ(trace_.operations[2].name, "aten::add");
   EXPECT_EQ(trace_.operations[3].name, "torch::autograd::AccumulateGrad");
   EXPECT_EQ(trace_.operations[0].cpu_start_ns, 100);
+  // The accumulation followed ConvolutionBackward0, conv2d's backward pass.
+  EXPECT_EQ(trace_.operations[3].gradient_producer, std::optional<uint32_t>(0));
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(trace_.operations[i].gradient_producer.has_value());
   EXPECT_EQ(trace_.operations[0].cpu_duration_ns, 40);
   ASSERT_EQ(trace_.operations[1].arguments.size(), 1u);
   EXPECT_EQ(trace_.operations[1].arguments[0].tensor.shape, (std::vector<int64_t>{4, 8, 16, 16}));
@@ -172,6 +175,8 @@ TEST_F(IterationTest, UnlinkedNodeBecomesItsOwnBackwardOperation) {
   EXPECT_EQ(acc.cpu_start_ns, 6100);
   EXPECT_EQ(trace_.metadata.at("agent.backward_nodes"), "3");
   EXPECT_EQ(trace_.metadata.at("agent.backward_nodes_linked"), "2");
+  EXPECT_EQ(trace_.metadata.at("agent.gradient_accumulations"), "1");
+  EXPECT_EQ(trace_.metadata.at("agent.gradient_producers"), "1");
 }
 
 TEST_F(IterationTest, KernelsWithoutAnOpAreUnattributed) {

@@ -143,6 +143,9 @@ struct Operation {
   int64_t sequence_number = -1;
   int64_t cpu_start_ns = 0;
   int64_t cpu_duration_ns = 0;
+  // AccumulateGrad only: the index of the operation whose backward pass
+  // produced the gradient (habitat.v1.Operation.gradient_producer).
+  std::optional<uint32_t> gradient_producer;
 };
 
 struct HostEvent {

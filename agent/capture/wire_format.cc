@@ -184,6 +184,7 @@ Writer WriteOperation(const Operation& o) {
   w.I64(6, o.sequence_number);
   w.I64(7, o.cpu_start_ns);
   w.I64(8, o.cpu_duration_ns);
+  if (o.gradient_producer.has_value()) w.ForceVarint(9, *o.gradient_producer);
   return w;
 }
 

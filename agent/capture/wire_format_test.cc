@@ -127,6 +127,7 @@ Trace FullTrace() {
   acc.name = "torch::autograd::AccumulateGrad";
   acc.backward = Pass();
   acc.sequence_number = -1;
+  acc.gradient_producer = 0;  // written although 0: it has presence
 
   Operation plain;  // no backward at all
   plain.name = "aten::add_";
@@ -293,9 +294,12 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   EXPECT_EQ(acc.backward().rerun_time_ns(), 0);  // not measured: not written
   EXPECT_EQ(acc.sequence_number(), -1);
   EXPECT_EQ(acc.arguments_size(), 0);
+  EXPECT_TRUE(acc.has_gradient_producer());
+  EXPECT_EQ(acc.gradient_producer(), 0u);
   const pb::Operation& plain = t.operations(2);
   EXPECT_TRUE(plain.has_forward());
   EXPECT_FALSE(plain.has_backward());
+  EXPECT_FALSE(plain.has_gradient_producer());
 
   ASSERT_EQ(t.unattributed_kernels_size(), 2);
   ExpectKernel(t.unattributed_kernels(0), "stray", 400);

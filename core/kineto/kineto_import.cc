@@ -17,6 +17,7 @@
 #include "core/kineto/kineto_events.h"
 #include "core/kineto/kineto_header.h"
 #include "core/kineto/kineto_structure.h"
+#include "core/trace/gradient_producers.h"
 #include "core/trace/math_mode.h"
 
 #ifndef HABITAT_VERSION
@@ -126,6 +127,8 @@ class Converter {
   std::pair<int64_t, int> BackwardNode(int root, const std::vector<int>& children) const;
   void LinkBackwards();
   absl::Status BuildOperations(Trace* out);
+  // Operation.gradient_producer of each AccumulateGrad (core/trace/gradient_producers.h).
+  void LinkGradientProducers(Trace* out) const;
   void AppendWork(const OpWork& work, Pass* pass) const;
   void FillKernel(const Placed& p, Kernel* k) const;
   void FillTraceLevel(Trace* out) const;
@@ -362,6 +365,23 @@ absl::Status Converter::BuildOperations(Trace* out) {
   return absl::OkStatus();
 }
 
+void Converter::LinkGradientProducers(Trace* out) const {
+  std::vector<BackwardNodeSpan<std::string>> nodes;
+  for (const auto& [op, where] : pass_of_) {
+    if (!where.second) continue;  // a forward
+    const HostEvent& e = trace_.host[op];
+    nodes.push_back({e.thread, e.start, e.end(), static_cast<uint32_t>(where.first),
+                     out->operations(where.first).name() == "torch::autograd::AccumulateGrad"});
+  }
+  const std::vector<std::optional<uint32_t>> producers = GradientProducers(nodes);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (producers[i].has_value()) {
+      out->mutable_operations(static_cast<int>(nodes[i].operation))
+          ->set_gradient_producer(*producers[i]);
+    }
+  }
+}
+
 void Converter::FillTraceLevel(Trace* out) const {
   auto& meta = *out->mutable_metadata();
   // Union of the window's GPU intervals.
@@ -541,6 +561,7 @@ absl::StatusOr<Trace> Converter::Run() {
   HABITAT_RETURN_IF_ERROR(kineto::FillHeader(trace_.document, device, &out));
   out.mutable_frameworks()->set_habitat(HABITAT_VERSION);
   HABITAT_RETURN_IF_ERROR(BuildOperations(&out));
+  LinkGradientProducers(&out);
   FillTraceLevel(&out);
   if (per_device.size() > 1) {
     (*out.mutable_metadata())["kineto.devices"] = absl::StrCat(per_device.size());

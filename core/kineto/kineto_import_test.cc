@@ -376,6 +376,34 @@ TEST_P(KinetoFixtureTest, BackwardLinksAgreeWithKinetoFlows) {
   EXPECT_EQ(flows, MetaInt(*trace_, "kineto.backward_nodes_linked"));
 }
 
+// Each gradient accumulation follows the backward node that produced its
+// gradient (core/trace/gradient_producers.h): a pass with a backward that
+// took a tensor of the parameter's shape.
+TEST_P(KinetoFixtureTest, EveryGradientFollowsTheBackwardPassThatTookItsParameter) {
+  int accumulations = 0, linked = 0, took_shape = 0;
+  for (const Operation& op : trace_->operations()) {
+    if (op.name() != "torch::autograd::AccumulateGrad") continue;
+    ++accumulations;
+    if (!op.has_gradient_producer()) continue;
+    ++linked;
+    const Operation& producer = trace_->operations(static_cast<int>(op.gradient_producer()));
+    EXPECT_TRUE(producer.has_backward()) << producer.name();
+    EXPECT_NE(producer.name(), op.name());
+    if (op.arguments_size() == 0 || !op.arguments(0).has_tensor()) continue;
+    for (const habitat::v1::Argument& a : producer.arguments()) {
+      if (a.has_tensor() && std::equal(a.tensor().shape().begin(), a.tensor().shape().end(),
+                                       op.arguments(0).tensor().shape().begin(),
+                                       op.arguments(0).tensor().shape().end())) {
+        ++took_shape;
+        break;
+      }
+    }
+  }
+  ASSERT_GT(accumulations, 0) << "a training step accumulates gradients";
+  EXPECT_EQ(linked, accumulations);
+  EXPECT_EQ(took_shape, accumulations) << GetParam().name;
+}
+
 TEST_P(KinetoFixtureTest, TimesAreRelativeToTheStep) {
   for (const Operation& op : trace_->operations()) {
     EXPECT_GE(op.cpu_start_ns(), 0);

@@ -46,6 +46,25 @@ bool HasRunningStats(const v1::Operation& op) {
 constexpr int kBuffersPerBatchNorm = 3;
 constexpr int64_t kNumBatchesTrackedBytes = 8;
 
+// The position in the backward order after which the gradient that `op`
+// (an AccumulateGrad) accumulates is complete: its producer where the agent
+// recorded one, else the first backward operation from `cursor` on that
+// took a tensor of the parameter's shape; -1 when none did. `position`:
+// per operation index, its place in the backward order or -1.
+int GradientReadyAt(const v1::Trace& trace, const v1::Operation& op,
+                    const std::vector<int>& backward_ops, const std::vector<int>& position,
+                    size_t cursor) {
+  if (op.has_gradient_producer() && op.gradient_producer() < position.size() &&
+      position[op.gradient_producer()] >= 0) {
+    return position[op.gradient_producer()];
+  }
+  const v1::TensorArgument& param = op.arguments(0).tensor();
+  for (size_t j = cursor; j < backward_ops.size(); ++j) {
+    if (Takes(trace.operations(backward_ops[j]), param)) return static_cast<int>(j);
+  }
+  return -1;
+}
+
 // *total += value, saturating at kSaturation.
 void Accumulate(int64_t value, int64_t* total) {
   *total = static_cast<int64_t>(
@@ -71,9 +90,11 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
       backward_ops.push_back(i);
   }
   it.backward_op_ns.assign(backward_ops.size(), 0);
+  std::vector<int> position(trace.operations_size(), -1);
   for (size_t j = 0; j < backward_ops.size(); ++j) {
     Accumulate(prediction.operations(backward_ops[j]).predicted_backward_ns(),
                &it.backward_op_ns[j]);
+    position[backward_ops[j]] = static_cast<int>(j);
   }
   size_t cursor = 0;  // the backward operation the last gradient followed
   for (int i = 0; i < trace.operations_size(); ++i) {
@@ -98,12 +119,11 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
     }
     if (op.arguments_size() == 0 || !op.arguments(0).has_tensor()) continue;
     const v1::TensorArgument& param = op.arguments(0).tensor();
-    size_t j = cursor;
-    while (j < backward_ops.size() && !Takes(trace.operations(backward_ops[j]), param)) ++j;
+    const int j = GradientReadyAt(trace, op, backward_ops, position, cursor);
     ParamGradient gradient;
     gradient.bytes = GradientBytes(param);
-    if (j < backward_ops.size()) {
-      cursor = j;
+    if (j >= 0) {
+      cursor = static_cast<size_t>(j);
     } else {
       ++out.unmatched_params;
       Accumulate(gradient.bytes, &out.unmatched_bytes);

@@ -432,6 +432,12 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".cpu_start_ns", op.cpu_start_ns(), limits, true));
     HABITAT_RETURN_IF_ERROR(
         CheckDuration(field + ".cpu_duration_ns", op.cpu_duration_ns(), limits));
+    if (op.has_gradient_producer() &&
+        op.gradient_producer() >= static_cast<uint32_t>(trace.operations_size())) {
+      return Invalid(field + ".gradient_producer",
+                     absl::StrCat("is ", op.gradient_producer(), "; the trace has ",
+                                  trace.operations_size(), " operations"));
+    }
     HABITAT_RETURN_IF_ERROR(CheckPass(field + ".forward", op.forward(), limits, &total_kernels));
     if (op.has_backward()) {
       HABITAT_RETURN_IF_ERROR(

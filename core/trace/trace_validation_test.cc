@@ -194,6 +194,14 @@ TEST(TraceValidationTest, PassMemoryNamesAPassOfTheTraceAndIsNeverNegative) {
   ExpectInvalid(trace, "memory.passes");
 }
 
+TEST(TraceValidationTest, GradientProducerNamesAnOperationOfTheTrace) {
+  v1::Trace trace = OneKernelTrace();
+  trace.mutable_operations(0)->set_gradient_producer(0);
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  trace.mutable_operations(0)->set_gradient_producer(trace.operations_size());
+  ExpectInvalid(trace, "operations[0].gradient_producer");
+}
+
 // Every repeated field counts against a limit: 3,000,000 memory activities,
 // host events or metadata entries used to be accepted, and unattributed
 // kernels did not count toward max_total_kernels.

@@ -351,6 +351,10 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10, counters=False
     check(int(meta["agent.backward_nodes_linked"]) > 0,
           f"backward nodes linked: {meta['agent.backward_nodes_linked']} of "
           f"{meta['agent.backward_nodes']}")
+    check(int(meta["agent.gradient_accumulations"]) > 0
+          and meta["agent.gradient_producers"] == meta["agent.gradient_accumulations"],
+          f"gradients with their producing backward pass: {meta['agent.gradient_producers']} "
+          f"of {meta['agent.gradient_accumulations']}")
     check(s["unattributed_kernel_ns"] <= 0.01 * total,
           f"unattributed kernels: {s['unattributed_kernels']} "
           f"({s['unattributed_kernel_ns']} ns of {total} ns, limit 1%)")
