@@ -347,7 +347,7 @@ void Assembler::LinkGradientProducers(Trace* out) const {
   for (const auto& [op, where] : operation_of_) {
     if (!where.second) continue;  // a forward
     nodes.push_back({ops_[op].thread_id, ops_[op].start_ns, ops_[op].end_ns, where.first,
-                     out->operations[where.first].name == "torch::autograd::AccumulateGrad"});
+                     out->operations[where.first].name == kAccumulateGradName});
   }
   const std::vector<std::optional<uint32_t>> producers = GradientProducers(nodes);
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -453,7 +453,7 @@ void Assembler::FillTraceLevel(Trace* out) {
   meta["agent.backward_nodes_linked"] = std::to_string(linked);
   int accumulations = 0, producers = 0;
   for (const Operation& o : out->operations) {
-    if (o.name != "torch::autograd::AccumulateGrad") continue;
+    if (o.name != kAccumulateGradName) continue;
     ++accumulations;
     producers += o.gradient_producer.has_value();
   }

@@ -371,7 +371,7 @@ void Converter::LinkGradientProducers(Trace* out) const {
     if (!where.second) continue;  // a forward
     const HostEvent& e = trace_.host[op];
     nodes.push_back({e.thread, e.start, e.end(), static_cast<uint32_t>(where.first),
-                     out->operations(where.first).name() == "torch::autograd::AccumulateGrad"});
+                     out->operations(where.first).name() == kAccumulateGradName});
   }
   const std::vector<std::optional<uint32_t>> producers = GradientProducers(nodes);
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -47,8 +47,8 @@ constexpr int kBuffersPerBatchNorm = 3;
 constexpr int64_t kNumBatchesTrackedBytes = 8;
 
 // The position in the backward order after which the gradient that `op`
-// (an AccumulateGrad) accumulates is complete: its producer where the agent
-// recorded one, else the first backward operation from `cursor` on that
+// (an AccumulateGrad) accumulates is complete: its producer where the trace
+// records one, else the first backward operation from `cursor` on that
 // took a tensor of the parameter's shape; -1 when none did. `position`:
 // per operation index, its place in the backward order or -1.
 int GradientReadyAt(const v1::Trace& trace, const v1::Operation& op,

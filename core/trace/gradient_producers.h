@@ -10,10 +10,14 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace habitat {
+
+// The name PyTorch records a gradient accumulation under.
+inline constexpr std::string_view kAccumulateGradName = "torch::autograd::AccumulateGrad";
 
 // One autograd node of the backward pass as a recorder saw it: its outermost
 // range on its thread and the trace operation it became (part of).
