@@ -192,4 +192,9 @@ double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks
   return algbw * 2.0 * (total_ranks - 1) / total_ranks;
 }
 
+double AllReduceAlgorithmBandwidthGbps(double busbw_gbps, int total_ranks) {
+  if (total_ranks < 2) return 0;
+  return busbw_gbps * total_ranks / (2.0 * (total_ranks - 1));
+}
+
 }  // namespace habitat

@@ -109,5 +109,8 @@ absl::StatusOr<int64_t> BroadcastNs(const AllReduceShape& shape, const LinkConst
 // nccl-tests' all-reduce bus bandwidth of a time, GB/s; 0 for time <= 0 or
 // fewer than 2 ranks.
 double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks);
+// The algorithm bandwidth behind an all-reduce bus bandwidth on
+// `total_ranks` GPUs (busbw x n / (2(n-1))); 0 for fewer than 2 ranks.
+double AllReduceAlgorithmBandwidthGbps(double busbw_gbps, int total_ranks);
 
 }  // namespace habitat

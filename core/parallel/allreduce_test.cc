@@ -248,7 +248,7 @@ LinkConstants ProductLink(double ring_busbw, double nvls_busbw_at_8) {
   LinkConstants link;
   link.intra_node_latency_ns = 3400;
   link.intra_node_busbw_gbps = ring_busbw;
-  link.nvls_algbw_gbps = nvls_busbw_at_8 * 8 / 14;
+  link.nvls_algbw_gbps = AllReduceAlgorithmBandwidthGbps(nvls_busbw_at_8, 8);
   link.fill_bytes = kNcclFillBytes;
   return link;
 }
@@ -392,6 +392,9 @@ TEST(AllReduceBusBandwidthTest, NcclTestsConvention) {
   EXPECT_DOUBLE_EQ(AllReduceBusBandwidthGbps(kGB, 10'000'000, 4), 150.0);
   EXPECT_DOUBLE_EQ(AllReduceBusBandwidthGbps(kGB, 10'000'000, 1), 0.0);
   EXPECT_DOUBLE_EQ(AllReduceBusBandwidthGbps(kGB, 0, 4), 0.0);
+  // And back: busbw 150 on 4 GPUs is algbw 100.
+  EXPECT_DOUBLE_EQ(AllReduceAlgorithmBandwidthGbps(150.0, 4), 100.0);
+  EXPECT_DOUBLE_EQ(AllReduceAlgorithmBandwidthGbps(150.0, 1), 0.0);
 }
 
 }  // namespace

@@ -190,8 +190,8 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
   if (!config.disable_nvls() && link.nvls_allreduce_busbw_gbps() > 0) {
     // NVLS moves each GPU's buffer once whatever the node size: the full
     // node's bus bandwidth back to its algorithm bandwidth.
-    const double n = link.max_gpus_per_node();
-    out.nvls_algbw_gbps = link.nvls_allreduce_busbw_gbps() * n / (2.0 * (n - 1));
+    out.nvls_algbw_gbps = AllReduceAlgorithmBandwidthGbps(
+        link.nvls_allreduce_busbw_gbps(), static_cast<int>(link.max_gpus_per_node()));
   }
   if (config.nodes() <= 1) return out;
   if (instance == nullptr) {
