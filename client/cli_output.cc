@@ -51,9 +51,10 @@ std::string ModeText(const v1::OperationPrediction& op) {
   return absl::StrCat(Printable(op.origin_math_mode()), ">", Printable(op.target_math_mode()));
 }
 
-// The table's expected-error column: "-" where the response has no estimate
-// (the origin at the traced batch: measured).
-std::string ErrorText(const DevicePrediction& p) {
+// The tables' expected-error columns: "-" where the response has no
+// estimate (the origin at the traced batch: measured).
+template <typename Prediction>
+std::string ErrorText(const Prediction& p) {
   if (!(p.expected_error_percent() > 0)) return "-";
   return absl::StrFormat("%.1f%%", p.expected_error_percent());
 }
@@ -440,8 +441,9 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
   if (!any) return "";
   const int id_width = static_cast<int>(layout.id_width);
   std::string out = "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n";
-  out += absl::StrFormat("      %-*s %6s %10s %9s %5s %11s  %-24s %11s %12s\n", id_width, "GPU",
-                         "GPUs", "step ms", "comm ms", "eff.", "samples/s", "instance",
+  // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
+  out += absl::StrFormat("      %-*s %6s %10s   ±err %9s %5s %11s  %-24s %11s %12s\n", id_width,
+                         "GPU", "GPUs", "step ms", "comm ms", "eff.", "samples/s", "instance",
                          absl::StrCat(currency, "/node-h"), absl::StrCat(currency, "/1k smp"));
   for (const auto* p : sorted) {
     for (const v1::ParallelPrediction& c : p->parallel()) {
@@ -456,7 +458,7 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
         continue;
       }
       out += absl::StrFormat(
-          " %10.3f %9.3f %4.0f%% %11.1f  %-24s", NsToMs(c.step_ns()),
+          " %10.3f %6s %9.3f %4.0f%% %11.1f  %-24s", NsToMs(c.step_ns()), ErrorText(c),
           NsToMs(c.exposed_communication_ns()), 100 * c.scaling_efficiency(),
           c.samples_per_second(),
           c.instance_type().empty() ? "-" : Truncate(Printable(c.instance_type()), 24));
@@ -468,6 +470,8 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
   out +=
       "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
       "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n"
+      "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n"
+      "        the GPU waits on the host: DDP's host work is not modelled)\n"
       "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
       "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n";
   return out;

@@ -1,6 +1,7 @@
 #include "core/predict/ddp_prediction.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -216,6 +217,12 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
 
 }  // namespace
 
+double ParallelExpectedErrorPercent(const v1::DevicePrediction& single, uint32_t gpus) {
+  const double own = std::max(0.0, single.expected_error_percent());
+  if (gpus <= 1) return own;
+  return std::hypot(own, single.host_bound() ? kDdpHostBoundErrorPercent : kDdpErrorPercent);
+}
+
 v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& iteration,
                                        const v1::DevicePrediction& single,
                                        const v1::DeviceSpec& device,
@@ -263,6 +270,8 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
   // the host replay measured it (a host-bound step may in fact hide some).
   const int64_t step_ns = single.wall_time_ns() + exposed;
   out.set_step_ns(step_ns);
+  out.set_expected_error_percent(
+      ParallelExpectedErrorPercent(single, config.gpus_per_node() * nodes));
   out.set_exposed_communication_ns(exposed);
   out.set_scaling_efficiency(
       step_ns > 0 ? static_cast<double>(single.wall_time_ns()) / static_cast<double>(step_ns) : 0);

@@ -70,6 +70,22 @@ inline constexpr int64_t kDdpBucketHostNs = 30'000;
 // kernels are not measured here; they are not faster than Hopper's.
 inline constexpr int64_t kDefaultCopyKernelNs = 1500;
 
+// How far measured data-parallel steps were from predicted ones when the
+// origin was the target (eval/multi_gpu/compare.py on 2 and 4 H100s and
+// H200s: results/compare_2026-11-28.md and compare_h200_2026-11-28.md,
+// "expected error"), the larger of the two GPUs' MAPE: 2.8 % (H100) and
+// 11.8 % (H200) for steps whose predicted single-GPU iteration is not
+// host-bound (DevicePrediction.host_bound), 12.8 and 19.2 % for those that
+// are. Both move with DDP's host work (hooks, copies, launches; not
+// modelled: eval/multi_gpu/ddp_host_cost.py) and the host's own noise.
+inline constexpr double kDdpErrorPercent = 12.0;
+inline constexpr double kDdpHostBoundErrorPercent = 20.0;
+
+// Expected absolute error of a data-parallel step, percent: the GPU's own
+// expected error and the data-parallel model's above, as independent errors
+// (root of the sum of squares). With one GPU in all, the GPU's own.
+double ParallelExpectedErrorPercent(const habitat::v1::DevicePrediction& single, uint32_t gpus);
+
 // DevicePrediction.parallel for one configuration on `device`:
 // `single` is the GPU's prediction (batch_size and wall time set) and
 // `iteration` what IterationFromTrace read from it (an error status is

@@ -2,6 +2,7 @@
 // tests/testdata/agent_suite/h100_memory), predicted on their own GPU.
 #include "core/predict/ddp_prediction.h"
 
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <string>
@@ -278,6 +279,34 @@ TEST_F(ParallelPredictionTest, AcrossNodesTheNetworkAddsCommunication) {
   const v1::ParallelPrediction single = Parallel("A100-SXM-40GB", 1, 1);
   EXPECT_EQ(single.exposed_communication_ns(), 0);
   EXPECT_EQ(single.step_ns(), On("A100-SXM-40GB").wall_time_ns());
+}
+
+TEST(ParallelExpectedErrorTest, TheModelsMeasuredErrorJoinsTheGpusOwn) {
+  v1::DevicePrediction single;
+  // A measured origin has no error of its own: the model's alone.
+  EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 8), kDdpErrorPercent);
+  // Independent errors: the GPU's and the model's.
+  single.set_expected_error_percent(6);
+  EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 8), std::hypot(6, kDdpErrorPercent));
+  // One GPU is the single-GPU step, with its error.
+  EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 1), 6);
+  // A host-bound step moves with DDP's host work, which is not modelled.
+  single.set_host_bound(true);
+  EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 2),
+                   std::hypot(6, kDdpHostBoundErrorPercent));
+}
+
+TEST_F(ParallelPredictionTest, EachStepCarriesItsExpectedError) {
+  const v1::DevicePrediction a100 = On("A100-SXM-80GB");
+  ASSERT_GT(a100.expected_error_percent(), 0);
+  const v1::ParallelPrediction eight = Parallel("A100-SXM-80GB", 8, 1);
+  ASSERT_TRUE(eight.unavailable().empty()) << eight.unavailable();
+  EXPECT_DOUBLE_EQ(eight.expected_error_percent(), ParallelExpectedErrorPercent(a100, 8));
+  EXPECT_GT(eight.expected_error_percent(), a100.expected_error_percent());
+  EXPECT_DOUBLE_EQ(Parallel("A100-SXM-80GB", 1, 1).expected_error_percent(),
+                   a100.expected_error_percent());
+  // What cannot be predicted has no error either.
+  EXPECT_EQ(Parallel("T4", 4, 1).expected_error_percent(), 0);
 }
 
 TEST_F(ParallelPredictionTest, WhatTheDataCannotSupportSaysWhy) {

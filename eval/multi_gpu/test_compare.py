@@ -40,17 +40,22 @@ class MeasuredCases(unittest.TestCase):
 
 
 class Summary(unittest.TestCase):
-    def row(self, gpus, predicted, measured, gpu_bound=True):
+    def row(self, gpus, predicted, measured, gpu_bound=True, expected=6.0):
         return {"gpus": gpus, "predicted": predicted, "scaled": predicted,
-                "measured": measured, "gpu_bound": gpu_bound}
+                "measured": measured, "gpu_bound": gpu_bound, "expected_error": expected}
+
+    def test_coverage_counts_steps_within_their_expected_error(self):
+        lines = c.coverage([self.row(2, 105, 100), self.row(2, 110, 100),
+                            self.row(4, 130, 100, expected=22.0)])
+        self.assertEqual(lines[2:], ["| 6.0 | 2 | 1 | 7.5 |", "| 22.0 | 1 | 0 | 30.0 |"])
 
     def test_goal_is_judged_on_gpu_bound_cases(self):
         lines = c.summary([self.row(2, 105, 100), self.row(2, 150, 100, gpu_bound=False)])
-        self.assertIn("| 2 | 2 | 1 | 5.0 / 27.5 | 5.0 / 27.5 | yes |", lines)
+        self.assertIn("| 2 | 2 | 1 | 5.0 / 50.0 / 27.5 | 5.0 / 50.0 / 27.5 | yes |", lines)
 
     def test_goal_missed_above_ten_percent(self):
         lines = c.summary([self.row(4, 80, 100)])
-        self.assertIn("| 4 | 1 | 1 | 20.0 / 20.0 | 20.0 / 20.0 | **no** |", lines)
+        self.assertIn("| 4 | 1 | 1 | 20.0 / 0.0 / 20.0 | 20.0 / 0.0 / 20.0 | **no** |", lines)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,8 @@ class ParallelPrediction:
     catalog's instance with gpus_per_node of the GPU, when there is one, and
     its price per instance (node) hour; buckets DDP's gradient buckets;
     nvls whether the all-reduces could use NVLink SHARP (and did where it
-    was the fastest). Where the configuration could not be predicted (no interconnect data,
+    was the fastest); expected_error_percent the step's expected absolute
+    error. Where the configuration could not be predicted (no interconnect data,
     more GPUs than a node holds, no network figure for several nodes)
     `unavailable` says why and the times are 0."""
     gpus_per_node: int
@@ -139,6 +140,7 @@ class ParallelPrediction:
     buckets: int
     unavailable: str
     nvls: bool
+    expected_error_percent: float
 
 
 # DevicePrediction.row()'s columns for its memory: "memory_" and the field.

@@ -174,7 +174,8 @@ def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: 
     if not any(p.get("parallel") for p in predictions):
         return ""
     out = "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n"
-    out += f"      {'GPU':<{id_width}} {'GPUs':>6} {'step ms':>10} {'comm ms':>9} {'eff.':>5} " \
+    out += f"      {'GPU':<{id_width}} {'GPUs':>6} {'step ms':>10} {'±err':>6} {'comm ms':>9} " \
+           f"{'eff.':>5} " \
            f"{'samples/s':>11}  {'instance':<24} {unit + '/node-h':>11} {unit + '/1k smp':>12}\n"
     for p in predictions:
         for c in p.get("parallel", []):
@@ -188,7 +189,7 @@ def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: 
                 continue
             instance = c.get("instance_type", "")
             instance = _truncate(_printable(instance), 24) if instance else "-"
-            out += f" {c.get('step_ns', 0) / 1e6:>10.3f}" \
+            out += f" {c.get('step_ns', 0) / 1e6:>10.3f} {_error_text(c):>6}" \
                    f" {c.get('exposed_communication_ns', 0) / 1e6:>9.3f}" \
                    f" {100 * c.get('scaling_efficiency', 0.0):>4.0f}%" \
                    f" {c.get('samples_per_second', 0.0):>11.1f}  {instance:<24}"
@@ -200,6 +201,8 @@ def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: 
     out += "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce " \
            "time\n" \
            "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n" \
+           "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n" \
+           "        the GPU waits on the host: DDP's host work is not modelled)\n" \
            "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n" \
            "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n"
     return out

@@ -332,7 +332,8 @@ def parallel_response():
     by_id["H200"].parallel.add(
         gpus_per_node=8, nodes=2, step_ns=12_345_678, exposed_communication_ns=1_345_678,
         scaling_efficiency=0.891, samples_per_second=10370.4, instance_type="p5e.48xlarge",
-        has_price=True, price_per_node_hour=43.26, cost_per_1000_samples=0.0123456, buckets=4)
+        has_price=True, price_per_node_hour=43.26, cost_per_1000_samples=0.0123456, buckets=4,
+        expected_error_percent=10.04)
     by_id["H200"].parallel.add(gpus_per_node=16, nodes=1,
                                unavailable="H200 nodes hold at most 8 GPUs")
     by_id["H100-SXM"].parallel.add(
@@ -473,12 +474,14 @@ class ResultsTest(unittest.TestCase):
                 gpus_per_node=8, nodes=2, step_ns=12_345_678, exposed_communication_ns=1_345_678,
                 scaling_efficiency=0.891, samples_per_second=10370.4,
                 instance_type="p5e.48xlarge", has_price=True, price_per_node_hour=43.26,
-                cost_per_1000_samples=0.0123456, buckets=4, unavailable="", nvls=False),
+                cost_per_1000_samples=0.0123456, buckets=4, unavailable="", nvls=False,
+                expected_error_percent=10.04),
             habitat_client.ParallelPrediction(
                 gpus_per_node=16, nodes=1, step_ns=0, exposed_communication_ns=0,
                 scaling_efficiency=0.0, samples_per_second=0.0, instance_type="",
                 has_price=False, price_per_node_hour=0.0, cost_per_1000_samples=0.0,
-                buckets=0, unavailable="H200 nodes hold at most 8 GPUs", nvls=False)))
+                buckets=0, unavailable="H200 nodes hold at most 8 GPUs", nvls=False,
+                expected_error_percent=0.0)))
         self.assertTrue(result.device("H100-SXM").parallel[0].nvls)
         self.assertEqual(result.device("T4").parallel[0].unavailable,
                          "T4: no interconnect data\x07")
@@ -720,16 +723,18 @@ class ParallelTableTest(unittest.TestCase):
     SECTION = (
         "\n"
         "data-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n"
-        "      GPU         GPUs    step ms   comm ms  eff.   samples/s  instance"
+        "      GPU         GPUs    step ms   ±err   comm ms  eff.   samples/s  instance"
         "                  USD/node-h   USD/1k smp\n"
-        "      H200         8x2     12.346     1.346   89%     10370.4  p5e.48xlarge"
+        "      H200         8x2     12.346  10.0%     1.346   89%     10370.4  p5e.48xlarge"
         "                  43.260       0.0123\n"
         "      H200          16  -  H200 nodes hold at most 8 GPUs\n"
-        "      H100-SXM      8+     13.000     0.500   90%      9846.1  a-very-long-instance-..."
+        "      H100-SXM      8+     13.000      -     0.500   90%      9846.1  a-very-long-instance-..."
         "           -            -\n"
         "      T4           8x2  -  T4: no interconnect data?\n"
         "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
         "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n"
+        "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n"
+        "        the GPU waits on the host: DDP's host work is not modelled)\n"
         "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
         "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n")
 
@@ -755,10 +760,10 @@ class ParallelTableTest(unittest.TestCase):
         start = lines.index("data-parallel steps (PyTorch DDP over NCCL, each GPU at its batch "
                             "above):")
         self.assertEqual(lines[start + 1],
-                         "      GPU         GPUs    step ms   comm ms  eff.   samples/s  instance"
-                         "                 price/node-h price/1k smp")
+                         "      GPU         GPUs    step ms   ±err   comm ms  eff.   samples/s  "
+                         "instance                 price/node-h price/1k smp")
         self.assertEqual(lines[start + 2],
-                         "      H200         8x2     12.346     1.346   89%     10370.4  "
+                         "      H200         8x2     12.346  10.0%     1.346   89%     10370.4  "
                          "p5e.48xlarge                       -            -")
         # The main table's cost decimals (3 significant digits of its
         # cheapest cost) apply to the steps' costs too.
