@@ -117,6 +117,11 @@ def error(predicted, measured):
     return 100.0 * (predicted - measured) / measured
 
 
+def mape(rows, key="predicted"):
+    """Mean absolute percentage error of rows' `key` steps; 0 for none."""
+    return statistics.fmean(abs(error(r[key], r["measured"])) for r in rows) if rows else 0.0
+
+
 def summary(table):
     """Markdown lines: MAPE of the absolute and scaled steps by N, GPU-bound
     cases, the others and all."""
@@ -128,12 +133,9 @@ def summary(table):
         bound = [r for r in cases if r["gpu_bound"]]
         other = [r for r in cases if not r["gpu_bound"]]
 
-        def mape(rs, key):
-            return statistics.fmean(abs(error(r[key], r["measured"])) for r in rs) if rs else 0.0
-
         def split(key):
             return " / ".join(f"{mape(rs, key):.1f}" for rs in (bound, other, cases))
-        met = "yes" if bound and mape(bound, "predicted") <= GOAL_PERCENT else "**no**"
+        met = "yes" if bound and mape(bound) <= GOAL_PERCENT else "**no**"
         lines.append(f"| {gpus} | {len(cases)} | {len(bound)} | {split('predicted')} | "
                      f"{split('scaled')} | {met} |")
     return lines
@@ -147,8 +149,7 @@ def coverage(table):
     for expected in sorted({round(r["expected_error"], 1) for r in table}):
         rs = [r for r in table if round(r["expected_error"], 1) == expected]
         within = sum(abs(error(r["predicted"], r["measured"])) <= r["expected_error"] for r in rs)
-        mape = statistics.fmean(abs(error(r["predicted"], r["measured"])) for r in rs)
-        lines.append(f"| {expected:.1f} | {len(rs)} | {within} | {mape:.1f} |")
+        lines.append(f"| {expected:.1f} | {len(rs)} | {within} | {mape(rs):.1f} |")
     return lines
 
 
