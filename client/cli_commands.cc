@@ -113,8 +113,9 @@ constexpr char kPredictUsage[] =
     "  --no-nvls              all-reduces without NVLink SHARP (as NCCL_NVLS_ENABLE=0);\n"
     "                         by default NVLS is used where the node has it and it is\n"
     "                         faster, as NCCL does\n"
-    "  --instances            also predict one node of every multi-GPU instance type the\n"
-    "                         catalog offers each GPU in\n";
+    "  --instances            also predict one node of every multi-GPU instance size the\n"
+    "                         catalog offers each GPU in (but the --gpus one), with the\n"
+    "                         same --bucket-mb and --no-nvls\n";
 
 constexpr char kDevicesUsage[] =
     "usage: habitat devices [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n"

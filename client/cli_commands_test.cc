@@ -280,7 +280,8 @@ TEST(CliCommandsTest, GpusAndInstancesAddADataParallelSection) {
   EXPECT_THAT(nodes_alone.err, HasSubstr("give --gpus N too"));
   CliRun csv = Habitat({"predict", AgentTraceWithMemory(), "--gpus", "8", "--format", "csv"});
   EXPECT_EQ(csv.code, kExitUsage);
-  CliRun named = Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4", "--gpus", "8"});
+  CliRun named =
+      Habitat({"predict", AgentTraceWithMemory(), "--devices", "RTX4090", "--gpus", "8"});
   EXPECT_EQ(named.code, kExitFailure);
   EXPECT_THAT(named.err, HasSubstr("interconnect"));
 }

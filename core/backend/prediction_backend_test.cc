@@ -465,22 +465,43 @@ TEST_F(BackendTest, DataParallelStepsForEveryGpuAndRefusalsForNamedOnes) {
   std::map<std::string, const v1::DevicePrediction*> by_id;
   for (const auto& p : all->predictions()) by_id[p.device_id()] = &p;
   const v1::DevicePrediction& h100 = *by_id.at("H100-SXM");
-  // The request's 8 GPUs, then the catalog's p5.48xlarge (8 again).
-  ASSERT_EQ(h100.parallel_size(), 2);
+  // The request's 8 GPUs are the catalog's p5.48xlarge: not asked again.
+  ASSERT_EQ(h100.parallel_size(), 1);
   EXPECT_TRUE(h100.parallel(0).unavailable().empty()) << h100.parallel(0).unavailable();
-  EXPECT_EQ(h100.parallel(1).instance_type(), "p5.48xlarge");
+  EXPECT_EQ(h100.parallel(0).instance_type(), "p5.48xlarge");
   EXPECT_EQ(h100.operations_size(), 0);  // the breakdown stays out unless asked
   // With every GPU, one without interconnect data says why and the rest answer.
-  // (and again for the catalog's g4dn.metal, 8 x T4).
-  ASSERT_EQ(by_id.at("T4")->parallel_size(), 2);
-  for (const auto& c : by_id.at("T4")->parallel()) {
-    EXPECT_NE(c.unavailable().find("interconnect"), std::string::npos) << c.unavailable();
+  ASSERT_EQ(by_id.at("RTX4090")->parallel_size(), 1);
+  EXPECT_NE(by_id.at("RTX4090")->parallel(0).unavailable().find("interconnect"), std::string::npos)
+      << by_id.at("RTX4090")->parallel(0).unavailable();
+  // A PCIe node answers, over its link's published range: the request's 8
+  // GPUs are the catalog's g4dn.metal (8 x T4).
+  ASSERT_EQ(by_id.at("T4")->parallel_size(), 1);
+  EXPECT_TRUE(by_id.at("T4")->parallel(0).unavailable().empty())
+      << by_id.at("T4")->parallel(0).unavailable();
+  EXPECT_TRUE(by_id.at("T4")->parallel(0).link_varies_by_server());
+  EXPECT_EQ(by_id.at("T4")->parallel(0).instance_type(), "g4dn.metal");
+  // A size the request does not ask for follows, with the request's
+  // settings.
+  request.mutable_parallel(0)->set_gpus_per_node(2);
+  request.mutable_parallel(0)->set_disable_nvls(true);
+  auto two = backend_->Predict(request);
+  ASSERT_TRUE(two.ok()) << two.status();
+  for (const auto& p : two->predictions()) {
+    if (p.device_id() != "H100-SXM") continue;
+    ASSERT_EQ(p.parallel_size(), 2);
+    EXPECT_EQ(p.parallel(0).gpus_per_node(), 2u);
+    EXPECT_EQ(p.parallel(1).gpus_per_node(), 8u);
+    EXPECT_EQ(p.parallel(1).instance_type(), "p5.48xlarge");
+    EXPECT_FALSE(p.parallel(1).nvls());  // as the request asked
   }
+  request.mutable_parallel(0)->set_gpus_per_node(8);
+  request.mutable_parallel(0)->set_disable_nvls(false);
 
-  request.add_devices("T4");
+  request.add_devices("RTX4090");
   auto named = backend_->Predict(request);
   EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(named.status().message().find("on T4"), std::string::npos) << named.status();
+  EXPECT_NE(named.status().message().find("on RTX4090"), std::string::npos) << named.status();
 
   request.clear_devices();
   request.mutable_parallel(0)->set_gpus_per_node(0);

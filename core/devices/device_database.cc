@@ -201,6 +201,13 @@ absl::Status ValidateInterconnect(const SpecChecker& c, const DeviceSpec& s) {
                   "needs max_gpus_per_node >= 2 (it is a full node's figure)",
                   link.nvls_allreduce_busbw_gbps());
   }
+  HABITAT_RETURN_IF_ERROR(c.NonNegative("interconnect.allreduce_busbw_low_gbps",
+                                        link.allreduce_busbw_low_gbps(), kMaxBandwidthGbps));
+  if (link.allreduce_busbw_low_gbps() >= link.allreduce_busbw_gbps()) {
+    return c.Fail("interconnect.allreduce_busbw_low_gbps",
+                  "must be below allreduce_busbw_gbps (the lowest published, beside the usual)",
+                  link.allreduce_busbw_low_gbps());
+  }
   return c.NonEmpty("interconnect.source", link.source());
 }
 

@@ -353,6 +353,17 @@ INSTANTIATE_TEST_SUITE_P(EveryRule, DeviceValidationTest,
                                                           s.clear_scaling_constants_source();
                                                         },
                                                         "scaling_constants_source"},
+                                             BrokenCase{"LowLinkFigureAboveTheUsual", "H200",
+                                                        [](DeviceSpec& s) {
+                                                          s.mutable_interconnect()
+                                                              ->set_allreduce_busbw_low_gbps(400);
+                                                        },
+                                                        "allreduce_busbw_low_gbps must be below"},
+                                             BrokenCase{"LinkWithoutSource", "H200",
+                                                        [](DeviceSpec& s) {
+                                                          s.mutable_interconnect()->clear_source();
+                                                        },
+                                                        "interconnect.source"},
                                              BrokenCase{"DuplicateDriverName", "H200",
                                                         [](DeviceSpec& s) {
                                                           s.add_driver_names("TESLA T4");

@@ -187,7 +187,10 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
   LinkConstants out;
   out.intra_node_latency_ns = link.nvlink() ? kNvlinkRingStepNs : kPcieRingStepNs;
   out.intra_node_busbw_gbps = link.allreduce_busbw_gbps();
-  out.fill_bytes = kNcclFillBytes;
+  // The fill was measured on NVLink nodes; published PCIe nodes are at their
+  // bandwidth from 32 MiB (docs/multi_gpu.md, section 3), so buckets of
+  // DDP's size are taken at it.
+  out.fill_bytes = link.nvlink() ? kNcclFillBytes : 0;
   if (!config.disable_nvls() && link.nvls_allreduce_busbw_gbps() > 0) {
     // NVLS moves each GPU's buffer once whatever the node size: the full
     // node's bus bandwidth back to its algorithm bandwidth.
@@ -215,12 +218,71 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
   return out;
 }
 
+// The step's timeline on `link`, DDP's constants from `device`.
+absl::StatusOr<DdpStepPrediction> StepOn(const TraceIteration& iteration,
+                                         const v1::DeviceSpec& device,
+                                         const v1::ParallelConfig& config,
+                                         const LinkConstants& link) {
+  DdpConfig ddp;
+  ddp.ranks_per_node = static_cast<int>(config.gpus_per_node());
+  ddp.nodes = static_cast<int>(config.nodes());
+  ddp.link = link;
+  if (config.bucket_cap_bytes() > 0) ddp.bucket_cap_bytes = config.bucket_cap_bytes();
+  ddp.per_bucket_host_ns = kDdpBucketHostNs;
+  ddp.copy_back_memory_gbps = device.measured_memory_bandwidth_gbps() > 0
+                                  ? device.measured_memory_bandwidth_gbps()
+                                  : device.memory_bandwidth_gbps();
+  ddp.per_copy_kernel_ns = device.kernel_fixed_latency_ns() > 0 ? device.kernel_fixed_latency_ns()
+                                                                : kDefaultCopyKernelNs;
+  return PredictDdpStep(iteration.iteration, ddp);
+}
+
+// Exposed communication of the step on `device`, and, where its link's speed
+// is the server's, how far the step moves between the link's usual and its
+// lowest published bandwidth.
+struct Communication {
+  int64_t exposed_ns = 0;
+  int64_t span_ns = 0;
+  int buckets = 0;
+};
+
+absl::StatusOr<Communication> CommunicationOn(const TraceIteration& iteration,
+                                              const v1::DeviceSpec& device,
+                                              const v1::ParallelConfig& config,
+                                              const LinkConstants& link) {
+  auto usual = StepOn(iteration, device, config, link);
+  if (!usual.ok()) return usual.status();
+  Communication out;
+  out.exposed_ns = std::max<int64_t>(0, usual->exposed_comm_ns);
+  out.buckets = usual->num_buckets;
+  const double low = device.interconnect().allreduce_busbw_low_gbps();
+  if (low <= 0 || low >= link.intra_node_busbw_gbps) return out;
+  LinkConstants slow = link;
+  slow.intra_node_busbw_gbps = low;
+  auto slowest = StepOn(iteration, device, config, slow);
+  if (!slowest.ok()) return slowest.status();
+  // The middle of the two, so that the step's expected error covers both.
+  const int64_t slow_exposed = std::max<int64_t>(out.exposed_ns, slowest->exposed_comm_ns);
+  out.span_ns = slow_exposed - out.exposed_ns;
+  out.exposed_ns += out.span_ns / 2;
+  return out;
+}
+
+// Half the span of a step's link, percent of the step.
+double LinkSpanPercent(const Communication& comm, int64_t step_ns) {
+  return step_ns > 0
+             ? 100.0 * static_cast<double>(comm.span_ns) / 2.0 / static_cast<double>(step_ns)
+             : 0.0;
+}
+
 }  // namespace
 
-double ParallelExpectedErrorPercent(const v1::DevicePrediction& single, uint32_t gpus) {
+double ParallelExpectedErrorPercent(const v1::DevicePrediction& single, uint32_t gpus,
+                                    double link_span_percent) {
   const double own = std::max(0.0, single.expected_error_percent());
   if (gpus <= 1) return own;
-  return std::hypot(own, single.host_bound() ? kDdpHostBoundErrorPercent : kDdpErrorPercent);
+  const double model = single.host_bound() ? kDdpHostBoundErrorPercent : kDdpErrorPercent;
+  return std::sqrt(own * own + model * model + link_span_percent * link_span_percent);
 }
 
 v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& iteration,
@@ -235,7 +297,7 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
   v1::ParallelConfig normalised = config;
   normalised.set_nodes(nodes);
   const v1::GpuPrice* instance = InstanceOf(catalog, device.id(), config.gpus_per_node(), kind);
-  int64_t exposed = 0;
+  Communication comm;
   if (config.gpus_per_node() * nodes > 1) {
     if (!iteration.ok()) {
       out.set_unavailable(std::string(iteration.status().message()));
@@ -246,33 +308,23 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
       out.set_unavailable(std::string(link.status().message()));
       return out;
     }
-    DdpConfig ddp;
-    ddp.ranks_per_node = static_cast<int>(config.gpus_per_node());
-    ddp.nodes = static_cast<int>(nodes);
-    ddp.link = *link;
-    if (config.bucket_cap_bytes() > 0) ddp.bucket_cap_bytes = config.bucket_cap_bytes();
-    ddp.per_bucket_host_ns = kDdpBucketHostNs;
-    ddp.copy_back_memory_gbps = device.measured_memory_bandwidth_gbps() > 0
-                                    ? device.measured_memory_bandwidth_gbps()
-                                    : device.memory_bandwidth_gbps();
-    ddp.per_copy_kernel_ns = device.kernel_fixed_latency_ns() > 0 ? device.kernel_fixed_latency_ns()
-                                                                  : kDefaultCopyKernelNs;
-    auto step = PredictDdpStep(iteration->iteration, ddp);
-    if (!step.ok()) {
-      out.set_unavailable(std::string(step.status().message()));
+    auto predicted = CommunicationOn(*iteration, device, normalised, *link);
+    if (!predicted.ok()) {
+      out.set_unavailable(std::string(predicted.status().message()));
       return out;
     }
-    exposed = std::max<int64_t>(0, step->exposed_comm_ns);
-    out.set_buckets(static_cast<uint32_t>(step->num_buckets));
+    comm = *predicted;
+    out.set_buckets(static_cast<uint32_t>(comm.buckets));
+    out.set_link_varies_by_server(device.interconnect().allreduce_busbw_low_gbps() > 0);
     out.set_nvls(nodes == 1 && link->nvls_algbw_gbps > 0);
   }
   // The communication the backward pass cannot hide lengthens the step as
   // the host replay measured it (a host-bound step may in fact hide some).
-  const int64_t step_ns = single.wall_time_ns() + exposed;
+  const int64_t step_ns = single.wall_time_ns() + comm.exposed_ns;
   out.set_step_ns(step_ns);
-  out.set_expected_error_percent(
-      ParallelExpectedErrorPercent(single, config.gpus_per_node() * nodes));
-  out.set_exposed_communication_ns(exposed);
+  out.set_expected_error_percent(ParallelExpectedErrorPercent(
+      single, config.gpus_per_node() * nodes, LinkSpanPercent(comm, step_ns)));
+  out.set_exposed_communication_ns(comm.exposed_ns);
   out.set_scaling_efficiency(
       step_ns > 0 ? static_cast<double>(single.wall_time_ns()) / static_cast<double>(step_ns) : 0);
   const double seconds = NsToSeconds(step_ns);

@@ -82,9 +82,12 @@ inline constexpr double kDdpErrorPercent = 12.0;
 inline constexpr double kDdpHostBoundErrorPercent = 20.0;
 
 // Expected absolute error of a data-parallel step, percent: the GPU's own
-// expected error and the data-parallel model's above, as independent errors
-// (root of the sum of squares). With one GPU in all, the GPU's own.
-double ParallelExpectedErrorPercent(const habitat::v1::DevicePrediction& single, uint32_t gpus);
+// expected error, the data-parallel model's above and, where the link's
+// speed is the server's, half the span of the step between the link's usual
+// and lowest published bandwidth (percent of the step), as independent
+// errors (root of the sum of squares). With one GPU in all, the GPU's own.
+double ParallelExpectedErrorPercent(const habitat::v1::DevicePrediction& single, uint32_t gpus,
+                                    double link_span_percent = 0);
 
 // DevicePrediction.parallel for one configuration on `device`:
 // `single` is the GPU's prediction (batch_size and wall time set) and

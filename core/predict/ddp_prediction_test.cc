@@ -294,6 +294,9 @@ TEST(ParallelExpectedErrorTest, TheModelsMeasuredErrorJoinsTheGpusOwn) {
   single.set_host_bound(true);
   EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 2),
                    std::hypot(6, kDdpHostBoundErrorPercent));
+  // A link whose speed is the server's adds half its span, independently.
+  EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 2, 9),
+                   std::sqrt(36 + kDdpHostBoundErrorPercent * kDdpHostBoundErrorPercent + 81));
 }
 
 TEST_F(ParallelPredictionTest, EachStepCarriesItsExpectedError) {
@@ -306,11 +309,47 @@ TEST_F(ParallelPredictionTest, EachStepCarriesItsExpectedError) {
   EXPECT_DOUBLE_EQ(Parallel("A100-SXM-80GB", 1, 1).expected_error_percent(),
                    a100.expected_error_percent());
   // What cannot be predicted has no error either.
-  EXPECT_EQ(Parallel("T4", 4, 1).expected_error_percent(), 0);
+  EXPECT_EQ(Parallel("RTX4090", 4, 1).expected_error_percent(), 0);
+}
+
+TEST_F(ParallelPredictionTest, APcieNodeSpansItsLinksPublishedRange) {
+  // The same L4 at the link's usual and at its lowest published bandwidth,
+  // each as a link of one figure.
+  const v1::DevicePrediction single = On("L4");
+  v1::ParallelConfig config;
+  config.set_gpus_per_node(4);
+  const auto step_at = [&](double busbw) {
+    v1::DeviceSpec l4 = *devices_->Find("L4");
+    l4.mutable_interconnect()->set_allreduce_busbw_gbps(busbw);
+    l4.mutable_interconnect()->clear_allreduce_busbw_low_gbps();
+    const v1::ParallelPrediction p = PredictParallel(IterationFromTrace(trace_, single), single, l4,
+                                                     config, nullptr, v1::PRICE_KIND_ON_DEMAND);
+    EXPECT_TRUE(p.unavailable().empty()) << p.unavailable();
+    EXPECT_FALSE(p.link_varies_by_server());
+    return p.step_ns();
+  };
+  const int64_t usual = step_at(24), slow = step_at(3.1);
+  // 102 MB of gradients at 3.1 GB/s cannot all hide behind the backward pass.
+  ASSERT_GT(slow, usual);
+  const v1::ParallelPrediction four = Parallel("L4", 4, 1);
+  ASSERT_TRUE(four.unavailable().empty()) << four.unavailable();
+  EXPECT_TRUE(four.link_varies_by_server());
+  EXPECT_EQ(four.instance_type(), "g6.24xlarge");
+  // The middle of the two, with an error that reaches both.
+  EXPECT_NEAR(four.step_ns(), (usual + slow) / 2, 1);
+  const double half_span = 100.0 * (slow - usual) / 2.0 / four.step_ns();
+  EXPECT_NEAR(four.expected_error_percent(), ParallelExpectedErrorPercent(single, 4, half_span),
+              1e-6);
+  EXPECT_GE(four.step_ns() * (1 + four.expected_error_percent() / 100), slow);
+  EXPECT_LE(four.step_ns() * (1 - four.expected_error_percent() / 100), usual);
+  // An NVLink node's speed is its own.
+  EXPECT_FALSE(Parallel("A100-SXM-80GB", 8, 1).link_varies_by_server());
 }
 
 TEST_F(ParallelPredictionTest, WhatTheDataCannotSupportSaysWhy) {
-  EXPECT_NE(Parallel("T4", 4, 1).unavailable().find("no interconnect figures"), std::string::npos);
+  EXPECT_NE(Parallel("RTX4090", 4, 1).unavailable().find("no interconnect figures"),
+            std::string::npos);
+  EXPECT_NE(Parallel("T4", 16, 1).unavailable().find("at most 8"), std::string::npos);
   EXPECT_NE(Parallel("H100-PCIE", 4, 1).unavailable().find("at most 2"), std::string::npos);
   EXPECT_TRUE(Parallel("H100-PCIE", 2, 1).unavailable().empty());
   const v1::ParallelPrediction no_network = Parallel("H100-SXM", 4, 2, "lambda");

@@ -855,14 +855,29 @@ void AddMemory(const std::optional<MemoryModel>& memory, uint32_t batch, const D
       "; it is not ranked"));
 }
 
+// Whether `configs` already asks for one node of `gpus`.
+bool AsksForOneNodeOf(const std::vector<v1::ParallelConfig>& configs, uint32_t gpus) {
+  return std::any_of(configs.begin(), configs.end(), [gpus](const v1::ParallelConfig& c) {
+    return c.gpus_per_node() == gpus && c.nodes() <= 1;
+  });
+}
+
 // DevicePrediction.parallel: the request's configurations, then one node of
-// each multi-GPU instance size the catalog offers this GPU in.
+// each other multi-GPU instance size the catalog offers this GPU in, with
+// the request's bucket cap and NVLS setting (its first configuration's).
 void AddParallel(const absl::StatusOr<TraceIteration>& iteration, const DeviceSpec& target,
                  const PredictionQuery& query, DevicePrediction* prediction) {
   std::vector<v1::ParallelConfig> configs = query.parallel;
   if (query.catalog_instances && query.catalog != nullptr) {
+    v1::ParallelConfig node;
+    if (!query.parallel.empty()) {
+      node.set_bucket_cap_bytes(query.parallel.front().bucket_cap_bytes());
+      node.set_disable_nvls(query.parallel.front().disable_nvls());
+    }
     for (uint32_t gpus : CatalogInstanceSizes(*query.catalog, target.id())) {
-      configs.emplace_back().set_gpus_per_node(gpus);
+      if (AsksForOneNodeOf(query.parallel, gpus)) continue;
+      node.set_gpus_per_node(gpus);
+      configs.push_back(node);
     }
   }
   for (const v1::ParallelConfig& config : configs) {

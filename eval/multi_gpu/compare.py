@@ -22,7 +22,8 @@ GPU-bound cases (the run's N = 1 GPU busy / step >= 0.9, as
 eval/multi_gpu/README.md classifies them) are the ones the goal (10 %)
 applies to.
 
-    /usr/bin/python3 eval/multi_gpu/compare.py [--gpu h100|h200] [--habitat build/client/habitat]
+    /usr/bin/python3 eval/multi_gpu/compare.py [--gpu h100|h200|h200-host]
+        [--habitat build/client/habitat]
 
 Needs the built CLI; about 20 s on the 2-core machine.
 """
@@ -32,15 +33,22 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-# Per GPU: the measure_ddp.py runs, the directory of the agent traces the
-# predictions start from, and the device predicted.
+# Per set: the measure_ddp.py runs, the directory of the agent traces the
+# predictions start from, the device predicted and, for runs whose GPUs met
+# through the host (NCCL_P2P_DISABLE=1: as on a PCIe node without
+# peer-to-peer), the all-reduce bus bandwidth the run's own sweep measured on
+# all its GPUs at 1 GiB, GB/s, which the prediction takes as the device's
+# link (a PCIe link of that one figure) instead of its NVLink.
 SETS = {
-    "h100": (("h100x2_2026-11-26", "h100x4_2026-11-26"), "h100x2_2026-11-26_agent", "H100-SXM"),
-    "h200": (("h200x4_2026-11-27",), "h200x4_2026-11-27_agent", "H200"),
+    "h100": (("h100x2_2026-11-26", "h100x4_2026-11-26"), "h100x2_2026-11-26_agent", "H100-SXM",
+             None),
+    "h200": (("h200x4_2026-11-27",), "h200x4_2026-11-27_agent", "H200", None),
+    "h200-host": (("h200x4_host_2026-11-28",), "h200x4_2026-11-27_agent", "H200", 26.6),
 }
 GPU_BOUND_SHARE = 0.9
 GOAL_PERCENT = 10.0
@@ -74,14 +82,38 @@ def measured_cases(run):
     return {k: v for k, v in out.items() if v["n1"] is not None and v["ddp"]}
 
 
-def predict(habitat, trace, gpus, bucket_mb, device, nvls):
+def with_host_link(devices_text, device, busbw):
+    """devices.textproto's text with `device`'s interconnect replaced by a
+    PCIe link of `busbw` GB/s and no NVLink SHARP (one figure: no low end)."""
+    lines = devices_text.split("\n")
+    start = lines.index(f'  id: "{device}"')
+    first = next(i for i in range(start, len(lines)) if lines[i] == "  interconnect {")
+    last = next(i for i in range(first, len(lines)) if lines[i] == "  }")
+    link = ["  interconnect {", '    link: "through the host (NCCL_P2P_DISABLE=1)"',
+            "    nvlink: false", "    max_gpus_per_node: 8", f"    allreduce_busbw_gbps: {busbw}",
+            '    source: "eval/multi_gpu/compare.py: the run\'s own sweep"', "  }"]
+    return "\n".join(lines[:first] + link + lines[last + 1:])
+
+
+def data_dir(device, busbw, work):
+    """The data directory the predictions read: the repository's, or with
+    `busbw` a copy in `work` whose `device` has that host-carried link."""
+    if busbw is None:
+        return ROOT / "data"
+    (work / "catalogs").symlink_to(ROOT / "data" / "catalogs")
+    (work / "devices.textproto").write_text(
+        with_host_link((ROOT / "data" / "devices.textproto").read_text(), device, busbw))
+    return work
+
+
+def predict(habitat, trace, gpus, bucket_mb, device, nvls, data):
     """(predicted single-GPU wall ns, predicted step ns, the step's expected
     error %) on `device`, with NVLink SHARP allowed or not as the measured
-    run had it."""
+    run had it, from the data directory `data`."""
     out = subprocess.run(
         [habitat, "predict", str(trace), "--devices", device, "--gpus", str(gpus),
          "--bucket-mb", f"{bucket_mb:g}", "--catalog", "none", "--format", "json",
-         "--data-dir", str(ROOT / "data"), "--models-dir", str(ROOT / "models")]
+         "--data-dir", str(data), "--models-dir", str(ROOT / "models")]
         + ([] if nvls else ["--no-nvls"]),
         check=True, capture_output=True, text=True).stdout
     prediction = json.loads(out)["predictions"][0]
@@ -92,7 +124,7 @@ def predict(habitat, trace, gpus, bucket_mb, device, nvls):
             parallel.get("expected_error_percent", 0.0))
 
 
-def rows(habitat, runs, traces, device):
+def rows(habitat, runs, traces, device, data):
     out = []
     for name, run in runs:
         # measure_ddp.py turns NVLS off unless --allow-nvls (the lent machines).
@@ -103,7 +135,7 @@ def rows(habitat, runs, traces, device):
                 continue
             for (gpus, bucket), step in sorted(entry["ddp"].items()):
                 single, predicted, expected = predict(habitat, trace, gpus, bucket, device,
-                                                      nvls)
+                                                      nvls, data)
                 out.append({"run": name, "case": f"{model}_b{batch}_{precision}", "gpus": gpus,
                             "bucket_mb": bucket, "gpu_bound": entry["gpu_bound"],
                             "measured_n1": entry["n1"], "measured": step,
@@ -197,11 +229,14 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--habitat", default=str(ROOT / "build" / "client" / "habitat"))
     p.add_argument("--gpu", default="h100", choices=sorted(SETS),
-                   help="which runs: the 2 x and 4 x H100 ones or the 4 x H200 one")
+                   help="which runs: the 2 x and 4 x H100 ones, the 4 x H200 one, or the "
+                        "4 x H200 one through the host")
     args = p.parse_args()
-    names, traces, device = SETS[args.gpu]
+    names, traces, device, host_busbw = SETS[args.gpu]
     runs = [(name, json.load(gzip.open(HERE / "results" / f"{name}.json.gz"))) for name in names]
-    table = rows(args.habitat, runs, HERE / "results" / traces, device)
+    with tempfile.TemporaryDirectory() as work:
+        data = data_dir(device, host_busbw, Path(work))
+        table = rows(args.habitat, runs, HERE / "results" / traces, device, data)
     print("\n".join(summary(table) + [""] + coverage(table) + [""] + detail(table) + [""]
                     + breakdown(runs)))
     return 0

@@ -58,5 +58,26 @@ class Summary(unittest.TestCase):
         self.assertIn("| 4 | 1 | 1 | 20.0 / 0.0 / 20.0 | 20.0 / 0.0 / 20.0 | **no** |", lines)
 
 
+class HostLink(unittest.TestCase):
+    DEVICES = "\n".join([
+        'devices {', '  id: "A"', '  interconnect {', '    nvlink: true',
+        '    nvls_allreduce_busbw_gbps: 480', '  }', '}',
+        'devices {', '  id: "H200"', '  sm_count: 132', '  interconnect {', '    nvlink: true',
+        '    allreduce_busbw_gbps: 370', '    nvls_allreduce_busbw_gbps: 479.98', '  }',
+        '  tdp_watts: 700', '}'])
+
+    def test_only_the_named_devices_link_becomes_one_host_carried_figure(self):
+        out = c.with_host_link(self.DEVICES, "H200", 26.6)
+        h200 = out[out.index('id: "H200"'):]
+        self.assertIn("nvlink: false", h200)
+        self.assertIn("allreduce_busbw_gbps: 26.6", h200)
+        self.assertNotIn("nvls", h200)
+        self.assertNotIn("370", h200)
+        self.assertIn("sm_count: 132", h200)
+        self.assertIn("tdp_watts: 700", h200)
+        # The other device keeps its NVLink.
+        self.assertIn("nvls_allreduce_busbw_gbps: 480", out[:out.index('id: "H200"')])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -342,6 +342,10 @@ def parallel_response():
         instance_type="a-very-long-instance-type-name.xl", buckets=4, nvls=True)
     by_id["T4"].parallel.add(gpus_per_node=8, nodes=2,
                              unavailable="T4: no interconnect data\x07")
+    by_id["T4"].parallel.add(
+        gpus_per_node=4, nodes=1, step_ns=20_000_000, exposed_communication_ns=4_000_000,
+        scaling_efficiency=0.8, samples_per_second=800.0, buckets=4,
+        expected_error_percent=25.0, link_varies_by_server=True)
     return message
 
 
@@ -475,16 +479,17 @@ class ResultsTest(unittest.TestCase):
                 scaling_efficiency=0.891, samples_per_second=10370.4,
                 instance_type="p5e.48xlarge", has_price=True, price_per_node_hour=43.26,
                 cost_per_1000_samples=0.0123456, buckets=4, unavailable="", nvls=False,
-                expected_error_percent=10.04),
+                expected_error_percent=10.04, link_varies_by_server=False),
             habitat_client.ParallelPrediction(
                 gpus_per_node=16, nodes=1, step_ns=0, exposed_communication_ns=0,
                 scaling_efficiency=0.0, samples_per_second=0.0, instance_type="",
                 has_price=False, price_per_node_hour=0.0, cost_per_1000_samples=0.0,
                 buckets=0, unavailable="H200 nodes hold at most 8 GPUs", nvls=False,
-                expected_error_percent=0.0)))
+                expected_error_percent=0.0, link_varies_by_server=False)))
         self.assertTrue(result.device("H100-SXM").parallel[0].nvls)
         self.assertEqual(result.device("T4").parallel[0].unavailable,
                          "T4: no interconnect data\x07")
+        self.assertTrue(result.device("T4").parallel[1].link_varies_by_server)
         with self.assertRaises(dataclasses.FrozenInstanceError):
             h200.parallel[0].nodes = 1
         # Without parallel steps in the response: an empty tuple.
@@ -524,8 +529,9 @@ class ResultsTest(unittest.TestCase):
                                        dataclasses.fields(habitat_client.ParallelPrediction)])
         # One row per GPU and configuration, GPUs in rank order.
         self.assertEqual([(r["device_id"], r["gpus_per_node"], r["nodes"]) for r in rows],
-                         [("H200", 8, 2), ("H200", 16, 1), ("H100-SXM", 8, 1), ("T4", 8, 2)])
-        self.assertEqual([set(r) for r in rows], [set(columns)] * 4)
+                         [("H200", 8, 2), ("H200", 16, 1), ("H100-SXM", 8, 1), ("T4", 8, 2),
+                          ("T4", 4, 1)])
+        self.assertEqual([set(r) for r in rows], [set(columns)] * 5)
         self.assertEqual(rows[0]["batch_size"], 8)
         self.assertEqual(captured[1], ([], columns), "no steps: no rows, the same columns")
         with mock.patch.dict(sys.modules, {"pandas": None}):
@@ -731,11 +737,15 @@ class ParallelTableTest(unittest.TestCase):
         "      H100-SXM      8+     13.000      -     0.500   90%      9846.1  a-very-long-instance-..."
         "           -            -\n"
         "      T4           8x2  -  T4: no interconnect data?\n"
+        "      T4            4~     20.000  25.0%     4.000   80%       800.0  -                 "
+        "                 -            -\n"
         "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
         "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n"
         "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n"
         "        the GPU waits on the host: DDP's host work is not modelled)\n"
         "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
+        "        '~': PCIe, whose all-reduce speed is the server's: the step is the middle of\n"
+        "        those at the lowest published and NCCL's own link figure; ±err spans both\n"
         "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n")
 
     def test_section_between_legend_and_warnings(self):
