@@ -450,7 +450,7 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
       const std::string gpus =
           absl::StrCat(c.nodes() > 1 ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
                                      : absl::StrCat(c.gpus_per_node()),
-                       c.nvls() ? "+" : "", c.link_varies_by_server() ? "~" : "");
+                       c.nvls() ? "+" : "", c.bandwidth_range() ? "~" : "");
       out += absl::StrFormat("      %-*s %6s", id_width,
                              Truncate(Printable(p->device_id()), layout.id_width), gpus);
       if (!c.unavailable().empty()) {
@@ -473,8 +473,9 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
       "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n"
       "        the GPU waits on the host: DDP's host work is not modelled)\n"
       "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
-      "        '~': PCIe, whose all-reduce speed is the server's: the step is the middle of\n"
-      "        those at the lowest published and NCCL's own link figure; ±err spans both\n"
+      "        '~': bandwidth known as a range (PCIe: the server's; a network: the fabric's):\n"
+      "        the step is the middle of those at its lowest published and usual end;\n"
+      "        ±err spans both\n"
       "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n";
   return out;
 }

@@ -479,7 +479,7 @@ TEST_F(BackendTest, DataParallelStepsForEveryGpuAndRefusalsForNamedOnes) {
   ASSERT_EQ(by_id.at("T4")->parallel_size(), 1);
   EXPECT_TRUE(by_id.at("T4")->parallel(0).unavailable().empty())
       << by_id.at("T4")->parallel(0).unavailable();
-  EXPECT_TRUE(by_id.at("T4")->parallel(0).link_varies_by_server());
+  EXPECT_TRUE(by_id.at("T4")->parallel(0).bandwidth_range());
   EXPECT_EQ(by_id.at("T4")->parallel(0).instance_type(), "g4dn.metal");
   // A size the request does not ask for follows, with the request's
   // settings.

@@ -116,7 +116,9 @@ absl::StatusOr<int64_t> CheckedNs(AllReduceAlgorithm algorithm, const AllReduceS
       break;
   }
   int64_t best = std::min({RingNs(shape, link), TreeNs(shape, link), HierarchicalNs(shape, link)});
-  if (HasNvls(shape, link)) best = std::min(best, NvlsNs(shape, link));
+  if (HasNvls(shape, link) && shape.ranks_per_node >= kNvlsMinRanksPerNode) {
+    best = std::min(best, NvlsNs(shape, link));
+  }
   return best;
 }
 

@@ -72,9 +72,15 @@ enum class AllReduceAlgorithm {
   // latency is the ring's hops. Unavailable across nodes or without NVLS.
   kNvls,
   // The lowest of those available, as NCCL picks the fastest algorithm by
-  // size.
+  // size; NVLS only from kNvlsMinRanksPerNode GPUs.
   kBest,
 };
+
+// Fewest GPUs of a node on which NCCL's NVLS beats its ring: on 8 x H100
+// with NVLS on, 2 to 4 GPUs ran at the ring's 365-370 GB/s and 5 to 8 at
+// 420-480 (https://github.com/NVIDIA/nccl/issues/1455), where a constant
+// NVLS algorithm bandwidth would give 4 GPUs 410.
+inline constexpr int kNvlsMinRanksPerNode = 5;
 
 // InvalidArgument for ranks_per_node or nodes < 1, negative bytes or
 // latencies, non-positive (or non-finite) intra-node bandwidth,

@@ -218,6 +218,13 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
   return out;
 }
 
+// Whether the step's bandwidth is known only as a range: the GPU's link is
+// PCIe (Interconnect.allreduce_busbw_low_gbps) or the step crosses a
+// network.
+bool HasBandwidthRange(const v1::DeviceSpec& device, const v1::ParallelConfig& config) {
+  return device.interconnect().allreduce_busbw_low_gbps() > 0 || config.nodes() > 1;
+}
+
 // The step's timeline on `link`, DDP's constants from `device`.
 absl::StatusOr<DdpStepPrediction> StepOn(const TraceIteration& iteration,
                                          const v1::DeviceSpec& device,
@@ -237,9 +244,9 @@ absl::StatusOr<DdpStepPrediction> StepOn(const TraceIteration& iteration,
   return PredictDdpStep(iteration.iteration, ddp);
 }
 
-// Exposed communication of the step on `device`, and, where its link's speed
-// is the server's, how far the step moves between the link's usual and its
-// lowest published bandwidth.
+// Exposed communication of the step on `device`, and, where its bandwidth
+// is known only as a range, how far the step moves between the usual and the
+// lowest published end.
 struct Communication {
   int64_t exposed_ns = 0;
   int64_t span_ns = 0;
@@ -255,10 +262,13 @@ absl::StatusOr<Communication> CommunicationOn(const TraceIteration& iteration,
   Communication out;
   out.exposed_ns = std::max<int64_t>(0, usual->exposed_comm_ns);
   out.buckets = usual->num_buckets;
-  const double low = device.interconnect().allreduce_busbw_low_gbps();
-  if (low <= 0 || low >= link.intra_node_busbw_gbps) return out;
+  if (!HasBandwidthRange(device, config)) return out;
+  // A PCIe link at the lowest node published for it, a network at the
+  // lowest share of its line rate published for a cloud fabric.
   LinkConstants slow = link;
-  slow.intra_node_busbw_gbps = low;
+  const double low = device.interconnect().allreduce_busbw_low_gbps();
+  if (low > 0) slow.intra_node_busbw_gbps = std::min(low, link.intra_node_busbw_gbps);
+  slow.inter_node_gbps_per_gpu *= kNetworkEfficiencyLow / kNetworkEfficiency;
   auto slowest = StepOn(iteration, device, config, slow);
   if (!slowest.ok()) return slowest.status();
   // The middle of the two, so that the step's expected error covers both.
@@ -315,8 +325,9 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
     }
     comm = *predicted;
     out.set_buckets(static_cast<uint32_t>(comm.buckets));
-    out.set_link_varies_by_server(device.interconnect().allreduce_busbw_low_gbps() > 0);
-    out.set_nvls(nodes == 1 && link->nvls_algbw_gbps > 0);
+    out.set_bandwidth_range(HasBandwidthRange(device, normalised));
+    out.set_nvls(nodes == 1 && link->nvls_algbw_gbps > 0 &&
+                 config.gpus_per_node() >= static_cast<uint32_t>(kNvlsMinRanksPerNode));
   }
   // The communication the backward pass cannot hide lengthens the step as
   // the host replay measured it (a host-bound step may in fact hide some).

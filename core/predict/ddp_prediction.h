@@ -57,6 +57,13 @@ inline constexpr int64_t kNetworkRingStepNs = 9600;
 // per 200 Gb/s NIC (nccl-tests issue 119), 46-48 GB/s per 400 Gb/s NDR NIC
 // (nccl-tests issue 290): 0.92-0.96 (docs/multi_gpu.md, section 3).
 inline constexpr double kNetworkEfficiency = 0.94;
+// The lowest share published for a cloud fabric at large messages: 0.66 on
+// GCP a3-highgpu-8g (NCCL_ALGO=Ring across 2 nodes, 65.72 GB/s busbw at
+// 2 GB on 100 GB/s of NICs; skypilot's examples/gcp_gpu_direct_tcpx) and
+// 0.70 on 8 AWS p5 nodes (279.78 GB/s at 4 GB on 400 GB/s; pytorch issue
+// 117748). Across nodes a step spans both shares (ParallelPrediction.
+// bandwidth_range).
+inline constexpr double kNetworkEfficiencyLow = 0.66;
 
 // Host time from a bucket's last gradient to its all-reduce's launch: a lone
 // torch.distributed all-reduce call took 24-35 us on an H100 host
@@ -82,10 +89,11 @@ inline constexpr double kDdpErrorPercent = 12.0;
 inline constexpr double kDdpHostBoundErrorPercent = 20.0;
 
 // Expected absolute error of a data-parallel step, percent: the GPU's own
-// expected error, the data-parallel model's above and, where the link's
-// speed is the server's, half the span of the step between the link's usual
-// and lowest published bandwidth (percent of the step), as independent
-// errors (root of the sum of squares). With one GPU in all, the GPU's own.
+// expected error, the data-parallel model's above and, where the bandwidth
+// is known only as a range (a PCIe link's is the server's, a network's the
+// fabric's), half the span of the step between its usual and its lowest
+// published end (percent of the step), as independent errors (root of the
+// sum of squares). With one GPU in all, the GPU's own.
 double ParallelExpectedErrorPercent(const habitat::v1::DevicePrediction& single, uint32_t gpus,
                                     double link_span_percent = 0);
 

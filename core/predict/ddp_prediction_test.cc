@@ -325,7 +325,7 @@ TEST_F(ParallelPredictionTest, APcieNodeSpansItsLinksPublishedRange) {
     const v1::ParallelPrediction p = PredictParallel(IterationFromTrace(trace_, single), single, l4,
                                                      config, nullptr, v1::PRICE_KIND_ON_DEMAND);
     EXPECT_TRUE(p.unavailable().empty()) << p.unavailable();
-    EXPECT_FALSE(p.link_varies_by_server());
+    EXPECT_FALSE(p.bandwidth_range());
     return p.step_ns();
   };
   const int64_t usual = step_at(24), slow = step_at(3.1);
@@ -333,7 +333,7 @@ TEST_F(ParallelPredictionTest, APcieNodeSpansItsLinksPublishedRange) {
   ASSERT_GT(slow, usual);
   const v1::ParallelPrediction four = Parallel("L4", 4, 1);
   ASSERT_TRUE(four.unavailable().empty()) << four.unavailable();
-  EXPECT_TRUE(four.link_varies_by_server());
+  EXPECT_TRUE(four.bandwidth_range());
   EXPECT_EQ(four.instance_type(), "g6.24xlarge");
   // The middle of the two, with an error that reaches both.
   EXPECT_NEAR(four.step_ns(), (usual + slow) / 2, 1);
@@ -343,7 +343,20 @@ TEST_F(ParallelPredictionTest, APcieNodeSpansItsLinksPublishedRange) {
   EXPECT_GE(four.step_ns() * (1 + four.expected_error_percent() / 100), slow);
   EXPECT_LE(four.step_ns() * (1 - four.expected_error_percent() / 100), usual);
   // An NVLink node's speed is its own.
-  EXPECT_FALSE(Parallel("A100-SXM-80GB", 8, 1).link_varies_by_server());
+  EXPECT_FALSE(Parallel("A100-SXM-80GB", 8, 1).bandwidth_range());
+}
+
+TEST_F(ParallelPredictionTest, AcrossNodesTheStepSpansTheNetworksPublishedShares) {
+  const v1::DevicePrediction single = On("A100-SXM-40GB");
+  const v1::ParallelPrediction four = Parallel("A100-SXM-40GB", 8, 4);
+  ASSERT_TRUE(four.unavailable().empty()) << four.unavailable();
+  EXPECT_TRUE(four.bandwidth_range());
+  // p4d's 400 Gb/s shared by 8 GPUs carries 102 MB of gradients per step:
+  // at 0.66 of the line rate the step is longer, so the error is wider than
+  // the model's own.
+  EXPECT_GT(four.expected_error_percent(), ParallelExpectedErrorPercent(single, 32));
+  EXPECT_GT(four.exposed_communication_ns(),
+            Parallel("A100-SXM-40GB", 8, 1).exposed_communication_ns());
 }
 
 TEST_F(ParallelPredictionTest, WhatTheDataCannotSupportSaysWhy) {

@@ -124,10 +124,10 @@ class ParallelPrediction:
     its price per instance (node) hour; buckets DDP's gradient buckets;
     nvls whether the all-reduces could use NVLink SHARP (and did where it
     was the fastest); expected_error_percent the step's expected absolute
-    error; link_varies_by_server that the link is PCIe, whose all-reduce
-    speed is the server's: step_ns is then the middle of the steps at the
-    lowest published and NCCL's own link bandwidth, and the expected error
-    spans both. Where the configuration could not be predicted (no interconnect data,
+    error; bandwidth_range that the communication bandwidth is known only
+    as a range (a PCIe link's is the server's, a network's the fabric's):
+    step_ns is then the middle of the steps at the lowest published and the
+    usual bandwidth, and the expected error spans both. Where the configuration could not be predicted (no interconnect data,
     more GPUs than a node holds, no network figure for several nodes)
     `unavailable` says why and the times are 0."""
     gpus_per_node: int
@@ -144,7 +144,7 @@ class ParallelPrediction:
     unavailable: str
     nvls: bool
     expected_error_percent: float
-    link_varies_by_server: bool
+    bandwidth_range: bool
 
 
 # DevicePrediction.row()'s columns for its memory: "memory_" and the field.

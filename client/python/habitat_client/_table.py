@@ -181,7 +181,7 @@ def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: 
         for c in p.get("parallel", []):
             nodes, gpus = c.get("nodes", 0), c.get("gpus_per_node", 0)
             label = (f"{gpus}x{nodes}" if nodes > 1 else str(gpus)) + \
-                ("+" if c.get("nvls") else "") + ("~" if c.get("link_varies_by_server") else "")
+                ("+" if c.get("nvls") else "") + ("~" if c.get("bandwidth_range") else "")
             out += f"      {_truncate(_printable(p['device_id']), id_width):<{id_width}} " \
                    f"{label:>6}"
             if c.get("unavailable"):
@@ -204,8 +204,9 @@ def _parallel_table(predictions: list, unit: str, id_width: int, cost_decimals: 
            "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n" \
            "        the GPU waits on the host: DDP's host work is not modelled)\n" \
            "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n" \
-           "        '~': PCIe, whose all-reduce speed is the server's: the step is the middle of\n" \
-           "        those at the lowest published and NCCL's own link figure; ±err spans both\n" \
+           "        '~': bandwidth known as a range (PCIe: the server's; a network: the fabric's):\n" \
+           "        the step is the middle of those at its lowest published and usual end;\n" \
+           "        ±err spans both\n" \
            "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n"
     return out
 

@@ -345,7 +345,7 @@ def parallel_response():
     by_id["T4"].parallel.add(
         gpus_per_node=4, nodes=1, step_ns=20_000_000, exposed_communication_ns=4_000_000,
         scaling_efficiency=0.8, samples_per_second=800.0, buckets=4,
-        expected_error_percent=25.0, link_varies_by_server=True)
+        expected_error_percent=25.0, bandwidth_range=True)
     return message
 
 
@@ -479,17 +479,17 @@ class ResultsTest(unittest.TestCase):
                 scaling_efficiency=0.891, samples_per_second=10370.4,
                 instance_type="p5e.48xlarge", has_price=True, price_per_node_hour=43.26,
                 cost_per_1000_samples=0.0123456, buckets=4, unavailable="", nvls=False,
-                expected_error_percent=10.04, link_varies_by_server=False),
+                expected_error_percent=10.04, bandwidth_range=False),
             habitat_client.ParallelPrediction(
                 gpus_per_node=16, nodes=1, step_ns=0, exposed_communication_ns=0,
                 scaling_efficiency=0.0, samples_per_second=0.0, instance_type="",
                 has_price=False, price_per_node_hour=0.0, cost_per_1000_samples=0.0,
                 buckets=0, unavailable="H200 nodes hold at most 8 GPUs", nvls=False,
-                expected_error_percent=0.0, link_varies_by_server=False)))
+                expected_error_percent=0.0, bandwidth_range=False)))
         self.assertTrue(result.device("H100-SXM").parallel[0].nvls)
         self.assertEqual(result.device("T4").parallel[0].unavailable,
                          "T4: no interconnect data\x07")
-        self.assertTrue(result.device("T4").parallel[1].link_varies_by_server)
+        self.assertTrue(result.device("T4").parallel[1].bandwidth_range)
         with self.assertRaises(dataclasses.FrozenInstanceError):
             h200.parallel[0].nodes = 1
         # Without parallel steps in the response: an empty tuple.
@@ -744,8 +744,9 @@ class ParallelTableTest(unittest.TestCase):
         "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n"
         "        the GPU waits on the host: DDP's host work is not modelled)\n"
         "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
-        "        '~': PCIe, whose all-reduce speed is the server's: the step is the middle of\n"
-        "        those at the lowest published and NCCL's own link figure; ±err spans both\n"
+        "        '~': bandwidth known as a range (PCIe: the server's; a network: the fabric's):\n"
+        "        the step is the middle of those at its lowest published and usual end;\n"
+        "        ±err spans both\n"
         "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n")
 
     def test_section_between_legend_and_warnings(self):
