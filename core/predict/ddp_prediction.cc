@@ -278,8 +278,8 @@ absl::StatusOr<Communication> CommunicationOn(const TraceIteration& iteration,
   return out;
 }
 
-// Half the span of a step's link, percent of the step.
-double LinkSpanPercent(const Communication& comm, int64_t step_ns) {
+// Half the span of a step's bandwidth range, percent of the step.
+double RangeSpanPercent(const Communication& comm, int64_t step_ns) {
   return step_ns > 0
              ? 100.0 * static_cast<double>(comm.span_ns) / 2.0 / static_cast<double>(step_ns)
              : 0.0;
@@ -288,11 +288,11 @@ double LinkSpanPercent(const Communication& comm, int64_t step_ns) {
 }  // namespace
 
 double ParallelExpectedErrorPercent(const v1::DevicePrediction& single, uint32_t gpus,
-                                    double link_span_percent) {
+                                    double range_span_percent) {
   const double own = std::max(0.0, single.expected_error_percent());
   if (gpus <= 1) return own;
   const double model = single.host_bound() ? kDdpHostBoundErrorPercent : kDdpErrorPercent;
-  return std::sqrt(own * own + model * model + link_span_percent * link_span_percent);
+  return std::sqrt(own * own + model * model + range_span_percent * range_span_percent);
 }
 
 v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& iteration,
@@ -334,7 +334,7 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
   const int64_t step_ns = single.wall_time_ns() + comm.exposed_ns;
   out.set_step_ns(step_ns);
   out.set_expected_error_percent(ParallelExpectedErrorPercent(
-      single, config.gpus_per_node() * nodes, LinkSpanPercent(comm, step_ns)));
+      single, config.gpus_per_node() * nodes, RangeSpanPercent(comm, step_ns)));
   out.set_exposed_communication_ns(comm.exposed_ns);
   out.set_scaling_efficiency(
       step_ns > 0 ? static_cast<double>(single.wall_time_ns()) / static_cast<double>(step_ns) : 0);

@@ -95,7 +95,7 @@ inline constexpr double kDdpHostBoundErrorPercent = 20.0;
 // published end (percent of the step), as independent errors (root of the
 // sum of squares). With one GPU in all, the GPU's own.
 double ParallelExpectedErrorPercent(const habitat::v1::DevicePrediction& single, uint32_t gpus,
-                                    double link_span_percent = 0);
+                                    double range_span_percent = 0);
 
 // DevicePrediction.parallel for one configuration on `device`:
 // `single` is the GPU's prediction (batch_size and wall time set) and
