@@ -116,13 +116,15 @@ absl::StatusOr<int64_t> CheckedNs(AllReduceAlgorithm algorithm, const AllReduceS
       break;
   }
   int64_t best = std::min({RingNs(shape, link), TreeNs(shape, link), HierarchicalNs(shape, link)});
-  if (HasNvls(shape, link) && shape.ranks_per_node >= kNvlsMinRanksPerNode) {
-    best = std::min(best, NvlsNs(shape, link));
-  }
+  if (NvlsEligible(shape, link)) best = std::min(best, NvlsNs(shape, link));
   return best;
 }
 
 }  // namespace
+
+bool NvlsEligible(const AllReduceShape& shape, const LinkConstants& link) {
+  return HasNvls(shape, link) && shape.ranks_per_node >= kNvlsMinRanksPerNode;
+}
 
 absl::Status ValidateAllReduce(const AllReduceShape& shape, const LinkConstants& link) {
   if (shape.ranks_per_node < 1) {

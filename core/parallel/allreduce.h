@@ -82,6 +82,10 @@ enum class AllReduceAlgorithm {
 // NVLS algorithm bandwidth would give 4 GPUs 410.
 inline constexpr int kNvlsMinRanksPerNode = 5;
 
+// Whether kBest may take NVLS for `shape` on `link`: one node whose links
+// have it, of at least kNvlsMinRanksPerNode GPUs.
+bool NvlsEligible(const AllReduceShape& shape, const LinkConstants& link);
+
 // InvalidArgument for ranks_per_node or nodes < 1, negative bytes or
 // latencies, non-positive (or non-finite) intra-node bandwidth,
 // non-positive inter-node bandwidth when nodes > 1, a negative or

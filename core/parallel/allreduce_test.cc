@@ -247,7 +247,7 @@ TEST(AllReduceReferenceTest, PublishedEightGpuNvswitchWithin15Percent) {
   EXPECT_LT(RelativeError(ModelBusBw(eight_gib, 8, a100), 231.58), 0.15);
 }
 
-// The links as LinkFor (core/predict/ddp_prediction.cc) builds them from
+// The links as LinksFor (core/predict/ddp_prediction.cc) builds them from
 // data/devices.textproto: ring bus bandwidth, NVLS from a full node's bus
 // bandwidth, the NVLink ring step, NCCL's fill.
 LinkConstants ProductLink(double ring_busbw, double nvls_busbw_at_8) {
@@ -339,7 +339,7 @@ TEST(AllReduceReferenceTest, OtherNvlinkNodesWithin15Percent) {
   EXPECT_LT(RelativeError(BestBusBw(4096 * kMiB, 8, b200), 738.97), 0.15);
 }
 
-// PCIe links as LinkFor builds them: the PCIe ring step and no fill.
+// PCIe links as LinksFor builds them: the PCIe ring step and no fill.
 LinkConstants PcieLink(double busbw) {
   LinkConstants link;
   link.intra_node_latency_ns = 5700;

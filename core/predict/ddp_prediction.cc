@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -168,11 +169,18 @@ const v1::GpuPrice* InstanceOf(const v1::PriceCatalog* catalog, const std::strin
   return best;
 }
 
-// The link constants of `config` on `device`, the network from `instance`;
-// FAILED_PRECONDITION saying what data is missing.
-absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
-                                      const v1::ParallelConfig& config,
-                                      const v1::GpuPrice* instance, const std::string& catalog) {
+// The links of `config` on `device`, the network from `instance`: the usual
+// one and, where the bandwidth is known only as a range, the slow end (a
+// PCIe link at the lowest node published for it, Interconnect.
+// allreduce_busbw_low_gbps; a network at kNetworkEfficiencyLow of its line
+// rate). FAILED_PRECONDITION saying what data is missing.
+struct Links {
+  LinkConstants usual;
+  std::optional<LinkConstants> slow;
+};
+
+absl::StatusOr<Links> LinksFor(const v1::DeviceSpec& device, const v1::ParallelConfig& config,
+                               const v1::GpuPrice* instance, const std::string& catalog) {
   const v1::Interconnect& link = device.interconnect();
   if (!device.has_interconnect() || link.allreduce_busbw_gbps() <= 0) {
     return absl::FailedPreconditionError(
@@ -184,18 +192,23 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
                                                       link.max_gpus_per_node(), " ", device.id(),
                                                       " (", link.link(), ")"));
   }
-  LinkConstants out;
-  out.intra_node_latency_ns = link.nvlink() ? kNvlinkRingStepNs : kPcieRingStepNs;
-  out.intra_node_busbw_gbps = link.allreduce_busbw_gbps();
+  Links out;
+  LinkConstants& usual = out.usual;
+  usual.intra_node_latency_ns = link.nvlink() ? kNvlinkRingStepNs : kPcieRingStepNs;
+  usual.intra_node_busbw_gbps = link.allreduce_busbw_gbps();
   // The fill was measured on NVLink nodes; published PCIe nodes are at their
   // bandwidth from 32 MiB (docs/multi_gpu.md, section 3), so buckets of
   // DDP's size are taken at it.
-  out.fill_bytes = link.nvlink() ? kNcclFillBytes : 0;
+  usual.fill_bytes = link.nvlink() ? kNcclFillBytes : 0;
   if (!config.disable_nvls() && link.nvls_allreduce_busbw_gbps() > 0) {
     // NVLS moves each GPU's buffer once whatever the node size: the full
     // node's bus bandwidth back to its algorithm bandwidth.
-    out.nvls_algbw_gbps = AllReduceAlgorithmBandwidthGbps(
+    usual.nvls_algbw_gbps = AllReduceAlgorithmBandwidthGbps(
         link.nvls_allreduce_busbw_gbps(), static_cast<int>(link.max_gpus_per_node()));
+  }
+  if (link.allreduce_busbw_low_gbps() > 0) {
+    out.slow = usual;
+    out.slow->intra_node_busbw_gbps = link.allreduce_busbw_low_gbps();
   }
   if (config.nodes() <= 1) return out;
   if (instance == nullptr) {
@@ -212,17 +225,15 @@ absl::StatusOr<LinkConstants> LinkFor(const v1::DeviceSpec& device,
   }
   // Every GPU of a node crosses the network at once (rail-optimised nodes
   // give each its NIC): the instance's bandwidth in GB/s, shared.
-  out.inter_node_gbps_per_gpu =
-      instance->network_gbps() / 8.0 * kNetworkEfficiency / config.gpus_per_node();
-  out.inter_node_latency_ns = kNetworkRingStepNs;
+  const auto per_gpu = [&](double efficiency) {
+    return instance->network_gbps() / 8.0 * efficiency / config.gpus_per_node();
+  };
+  usual.inter_node_gbps_per_gpu = per_gpu(kNetworkEfficiency);
+  usual.inter_node_latency_ns = kNetworkRingStepNs;
+  if (!out.slow) out.slow = usual;
+  out.slow->inter_node_gbps_per_gpu = per_gpu(kNetworkEfficiencyLow);
+  out.slow->inter_node_latency_ns = kNetworkRingStepNs;
   return out;
-}
-
-// Whether the step's bandwidth is known only as a range: the GPU's link is
-// PCIe (Interconnect.allreduce_busbw_low_gbps) or the step crosses a
-// network.
-bool HasBandwidthRange(const v1::DeviceSpec& device, const v1::ParallelConfig& config) {
-  return device.interconnect().allreduce_busbw_low_gbps() > 0 || config.nodes() > 1;
 }
 
 // The step's timeline on `link`, DDP's constants from `device`.
@@ -246,7 +257,7 @@ absl::StatusOr<DdpStepPrediction> StepOn(const TraceIteration& iteration,
 
 // Exposed communication of the step on `device`, and, where its bandwidth
 // is known only as a range, how far the step moves between the usual and the
-// lowest published end.
+// slow end.
 struct Communication {
   int64_t exposed_ns = 0;
   int64_t span_ns = 0;
@@ -256,20 +267,14 @@ struct Communication {
 absl::StatusOr<Communication> CommunicationOn(const TraceIteration& iteration,
                                               const v1::DeviceSpec& device,
                                               const v1::ParallelConfig& config,
-                                              const LinkConstants& link) {
-  auto usual = StepOn(iteration, device, config, link);
+                                              const Links& links) {
+  auto usual = StepOn(iteration, device, config, links.usual);
   if (!usual.ok()) return usual.status();
   Communication out;
   out.exposed_ns = std::max<int64_t>(0, usual->exposed_comm_ns);
   out.buckets = usual->num_buckets;
-  if (!HasBandwidthRange(device, config)) return out;
-  // A PCIe link at the lowest node published for it, a network at the
-  // lowest share of its line rate published for a cloud fabric.
-  LinkConstants slow = link;
-  const double low = device.interconnect().allreduce_busbw_low_gbps();
-  if (low > 0) slow.intra_node_busbw_gbps = std::min(low, link.intra_node_busbw_gbps);
-  slow.inter_node_gbps_per_gpu *= kNetworkEfficiencyLow / kNetworkEfficiency;
-  auto slowest = StepOn(iteration, device, config, slow);
+  if (!links.slow) return out;
+  auto slowest = StepOn(iteration, device, config, *links.slow);
   if (!slowest.ok()) return slowest.status();
   // The middle of the two, so that the step's expected error covers both.
   const int64_t slow_exposed = std::max<int64_t>(out.exposed_ns, slowest->exposed_comm_ns);
@@ -313,21 +318,21 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
       out.set_unavailable(std::string(iteration.status().message()));
       return out;
     }
-    auto link = LinkFor(device, normalised, instance, catalog == nullptr ? "" : catalog->name());
-    if (!link.ok()) {
-      out.set_unavailable(std::string(link.status().message()));
+    auto links = LinksFor(device, normalised, instance, catalog == nullptr ? "" : catalog->name());
+    if (!links.ok()) {
+      out.set_unavailable(std::string(links.status().message()));
       return out;
     }
-    auto predicted = CommunicationOn(*iteration, device, normalised, *link);
+    auto predicted = CommunicationOn(*iteration, device, normalised, *links);
     if (!predicted.ok()) {
       out.set_unavailable(std::string(predicted.status().message()));
       return out;
     }
     comm = *predicted;
     out.set_buckets(static_cast<uint32_t>(comm.buckets));
-    out.set_bandwidth_range(HasBandwidthRange(device, normalised));
-    out.set_nvls(nodes == 1 && link->nvls_algbw_gbps > 0 &&
-                 config.gpus_per_node() >= static_cast<uint32_t>(kNvlsMinRanksPerNode));
+    out.set_bandwidth_range(links->slow.has_value());
+    const AllReduceShape node{0, static_cast<int>(config.gpus_per_node()), static_cast<int>(nodes)};
+    out.set_nvls(NvlsEligible(node, links->usual));
   }
   // The communication the backward pass cannot hide lengthens the step as
   // the host replay measured it (a host-bound step may in fact hide some).

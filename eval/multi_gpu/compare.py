@@ -39,16 +39,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 # Per set: the measure_ddp.py runs, the directory of the agent traces the
-# predictions start from, the device predicted and, for runs whose GPUs met
-# through the host (NCCL_P2P_DISABLE=1: as on a PCIe node without
-# peer-to-peer), the all-reduce bus bandwidth the run's own sweep measured on
-# all its GPUs at 1 GiB, GB/s, which the prediction takes as the device's
-# link (a PCIe link of that one figure) instead of its NVLink.
+# predictions start from, and the device predicted.
 SETS = {
-    "h100": (("h100x2_2026-11-26", "h100x4_2026-11-26"), "h100x2_2026-11-26_agent", "H100-SXM",
-             None),
-    "h200": (("h200x4_2026-11-27",), "h200x4_2026-11-27_agent", "H200", None),
-    "h200-host": (("h200x4_host_2026-11-28",), "h200x4_2026-11-27_agent", "H200", 26.6),
+    "h100": (("h100x2_2026-11-26", "h100x4_2026-11-26"), "h100x2_2026-11-26_agent", "H100-SXM"),
+    "h200": (("h200x4_2026-11-27",), "h200x4_2026-11-27_agent", "H200"),
+    "h200-host": (("h200x4_host_2026-11-28",), "h200x4_2026-11-27_agent", "H200"),
 }
 GPU_BOUND_SHARE = 0.9
 GOAL_PERCENT = 10.0
@@ -95,11 +90,27 @@ def with_host_link(devices_text, device, busbw):
     return "\n".join(lines[:first] + link + lines[last + 1:])
 
 
+def host_link_busbw(run):
+    """For a run whose GPUs met through the host (NCCL_P2P_DISABLE=1 in its
+    environment: as on a PCIe node without peer-to-peer), the all-reduce bus
+    bandwidth its own fp32 sweep measured on all its GPUs at the largest
+    size, GB/s, which the prediction takes as the device's link (a PCIe
+    link of that one figure) instead of its NVLink; None for other runs."""
+    variables = run.get("environment", {}).get("host", {}).get("variables", {})
+    if variables.get("NCCL_P2P_DISABLE") != "1":
+        return None
+    sweep = [e for e in run["allreduce_sweep"] if e["dtype"] == "fp32"]
+    world = max(e["world_size"] for e in sweep)
+    return max((e for e in sweep if e["world_size"] == world), key=lambda e: e["bytes"])[
+        "busbw_GBps"]
+
+
 def data_dir(device, busbw, work):
     """The data directory the predictions read: the repository's, or with
     `busbw` a copy in `work` whose `device` has that host-carried link."""
     if busbw is None:
         return ROOT / "data"
+    work.mkdir()
     (work / "catalogs").symlink_to(ROOT / "data" / "catalogs")
     (work / "devices.textproto").write_text(
         with_host_link((ROOT / "data" / "devices.textproto").read_text(), device, busbw))
@@ -124,9 +135,10 @@ def predict(habitat, trace, gpus, bucket_mb, device, nvls, data):
             parallel.get("expected_error_percent", 0.0))
 
 
-def rows(habitat, runs, traces, device, data):
+def rows(habitat, runs, traces, device, work):
     out = []
     for name, run in runs:
+        data = data_dir(device, host_link_busbw(run), work / name)
         # measure_ddp.py turns NVLS off unless --allow-nvls (the lent machines).
         nvls = bool(run.get("config", {}).get("allow_nvls"))
         for (model, batch, precision), entry in sorted(measured_cases(run).items()):
@@ -232,11 +244,10 @@ def main():
                    help="which runs: the 2 x and 4 x H100 ones, the 4 x H200 one, or the "
                         "4 x H200 one through the host")
     args = p.parse_args()
-    names, traces, device, host_busbw = SETS[args.gpu]
+    names, traces, device = SETS[args.gpu]
     runs = [(name, json.load(gzip.open(HERE / "results" / f"{name}.json.gz"))) for name in names]
     with tempfile.TemporaryDirectory() as work:
-        data = data_dir(device, host_busbw, Path(work))
-        table = rows(args.habitat, runs, HERE / "results" / traces, device, data)
+        table = rows(args.habitat, runs, HERE / "results" / traces, device, Path(work))
     print("\n".join(summary(table) + [""] + coverage(table) + [""] + detail(table) + [""]
                     + breakdown(runs)))
     return 0

@@ -78,6 +78,18 @@ class HostLink(unittest.TestCase):
         # The other device keeps its NVLink.
         self.assertIn("nvls_allreduce_busbw_gbps: 480", out[:out.index('id: "H200"')])
 
+    def test_the_link_is_the_runs_own_sweep_on_all_its_gpus_at_its_largest_size(self):
+        def point(world, size, busbw, dtype="fp32"):
+            return {"world_size": world, "bytes": size, "busbw_GBps": busbw, "dtype": dtype}
+        sweep = [point(2, 1 << 30, 27.46), point(4, 1 << 20, 14.51), point(4, 1 << 30, 26.6),
+                 point(4, 1 << 30, 30.0, dtype="bf16")]
+        run = {"environment": {"host": {"variables": {"NCCL_P2P_DISABLE": "1"}}},
+               "allreduce_sweep": sweep}
+        self.assertEqual(c.host_link_busbw(run), 26.6)
+        # A run over NVLink predicts with the device's own link.
+        run["environment"]["host"]["variables"] = {"NCCL_NVLS_ENABLE": "0"}
+        self.assertIsNone(c.host_link_busbw(run))
+
 
 if __name__ == "__main__":
     unittest.main()
