@@ -304,12 +304,13 @@ absl::StatusOr<double> ModeChangeExtraNs(Family family, const OpConfig& config,
   return typical * std::max(extra, 0.0);
 }
 
-absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
-                                           bool backward, const DeviceSpec& device) {
-  if ((family != Family::kLinear && family != Family::kBmm) ||
-      (mode != MathMode::kFp32 && mode != MathMode::kTf32)) {
-    return 0.0;
-  }
+namespace {
+
+// The sustained roofline of a linear or bmm pass that passes the large-GEMM
+// test in `mode`, else 0 (the mode is the caller's to check).
+absl::StatusOr<double> LargeGemmComputeNs(Family family, const OpConfig& config, MathMode mode,
+                                          bool backward, const DeviceSpec& device) {
+  if (family != Family::kLinear && family != Family::kBmm) return 0.0;
   HABITAT_RETURN_IF_ERROR(CheckDevice(device, mode));
   HABITAT_ASSIGN_OR_RETURN(const Work work, ComputeWork(family, config, mode, backward));
   HABITAT_ASSIGN_OR_RETURN(const GemmDims gemm, GemmView(family, config));
@@ -319,6 +320,21 @@ absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config
     return 0.0;
   }
   return compute;
+}
+
+}  // namespace
+
+absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
+                                           bool backward, const DeviceSpec& device) {
+  if (mode != MathMode::kFp32 && mode != MathMode::kTf32) return 0.0;
+  return LargeGemmComputeNs(family, config, mode, backward, device);
+}
+
+absl::StatusOr<double> LargeTensorCoreGemmRooflineNs(Family family, const OpConfig& config,
+                                                     MathMode mode, bool backward,
+                                                     const DeviceSpec& device) {
+  if (mode != MathMode::kFp16 && mode != MathMode::kBf16) return 0.0;
+  return LargeGemmComputeNs(family, config, mode, backward, device);
 }
 
 absl::StatusOr<double> RooflineRatio(Family family, const OpConfig& config, MathMode origin_mode,

@@ -145,6 +145,16 @@ inline constexpr double kLargeGemmMinRooflineNs = 1e5;
 absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
                                            bool backward, const habitat::v1::DeviceSpec& device);
 
+// The same test for a linear or bmm pass in fp16 or bf16 on tensor cores:
+// its sustained roofline on `device`, else 0. Not a model feature (the
+// training side has no twin): the predictor moves such a pass by the
+// sustained-roofline ratio alone, the origin's distance from its roofline
+// carried over, where the model has no measurements of the target in that
+// mode and would extrapolate (docs/mixed_precision_accuracy.md).
+absl::StatusOr<double> LargeTensorCoreGemmRooflineNs(Family family, const OpConfig& config,
+                                                     MathMode mode, bool backward,
+                                                     const habitat::v1::DeviceSpec& device);
+
 // The ratio of the pass's sustained rooflines on `target` (in
 // `target_mode`) and on `origin` (in `origin_mode`), roofline_ratio() in
 // features.py; AppendFeatures gives it with the features. Errors as

@@ -192,7 +192,12 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
       predicted = pass.predicted_ns;
       pass_error = pass.expected_error_percent;
     } else {
-      predicted = ScalePass(backward ? op.backward() : op.forward(), origin, target).predicted_ns;
+      // Gamma from the bandwidth the pass achieves, as for kernel-alike
+      // ops: without a byte estimate every kernel would count as
+      // memory-bound and move by the bandwidth ratio alone.
+      predicted = ScalePass(backward ? op.backward() : op.forward(), origin, target,
+                            EstimatePassDramBytes(op, backward))
+                      .predicted_ns;
       pass_error = kKernelVaryingWaveScaledErrorPercent;
       if (auto limit = VaryingPassLimitFor(trace, op, backward, origin, target)) {
         notes->origin_mode = limit->origin_mode;
@@ -569,11 +574,11 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
     }
     if (capped.operations > 0) {
       prediction.add_warnings(absl::StrFormat(
-          "%d operation(s), %.1f%% of the origin GPU time, are large fp32 GEMMs on the target "
+          "%d operation(s), %.1f%% of the origin GPU time, are large GEMMs on the target "
           "GPU whose origin time, moved by the two GPUs' sustained GEMM throughputs, came out "
           "slower than the GPUs measured run such GEMMs (the kernel-varying model's large-GEMM "
-          "ceiling times the target's sustained fp32 GEMM time); they were lowered to that "
-          "ceiling",
+          "ceiling times the target's sustained GEMM time in their mode); they were lowered to "
+          "that ceiling",
           capped.operations, percent(capped)));
     }
     if (fp32_bound.operations > 0) {

@@ -291,6 +291,14 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     HABITAT_ASSIGN_OR_RETURN(
         e.large_gemm_ns, mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config,
                                                   target_mode, group.backward, target));
+    if (e.large_gemm_ns == 0 && sibling == nullptr && target_mode == group.origin_mode &&
+        !model_->TrainedOn(group.signature.family, target_mode, target.id())) {
+      // The trees would extrapolate to a GPU they have no tensor-core
+      // measurements of; a large GEMM keeps the origin's efficiency.
+      HABITAT_ASSIGN_OR_RETURN(e.large_gemm_ns, mlp::LargeTensorCoreGemmRooflineNs(
+                                                    group.signature.family, group.signature.config,
+                                                    target_mode, group.backward, target));
+    }
     if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
       // No correction: a large GEMM (features.h), or a target whose trained
       // sibling is the origin itself.

@@ -54,7 +54,11 @@ struct VaryingPassPrediction {
   // GEMM of any GPU and the origin's distance is its own architecture's
   // (an H100 runs GPT-2's output layer, 50257 columns, at 2.9x its TF32
   // roofline and at 1.0x its fp32 one). Both are predicted at the model's
-  // large_gemm_typical times the target's sustained roofline.
+  // large_gemm_typical times the target's sustained roofline. Also set for
+  // a large fp16 or bf16 GEMM (mlp::LargeTensorCoreGemmRooflineNs) in the
+  // origin's mode on a target the model has no measurements of in that
+  // mode: it moves by the sustained roofline ratio alone, under the same
+  // ceiling.
   bool large_gemm = false;
   // Of a large GEMM: the origin time so moved was above the model's
   // large_gemm_ceiling times the target's sustained roofline, so the
@@ -167,8 +171,9 @@ class VaryingPredictor {
     double roofline_ratio = 1;
     double floor_ns = 0;  // per direction, unrounded
     // Per direction, unrounded; 0 where the pass is not a large GEMM on
-    // fp32 tensors: its sustained roofline on the target
-    // (mlp::LargeGemmRooflineNs).
+    // fp32 tensors (mlp::LargeGemmRooflineNs), or in fp16/bf16 on a target
+    // outside the model's data in that mode
+    // (mlp::LargeTensorCoreGemmRooflineNs): its sustained roofline there.
     double large_gemm_ns = 0;
     // Per direction, unrounded: after a change of math mode, what the
     // origin would take longer in the target's mode (mlp::ModeChangeExtraNs).

@@ -403,7 +403,7 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmIsCappedNearTheTargetsSustainedRooflin
   EXPECT_EQ(prediction->operations(0).predicted_forward_ns(), pass.predicted_ns);
   EXPECT_FALSE(prediction->operations(0).at_hardware_limit());
   EXPECT_TRUE(HasWarning(*prediction,
-                         "1 operation(s), 100.0% of the origin GPU time, are large fp32 GEMMs "
+                         "1 operation(s), 100.0% of the origin GPU time, are large GEMMs "
                          "on the target GPU whose origin time, moved by the two GPUs' "
                          "sustained GEMM throughputs, came out slower"));
   // A 3x3 matmul is no large GEMM: no ceiling, whatever the origin took.
