@@ -115,6 +115,11 @@ ABSL_FLAG(double, min_client_ping_interval_seconds,
           "Client keepalive pings more frequent than this count as strikes");
 ABSL_FLAG(int, max_ping_strikes, habitat::ConnectionOptions().max_ping_strikes,
           "Close a connection after this many too-frequent pings (0: never)");
+ABSL_FLAG(int, max_concurrent_streams, habitat::ConnectionOptions().max_concurrent_streams,
+          "HTTP/2 streams one connection may have open at once; more are refused (0: no "
+          "limit)");
+ABSL_FLAG(int64_t, grpc_memory_quota_mb, habitat::ConnectionOptions().grpc_memory_quota_bytes >> 20,
+          "Memory gRPC may take for connections and streams, per port, in MiB (0: no quota)");
 ABSL_FLAG(bool, connection_guard, habitat::ConnectionOptions().guard,
           "Refuse connections over --max_connections or the file descriptor reserve and "
           "keep accepting through file descriptor exhaustion (off: gRPC's own accept loop, "
@@ -168,6 +173,12 @@ absl::StatusOr<habitat::ConnectionOptions> ConnectionOptionsFromFlags() {
   habitat::ConnectionOptions options;
   options.max_connections = absl::GetFlag(FLAGS_max_connections);
   options.max_ping_strikes = absl::GetFlag(FLAGS_max_ping_strikes);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  const int64_t quota_mb = absl::GetFlag(FLAGS_grpc_memory_quota_mb);
+  if (quota_mb < 0 || quota_mb > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("--grpc_memory_quota_mb must be 0..2^30");
+  }
+  options.grpc_memory_quota_bytes = quota_mb << 20;
   options.guard = absl::GetFlag(FLAGS_connection_guard);
   const std::pair<const char*, absl::Duration*> durations[] = {
       {"max_connection_idle_seconds", &options.max_idle},

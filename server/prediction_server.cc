@@ -19,6 +19,7 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "prometheus/exposer.h"
@@ -93,6 +94,15 @@ void AddConnectionLimits(const ConnectionOptions& options, grpc::ServerBuilder& 
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              ChannelArgMillis(options.min_client_ping_interval));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, options.max_ping_strikes);
+  if (options.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  }
+  if (options.grpc_memory_quota_bytes > 0) {
+    // The builder keeps its own reference to the quota.
+    grpc::ResourceQuota quota("habitat-grpc");
+    quota.Resize(static_cast<size_t>(options.grpc_memory_quota_bytes));
+    builder.SetResourceQuota(quota);
+  }
 }
 
 // gRPC 1.51 checks --max_message_mb against a request's compressed size
@@ -146,6 +156,12 @@ absl::Status CheckConnectionOptions(const ConnectionOptions& options) {
   }
   if (options.max_ping_strikes < 0) {
     return absl::InvalidArgumentError("--max_ping_strikes must be >= 0 (0: no limit)");
+  }
+  if (options.max_concurrent_streams < 0) {
+    return absl::InvalidArgumentError("--max_concurrent_streams must be >= 0 (0: no limit)");
+  }
+  if (options.grpc_memory_quota_bytes < 0) {
+    return absl::InvalidArgumentError("--grpc_memory_quota_mb must be >= 0 (0: no quota)");
   }
   return absl::OkStatus();
 }

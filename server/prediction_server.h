@@ -36,6 +36,17 @@ struct ConnectionOptions {
   // (0: never).
   absl::Duration min_client_ping_interval = absl::Seconds(30);
   int max_ping_strikes = 2;
+  // HTTP/2 streams one connection may have open at once, advertised in
+  // SETTINGS_MAX_CONCURRENT_STREAMS; a client opening more has them
+  // refused. gRPC 1.51 sets no limit: streams opened and never used (no
+  // token needed) each held about 11.5 KB, 2-4 GB from one connection in
+  // seconds (docs/operations.md, "Per-peer limits"). 0: no limit.
+  int max_concurrent_streams = 100;
+  // Memory gRPC itself may take for connections and streams, per port
+  // (grpc::ResourceQuota): under pressure it shrinks read buffers and
+  // refuses new streams instead of growing. 0: no quota. A request's own
+  // message (--max_message_mb) must fit well inside it.
+  int64_t grpc_memory_quota_bytes = int64_t{512} << 20;
   // Sheds connections over max_connections or beyond the file descriptor
   // reserve and keeps the listeners accepting through descriptor exhaustion
   // (server/connection_guard.h). Off: gRPC's own accept loop, which stops

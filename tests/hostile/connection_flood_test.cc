@@ -168,5 +168,26 @@ TEST_F(ConnectionFloodTest, LostListenerTurnsHealthNotServing) {
   EXPECT_THAT(server.Stderr(), HasSubstr("health NOT_SERVING"));
 }
 
+// A stream flood: one connection, with no token, opening HTTP/2 streams it
+// never uses took the server to 2-4 GB in seconds, because gRPC 1.51 sets
+// no SETTINGS_MAX_CONCURRENT_STREAMS. Both gRPC ports must advertise the cap
+// (streams beyond it are refused by gRPC's transport), and a flag sets it.
+TEST(StreamCapTest, EveryGrpcPortCapsConcurrentStreamsPerConnection) {
+  constexpr int kMaxConcurrentStreams = 3;  // SETTINGS_MAX_CONCURRENT_STREAMS
+  for (const int cap : {0, 7}) {
+    ServerSpec spec;
+    if (cap > 0) spec.flags.push_back(absl::StrCat("--max_concurrent_streams=", cap));
+    ServerProcess server(spec);
+    ASSERT_TRUE(server.WaitServing()) << server.Stderr();
+    for (const int port : {server.port(), server.health_port()}) {
+      auto settings = ServerSettings(port, absl::Seconds(5));
+      ASSERT_TRUE(settings.ok()) << settings.status();
+      ASSERT_TRUE(settings->count(kMaxConcurrentStreams)) << "port " << port;
+      // Without the flag: the default, 100.
+      EXPECT_EQ(settings->at(kMaxConcurrentStreams), cap > 0 ? cap : 100) << "port " << port;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace habitat::hostile

@@ -256,6 +256,43 @@ bool IdleConnection::WaitClosed(absl::Duration timeout) {
   }
 }
 
+absl::StatusOr<std::map<int, uint32_t>> ServerSettings(int port, absl::Duration timeout) {
+  IdleConnection connection(port);
+  if (!connection.connected()) return absl::UnavailableError("cannot connect");
+  return connection.ReadSettings(timeout);
+}
+
+absl::StatusOr<std::map<int, uint32_t>> IdleConnection::ReadSettings(absl::Duration timeout) {
+  // A frame: 24-bit length, type, flags, 32-bit stream id, payload. The
+  // server's first frame is SETTINGS (type 4): 6-byte entries of a 16-bit
+  // identifier and a 32-bit value.
+  std::string bytes;
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (bytes.size() >= 9) {
+      const auto byte = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
+      const size_t length = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+      if (byte(3) != 4) return absl::DataLossError("the first frame is not SETTINGS");
+      if (bytes.size() >= 9 + length) {
+        std::map<int, uint32_t> settings;
+        for (size_t i = 9; i + 6 <= 9 + length; i += 6) {
+          settings[(byte(i) << 8) | byte(i + 1)] =
+              (uint32_t{byte(i + 2)} << 24) | (uint32_t{byte(i + 3)} << 16) |
+              (uint32_t{byte(i + 4)} << 8) | uint32_t{byte(i + 5)};
+        }
+        return settings;
+      }
+    }
+    pollfd readable{fd_, POLLIN, 0};
+    if (poll(&readable, 1, 100) <= 0) continue;
+    char buffer[1024];
+    const ssize_t n = recv(fd_, buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n == 0) return absl::UnavailableError("the server closed the connection");
+    if (n > 0) bytes.append(buffer, static_cast<size_t>(n));
+  }
+  return absl::DeadlineExceededError("no SETTINGS frame in time");
+}
+
 int MetricsPort(const ServerProcess& server) {
   std::smatch match;
   static const std::regex kPort("metrics on port ([0-9]+)");

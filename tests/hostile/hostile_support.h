@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -99,10 +101,17 @@ class IdleConnection {
   // Reads and drops what comes until the server closes the connection;
   // false if it is still open after `timeout`.
   bool WaitClosed(absl::Duration timeout);
+  // The server's first SETTINGS frame (see ServerSettings).
+  absl::StatusOr<std::map<int, uint32_t>> ReadSettings(absl::Duration timeout);
 
  private:
   int fd_ = -1;
   State first_ = State::kSilent;
 };
+
+// The HTTP/2 SETTINGS the server sends first on a new connection to
+// 127.0.0.1:port (after the client preface): identifier -> value; an error
+// when none came within `timeout`.
+absl::StatusOr<std::map<int, uint32_t>> ServerSettings(int port, absl::Duration timeout);
 
 }  // namespace habitat::hostile
