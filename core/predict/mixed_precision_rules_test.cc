@@ -61,7 +61,7 @@ std::shared_ptr<VaryingPredictor>* MixedPrecisionRulesTest::varying_ = nullptr;
 // as they were when such passes had no byte estimate, MobileNetV2 came out
 // 62 % slower than the 3090 measured.
 TEST_F(MixedPrecisionRulesTest, UncoveredConvolutionsAreNotAllMovedByTheBandwidthRatio) {
-  const v1::DevicePrediction p = OnRtx3090("mobilenetv2_100");
+  const v1::DevicePrediction p = OnRtx3090("mobilenetv2_100_b512_fp16");
   int64_t origin = 0;
   int64_t predicted = 0;
   for (const auto& op : p.operations()) {
@@ -84,7 +84,7 @@ TEST_F(MixedPrecisionRulesTest, UncoveredConvolutionsAreNotAllMovedByTheBandwidt
 // model's large-GEMM ceiling; the trees had put them 14.7x slower, above the
 // 10.0x of the sustained throughputs.
 TEST_F(MixedPrecisionRulesTest, LargeFp16GemmsOffTheTrainingDataMoveByTheSustainedRoofline) {
-  const v1::DevicePrediction p = OnRtx3090("vit_base_patch32_224");
+  const v1::DevicePrediction p = OnRtx3090("vit_base_patch32_224_b512_fp16");
   const double sustained = mlp::SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
                            mlp::SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
   int64_t origin = 0;
