@@ -156,6 +156,22 @@ absl::StatusOr<std::vector<double>> VaryingPredictor::EvaluateInChunks(
 // mode): a large GEMM takes no correction (or, after a change of math mode
 // or in TF32, is the typical multiple of its roofline) and is never above
 // its ceiling (at least the sustained roofline, so above the floor).
+absl::StatusOr<double> LargeGemmRooflineOnTarget(const mlp::KernelVaryingModel& model,
+                                                 mlp::Family family, const mlp::OpConfig& config,
+                                                 MathMode origin_mode, MathMode target_mode,
+                                                 bool backward, const v1::DeviceSpec& target,
+                                                 bool via_sibling) {
+  HABITAT_ASSIGN_OR_RETURN(const double fp32_tensors,
+                           mlp::LargeGemmRooflineNs(family, config, target_mode, backward, target));
+  if (fp32_tensors > 0 || via_sibling || target_mode != origin_mode ||
+      model.TrainedOn(family, target_mode, target.id())) {
+    return fp32_tensors;
+  }
+  // The trees would extrapolate to a GPU they have no tensor-core
+  // measurements of; a large GEMM keeps the origin's efficiency.
+  return mlp::LargeTensorCoreGemmRooflineNs(family, config, target_mode, backward, target);
+}
+
 VaryingPredictor::ModelValue VaryingPredictor::Apply(const Evaluation& e, MathMode origin_mode,
                                                      MathMode target_mode, int direction_factor,
                                                      Nanoseconds origin_ns) const {
@@ -289,16 +305,10 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
                                  model_->large_gemm_typical()));
     }
     HABITAT_ASSIGN_OR_RETURN(
-        e.large_gemm_ns, mlp::LargeGemmRooflineNs(group.signature.family, group.signature.config,
-                                                  target_mode, group.backward, target));
-    if (e.large_gemm_ns == 0 && sibling == nullptr && target_mode == group.origin_mode &&
-        !model_->TrainedOn(group.signature.family, target_mode, target.id())) {
-      // The trees would extrapolate to a GPU they have no tensor-core
-      // measurements of; a large GEMM keeps the origin's efficiency.
-      HABITAT_ASSIGN_OR_RETURN(e.large_gemm_ns, mlp::LargeTensorCoreGemmRooflineNs(
-                                                    group.signature.family, group.signature.config,
-                                                    target_mode, group.backward, target));
-    }
+        e.large_gemm_ns,
+        LargeGemmRooflineOnTarget(*model_, group.signature.family, group.signature.config,
+                                  group.origin_mode, target_mode, group.backward, target,
+                                  sibling != nullptr));
     if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
       // No correction: a large GEMM (features.h), or a target whose trained
       // sibling is the origin itself.

@@ -105,6 +105,18 @@ inline constexpr double kSiblingStepErrorPercent = 10.1;
 // V100 PCIe and a V100 SXM2, or the A100 PCIe and SXM boards.
 bool SameChip(const v1::DeviceSpec& a, const v1::DeviceSpec& b);
 
+// The sustained roofline (ns, one direction) under which a pass counts as a
+// large GEMM on `target` in `target_mode`, else 0: a large GEMM on fp32
+// tensors (mlp::LargeGemmRooflineNs), or one in fp16/bf16 run in the
+// origin's mode on a target `model` has no measurements of for the family
+// in that mode, and not predicted through a trained sibling
+// (mlp::LargeTensorCoreGemmRooflineNs). Errors as those.
+absl::StatusOr<double> LargeGemmRooflineOnTarget(const mlp::KernelVaryingModel& model,
+                                                 mlp::Family family, const mlp::OpConfig& config,
+                                                 MathMode origin_mode, MathMode target_mode,
+                                                 bool backward, const v1::DeviceSpec& target,
+                                                 bool via_sibling);
+
 // Key: 2 * operation index + (1 for the backward pass). Passes without an
 // entry are not covered by the model (no signature, or shorter than the
 // model's min_origin_ns); the engine wave-scales their kernels.

@@ -434,19 +434,11 @@ TEST_F(VaryingPropertyTest,
                                 .ok())
                     << where;
                 ASSERT_TRUE(std::isfinite(c.ratio) && c.ratio > 0) << where;
-                auto large =
-                    mlp::LargeGemmRooflineNs(s.family, s.config, evaluated, backward, target);
+                auto large = LargeGemmRooflineOnTarget(*model_, s.family, s.config, origin_mode,
+                                                       evaluated, backward, target,
+                                                       /*via_sibling=*/false);
                 ASSERT_TRUE(large.ok()) << where << ": " << large.status();
-                double large_ns = *large;
-                // In fp16/bf16 a large GEMM counts as one only where the
-                // model has no measurements of the target in that mode.
-                if (large_ns == 0 && evaluated == origin_mode &&
-                    !model_->TrainedOn(s.family, evaluated, target.id())) {
-                  auto tensor_core = mlp::LargeTensorCoreGemmRooflineNs(
-                      s.family, s.config, evaluated, backward, target);
-                  ASSERT_TRUE(tensor_core.ok()) << where << ": " << tensor_core.status();
-                  large_ns = *tensor_core;
-                }
+                const double large_ns = *large;
                 c.ceiling_ns =
                     large_ns > 0 ? large_ns * model_->large_gemm_ceiling() * directions : 9.0e18;
                 // The ceiling never undercuts the floor.

@@ -53,13 +53,13 @@ def measured(timm_dir: str, layout: str) -> dict:
         return {r["model"]: r for r in csv.DictReader(f)}
 
 
-def predict(cli: str, trace: Path, target: str, origin: str) -> dict:
-    """The CLI's JSON prediction of `trace` for the target and the origin."""
-    out = subprocess.run([cli, "predict", str(trace), "--devices", f"{target},{origin}",
+def predict(cli: str, trace: Path, target: str) -> dict:
+    """The CLI's JSON prediction of `trace` for the target."""
+    out = subprocess.run([cli, "predict", str(trace), "--devices", target,
                           "--catalog", "none", "--format", "json"],
                          capture_output=True, text=True, check=True)
-    doc = json.loads(out.stdout)
-    return {p["device_id"]: p for p in doc["predictions"]}
+    (prediction,) = json.loads(out.stdout)["predictions"]
+    return prediction
 
 
 def baseline_ratios(devices: dict, origin: str, target: str) -> dict:
@@ -82,16 +82,13 @@ def rows_for(args, layout: str, devices: dict) -> list:
     fam = families()
 
     def one(c):
-        p = predict(args.cli, results / layout / f"{c['model']}.trace.gz", args.target,
-                    args.origin)
-        return c, p
+        return c, predict(args.cli, results / layout / f"{c['model']}.trace.gz", args.target)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(one, caps))
     ratios = baseline_ratios(devices, args.origin, args.target)
     rows = []
-    for c, p in done:
-        t = p[args.target]
+    for c, t in done:
         meas = float(truth[c["model"]]["train_step_time"]) * 1e6
         origin_ns = c["origin_step_ns_median"]
         row = {
