@@ -153,6 +153,11 @@ absl::Status ValidateOccupancyLimits(const SpecChecker& c, const DeviceSpec& s) 
 absl::Status ValidateThroughput(const SpecChecker& c, const DeviceSpec& s) {
   HABITAT_RETURN_IF_ERROR(c.InRange("boost_clock_mhz", s.boost_clock_mhz(), 1, 10000));
   HABITAT_RETURN_IF_ERROR(c.InRange("base_clock_mhz", s.base_clock_mhz(), 1, s.boost_clock_mhz()));
+  if (s.sustained_clock_mhz() != 0) {
+    HABITAT_RETURN_IF_ERROR(c.InRange("sustained_clock_mhz", s.sustained_clock_mhz(),
+                                      s.base_clock_mhz(), 2 * s.boost_clock_mhz()));
+    HABITAT_RETURN_IF_ERROR(c.NonEmpty("sustained_clock_source", s.sustained_clock_source()));
+  }
   HABITAT_RETURN_IF_ERROR(c.InRange("memory_bytes", s.memory_bytes(), 1, kMaxMemoryBytes));
   HABITAT_RETURN_IF_ERROR(c.InRange("l2_cache_bytes", s.l2_cache_bytes(), 1, kMaxL2Bytes));
   HABITAT_RETURN_IF_ERROR(

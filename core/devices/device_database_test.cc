@@ -270,6 +270,17 @@ INSTANTIATE_TEST_SUITE_P(EveryRule, DeviceValidationTest,
                                                  "BaseAboveBoost", "T4",
                                                  [](DeviceSpec& s) { s.set_base_clock_mhz(2000); },
                                                  "base_clock_mhz"},
+                                             BrokenCase{"SustainedClockBelowBase", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_sustained_clock_mhz(100);
+                                                          s.set_sustained_clock_source("x");
+                                                        },
+                                                        "sustained_clock_mhz"},
+                                             BrokenCase{"SustainedClockWithoutSource", "T4",
+                                                        [](DeviceSpec& s) {
+                                                          s.set_sustained_clock_mhz(1500);
+                                                        },
+                                                        "sustained_clock_source"},
                                              BrokenCase{
                                                  "NoMemory", "T4",
                                                  [](DeviceSpec& s) { s.set_memory_bytes(0); },

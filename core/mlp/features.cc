@@ -306,11 +306,10 @@ absl::StatusOr<double> ModeChangeExtraNs(Family family, const OpConfig& config,
 
 namespace {
 
-// The sustained roofline of a linear or bmm pass that passes the large-GEMM
-// test in `mode`, else 0 (the mode is the caller's to check).
+// The sustained roofline of a pass that passes the large-GEMM test in
+// `mode`, else 0 (the mode and family are the caller's to check).
 absl::StatusOr<double> LargeGemmComputeNs(Family family, const OpConfig& config, MathMode mode,
                                           bool backward, const DeviceSpec& device) {
-  if (family != Family::kLinear && family != Family::kBmm) return 0.0;
   HABITAT_RETURN_IF_ERROR(CheckDevice(device, mode));
   HABITAT_ASSIGN_OR_RETURN(const Work work, ComputeWork(family, config, mode, backward));
   HABITAT_ASSIGN_OR_RETURN(const GemmDims gemm, GemmView(family, config));
@@ -327,6 +326,7 @@ absl::StatusOr<double> LargeGemmComputeNs(Family family, const OpConfig& config,
 absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
                                            bool backward, const DeviceSpec& device) {
   if (mode != MathMode::kFp32 && mode != MathMode::kTf32) return 0.0;
+  if (family != Family::kLinear && family != Family::kBmm) return 0.0;
   return LargeGemmComputeNs(family, config, mode, backward, device);
 }
 
@@ -334,6 +334,8 @@ absl::StatusOr<double> LargeTensorCoreGemmRooflineNs(Family family, const OpConf
                                                      MathMode mode, bool backward,
                                                      const DeviceSpec& device) {
   if (mode != MathMode::kFp16 && mode != MathMode::kBf16) return 0.0;
+  // A convolution on tensor cores is an implicit GEMM (GemmView).
+  if (family != Family::kLinear && family != Family::kBmm && family != Family::kConv2d) return 0.0;
   return LargeGemmComputeNs(family, config, mode, backward, device);
 }
 

@@ -145,8 +145,9 @@ inline constexpr double kLargeGemmMinRooflineNs = 1e5;
 absl::StatusOr<double> LargeGemmRooflineNs(Family family, const OpConfig& config, MathMode mode,
                                            bool backward, const habitat::v1::DeviceSpec& device);
 
-// The same test for a linear or bmm pass in fp16 or bf16 on tensor cores:
-// its sustained roofline on `device`, else 0. Not a model feature (the
+// The same test for a linear, bmm or convolution pass (an implicit GEMM,
+// GemmView) in fp16 or bf16 on tensor cores: its sustained roofline on
+// `device`, else 0. Not a model feature (the
 // training side has no twin): the predictor moves such a pass by the
 // sustained-roofline ratio alone, the origin's distance from its roofline
 // carried over, where the model has no measurements of the target in that

@@ -290,6 +290,33 @@ TEST(FloorNsTest, SquareGemmOnH100ByHand) {
                    conv_flop / 4 / 494.7e3);
 }
 
+// A convolution on tensor cores is an implicit GEMM: VGG-19's 28x28
+// 512->512 3x3 layer at batch 384 in fp16 passes the large-GEMM test on
+// the RTX 3090 (1.4 TFLOP, about 19 ms at its sustained 75.64 TFLOP/s
+// against 1.2 ms of traffic); in fp32 it does not (that rule is for linear
+// and bmm only), nor does its memory-bound first layer.
+TEST(LargeTensorCoreGemmTest, ConvolutionsAreImplicitGemms) {
+  const OpConfig vgg = Config({{kB, 384},
+                               {kCIn, 512},
+                               {kCOut, 512},
+                               {kKernel, 3},
+                               {kStride, 1},
+                               {kPadding, 1},
+                               {kSize, 28}});
+  const double flop = 2.0 * 384 * 28 * 28 * 512 * 512 * 9;
+  auto fp16 =
+      LargeTensorCoreGemmRooflineNs(Family::kConv2d, vgg, MathMode::kFp16, false, Gpu("RTX3090"));
+  ASSERT_TRUE(fp16.ok()) << fp16.status();
+  EXPECT_DOUBLE_EQ(*fp16, flop / 75.64e3);
+  EXPECT_EQ(*LargeGemmRooflineNs(Family::kConv2d, vgg, MathMode::kFp32, false, Gpu("RTX3090")), 0);
+  // The first layer (3 input channels) is bound by its 2.5 GB of output.
+  const OpConfig first = Config(
+      {{kB, 384}, {kCIn, 3}, {kCOut, 64}, {kKernel, 3}, {kStride, 1}, {kPadding, 1}, {kSize, 224}});
+  EXPECT_EQ(*LargeTensorCoreGemmRooflineNs(Family::kConv2d, first, MathMode::kFp16, false,
+                                           Gpu("RTX3090")),
+            0);
+}
+
 TEST(FeaturesTest, SquareGemmOnH100ToItselfByHand) {
   const Computed c = Features(Family::kLinear, kSquare, MathMode::kFp32, MathMode::kFp32, false,
                               "H100-SXM", "H100-SXM", 3e6);

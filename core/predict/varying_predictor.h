@@ -55,7 +55,8 @@ struct VaryingPassPrediction {
   // (an H100 runs GPT-2's output layer, 50257 columns, at 2.9x its TF32
   // roofline and at 1.0x its fp32 one). Both are predicted at the model's
   // large_gemm_typical times the target's sustained roofline. Also set for
-  // a large fp16 or bf16 GEMM (mlp::LargeTensorCoreGemmRooflineNs) in the
+  // a large fp16 or bf16 GEMM or convolution (an implicit GEMM;
+  // mlp::LargeTensorCoreGemmRooflineNs) in the
   // origin's mode on a target the model has no measurements of in that
   // mode: it moves by the sustained roofline ratio alone, under the same
   // ceiling.
@@ -107,7 +108,8 @@ bool SameChip(const v1::DeviceSpec& a, const v1::DeviceSpec& b);
 
 // The sustained roofline (ns, one direction) under which a pass counts as a
 // large GEMM on `target` in `target_mode`, else 0: a large GEMM on fp32
-// tensors (mlp::LargeGemmRooflineNs), or one in fp16/bf16 run in the
+// tensors (mlp::LargeGemmRooflineNs), or one in fp16/bf16 (a convolution
+// too) run in the
 // origin's mode on a target `model` has no measurements of for the family
 // in that mode, and not predicted through a trained sibling
 // (mlp::LargeTensorCoreGemmRooflineNs). Errors as those.

@@ -110,6 +110,8 @@ absl::StatusOr<ScalingConstants> ResolveScalingConstants(const DeviceSpec& devic
                      "op_latency_floor_ns, kernel_fixed_latency_ns) must not be negative"));
   }
   ScalingConstants c;
+  c.clock_mhz =
+      device.sustained_clock_mhz() > 0 ? device.sustained_clock_mhz() : device.boost_clock_mhz();
   if (device.streaming_bandwidth_gbps() > 0) {
     c.streaming_bandwidth_gbps = device.streaming_bandwidth_gbps();
   } else {
@@ -316,8 +318,7 @@ absl::StatusOr<KernelPrediction> ScaleKernel(const Kernel& kernel, const DeviceS
 
   const double memory = co.streaming_bandwidth_gbps / cd.streaming_bandwidth_gbps;
   const double compute = static_cast<double>(waves.target) / static_cast<double>(waves.origin) *
-                         static_cast<double>(origin.boost_clock_mhz()) /
-                         static_cast<double>(target.boost_clock_mhz());
+                         co.clock_mhz / cd.clock_mhz;
   const double work_d = work_o * std::pow(memory, gamma) * std::pow(compute, 1.0 - gamma);
   double t_d = static_cast<double>(cd.fixed_ns) + work_d;
   if (floor_d > t_d) {

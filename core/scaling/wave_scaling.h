@@ -75,6 +75,8 @@ struct ScalingConstants {
   // 0 for TimeBasis::kKernelDuration (a kernel's GPU time has no host floor).
   int64_t floor_ns = 0;
   bool floor_is_default = false;
+  // The SM clock under load: sustained_clock_mhz, else the boost clock.
+  double clock_mhz = 0;
 };
 
 // Defaults for GPUs without measured constants. Streaming bandwidth: the

@@ -260,6 +260,25 @@ TEST(ScaleKernelTest, ComputeShareIsWaveQuantized) {
   EXPECT_EQ(p->predicted_ns, 48937);
 }
 
+TEST(ScaleKernelTest, ComputeShareFollowsTheSustainedClock) {
+  // As above, with the target holding 1551 MHz under load (1.1x its
+  // boost): 1 + 99999 * (1/2) * 1380/1551 = 44487.98 -> 44488 ns. The
+  // paper's Eq. 2 keeps the boost clocks.
+  auto k = MakeKernel(700, 100000);
+  k.mutable_counters()->set_flop_fp32(1000000);
+  auto o = testing::V100();
+  auto d = testing::A100();
+  o.set_kernel_fixed_latency_ns(1);
+  d.set_kernel_fixed_latency_ns(1);
+  d.set_sustained_clock_mhz(1551);
+  auto p = ScaleKernel(k, o, d);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->predicted_ns, 44488);
+  auto paper = PaperWaveScaling(k, o, d);
+  ASSERT_TRUE(paper.ok()) << paper.status();
+  EXPECT_EQ(paper->predicted_ns, std::llround(0.5 * 100000 * 1380.0 / 1410.0));
+}
+
 TEST(ScaleKernelTest, GammaFromAchievedBandwidth) {
   // 640 blocks: one wave on both GPUs. work_o = 100000 ns; 40 MB at the
   // origin's 800 GB/s take 50000 ns, so half of the work is memory-bound:
