@@ -3,20 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace habitat {
 namespace {
-
-struct Activity {
-  Nanoseconds launch = 0;  // CPU time of the launch call
-  Nanoseconds start = 0;   // origin GPU start
-  Nanoseconds duration = 0;
-  Nanoseconds end = 0;  // origin GPU end
-  uint32_t stream = 0;
-};
 
 // Every time in the replay stays within +-kTimeLimit (about 146 years), so
 // that sums of a few of them cannot overflow; results that would go beyond
@@ -49,21 +45,124 @@ Nanoseconds ScaleTime(Nanoseconds t, double scale) {
 
 bool IsValidScale(double scale) { return scale >= 0.0 && scale <= kMaxScale; }  // NaN: false
 
+}  // namespace
+
+// One kernel or copy as recorded: what the scales do not change.
+struct Recorded {
+  Nanoseconds start = 0;  // origin GPU start
+  Nanoseconds end = 0;    // origin GPU end
+  Nanoseconds raw_launch = 0;
+  Nanoseconds raw_duration = 0;
+  uint32_t pass = 0;    // index into pass_scale
+  uint32_t stream = 0;  // dense index of its stream
+  // Fenwick positions over the sorted origin ends (see Replay): of its own
+  // end (lower bound + 1), and of the ends at or before its start (upper
+  // bound).
+  uint32_t end_rank = 0;
+  uint32_t ended_before_start = 0;
+};
+
+struct ReplayPlan {
+  std::vector<Recorded> activities;  // in trace order
+  // Indices ordered by (raw launch, origin start, trace order): the replay
+  // order whenever scaling the launches ties none of them.
+  std::vector<uint32_t> by_launch;
+  size_t streams = 0;
+  // The latest end of an operation's CPU time (origin times).
+  Nanoseconds last_op_cpu_end = std::numeric_limits<Nanoseconds>::min();
+};
+
+namespace {
+
 template <typename Record>
-void AddActivity(const Record& r, double scale, double host_scale, std::vector<Activity>* out) {
-  Activity a;
+void AddRecorded(const Record& r, uint32_t pass, absl::flat_hash_map<uint32_t, uint32_t>* streams,
+                 std::vector<Recorded>* out) {
+  Recorded a;
   a.start = Clamp(r.start_ns());
   a.end = Add(a.start, Clamp(r.duration_ns()));
   // Without a launch time, assume it was launched when it started.
-  a.launch = ScaleTime(r.has_launch_time() ? r.launch_ns() : r.start_ns(), host_scale);
-  a.duration = std::max<Nanoseconds>(0, ScaleTime(r.duration_ns(), scale));
-  a.stream = r.stream();
+  a.raw_launch = r.has_launch_time() ? r.launch_ns() : r.start_ns();
+  a.raw_duration = r.duration_ns();
+  a.pass = pass;
+  a.stream = streams->try_emplace(r.stream(), static_cast<uint32_t>(streams->size())).first->second;
   out->push_back(a);
 }
 
-void AddPass(const v1::Pass& pass, double scale, double host_scale, std::vector<Activity>* out) {
-  for (const auto& k : pass.kernels()) AddActivity(k, scale, host_scale, out);
-  for (const auto& m : pass.memory()) AddActivity(m, scale, host_scale, out);
+}  // namespace
+
+std::shared_ptr<const ReplayPlan> PlanReplay(const v1::Trace& trace) {
+  auto shared = std::make_shared<ReplayPlan>();
+  ReplayPlan& plan = *shared;
+  absl::flat_hash_map<uint32_t, uint32_t> streams;
+  auto add_pass = [&](const v1::Pass& pass, uint32_t index) {
+    for (const auto& k : pass.kernels()) AddRecorded(k, index, &streams, &plan.activities);
+    for (const auto& m : pass.memory()) AddRecorded(m, index, &streams, &plan.activities);
+  };
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    const v1::Operation& op = trace.operations(i);
+    add_pass(op.forward(), 2 * static_cast<uint32_t>(i));
+    add_pass(op.backward(), 2 * static_cast<uint32_t>(i) + 1);
+    plan.last_op_cpu_end =
+        std::max(plan.last_op_cpu_end, Add(Clamp(op.cpu_start_ns()), Clamp(op.cpu_duration_ns())));
+  }
+  const uint32_t unattributed = 2 * static_cast<uint32_t>(trace.operations_size());
+  for (const auto& k : trace.unattributed_kernels()) {
+    AddRecorded(k, unattributed, &streams, &plan.activities);
+  }
+  plan.streams = streams.size();
+  std::vector<Nanoseconds> origin_ends;
+  origin_ends.reserve(plan.activities.size());
+  for (const auto& a : plan.activities) origin_ends.push_back(a.end);
+  std::sort(origin_ends.begin(), origin_ends.end());
+  for (auto& a : plan.activities) {
+    a.end_rank = static_cast<uint32_t>(
+        std::lower_bound(origin_ends.begin(), origin_ends.end(), a.end) - origin_ends.begin() + 1);
+    a.ended_before_start = static_cast<uint32_t>(
+        std::upper_bound(origin_ends.begin(), origin_ends.end(), a.start) - origin_ends.begin());
+  }
+  plan.by_launch.resize(plan.activities.size());
+  for (uint32_t i = 0; i < plan.by_launch.size(); ++i) plan.by_launch[i] = i;
+  const auto& all = plan.activities;
+  std::sort(plan.by_launch.begin(), plan.by_launch.end(), [&all](uint32_t a, uint32_t b) {
+    return std::tie(all[a].raw_launch, all[a].start, a) <
+           std::tie(all[b].raw_launch, all[b].start, b);
+  });
+  return shared;
+}
+
+namespace {
+
+// One activity of a replay, scaled.
+struct Activity {
+  Nanoseconds launch = 0;  // CPU time of the launch call
+  Nanoseconds duration = 0;
+  const Recorded* recorded = nullptr;
+};
+
+// The activities scaled, in CPU order; ties (same launch) keep GPU order,
+// then trace order.
+std::vector<Activity> ScaledActivities(const ReplayPlan& plan,
+                                       const std::vector<double>& pass_scale, double host_scale) {
+  const std::vector<Recorded>& all = plan.activities;
+  std::vector<Nanoseconds> launch(all.size());
+  for (size_t i = 0; i < all.size(); ++i) launch[i] = ScaleTime(all[i].raw_launch, host_scale);
+  auto before = [&](uint32_t a, uint32_t b) {
+    return std::tie(launch[a], all[a].start, a) < std::tie(launch[b], all[b].start, b);
+  };
+  std::vector<uint32_t> order = plan.by_launch;
+  // Scaling keeps the launches' order but may round two to one time; then
+  // the origin start decides, and the plan's order may not hold.
+  bool in_order = true;
+  for (size_t i = 1; i < order.size() && in_order; ++i) in_order = before(order[i - 1], order[i]);
+  if (!in_order) std::sort(order.begin(), order.end(), before);
+  std::vector<Activity> out;
+  out.reserve(order.size());
+  for (uint32_t i : order) {
+    const Recorded& r = all[i];
+    out.push_back(Activity{
+        launch[i], std::max<Nanoseconds>(0, ScaleTime(r.raw_duration, pass_scale[r.pass])), &r});
+  }
+  return out;
 }
 
 Nanoseconds UnionLength(std::vector<std::pair<Nanoseconds, Nanoseconds>> spans) {
@@ -91,9 +190,10 @@ bool HasHostTimeline(const v1::Trace& trace) {
   return false;
 }
 
-absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
-                                             const std::vector<double>& pass_scale,
-                                             double host_scale) {
+namespace {
+
+absl::Status CheckScales(const v1::Trace& trace, const std::vector<double>& pass_scale,
+                         double host_scale) {
   const size_t passes = 2 * static_cast<size_t>(trace.operations_size()) + 1;
   if (pass_scale.size() != passes) {
     return absl::InvalidArgumentError("pass_scale must have one entry per pass");
@@ -111,19 +211,13 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   if (!HasHostTimeline(trace)) {
     return absl::FailedPreconditionError("the trace has no kernel launch times");
   }
-  std::vector<Activity> activities;
-  for (int i = 0; i < trace.operations_size(); ++i) {
-    AddPass(trace.operations(i).forward(), pass_scale[2 * i], host_scale, &activities);
-    AddPass(trace.operations(i).backward(), pass_scale[2 * i + 1], host_scale, &activities);
-  }
-  for (const auto& k : trace.unattributed_kernels()) {
-    AddActivity(k, pass_scale.back(), host_scale, &activities);
-  }
-  // CPU order; ties (same launch) keep GPU order.
-  std::stable_sort(activities.begin(), activities.end(), [](const Activity& a, const Activity& b) {
-    return a.launch != b.launch ? a.launch < b.launch : a.start < b.start;
-  });
+  return absl::OkStatus();
+}
 
+// ReplayIteration on `plan`, the trace's; the scales are checked.
+ReplayResult Replay(const v1::Trace& trace, const ReplayPlan& plan,
+                    const std::vector<double>& pass_scale, double host_scale) {
+  const std::vector<Activity> activities = ScaledActivities(plan, pass_scale, host_scale);
   // Happens-before across streams: work that ended on the origin before an
   // activity started (on another stream: cuDNN's multi-stream LSTMs, side
   // streams) is taken to be what it waited for (events), so on the target it
@@ -131,26 +225,16 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   // were serialised by events replay concurrently and the GPU-busy time
   // shrinks (GNMT: -28% replaying the origin itself). A Fenwick tree over the
   // origin end times holds the maximum replayed end per prefix.
-  std::vector<Nanoseconds> origin_ends;
-  origin_ends.reserve(activities.size());
-  for (const auto& a : activities) origin_ends.push_back(a.end);
-  std::sort(origin_ends.begin(), origin_ends.end());
-  std::vector<Nanoseconds> ended_before(origin_ends.size() + 1, 0);
-  auto record_end = [&](Nanoseconds origin_end, Nanoseconds target_end) {
-    size_t i =
-        static_cast<size_t>(std::lower_bound(origin_ends.begin(), origin_ends.end(), origin_end) -
-                            origin_ends.begin()) +
-        1;
+  std::vector<Nanoseconds> ended_before(activities.size() + 1, 0);
+  auto record_end = [&](size_t i, Nanoseconds target_end) {
     for (; i < ended_before.size(); i += i & (~i + 1)) {
       ended_before[i] = std::max(ended_before[i], target_end);
     }
   };
   // Latest replayed end of the work that ended on the origin at or before
-  // `origin_start` (and was launched earlier: later launches are not known).
-  auto latest_end_before = [&](Nanoseconds origin_start) {
-    size_t i =
-        static_cast<size_t>(std::upper_bound(origin_ends.begin(), origin_ends.end(), origin_start) -
-                            origin_ends.begin());
+  // the activity's origin start (and was launched earlier: later launches
+  // are not known).
+  auto latest_end_before = [&](size_t i) {
     Nanoseconds latest = 0;
     for (; i > 0; i -= i & (~i + 1)) latest = std::max(latest, ended_before[i]);
     return latest;
@@ -159,21 +243,22 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   Nanoseconds cpu_shift = 0;  // target CPU time minus origin CPU time
   Nanoseconds origin_gpu_done = 0, target_gpu_done = 0;
   Nanoseconds cpu_end = 0;
-  absl::flat_hash_map<uint32_t, Nanoseconds> stream_free;
+  std::vector<Nanoseconds> stream_free(plan.streams, 0);
   std::vector<std::pair<Nanoseconds, Nanoseconds>> spans;
   spans.reserve(activities.size());
   size_t next = 0;
   auto launch_until = [&](Nanoseconds cpu_time) {
     for (; next < activities.size() && activities[next].launch <= cpu_time; ++next) {
       const Activity& a = activities[next];
-      Nanoseconds& free = stream_free[a.stream];
+      const Recorded& r = *a.recorded;
+      Nanoseconds& free = stream_free[r.stream];
       const Nanoseconds start =
-          std::max({Add(a.launch, cpu_shift), free, latest_end_before(a.start)});
+          std::max({Add(a.launch, cpu_shift), free, latest_end_before(r.ended_before_start)});
       free = Add(start, a.duration);
-      record_end(a.end, free);
+      record_end(r.end_rank, free);
       spans.emplace_back(start, free);
       target_gpu_done = std::max(target_gpu_done, free);
-      origin_gpu_done = std::max(origin_gpu_done, a.end);
+      origin_gpu_done = std::max(origin_gpu_done, r.end);
       cpu_end = std::max(cpu_end, a.launch);
     }
   };
@@ -194,10 +279,10 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
     cpu_end = std::max(cpu_end, call_end);
   }
   launch_until(std::numeric_limits<Nanoseconds>::max());
-  // Host work after the last launch (Python, optimizer bookkeeping).
-  for (const auto& op : trace.operations()) {
-    cpu_end = std::max(
-        cpu_end, ScaleTime(Add(Clamp(op.cpu_start_ns()), Clamp(op.cpu_duration_ns())), host_scale));
+  // Host work after the last launch (Python, optimizer bookkeeping); scaling
+  // keeps the order of times, so the latest end scaled is the latest scaled.
+  if (trace.operations_size() > 0) {
+    cpu_end = std::max(cpu_end, ScaleTime(plan.last_op_cpu_end, host_scale));
   }
 
   ReplayResult result;
@@ -206,18 +291,34 @@ absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
   return result;
 }
 
+}  // namespace
+
+absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace,
+                                             const std::vector<double>& pass_scale,
+                                             double host_scale) {
+  HABITAT_RETURN_IF_ERROR(CheckScales(trace, pass_scale, host_scale));
+  return Replay(trace, *PlanReplay(trace), pass_scale, host_scale);
+}
+
+absl::StatusOr<ReplayResult> ReplayIteration(const v1::Trace& trace, const ReplayPlan& plan,
+                                             const std::vector<double>& pass_scale,
+                                             double host_scale) {
+  HABITAT_RETURN_IF_ERROR(CheckScales(trace, pass_scale, host_scale));
+  return Replay(trace, plan, pass_scale, host_scale);
+}
+
 absl::StatusOr<double> CalibrateHostScale(const v1::Trace& trace, Nanoseconds measured_wall_ns,
                                           const StopCondition* stop) {
   const std::vector<double> identity(2 * trace.operations_size() + 1, 1.0);
   double low = 0.05, high = 1.0;
   if (stop == nullptr) stop = &StopCondition::Never();
+  HABITAT_RETURN_IF_ERROR(CheckScales(trace, identity, high));
+  const std::shared_ptr<const ReplayPlan> plan = PlanReplay(trace);
   auto wall_at = [&](double scale) -> absl::StatusOr<Nanoseconds> {
     if (absl::Status go_on = stop->Check("calibrating the host timeline"); !go_on.ok()) {
       return go_on;
     }
-    auto replay = ReplayIteration(trace, identity, scale);
-    if (!replay.ok()) return replay.status();
-    return replay->wall_ns;
+    return Replay(trace, *plan, identity, scale).wall_ns;
   };
   auto at_high = wall_at(high);
   if (!at_high.ok()) return at_high.status();

@@ -10,6 +10,7 @@
 // to be as fast as the origin's.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,18 @@ struct ReplayResult {
 absl::StatusOr<ReplayResult> ReplayIteration(const habitat::v1::Trace& trace,
                                              const std::vector<double>& pass_scale,
                                              double host_scale = 1.0);
+
+// What every replay of one trace shares (its activities in launch order,
+// their streams, the order of their origin end times), worked out once: a
+// prediction replays its trace once per GPU (docs/benchmarks.md, cold
+// predictions).
+struct ReplayPlan;
+std::shared_ptr<const ReplayPlan> PlanReplay(const habitat::v1::Trace& trace);
+// The same as above, on `plan`, which PlanReplay made from `trace`.
+absl::StatusOr<ReplayResult> ReplayIteration(const habitat::v1::Trace& trace,
+                                             const ReplayPlan& plan,
+                                             const std::vector<double>& pass_scale,
+                                             double host_scale);
 
 // The host_scale at which replaying the origin (pass scales 1) gives
 // `measured_wall_ns`, the wall time measured without a profiler; clamped to

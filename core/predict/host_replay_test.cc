@@ -165,6 +165,39 @@ TEST(HostReplayLimitsTest, TimesNearTheInt64LimitsSaturate) {
   EXPECT_GE(replay->gpu_busy_ns, 0);
 }
 
+// Two launches 1 ns apart that a slow-host scale rounds to one time: the
+// one that started first on the origin is replayed first (the order a
+// stable sort by launch, then start, gives), whatever order the raw
+// launches had, so the second waits for the first it followed there.
+TEST(HostReplayOrderTest, LaunchesRoundedToOneTimeKeepTheirGpuOrder) {
+  v1::Trace trace;
+  auto add = [&trace](int64_t launch, int64_t start, uint32_t stream) {
+    v1::Kernel* kernel = trace.add_operations()->mutable_forward()->add_kernels();
+    kernel->set_launch_ns(launch);
+    kernel->set_has_launch_time(true);
+    kernel->set_start_ns(start);
+    kernel->set_duration_ns(100);
+    kernel->set_stream(stream);
+  };
+  add(101, 1000, 1);  // launched second, started first
+  add(100, 2000, 2);  // on another stream, after the first had ended
+  const std::vector<double> scales = Uniform(trace, 1.0);
+  for (const double host_scale : {1.0, 0.001}) {
+    auto plain = ReplayIteration(trace, scales, host_scale);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    auto planned = ReplayIteration(trace, *PlanReplay(trace), scales, host_scale);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    EXPECT_EQ(planned->wall_ns, plain->wall_ns) << host_scale;
+    EXPECT_EQ(planned->gpu_busy_ns, plain->gpu_busy_ns) << host_scale;
+  }
+  // At 0.001 both launch at 0: the first kernel runs 0-100 and the second,
+  // which waited for it on the origin, 100-200.
+  auto slow_host = ReplayIteration(trace, scales, 0.001);
+  ASSERT_TRUE(slow_host.ok()) << slow_host.status();
+  EXPECT_EQ(slow_host->gpu_busy_ns, 200);
+  EXPECT_EQ(slow_host->wall_ns, 200);
+}
+
 TEST_F(HostReplayTest, PredictionsCarryWallTimeAndTheHostBoundFlag) {
   auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
   ASSERT_TRUE(devices.ok()) << devices.status();

@@ -131,6 +131,23 @@ std::string PassName(const Operation& op) {
   return op.backward().recorded_name();
 }
 
+// What PredictOperation reads from an operation whatever the target GPU:
+// worked out once per trace, not once per GPU (docs/benchmarks.md, cold
+// predictions).
+struct OperationFacts {
+  bool varying = false;
+  // EstimatePassDramBytes of the forward [0] and backward [1] pass.
+  std::optional<uint64_t> dram_bytes[2];
+};
+
+OperationFacts FactsOf(const Operation& op) {
+  OperationFacts facts;
+  facts.varying = IsKernelVaryingOperation(op);
+  facts.dram_bytes[0] = EstimatePassDramBytes(op, false);
+  facts.dram_bytes[1] = EstimatePassDramBytes(op, true);
+  return facts;
+}
+
 // What the device-level warnings need to know about a kernel-varying op
 // beyond its OperationPrediction.
 struct VaryingNotes {
@@ -158,9 +175,9 @@ struct VaryingNotes {
 // and, where the op has a signature, kept at or above the target's floor so
 // that no prediction beats the target's peak FLOPS or bandwidth.
 void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32_t index,
-                             const DeviceSpec& origin, const DeviceSpec& target,
-                             const VaryingPassTable& table, OperationPrediction* out,
-                             VaryingNotes* notes) {
+                             const OperationFacts& facts, const DeviceSpec& origin,
+                             const DeviceSpec& target, const VaryingPassTable& table,
+                             OperationPrediction* out, VaryingNotes* notes) {
   int from_model = 0;
   bool all_trained = true;
   bool at_limit = false;
@@ -196,7 +213,7 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
       // ops: without a byte estimate every kernel would count as
       // memory-bound and move by the bandwidth ratio alone.
       predicted = ScalePass(backward ? op.backward() : op.forward(), origin, target,
-                            EstimatePassDramBytes(op, backward))
+                            facts.dram_bytes[backward ? 1 : 0])
                       .predicted_ns;
       pass_error = kKernelVaryingWaveScaledErrorPercent;
       if (auto limit = VaryingPassLimitFor(trace, op, backward, origin, target)) {
@@ -241,9 +258,9 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
 // settings). `notes` receives what the device warnings need about
 // kernel-varying ops.
 OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op, uint32_t index,
-                                     const DeviceSpec& origin, const DeviceSpec& target,
-                                     bool is_origin, const VaryingPassTable* varying_table,
-                                     VaryingNotes* notes) {
+                                     const OperationFacts& facts, const DeviceSpec& origin,
+                                     const DeviceSpec& target, bool is_origin,
+                                     const VaryingPassTable* varying_table, VaryingNotes* notes) {
   OperationPrediction out;
   out.set_index(index);
   out.set_name(PassName(op));
@@ -255,7 +272,7 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
     out.set_predicted_backward_ns(out.origin_backward_ns());
     return out;
   }
-  const bool varying = IsKernelVaryingOperation(op);
+  const bool varying = facts.varying;
   // Kernel-varying means "runs other kernels on another architecture". A GPU
   // that differs only in memory runs the same GEMM/convolution kernels on the
   // same SMs at the same clock: their work does not change (gamma 0), only
@@ -263,7 +280,7 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
   // this beats the model trained across architectures (see docs/accuracy.md).
   const bool same_kernels = varying && SameComputeUnits(origin, target);
   if (varying && varying_table != nullptr && !same_kernels) {
-    PredictVaryingOperation(trace, op, index, origin, target, *varying_table, &out, notes);
+    PredictVaryingOperation(trace, op, index, facts, origin, target, *varying_table, &out, notes);
     return out;
   }
   if (varying && !same_kernels) {
@@ -289,9 +306,9 @@ OperationPrediction PredictOperation(const v1::Trace& trace, const Operation& op
       backward = ScalePass(op.backward(), origin, target, std::nullopt, compute_bound);
     }
   } else {
-    forward = ScalePass(op.forward(), origin, target, EstimatePassDramBytes(op, false));
+    forward = ScalePass(op.forward(), origin, target, facts.dram_bytes[0]);
     if (op.has_backward()) {
-      backward = ScalePass(op.backward(), origin, target, EstimatePassDramBytes(op, true));
+      backward = ScalePass(op.backward(), origin, target, facts.dram_bytes[1]);
     }
   }
   out.set_predicted_forward_ns(forward.predicted_ns);
@@ -363,9 +380,10 @@ double Ratio(Nanoseconds predicted, Nanoseconds origin) {
 
 // Host model: replays the iteration with the predicted per-pass ratios on a
 // host of the calibrated speed.
-void PredictWallTime(const v1::Trace& trace, const std::vector<double>& pass_scale,
-                     double host_scale, DevicePrediction* prediction) {
-  auto target = ReplayIteration(trace, pass_scale, host_scale);
+void PredictWallTime(const v1::Trace& trace, const ReplayPlan& plan,
+                     const std::vector<double>& pass_scale, double host_scale,
+                     DevicePrediction* prediction) {
+  auto target = ReplayIteration(trace, plan, pass_scale, host_scale);
   if (!target.ok()) return;
   prediction->set_wall_ns(target->wall_ns);
   prediction->set_gpu_busy_ns(target->gpu_busy_ns);
@@ -405,11 +423,27 @@ absl::StatusOr<std::optional<double>> HostScaleFor(const v1::Trace& trace,
 
 std::optional<double> HostScaleFor(const v1::Trace& trace) { return *HostScaleFor(trace, nullptr); }
 
-absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const DeviceSpec& origin,
-                                                 const DeviceSpec& target,
-                                                 std::optional<double> host_scale,
-                                                 const VaryingPassTable* varying,
-                                                 const StopCondition* stop) {
+namespace {
+
+// What predicting a trace on any GPU reads from it, worked out once.
+struct TraceFacts {
+  std::vector<OperationFacts> operations;  // one per operation
+  std::shared_ptr<const ReplayPlan> replay;
+};
+
+TraceFacts FactsOf(const v1::Trace& trace) {
+  TraceFacts facts;
+  facts.operations.reserve(static_cast<size_t>(trace.operations_size()));
+  for (const Operation& op : trace.operations()) facts.operations.push_back(FactsOf(op));
+  facts.replay = PlanReplay(trace);
+  return facts;
+}
+
+// PredictOnDevice with `facts` = FactsOf(trace).
+absl::StatusOr<DevicePrediction> PredictOnDeviceWith(
+    const v1::Trace& trace, const TraceFacts& facts, const DeviceSpec& origin,
+    const DeviceSpec& target, std::optional<double> host_scale, const VaryingPassTable* varying,
+    const StopCondition* stop) {
   if (stop == nullptr) stop = &StopCondition::Never();
   DevicePrediction prediction;
   prediction.set_device_id(target.id());
@@ -440,8 +474,9 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
       HABITAT_RETURN_IF_ERROR(stop->Check("predicting ", target.id()));
     }
     VaryingNotes notes;
-    OperationPrediction op = PredictOperation(trace, trace.operations(i), static_cast<uint32_t>(i),
-                                              origin, target, is_origin, varying, &notes);
+    OperationPrediction op =
+        PredictOperation(trace, trace.operations(i), static_cast<uint32_t>(i), facts.operations[i],
+                         origin, target, is_origin, varying, &notes);
     const Nanoseconds origin_ns = op.origin_forward_ns() + op.origin_backward_ns();
     origin_total = SaturatingAdd(origin_total, origin_ns);
     total =
@@ -481,8 +516,8 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
     *loose.mutable_forward()->mutable_kernels() = trace.unattributed_kernels();
     VaryingNotes notes;
     OperationPrediction op = PredictOperation(
-        trace, loose, static_cast<uint32_t>(trace.operations_size()), origin, target, is_origin,
-        /*varying_table=*/nullptr, &notes);
+        trace, loose, static_cast<uint32_t>(trace.operations_size()), FactsOf(loose), origin,
+        target, is_origin, /*varying_table=*/nullptr, &notes);
     for (const auto& kernel : trace.unattributed_kernels()) {
       op.set_origin_forward_ns(op.origin_forward_ns() + kernel.duration_ns());
     }
@@ -497,7 +532,9 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
   prediction.set_expected_error_percent(IterationExpectedErrorPercent(prediction));
   HABITAT_RETURN_IF_ERROR(stop->Check("replaying the host timeline for ", target.id()));
   if (!host_scale.has_value()) host_scale = HostScaleFor(trace);
-  if (host_scale.has_value()) PredictWallTime(trace, pass_scale, *host_scale, &prediction);
+  if (host_scale.has_value()) {
+    PredictWallTime(trace, *facts.replay, pass_scale, *host_scale, &prediction);
+  }
   SetWallTime(&prediction);
   if (unscaled_ops > 0 && origin_total > 0) {
     prediction.add_warnings(absl::StrFormat(
@@ -595,6 +632,16 @@ absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const D
         absl::StrCat(target.id(), " is a test-only device entry, not a product"));
   }
   return prediction;
+}
+
+}  // namespace
+
+absl::StatusOr<DevicePrediction> PredictOnDevice(const v1::Trace& trace, const DeviceSpec& origin,
+                                                 const DeviceSpec& target,
+                                                 std::optional<double> host_scale,
+                                                 const VaryingPassTable* varying,
+                                                 const StopCondition* stop) {
+  return PredictOnDeviceWith(trace, FactsOf(trace), origin, target, host_scale, varying, stop);
 }
 
 void PriceAndRank(const v1::PriceCatalog* catalog, v1::PriceKind kind,
@@ -909,6 +956,36 @@ absl::Status CheckNamedParallel(const PredictionQuery& query,
   return absl::OkStatus();
 }
 
+// Takes predicting `trace` on `gpus` GPUs from `work_left`;
+// RESOURCE_EXHAUSTED when that is more than is left of `max_work` (0: no
+// limit).
+absl::Status TakeWork(const v1::Trace& trace, size_t gpus, int64_t max_work, int64_t* work_left) {
+  if (max_work <= 0 || gpus == 0) return absl::OkStatus();
+  const int64_t work = PredictionWorkPerDevice(trace) * static_cast<int64_t>(gpus);
+  if (work > *work_left) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "predicting this trace on ", gpus, " more GPUs is ", work,
+        " units of work (trace entries x GPUs), above what is left of this server's limit of ",
+        max_work, " (--max_predict_work): ask for fewer GPUs (devices) or send a smaller trace"));
+  }
+  *work_left -= work;
+  return absl::OkStatus();
+}
+
+// Each target's same-chip GPUs (VaryingPredictor::PredictTrace).
+std::vector<std::vector<const DeviceSpec*>> Siblings(
+    const DeviceDatabase& devices, const std::vector<const DeviceSpec*>& targets) {
+  std::vector<std::vector<const DeviceSpec*>> siblings(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    for (const DeviceSpec& spec : devices.devices()) {
+      if (spec.id() != targets[i]->id() && !spec.test_only() && SameChip(spec, *targets[i])) {
+        siblings[i].push_back(&spec);
+      }
+    }
+  }
+  return siblings;
+}
+
 void AddUnique(std::string warning, std::vector<std::string>* warnings) {
   if (std::find(warnings->begin(), warnings->end(), warning) == warnings->end()) {
     warnings->push_back(std::move(warning));
@@ -942,33 +1019,17 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
     if (cache_ != nullptr) cached[t] = cache_->Lookup(cache_key, targets[t]->id());
     if (!Answers(cached[t], keep_breakdown)) missed.push_back(targets[t]);
   }
-  if (query.max_work > 0 && !missed.empty()) {
-    const int64_t work = PredictionWorkPerDevice(trace) * static_cast<int64_t>(missed.size());
-    if (work > *work_left) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "predicting this trace on ", missed.size(), " more GPUs is ", work,
-          " units of work (trace entries x GPUs), above what is left of this server's limit of ",
-          query.max_work,
-          " (--max_predict_work): ask for fewer GPUs (devices) or send a smaller trace"));
-    }
-    *work_left -= work;
-  }
+  HABITAT_RETURN_IF_ERROR(TakeWork(trace, missed.size(), query.max_work, work_left));
   // Kernel-varying ops of every missed target in one batched model pass.
   std::vector<VaryingPassTable> varying_tables;
   if (varying_ != nullptr && !missed.empty()) {
-    std::vector<std::vector<const DeviceSpec*>> siblings(missed.size());
-    for (size_t i = 0; i < missed.size(); ++i) {
-      for (const DeviceSpec& spec : devices_->devices()) {
-        if (spec.id() != missed[i]->id() && !spec.test_only() && SameChip(spec, *missed[i])) {
-          siblings[i].push_back(&spec);
-        }
-      }
-    }
+    const auto siblings = Siblings(*devices_, missed);
     HABITAT_ASSIGN_OR_RETURN(varying_tables,
                              varying_->PredictTrace(trace, origin, missed, query.stop, &siblings));
   }
   BatchPredictions out;
   out.predictions.reserve(targets.size());
+  const TraceFacts facts = missed.empty() ? TraceFacts() : FactsOf(trace);
   size_t miss_index = 0;
   stats->operations_by_device.reserve(stats->operations_by_device.size() + missed.size());
   for (size_t t = 0; t < targets.size(); ++t) {
@@ -988,7 +1049,7 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
       ++miss_index;
       HABITAT_ASSIGN_OR_RETURN(
           DevicePrediction fresh,
-          PredictOnDevice(trace, origin, *target, **host_scale, table, query.stop));
+          PredictOnDeviceWith(trace, facts, origin, *target, **host_scale, table, query.stop));
       if (scaled.has_value()) MarkBatchScaled(*scaled, &fresh);
       PredictionStats::DeviceOperations& by_device = stats->operations_by_device.emplace_back();
       by_device.device_id = target->id();
