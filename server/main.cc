@@ -15,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/program_flags.h"
 #include "common/resource_dirs.h"
@@ -241,9 +242,14 @@ int main(int argc, char** argv) {
                                 "Predicts DNN training iteration time on other GPUs.\n"
                                 "  habitat-server [--address=HOST:PORT] [--store=...] [flags]");
   absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil checks every mutex acquisition for lock-order cycles, a
+  // debugging aid that took 3 % of the server's CPU on the warm path
+  // (docs/benchmarks.md, "Warm path"); tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Block the handled signals in every thread; the main thread waits for
-  // them below: SIGHUP reloads the token file, the others drain and stop.
+  // them below: SIGHUP reloads the catalogs and the token file, the others
+  // drain and stop.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -367,6 +373,13 @@ int main(int argc, char** argv) {
   while (true) {
     sigwait(&signals, &received);
     if (received != SIGHUP) break;
+    const absl::Status catalogs = (*server)->ReloadCatalogs();
+    if (catalogs.ok()) {
+      std::fprintf(stderr, "habitat-server: SIGHUP: reloaded the price catalogs\n");
+    } else {
+      std::fprintf(stderr, "habitat-server: SIGHUP: catalogs not reloaded, the old ones stay: %s\n",
+                   std::string(catalogs.message()).c_str());
+    }
     auto tokens = (*server)->ReloadTokens();
     if (tokens.ok()) {
       std::fprintf(stderr, "habitat-server: SIGHUP: reloaded %zu tokens from %s\n", *tokens,

@@ -493,6 +493,8 @@ absl::StatusOr<size_t> PredictionServer::ReloadTokens() {
   return loaded;
 }
 
+absl::Status PredictionServer::ReloadCatalogs() { return impl_->backend->ReloadCatalogs(); }
+
 void PredictionServer::Shutdown(absl::Duration grace) {
   if (impl_->shut_down) return;
   impl_->shut_down = true;

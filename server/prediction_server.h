@@ -117,6 +117,9 @@ class PredictionServer {
   // and the status says why; FAILED_PRECONDITION when auth is off. Returns
   // the number of tokens now loaded.
   absl::StatusOr<size_t> ReloadTokens();
+  // Re-reads the price catalogs (SIGHUP); on error the old ones stay in
+  // force and the status says why.
+  absl::Status ReloadCatalogs();
 
   // Stops accepting RPCs, marks health NOT_SERVING and waits up to `grace`
   // for in-flight RPCs before cancelling them.

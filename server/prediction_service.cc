@@ -3,6 +3,8 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +31,7 @@ std::string BoundedMessage(absl::string_view message) {
 // The backend reports errors as statuses; this is the last line of defence
 // so that nothing a request does can take the server down.
 template <typename Fn>
-absl::Status Guarded(Fn&& fn) {
+auto Guarded(Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::exception& e) {
@@ -59,6 +61,17 @@ absl::Status SerializeResponse(const Message& message, grpc::ByteBuffer* bytes) 
         absl::StrCat("cannot serialise the response: ", status.error_message()));
   }
   return absl::OkStatus();
+}
+
+// `answer`'s bytes as the response, without copying them: the slice holds
+// a reference to the cached string until gRPC has sent it.
+void SetAnswer(std::shared_ptr<const std::string> answer, grpc::ByteBuffer* bytes) {
+  auto* held = new std::shared_ptr<const std::string>(std::move(answer));
+  grpc::Slice slice(
+      const_cast<char*>((*held)->data()), (*held)->size(),
+      [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); }, held);
+  grpc::ByteBuffer buffer(&slice, 1);
+  bytes->Swap(&buffer);
 }
 
 absl::Time ClientDeadline(const grpc::CallbackServerContext& context) {
@@ -140,13 +153,19 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::Finish(grpc::CallbackServerCont
 }
 
 grpc::ServerUnaryReactor* PredictionServiceImpl::AdmitAndQueue(
-    grpc::CallbackServerContext* context, Rpc rpc,
+    grpc::CallbackServerContext* context, Rpc rpc, AnswerHere answer_here,
     absl::AnyInvocable<absl::Status(const RequestContext&) &&> compute) {
   const absl::Time started = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto slot = std::make_unique<Slot>(&in_flight_, limits_.max_concurrent_rpcs, metrics_);
   auto admitted = Admit(context, started, *slot);
   if (!admitted.ok()) return Finish(context, reactor, rpc, started, admitted.status());
+  std::optional<absl::Status> answered =
+      Guarded([&]() -> std::optional<absl::Status> { return answer_here(*admitted); });
+  if (answered.has_value()) {
+    slot.reset();
+    return Finish(context, reactor, rpc, started, *answered);
+  }
   metrics_->AddQueued(1);
   work_->Submit([this, context, reactor, rpc, started, slot = std::move(slot),
                  request_context = *std::move(admitted), compute = std::move(compute)]() mutable {
@@ -164,15 +183,31 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::AdmitAndQueue(
 grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
+  auto parsed = std::make_shared<v1::PredictRequest>();
+  // A request answered before is answered here, on gRPC's thread, where the
+  // store answers locally: a lookup costs less than the hop to a work
+  // thread and back (docs/benchmarks.md, "Warm path"). The call still took
+  // a slot, so admission sheds as before.
+  auto answer_here = [this, request, response,
+                      parsed](const RequestContext& admitted) -> std::optional<absl::Status> {
+    // Garbage is refused here too; the queued work then has the request.
+    absl::Status parse = ParseRequest(*request, parsed.get());
+    if (!parse.ok()) return parse;
+    CachedAnswer answer = backend_->LookUpAnswer(*parsed, admitted);
+    if (answer.bytes == nullptr) return std::nullopt;
+    metrics_->RecordCache(answer.predictions, 0, backend_->cache().bytes());
+    SetAnswer(std::move(answer.bytes), response);
+    return absl::OkStatus();
+  };
   return AdmitAndQueue(
-      context, Rpc::kPredict, [this, request, response](const RequestContext& admitted) {
+      context, Rpc::kPredict, answer_here,
+      [this, response, parsed](const RequestContext& admitted) {
         PredictionStats stats;
         absl::Status status = [&]() -> absl::Status {
-          v1::PredictRequest parsed;
-          HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
-          HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse result,
-                                   backend_->Predict(parsed, admitted, &stats));
-          return SerializeResponse(result, response);
+          HABITAT_ASSIGN_OR_RETURN(CachedAnswer answer,
+                                   backend_->PredictSerialized(*parsed, admitted, &stats));
+          SetAnswer(std::move(answer.bytes), response);
+          return absl::OkStatus();
         }();
         metrics_->RecordCache(stats.cache_hits, stats.cache_misses, backend_->cache().bytes());
         for (const auto& device : stats.operations_by_device) {
@@ -186,7 +221,8 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::UploadTrace(grpc::CallbackServe
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
   return AdmitAndQueue(
-      context, Rpc::kUploadTrace, [this, request, response](const RequestContext& admitted) {
+      context, Rpc::kUploadTrace, [](const RequestContext&) { return std::nullopt; },
+      [this, request, response](const RequestContext& admitted) {
         v1::UploadTraceRequest parsed;
         HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
         HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse result,

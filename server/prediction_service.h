@@ -12,8 +12,10 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "core/backend/prediction_backend.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
@@ -82,10 +84,14 @@ class PredictionServiceImpl final : public PredictionServiceBase {
   grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
                                    grpc::ServerUnaryReactor* reactor, Rpc rpc, absl::Time started,
                                    const absl::Status& status);
-  // Admits the call here, on gRPC's thread, then runs `compute` (the
+  // The call's status when it can be answered at once, without computing
+  // (a cached answer); nullopt to queue it.
+  using AnswerHere = absl::FunctionRef<std::optional<absl::Status>(const RequestContext&)>;
+  // Admits the call here, on gRPC's thread, and answers it with
+  // `answer_here` when that can; else runs `compute` (the
   // call's status) on the work queue, holding its slot until it finishes.
   grpc::ServerUnaryReactor* AdmitAndQueue(
-      grpc::CallbackServerContext* context, Rpc rpc,
+      grpc::CallbackServerContext* context, Rpc rpc, AnswerHere answer_here,
       absl::AnyInvocable<absl::Status(const RequestContext&) &&> compute);
 
   PredictionBackend* backend_;

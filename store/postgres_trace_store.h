@@ -39,6 +39,7 @@ class PostgresTraceStore : public TraceStore {
   absl::StatusOr<size_t> DeleteOlderThan(absl::Time cutoff) override;
   // "postgres:host=... port=... dbname=... user=...", without a password.
   std::string Describe() const override { return "postgres:" + target_; }
+  bool AnswersLocally() const override { return false; }
   // The host, port, database and user a connection string names (never
   // its password); INVALID_ARGUMENT if it does not parse.
   static absl::StatusOr<std::string> DescribeTarget(const std::string& conninfo);

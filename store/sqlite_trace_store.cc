@@ -199,17 +199,34 @@ absl::Status CreateSchema(sqlite3* db, const std::string& path) {
 // A borrowed connection, returned to the pool on destruction.
 class SqliteTraceStore::Lease {
  public:
-  Lease(SqliteTraceStore* store, sqlite3* db) : store_(store), db_(db) {}
-  Lease(Lease&& other) noexcept : store_(other.store_), db_(std::exchange(other.db_, nullptr)) {}
+  Lease(SqliteTraceStore* store, Connection connection) : store_(store), connection_(connection) {}
+  Lease(Lease&& other) noexcept
+      : store_(other.store_), connection_(std::exchange(other.connection_, Connection{})) {}
   Lease& operator=(Lease&&) = delete;
   ~Lease() {
-    if (db_ != nullptr) store_->Return(db_);
+    if (connection_.db != nullptr) store_->Return(connection_);
   }
-  sqlite3* db() const { return db_; }
+  sqlite3* db() const { return connection_.db; }
+
+  // The connection's statement that looks a trace up, prepared once: a
+  // repeated Predict by id runs it on every call, and preparing it cost
+  // more than running it (docs/benchmarks.md, "Warm path"). Reset and
+  // unbound on each use.
+  absl::StatusOr<sqlite3_stmt*> ExistsStatement(const std::string& path) {
+    if (connection_.exists == nullptr) {
+      const int rc = sqlite3_prepare_v3(
+          connection_.db, "SELECT 1 FROM habitat_traces WHERE tenant = ?1 AND id = ?2", -1,
+          SQLITE_PREPARE_PERSISTENT, &connection_.exists, nullptr);
+      if (rc != SQLITE_OK) return SqliteError(path, "look a trace up", connection_.db, rc);
+    }
+    sqlite3_reset(connection_.exists);
+    sqlite3_clear_bindings(connection_.exists);
+    return connection_.exists;
+  }
 
  private:
   SqliteTraceStore* store_;
-  sqlite3* db_;
+  Connection connection_;
 };
 
 SqliteTraceStore::SqliteTraceStore(std::string path, TraceStoreOptions options)
@@ -220,7 +237,10 @@ SqliteTraceStore::SqliteTraceStore(std::string path, TraceStoreOptions options)
 
 SqliteTraceStore::~SqliteTraceStore() {
   absl::MutexLock lock(&pool_mutex_);
-  for (sqlite3* db : idle_) sqlite3_close_v2(db);
+  for (const Connection& connection : idle_) {
+    sqlite3_finalize(connection.exists);
+    sqlite3_close_v2(connection.db);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<SqliteTraceStore>> SqliteTraceStore::Open(
@@ -277,10 +297,10 @@ absl::StatusOr<sqlite3*> SqliteTraceStore::Connect() {
 absl::StatusOr<SqliteTraceStore::Lease> SqliteTraceStore::Borrow() {
   pool_mutex_.LockWhen(absl::Condition(this, &SqliteTraceStore::CanBorrow));
   if (!idle_.empty()) {
-    sqlite3* db = idle_.back();
+    const Connection connection = idle_.back();
     idle_.pop_back();
     pool_mutex_.Unlock();
-    return Lease(this, db);
+    return Lease(this, connection);
   }
   ++open_connections_;  // reserved while connecting, outside the lock
   pool_mutex_.Unlock();
@@ -290,16 +310,16 @@ absl::StatusOr<SqliteTraceStore::Lease> SqliteTraceStore::Borrow() {
     --open_connections_;
     return db.status();
   }
-  return Lease(this, *db);
+  return Lease(this, Connection{*db, nullptr});
 }
 
 bool SqliteTraceStore::CanBorrow() const {
   return !idle_.empty() || open_connections_ < kMaxConnections;
 }
 
-void SqliteTraceStore::Return(sqlite3* db) {
+void SqliteTraceStore::Return(Connection connection) {
   absl::MutexLock lock(&pool_mutex_);
-  idle_.push_back(db);
+  idle_.push_back(connection);
 }
 
 absl::StatusOr<StoredTrace> SqliteTraceStore::Put(const std::string& tenant,
@@ -356,13 +376,13 @@ absl::StatusOr<std::shared_ptr<const v1::Trace>> SqliteTraceStore::Get(const std
   HABITAT_ASSIGN_OR_RETURN(Lease lease, Borrow());
   if (auto cached = cache_.Find(key)) {
     // Retention may have deleted it since: check the row is still there.
-    Statement exists(lease.db(), path_, "look a trace up");
-    HABITAT_RETURN_IF_ERROR(
-        exists.Prepare("SELECT 1 FROM habitat_traces WHERE tenant = ?1 AND id = ?2"));
-    exists.BindText(1, tenant);
-    exists.BindText(2, id);
-    HABITAT_ASSIGN_OR_RETURN(bool found, exists.Step());
-    if (!found) return TraceNotFoundError(id);
+    HABITAT_ASSIGN_OR_RETURN(sqlite3_stmt * exists, lease.ExistsStatement(path_));
+    sqlite3_bind_text(exists, 1, tenant.data(), static_cast<int>(tenant.size()), SQLITE_STATIC);
+    sqlite3_bind_text(exists, 2, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
+    const int rc = sqlite3_step(exists);
+    sqlite3_reset(exists);  // ends the read transaction
+    if (rc == SQLITE_DONE) return TraceNotFoundError(id);
+    if (rc != SQLITE_ROW) return SqliteError(path_, "look a trace up", lease.db(), rc);
     return cached;
   }
   Statement select(lease.db(), path_, "read a trace");

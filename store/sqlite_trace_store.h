@@ -23,6 +23,7 @@
 #include "store/trace_codec.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace habitat {
 
@@ -47,11 +48,16 @@ class SqliteTraceStore : public TraceStore {
 
  private:
   class Lease;
+  // A pooled connection and its statements prepared once (null until used).
+  struct Connection {
+    sqlite3* db = nullptr;
+    sqlite3_stmt* exists = nullptr;
+  };
   SqliteTraceStore(std::string path, TraceStoreOptions options);
 
   // A connection for one call: an idle one, a new one, or the next freed.
   absl::StatusOr<Lease> Borrow();
-  void Return(sqlite3* db);
+  void Return(Connection connection);
   bool CanBorrow() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool_mutex_);
   // Opens one more connection in WAL mode with synchronous=FULL.
   absl::StatusOr<sqlite3*> Connect();
@@ -62,7 +68,7 @@ class SqliteTraceStore : public TraceStore {
   const std::string path_;
   const TraceStoreOptions options_;
   absl::Mutex pool_mutex_;
-  std::vector<sqlite3*> idle_ ABSL_GUARDED_BY(pool_mutex_);
+  std::vector<Connection> idle_ ABSL_GUARDED_BY(pool_mutex_);
   int open_connections_ ABSL_GUARDED_BY(pool_mutex_) = 0;
   TraceCache cache_;
   CachedCount count_;

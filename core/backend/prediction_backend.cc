@@ -65,24 +65,50 @@ absl::StatusOr<std::unique_ptr<PredictionBackend>> PredictionBackend::Create(
     }
     varying = std::move(*loaded);
   }
+  auto snapshot = std::make_shared<CatalogSnapshot>(
+      CatalogSnapshot{std::move(catalogs), std::move(default_catalog), 0});
   std::unique_ptr<PredictionBackend> backend(new PredictionBackend(
-      options, std::move(devices), std::move(catalogs), std::move(store), std::move(varying)));
-  backend->default_catalog_ = std::move(default_catalog);
+      options, std::move(devices), std::move(snapshot), std::move(store), std::move(varying)));
   backend->stored_traces();  // the first count, for the metric
   return backend;
 }
 
 PredictionBackend::PredictionBackend(const BackendOptions& options, DeviceDatabase devices,
-                                     CatalogSet catalogs, std::unique_ptr<TraceStore> store,
+                                     std::shared_ptr<const CatalogSnapshot> catalogs,
+                                     std::unique_ptr<TraceStore> store,
                                      std::shared_ptr<const VaryingPredictor> varying)
     : limits_(options.trace_limits),
       max_predict_work_(options.max_predict_work),
+      data_dir_(options.data_dir),
+      configured_default_catalog_(options.default_catalog),
       devices_(std::move(devices)),
       catalogs_(std::move(catalogs)),
       store_(std::move(store)),
-      cache_(std::make_shared<PredictionCache>(options.cache_entries, options.cache_bytes)),
+      cache_(std::make_shared<PredictionCache>(options.cache_entries,
+                                               options.cache_bytes - options.cache_bytes / 4)),
+      answers_(options.cache_entries, options.cache_bytes / 4),
       varying_(std::move(varying)),
       engine_(&devices_, cache_, varying_) {}
+
+std::shared_ptr<const PredictionBackend::CatalogSnapshot> PredictionBackend::Catalogs() const {
+  absl::MutexLock lock(&catalogs_mutex_);
+  return catalogs_;
+}
+
+absl::Status PredictionBackend::ReloadCatalogs() {
+  HABITAT_ASSIGN_OR_RETURN(CatalogSet catalogs,
+                           CatalogSet::LoadFromDirectory(data_dir_ + "/catalogs", devices_));
+  HABITAT_ASSIGN_OR_RETURN(std::string default_catalog,
+                           DefaultCatalog(configured_default_catalog_, catalogs));
+  {
+    absl::MutexLock lock(&catalogs_mutex_);
+    catalogs_ = std::make_shared<CatalogSnapshot>(CatalogSnapshot{
+        std::move(catalogs), std::move(default_catalog), catalogs_->generation + 1});
+  }
+  // The new generation already misses every old answer; this frees them.
+  answers_.Clear();
+  return absl::OkStatus();
+}
 
 size_t PredictionBackend::stored_traces() {
   auto count = store_->Count();
@@ -126,6 +152,65 @@ absl::Status ReadParallel(const v1::PredictRequest& request, PredictionQuery* qu
 absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::PredictRequest& request,
                                                                const RequestContext& context,
                                                                PredictionStats* stats) {
+  return PredictWith(request, context, *Catalogs(), stats);
+}
+
+std::string PredictionBackend::AnswerKey(const v1::PredictRequest& request,
+                                         const RequestContext& context,
+                                         const CatalogSnapshot& catalogs) const {
+  if (!answers_.enabled() || request.trace_source_case() != v1::PredictRequest::kTraceId) {
+    return std::string();
+  }
+  // The trace id names the trace's content and the request's own bytes the
+  // rest of the question (PredictRequest has no map fields, so equal
+  // requests serialise alike; requests that only differ in encoding merely
+  // miss). The tenant keeps namespaces apart ('\n' is in no tenant name).
+  std::string key = absl::StrCat(context.tenant, "\n", catalogs.generation, "\n");
+  if (!request.AppendToString(&key)) return std::string();
+  return key;
+}
+
+CachedAnswer PredictionBackend::LookUpAnswer(const v1::PredictRequest& request,
+                                             const RequestContext& context) {
+  if (!store_->AnswersLocally()) return {};
+  return FromCache(AnswerKey(request, context, *Catalogs()), request, context);
+}
+
+CachedAnswer PredictionBackend::FromCache(const std::string& key, const v1::PredictRequest& request,
+                                          const RequestContext& context) {
+  if (key.empty()) return {};
+  CachedAnswer answer = answers_.Lookup(key);
+  if (answer.bytes == nullptr) return {};
+  // Retention may have deleted the trace since (the parsed trace stays in
+  // the store's memory; Get checks it is still stored): then Predict gives
+  // the NOT_FOUND.
+  if (!store_->Get(context.tenant, request.trace_id()).ok()) return {};
+  return answer;
+}
+
+absl::StatusOr<CachedAnswer> PredictionBackend::PredictSerialized(const v1::PredictRequest& request,
+                                                                  const RequestContext& context,
+                                                                  PredictionStats* stats) {
+  const std::shared_ptr<const CatalogSnapshot> catalogs = Catalogs();
+  const std::string key = AnswerKey(request, context, *catalogs);
+  if (CachedAnswer answer = FromCache(key, request, context); answer.bytes != nullptr) {
+    if (stats != nullptr) stats->cache_hits += answer.predictions;
+    return answer;
+  }
+  HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse response,
+                           PredictWith(request, context, *catalogs, stats));
+  auto bytes = std::make_shared<std::string>();
+  if (!response.SerializeToString(bytes.get())) {
+    return absl::InternalError("cannot serialise the response");
+  }
+  CachedAnswer answer{std::move(bytes), response.predictions_size()};
+  if (!key.empty()) answers_.Insert(key, answer);
+  return answer;
+}
+
+absl::StatusOr<v1::PredictResponse> PredictionBackend::PredictWith(
+    const v1::PredictRequest& request, const RequestContext& context,
+    const CatalogSnapshot& catalogs, PredictionStats* stats) {
   const StopCondition stop = StopFor(context);
   HABITAT_RETURN_IF_ERROR(stop.Check("before reading the trace"));
   std::shared_ptr<const v1::Trace> trace;
@@ -189,7 +274,7 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
   // The one place where a request naming no price kind gets on-demand.
   query.price_kind = request.price_kind() == v1::PRICE_KIND_UNSPECIFIED ? v1::PRICE_KIND_ON_DEMAND
                                                                         : request.price_kind();
-  HABITAT_ASSIGN_OR_RETURN(query.catalog, CatalogFor(request));
+  HABITAT_ASSIGN_OR_RETURN(query.catalog, CatalogFor(request, catalogs));
   if (query.catalog_instances && query.catalog == nullptr) {
     return absl::InvalidArgumentError(
         "catalog_instances ranks a catalog's instance types: name a catalog (or leave the "
@@ -202,19 +287,19 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::Predict
 }
 
 absl::StatusOr<const v1::PriceCatalog*> PredictionBackend::CatalogFor(
-    const v1::PredictRequest& request) const {
+    const v1::PredictRequest& request, const CatalogSnapshot& catalogs) const {
   switch (request.pricing_case()) {
     case v1::PredictRequest::kCatalog:
       if (request.catalog().empty() || request.catalog() == kNoCatalog) return nullptr;
-      return catalogs_.Get(request.catalog());
+      return catalogs.catalogs.Get(request.catalog());
     case v1::PredictRequest::kInlineCatalog:
       HABITAT_RETURN_IF_ERROR(ValidateCatalog(request.inline_catalog(), devices_));
       return &request.inline_catalog();
     case v1::PredictRequest::PRICING_NOT_SET:
       break;
   }
-  if (default_catalog_.empty()) return nullptr;
-  return catalogs_.Get(default_catalog_);
+  if (catalogs.default_catalog.empty()) return nullptr;
+  return catalogs.catalogs.Get(catalogs.default_catalog);
 }
 
 absl::StatusOr<v1::UploadTraceResponse> PredictionBackend::UploadTrace(
@@ -248,7 +333,7 @@ v1::ListDevicesResponse PredictionBackend::ListDevices(
 
 v1::ListCatalogsResponse PredictionBackend::ListCatalogs() const {
   v1::ListCatalogsResponse response;
-  for (const auto& catalog : catalogs_.catalogs()) *response.add_catalogs() = catalog;
+  for (const auto& catalog : Catalogs()->catalogs.catalogs()) *response.add_catalogs() = catalog;
   return response;
 }
 

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/backend/answer_cache.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_engine.h"
 #include "core/pricing/price_catalog.h"
@@ -46,7 +48,9 @@ struct BackendOptions {
   // prices; kNoCatalog: no prices unless asked. Any other name must be a
   // loaded catalog.
   std::string default_catalog;
-  // Bounds of the prediction cache: entries and bytes (PredictionCache).
+  // Bounds of the caches: entries and bytes. The per-(trace, GPU)
+  // predictions (PredictionCache) take 3/4 of the bytes, the serialised
+  // answers (AnswerCache) 1/4; either bound 0 turns both off.
   size_t cache_entries = 4096;
   size_t cache_bytes = kDefaultPredictionCacheBytes;
   // Holds kernel_varying/ (model.pt, manifest.json: models/train.py and
@@ -98,6 +102,19 @@ class PredictionBackend {
                                                        PredictionStats* stats = nullptr);
   absl::StatusOr<habitat::v1::UploadTraceResponse> UploadTrace(
       const habitat::v1::UploadTraceRequest& request, const RequestContext& context);
+  // Predict's answer serialised, for a transport. A request by trace id is
+  // answered from the answer cache when it was answered before (same
+  // tenant, same request bytes, same catalogs) and its trace is still
+  // stored; otherwise it is predicted, and the bytes are kept.
+  absl::StatusOr<CachedAnswer> PredictSerialized(const habitat::v1::PredictRequest& request,
+                                                 const RequestContext& context,
+                                                 PredictionStats* stats = nullptr);
+  // The cached answer of `request` alone: empty bytes unless
+  // PredictSerialized would answer it from the cache and the store answers
+  // locally (TraceStore::AnswersLocally). Cheap enough for gRPC's own
+  // threads (no prediction, no serialisation, no database server).
+  CachedAnswer LookUpAnswer(const habitat::v1::PredictRequest& request,
+                            const RequestContext& context);
   // The anonymous tenant without a deadline.
   absl::StatusOr<habitat::v1::PredictResponse> Predict(const habitat::v1::PredictRequest& request,
                                                        PredictionStats* stats = nullptr) {
@@ -110,37 +127,71 @@ class PredictionBackend {
   habitat::v1::ListDevicesResponse ListDevices(
       const habitat::v1::ListDevicesRequest& request) const;
   habitat::v1::ListCatalogsResponse ListCatalogs() const;
+  // Reads the price catalogs again (the data directory's catalogs/) and
+  // answers with them from now on; calls in flight finish with the old
+  // ones. On error the old catalogs stay. Cached answers priced with the
+  // old ones are never served again.
+  absl::Status ReloadCatalogs();
 
   const DeviceDatabase& devices() const { return devices_; }
   // The catalog that prices requests naming none; "" for none.
-  const std::string& default_catalog() const { return default_catalog_; }
+  std::string default_catalog() const { return Catalogs()->default_catalog; }
   // The trace store, all tenants.
   TraceStore& store() { return *store_; }
   // Traces stored, over all tenants (the last count read while the store
   // does not answer).
   size_t stored_traces();
   const PredictionCache& cache() const { return *cache_; }
+  const AnswerCache& answers() const { return answers_; }
   // Null when the backend runs without the kernel-varying predictor.
   const VaryingPredictor* varying_predictor() const { return varying_.get(); }
 
  private:
-  PredictionBackend(const BackendOptions& options, DeviceDatabase devices, CatalogSet catalogs,
+  // The price catalogs as loaded at one time. A Predict holds the snapshot
+  // it started with; a reload swaps in a new one with the next generation.
+  struct CatalogSnapshot {
+    CatalogSet catalogs;
+    // Prices requests that name no catalog; "" for none.
+    std::string default_catalog;
+    // Part of every answer key: answers priced with older catalogs miss.
+    uint64_t generation = 0;
+  };
+
+  PredictionBackend(const BackendOptions& options, DeviceDatabase devices,
+                    std::shared_ptr<const CatalogSnapshot> catalogs,
                     std::unique_ptr<TraceStore> store,
                     std::shared_ptr<const VaryingPredictor> varying);
 
+  std::shared_ptr<const CatalogSnapshot> Catalogs() const;
   // The catalog of the request, else the default; null: no prices.
   absl::StatusOr<const habitat::v1::PriceCatalog*> CatalogFor(
-      const habitat::v1::PredictRequest& request) const;
+      const habitat::v1::PredictRequest& request, const CatalogSnapshot& catalogs) const;
+  // Predict with the catalogs of `catalogs`.
+  absl::StatusOr<habitat::v1::PredictResponse> PredictWith(
+      const habitat::v1::PredictRequest& request, const RequestContext& context,
+      const CatalogSnapshot& catalogs, PredictionStats* stats);
+  // The answer cache's key of `request`, "" when its answer is not cached
+  // (an inline trace: hashing it costs about what answering does).
+  std::string AnswerKey(const habitat::v1::PredictRequest& request, const RequestContext& context,
+                        const CatalogSnapshot& catalogs) const;
+  // The answer cached under `key` ("": none) while its trace is stored.
+  CachedAnswer FromCache(const std::string& key, const habitat::v1::PredictRequest& request,
+                         const RequestContext& context);
 
   const TraceLimits limits_;
   const int64_t max_predict_work_;
+  const std::string data_dir_;
+  // BackendOptions::default_catalog, resolved again on every reload.
+  const std::string configured_default_catalog_;
   DeviceDatabase devices_;
-  CatalogSet catalogs_;
-  // Prices requests that name no catalog; "" for none.
-  std::string default_catalog_;
+  mutable absl::Mutex catalogs_mutex_;
+  std::shared_ptr<const CatalogSnapshot> catalogs_ ABSL_GUARDED_BY(catalogs_mutex_);
   std::unique_ptr<TraceStore> store_;
   std::atomic<size_t> last_count_{0};
   std::shared_ptr<PredictionCache> cache_;
+  // Keyed by tenant, catalog generation and request bytes; the devices and
+  // the models are the backend's for its lifetime, so they need no key.
+  AnswerCache answers_;
   std::shared_ptr<const VaryingPredictor> varying_;
   PredictionEngine engine_;
 };

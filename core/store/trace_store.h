@@ -97,6 +97,10 @@ class TraceStore {
   // What and where, for logs: "sqlite:/var/lib/habitat/traces.db". Never
   // holds a password.
   virtual std::string Describe() const = 0;
+  // True when Get of a trace it has parsed answers without a network round
+  // trip (memory, directory, SQLite file): the server then answers a cached
+  // Predict on gRPC's own thread, which must not wait on a database server.
+  virtual bool AnswersLocally() const { return true; }
 };
 
 // Keeps traces in memory: for the embedded CLI and tests.

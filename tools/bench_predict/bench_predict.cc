@@ -2,7 +2,8 @@
 // GPU, through the same backend the server and the CLI use.
 //   cold: nothing memoised (cache disabled), so every device is predicted.
 //   warm: (trace, device) predictions memoised, as for a scheduler repeating
-//         a Predict by trace id.
+//         a Predict by trace id; "serialized": the server's path, the
+//         whole answer's bytes from the answer cache.
 //   fit:  the agent's ResNet-50 trace with memory (H100, batch 16), every GPU
 //         at the largest batch that fits it; and the sweep a fit replaces,
 //         every GPU at 12 batch sizes (2 to 4096), cold.
@@ -97,6 +98,22 @@ void BM_PredictWarm(benchmark::State& state) {
   PredictEachIteration(state, *backend, request);
 }
 BENCHMARK(BM_PredictWarm)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
+
+// What the server does for a repeated call by trace id: the serialised
+// answer from the answer cache (after a check that the trace is stored).
+void BM_PredictWarmSerialized(benchmark::State& state) {
+  auto backend = MakeBackend(/*cache_entries=*/4096);
+  const v1::PredictRequest request = ByIdRequest(*backend);
+  auto first = backend->PredictSerialized(request, RequestContext());
+  if (!first.ok()) std::abort();
+  state.counters["answer_bytes"] = static_cast<double>(first->bytes->size());
+  for (auto _ : state) {
+    auto answer = backend->PredictSerialized(request, RequestContext());
+    if (!answer.ok()) state.SkipWithError("predict failed");
+    benchmark::DoNotOptimize(answer);
+  }
+}
+BENCHMARK(BM_PredictWarmSerialized)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
 
 // Inline trace: the id must be recomputed (hash of the serialised trace) and
 // the trace validated on every request, even when memoised.
