@@ -8,6 +8,9 @@ server's flags and the Dockerfile: what a schema check cannot see.
     Deployment, and their named target ports exist on those pods;
   * gRPC probes target the port of --health_address; the prometheus.io/port
     annotation and the "metrics" port agree with --metrics_address;
+  * there is a NetworkPolicy; its selector and named ports exist on server pods, and it
+    never admits the plaintext health port (only the node's kubelet may
+    reach it) nor has a rule open to every port;
   * the HorizontalPodAutoscaler targets an existing Deployment that sets CPU
     requests and leaves `replicas` to it;
   * volume mounts name declared volumes, claims name a PVC in deploy/k8s;
@@ -214,6 +217,18 @@ def main(argv):
             for pod in chosen:
                 if mon["spec"].get("jobLabel") not in pod[1]:
                     errors.append(f"{where}: jobLabel is not a label of {pod[0]}")
+    if not by_kind.get("NetworkPolicy"):
+        errors.append("deploy/k8s: no NetworkPolicy keeps the network off the health and metrics ports")
+    for path, policy in by_kind.get("NetworkPolicy", []):
+        where = f"{path}: NetworkPolicy {policy['metadata']['name']}"
+        ingress = policy["spec"].get("ingress", [])
+        admitted = [p["port"] for rule in ingress for p in rule.get("ports", [])]
+        if any(not rule.get("ports") for rule in ingress):
+            errors.append(f"{where}: a rule without ports admits every port, the health port too")
+        for port_name in admitted:
+            check_selector(where, policy["spec"]["podSelector"]["matchLabels"], port_name)
+        if "health" in admitted:
+            errors.append(f"{where}: admits the plaintext health port; only the node's kubelet may reach it")
     for path, hpa in by_kind.get("HorizontalPodAutoscaler", []):
         target = hpa["spec"]["scaleTargetRef"]
         deps = [d for _, d in by_kind.get("Deployment", []) if d["metadata"]["name"] == target["name"]]
