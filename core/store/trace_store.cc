@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,8 +13,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "core/trace/trace_id.h"
@@ -155,7 +158,35 @@ absl::StatusOr<std::unique_ptr<DirectoryTraceStore>> DirectoryTraceStore::Open(
   if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("'", dir, "' is not a directory"));
   }
-  return std::unique_ptr<DirectoryTraceStore>(new DirectoryTraceStore(dir, std::move(options)));
+  std::unique_ptr<DirectoryTraceStore> store(new DirectoryTraceStore(dir, std::move(options)));
+  store->SweepOrphanedTemporaryFiles();
+  return store;
+}
+
+namespace {
+// The writer's PID in "<hex>.trace.<pid>.tmp" (WriteFileAtomically's
+// name), or 0 if `name` is not such a file.
+pid_t TemporaryFileWriter(absl::string_view name) {
+  if (!absl::ConsumeSuffix(&name, ".tmp")) return 0;
+  const size_t dot = name.rfind('.');
+  if (dot == absl::string_view::npos || !absl::EndsWith(name.substr(0, dot), ".trace")) return 0;
+  int pid = 0;
+  if (!absl::SimpleAtoi(name.substr(dot + 1), &pid) || pid <= 0) return 0;
+  return static_cast<pid_t>(pid);
+}
+}  // namespace
+
+size_t DirectoryTraceStore::SweepOrphanedTemporaryFiles() const {
+  size_t deleted = 0;
+  for (const std::string& dir : AllDirs()) {
+    for (const std::string& name : Entries(dir, ".tmp")) {
+      const pid_t writer = TemporaryFileWriter(name);
+      if (writer == 0) continue;
+      const bool orphan = writer == ::getpid() || (::kill(writer, 0) != 0 && errno == ESRCH);
+      if (orphan && ::unlink(absl::StrCat(dir, "/", name).c_str()) == 0) ++deleted;
+    }
+  }
+  return deleted;
 }
 
 absl::StatusOr<std::string> DirectoryTraceStore::TenantDir(const std::string& tenant) const {

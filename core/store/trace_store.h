@@ -136,7 +136,10 @@ class InMemoryTraceStore : public TraceStore {
 // The file's mtime is its creation time for retention. Survives restarts.
 class DirectoryTraceStore : public TraceStore {
  public:
-  // Creates the directory if needed.
+  // Creates the directory if needed, and deletes the temporary files
+  // (NAME.trace.PID.tmp) that writers killed mid-write left behind: those
+  // of this process's PID (it has written nothing yet) and of PIDs no
+  // process has. A live process's in-flight file is kept.
   static absl::StatusOr<std::unique_ptr<DirectoryTraceStore>> Open(const std::string& dir,
                                                                    TraceStoreOptions options = {});
 
@@ -158,6 +161,8 @@ class DirectoryTraceStore : public TraceStore {
   absl::StatusOr<std::string> TenantDir(const std::string& tenant) const;
   // Every directory holding traces: the root and each tenant's.
   std::vector<std::string> AllDirs() const;
+  // The orphaned temporary files Open deletes; returns how many.
+  size_t SweepOrphanedTemporaryFiles() const;
   // What the tenant directory `dir` holds (not counted without a quota).
   TenantUsage UsageOf(const std::string& dir) const;
 

@@ -4,7 +4,10 @@
 #include "core/store/trace_store.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "core/store/trace_store_conformance.h"
 #include "gtest/gtest.h"
@@ -61,6 +64,35 @@ TEST(DirectoryTraceStoreTest, ReportsCorruptFiles) {
                                   "\xff\xff\xff garbage")
                   .ok());
   EXPECT_EQ((*store)->Get("", id).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A server killed mid-write leaves NAME.trace.PID.tmp, a whole trace
+// outside the quota. Opening the store deletes those of dead writers and of
+// its own PID (a restarted container's server often has the same PID), and
+// keeps a live process's in-flight file and anything else.
+TEST(DirectoryTraceStoreTest, OpenDeletesTemporaryFilesOfDeadWriters) {
+  ScratchDir dir;
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string hex(64, 'b');
+  const std::string tenant_dir = dir.path() + "/tenants/alpha";
+  ASSERT_EQ(::mkdir((dir.path() + "/tenants").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(tenant_dir.c_str(), 0755), 0);
+  const std::string own = absl::StrCat(dir.path(), "/", hex, ".trace.", ::getpid(), ".tmp");
+  const std::string orphan = absl::StrCat(tenant_dir, "/", hex, ".trace.", dead, ".tmp");
+  const std::string live = absl::StrCat(dir.path(), "/", hex, ".trace.", ::getppid(), ".tmp");
+  const std::string other = dir.path() + "/notes.tmp";
+  for (const std::string& path : {own, orphan, live, other}) {
+    ASSERT_TRUE(WriteFileAtomically(path, "partial").ok()) << path;
+  }
+  ASSERT_TRUE(DirectoryTraceStore::Open(dir.path()).ok());
+  struct stat info;
+  EXPECT_NE(::stat(own.c_str(), &info), 0);
+  EXPECT_NE(::stat(orphan.c_str(), &info), 0);
+  EXPECT_EQ(::stat(live.c_str(), &info), 0);
+  EXPECT_EQ(::stat(other.c_str(), &info), 0);
 }
 
 TEST(DirectoryTraceStoreTest, RefusesAPathThatIsAFile) {
