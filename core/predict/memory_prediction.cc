@@ -8,8 +8,6 @@
 
 namespace habitat {
 
-namespace v1 = habitat::v1;
-
 std::optional<MemoryModel> MemoryModelFor(const v1::Trace& trace, std::string* why) {
   auto fail = [why](const char* reason) -> std::optional<MemoryModel> {
     if (why != nullptr) *why = reason;

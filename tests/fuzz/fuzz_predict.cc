@@ -110,7 +110,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       HABITAT_FUZZ_CHECK(static_cast<double>(p.wall_ns()) <=
                          2.0 * static_cast<double>(p.gpu_time_ns()) + host_bound);
     }
-    HABITAT_FUZZ_CHECK(p.rank_by_time() >= 1 && p.rank_by_time() <= static_cast<uint32_t>(n));
+    // Rank 0: a GPU the batch does not fit (the proto's rule), else 1..n.
+    const bool unranked = p.has_memory() && !p.memory().fits();
+    HABITAT_FUZZ_CHECK(unranked
+                           ? p.rank_by_time() == 0
+                           : p.rank_by_time() >= 1 && p.rank_by_time() <= static_cast<uint32_t>(n));
   }
   std::string bytes;
   HABITAT_FUZZ_CHECK(response->SerializeToString(&bytes));
