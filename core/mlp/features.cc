@@ -339,6 +339,13 @@ absl::StatusOr<double> LargeTensorCoreGemmRooflineNs(Family family, const OpConf
   return LargeGemmComputeNs(family, config, mode, backward, device);
 }
 
+absl::StatusOr<double> SustainedRooflineNs(Family family, const OpConfig& config, MathMode mode,
+                                           bool backward, const DeviceSpec& device) {
+  HABITAT_ASSIGN_OR_RETURN(const Work work, ComputeWork(family, config, mode, backward));
+  HABITAT_RETURN_IF_ERROR(CheckDevice(device, mode));
+  return SustainedRooflineNs(SustainedTimes(work, device, mode));
+}
+
 absl::StatusOr<double> RooflineRatio(Family family, const OpConfig& config, MathMode origin_mode,
                                      MathMode target_mode, bool backward, const DeviceSpec& origin,
                                      const DeviceSpec& target) {

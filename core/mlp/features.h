@@ -156,6 +156,12 @@ absl::StatusOr<double> LargeTensorCoreGemmRooflineNs(Family family, const OpConf
                                                      MathMode mode, bool backward,
                                                      const habitat::v1::DeviceSpec& device);
 
+// The pass's sustained roofline on `device` in `mode` (ns, at least 1): its
+// arithmetic at the sustained throughput or its DRAM bytes at the streaming
+// bandwidth, whichever is longer. Errors as RooflineRatio.
+absl::StatusOr<double> SustainedRooflineNs(Family family, const OpConfig& config, MathMode mode,
+                                           bool backward, const habitat::v1::DeviceSpec& device);
+
 // The ratio of the pass's sustained rooflines on `target` (in
 // `target_mode`) and on `origin` (in `origin_mode`), roofline_ratio() in
 // features.py; AppendFeatures gives it with the features. Errors as

@@ -172,10 +172,46 @@ absl::StatusOr<double> LargeGemmRooflineOnTarget(const mlp::KernelVaryingModel& 
   return mlp::LargeTensorCoreGemmRooflineNs(family, config, target_mode, backward, target);
 }
 
+namespace {
+
+// A GEMM pass (not a convolution) in fp16 or bf16, in the origin's mode, on
+// a target the model has no measurements of in that mode, where its trees
+// would extrapolate. Convolutions keep the trees: their time depends on the
+// algorithm cuDNN picks, which the roofline does not see (held-out fp32
+// data in docs/mixed_precision_accuracy.md).
+bool SplitAtRoofline(const mlp::KernelVaryingModel& model, mlp::Family family, MathMode origin_mode,
+                     MathMode target_mode, const v1::DeviceSpec& target, bool via_sibling) {
+  if (family == mlp::Family::kConv2d || family == mlp::Family::kConvTranspose2d) return false;
+  return !via_sibling && target_mode == origin_mode &&
+         (target_mode == MathMode::kFp16 || target_mode == MathMode::kBf16) &&
+         !model.TrainedOn(family, target_mode, target.id());
+}
+
+// What latency-bound work takes on the target over the origin: the ratio of
+// SM count times the clock held under load.
+double LatencyRatio(const v1::DeviceSpec& origin, const v1::DeviceSpec& target) {
+  return static_cast<double>(origin.sm_count()) * SustainedClockMhz(origin) /
+         (static_cast<double>(target.sm_count()) * SustainedClockMhz(target));
+}
+
+}  // namespace
+
 VaryingPredictor::ModelValue VaryingPredictor::Apply(const Evaluation& e, MathMode origin_mode,
                                                      MathMode target_mode, int direction_factor,
                                                      Nanoseconds origin_ns) const {
   ModelValue out;
+  if (e.latency_ratio > 0) {
+    // The share of the pass its sustained roofline accounts for moves by
+    // the roofline ratio; the rest is latency (too few tiles or blocks to
+    // fill the GPU, launch and pipeline fill) and moves as such.
+    const double moved_ns = static_cast<double>(origin_ns);
+    const double bound_ns = e.origin_roofline_ns * direction_factor;
+    const double value =
+        std::min(moved_ns, bound_ns) * (e.target_roofline_ns / e.origin_roofline_ns) +
+        std::max(moved_ns - bound_ns, 0.0) * e.latency_ratio;
+    out.ns = std::min(value, kMaxNs);
+    return out;
+  }
   out.large_gemm = e.large_gemm_ns > 0;
   const double call_roofline_ns = e.large_gemm_ns * direction_factor;
   const bool typical =
@@ -309,7 +345,18 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
         LargeGemmRooflineOnTarget(*model_, group.signature.family, group.signature.config,
                                   group.origin_mode, target_mode, group.backward, target,
                                   sibling != nullptr));
-    if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
+    if (e.large_gemm_ns == 0 && SplitAtRoofline(*model_, group.signature.family, group.origin_mode,
+                                                target_mode, target, sibling != nullptr)) {
+      HABITAT_ASSIGN_OR_RETURN(
+          e.origin_roofline_ns,
+          mlp::SustainedRooflineNs(group.signature.family, group.signature.config, target_mode,
+                                   group.backward, origin));
+      HABITAT_ASSIGN_OR_RETURN(
+          e.target_roofline_ns,
+          mlp::SustainedRooflineNs(group.signature.family, group.signature.config, target_mode,
+                                   group.backward, target));
+      e.latency_ratio = LatencyRatio(origin, target);
+    } else if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
       // No correction: a large GEMM (features.h), or a target whose trained
       // sibling is the origin itself.
       HABITAT_ASSIGN_OR_RETURN(

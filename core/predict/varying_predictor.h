@@ -192,6 +192,14 @@ class VaryingPredictor {
     // Per direction, unrounded: after a change of math mode, what the
     // origin would take longer in the target's mode (mlp::ModeChangeExtraNs).
     double mode_change_extra_ns = 0;
+    // Per direction, unrounded; 0 unless the pass is a GEMM below the
+    // large-GEMM test, in fp16 or bf16, on a target the model has no
+    // measurements of in that mode (see Apply): its sustained roofline on
+    // the origin and on the target, and the ratio latency-bound work moves
+    // by (SM count times the clock held under load).
+    double origin_roofline_ns = 0;
+    double target_roofline_ns = 0;
+    double latency_ratio = 0;
   };
 
   // A pass's prediction from an evaluation, before the floor.

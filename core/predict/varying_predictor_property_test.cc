@@ -338,7 +338,7 @@ TEST_F(VaryingPropertyTest,
   for (const auto& d : devices_->devices()) targets.push_back(&d);
   // No memo: every pass goes through the model.
   const VaryingPredictor predictor(model_, 0);
-  int checked = 0, clamped = 0, capped = 0, bounded = 0, uncovered = 0;
+  int checked = 0, clamped = 0, capped = 0, bounded = 0, uncovered = 0, split = 0;
   // An origin with every kind of unit, one with fp32 CUDA cores and fp16
   // tensor cores only, and one with all but measured TF32.
   for (const char* origin_id : {"H100-SXM", "T4", "A100-SXM-80GB"}) {
@@ -361,6 +361,7 @@ TEST_F(VaryingPropertyTest,
           double ceiling_ns;     // of the call; 9e18 where none applies
           double typical_ns;     // of the call, a large GEMM whose mode changed or in TF32; else 0
           double extra_call_ns;  // after a change of mode (ModeChangeExtraNs), of the call
+          double split_ns;       // of the call, a GEMM split at its roofline; else 0
         };
         struct Pass {
           size_t target;
@@ -415,7 +416,7 @@ TEST_F(VaryingPropertyTest,
               Pass pass{t, i, backward, floor_ns, {}, std::nullopt};
               for (MathMode evaluated : {target_mode, MathMode::kFp32}) {
                 if (evaluated != target_mode && target_mode != MathMode::kTf32) break;
-                Candidate c{row_count++, 0, 0, 0, 0};
+                Candidate c{row_count++, 0, 0, 0, 0, 0};
                 // After a change of mode: moved as a pass in the target's
                 // mode, from what it would take on the origin in that mode.
                 double extra_ns = 0;
@@ -447,6 +448,25 @@ TEST_F(VaryingPropertyTest,
                     large_ns > 0 && (evaluated != origin_mode || evaluated == MathMode::kTf32)
                         ? large_ns * model_->large_gemm_typical() * directions
                         : 0;
+                // A GEMM below the large-GEMM test, in fp16/bf16 as on the
+                // origin, on a target without data in that mode: its
+                // roofline share by the roofline ratio, the rest as latency.
+                const bool gemm =
+                    s.family != mlp::Family::kConv2d && s.family != mlp::Family::kConvTranspose2d;
+                if (gemm && large_ns == 0 && evaluated == origin_mode &&
+                    (evaluated == MathMode::kFp16 || evaluated == MathMode::kBf16) &&
+                    !model_->TrainedOn(s.family, evaluated, target.id())) {
+                  auto r_o =
+                      mlp::SustainedRooflineNs(s.family, s.config, evaluated, backward, origin);
+                  auto r_t =
+                      mlp::SustainedRooflineNs(s.family, s.config, evaluated, backward, target);
+                  ASSERT_TRUE(r_o.ok() && r_t.ok()) << where;
+                  const double latency = origin.sm_count() * SustainedClockMhz(origin) /
+                                         (target.sm_count() * SustainedClockMhz(target));
+                  const double t_ns = static_cast<double>(time_ns), bound = *r_o * directions;
+                  c.split_ns =
+                      std::min(t_ns, bound) * (*r_t / *r_o) + std::max(t_ns - bound, 0.0) * latency;
+                }
                 if (evaluated == target_mode) {
                   pass.primary = c;
                 } else {
@@ -461,9 +481,10 @@ TEST_F(VaryingPropertyTest,
         ASSERT_TRUE(corrections.ok()) << corrections.status();
         // A large GEMM (it has a ceiling) takes no correction, and after a
         // change of math mode or in TF32 is the typical multiple of its
-        // roofline.
+        // roofline; a split GEMM takes no correction either.
         const auto value_of = [&](const Candidate& c) {
           const bool large_gemm = c.ceiling_ns < 9.0e18;
+          if (c.split_ns > 0) return c.split_ns;
           return c.typical_ns > 0 ? c.typical_ns
                                   : (static_cast<double>(time_ns) + c.extra_call_ns) * c.ratio *
                                         (large_gemm ? 1.0 : std::exp2((*corrections)[c.row]));
@@ -493,13 +514,14 @@ TEST_F(VaryingPropertyTest,
           clamped += p.clamped_to_floor;
           capped += p.capped_at_ceiling;
           bounded += p.fp32_bound;
+          split += c.split_ns > 0;
         }
       }
     }
   }
   std::cout << checked << " passes checked, " << clamped << " clamped to the floor, " << capped
             << " capped at the large-GEMM ceiling, " << bounded << " bounded by fp32, " << uncovered
-            << " shorter than min_origin_ns\n";
+            << " shorter than min_origin_ns, " << split << " split at their roofline\n";
   EXPECT_GT(checked, 10000);
   // Impossibly short origin times for huge ops must hit the floor.
   EXPECT_GT(clamped, 0);
@@ -510,6 +532,9 @@ TEST_F(VaryingPropertyTest,
   // Some TF32 passes the model would put slower than fp32 (the sweep's
   // origin times run from impossibly fast to impossibly slow).
   EXPECT_GT(bounded, 0);
+  // fp16/bf16 GEMMs on GPUs without data in those modes.
+  EXPECT_GT(split, 0);
+  EXPECT_LT(split, checked);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "core/predict/expected_error.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/test_fixtures.h"
+#include "core/scaling/wave_scaling.h"
 #include "gtest/gtest.h"
 
 namespace habitat {
@@ -694,6 +695,55 @@ TEST_F(VaryingPredictorTest, ReRunScaledPassesStayAboveTheOriginFloor) {
   std::printf("%d re-run-scaled passes (%d within the L2); the closest at %.2fx its floor\n",
               checked, in_l2, lowest);
   EXPECT_GT(checked, 4000);
+}
+
+// A memory-bound fp16 matmul (aten::mm, [1048576 x 64] x [64 x 64]) whose
+// forward pass took `time_ns` on the origin in one kernel.
+v1::Trace SmallHalfMatmul(Nanoseconds time_ns) {
+  v1::Trace trace = ImpossiblyFastMatmul(time_ns);
+  v1::Operation* op = trace.mutable_operations(0);
+  const int64_t shapes[2][2] = {{1 << 20, 64}, {64, 64}};
+  for (int i = 0; i < 2; ++i) {
+    v1::TensorArgument* tensor = op->mutable_arguments(i)->mutable_tensor();
+    tensor->clear_shape();
+    tensor->add_shape(shapes[i][0]);
+    tensor->add_shape(shapes[i][1]);
+    tensor->set_dtype("c10::Half");
+  }
+  op->mutable_forward()->mutable_kernels(0)->set_name(
+      "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x64x64_cublas");
+  return trace;
+}
+
+TEST_F(VaryingPredictorTest, HalfGemmOutsideTheDataMovesItsRooflineAndItsLatencyApart) {
+  // The RTX 3090 has no fp16 measurements in the model's data: the share of
+  // the pass the sustained roofline accounts for moves by the roofline
+  // ratio, the rest by SM count x sustained clock, whatever the trees say.
+  auto origin = devices_->Get("H200");
+  auto target = devices_->Get("RTX3090");
+  ASSERT_TRUE(origin.ok() && target.ok());
+  auto signature = mlp::ExtractOpSignature(SmallHalfMatmul(1).operations(0));
+  ASSERT_TRUE(signature.ok() && signature->has_value());
+  ASSERT_FALSE(varying_->model().TrainedOn((*signature)->family, MathMode::kFp16, "RTX3090"));
+  auto roofline = [&](const v1::DeviceSpec& d) {
+    return *mlp::SustainedRooflineNs((*signature)->family, (*signature)->config, MathMode::kFp16,
+                                     false, d);
+  };
+  const double r_o = roofline(**origin), r_t = roofline(**target);
+  const double latency = (*origin)->sm_count() * SustainedClockMhz(**origin) /
+                         ((*target)->sm_count() * SustainedClockMhz(**target));
+  EXPECT_GT(latency, 1.0);
+  for (double multiple : {2.0, 5.0}) {
+    const auto origin_ns = static_cast<Nanoseconds>(std::llround(multiple * r_o));
+    auto tables = varying_->PredictTrace(SmallHalfMatmul(origin_ns), **origin, {*target});
+    ASSERT_TRUE(tables.ok()) << tables.status();
+    const VaryingPassPrediction& pass = (*tables)[0].at(VaryingPassKey(0, false));
+    EXPECT_EQ(pass.target_mode, MathMode::kFp16);
+    EXPECT_FALSE(pass.large_gemm);
+    EXPECT_NEAR(static_cast<double>(pass.predicted_ns),
+                r_t + (static_cast<double>(origin_ns) - r_o) * latency, 2.0)
+        << multiple << "x its roofline on the origin";
+  }
 }
 
 }  // namespace

@@ -96,6 +96,10 @@ const char* ScalingBranchName(ScalingBranch branch) {
   return "unknown";
 }
 
+double SustainedClockMhz(const DeviceSpec& device) {
+  return device.sustained_clock_mhz() > 0 ? device.sustained_clock_mhz() : device.boost_clock_mhz();
+}
+
 absl::StatusOr<ScalingConstants> ResolveScalingConstants(const DeviceSpec& device,
                                                          TimeBasis basis) {
   if (!(device.memory_bandwidth_gbps() > 0)) {
@@ -110,8 +114,7 @@ absl::StatusOr<ScalingConstants> ResolveScalingConstants(const DeviceSpec& devic
                      "op_latency_floor_ns, kernel_fixed_latency_ns) must not be negative"));
   }
   ScalingConstants c;
-  c.clock_mhz =
-      device.sustained_clock_mhz() > 0 ? device.sustained_clock_mhz() : device.boost_clock_mhz();
+  c.clock_mhz = SustainedClockMhz(device);
   if (device.streaming_bandwidth_gbps() > 0) {
     c.streaming_bandwidth_gbps = device.streaming_bandwidth_gbps();
   } else {

@@ -65,6 +65,10 @@ struct KernelPrediction {
   ScalingBranch branch = ScalingBranch::kPaperEq2;
 };
 
+// The SM clock a GPU holds under load (MHz): sustained_clock_mhz where the
+// database has a measured one, else the boost clock.
+double SustainedClockMhz(const habitat::v1::DeviceSpec& device);
+
 // The per-GPU constants ScaleKernel uses for one time basis, with the
 // documented defaults filled in where the DeviceSpec has no measured value.
 struct ScalingConstants {
