@@ -148,6 +148,7 @@ PortConnectionStats ConnectionGuard::Stats(int port) {
   Recount(it->second);
   stats.open = static_cast<int64_t>(it->second.open.size());
   stats.shed_over_limit = it->second.shed_over_limit;
+  stats.shed_over_peer_limit = it->second.shed_over_peer_limit;
   stats.shed_out_of_fds = it->second.shed_out_of_fds;
   return stats;
 }
@@ -156,7 +157,7 @@ void ConnectionGuard::Recount(Port& port) {
   port.last_recount = absl::Now();
   for (auto it = port.open.begin(); it != port.open.end();) {
     struct stat info {};
-    if (fstat(it->first, &info) != 0 || info.st_ino != it->second) {
+    if (fstat(it->first, &info) != 0 || info.st_ino != it->second.inode) {
       it = port.open.erase(it);
     } else {
       ++it;
@@ -164,7 +165,20 @@ void ConnectionGuard::Recount(Port& port) {
   }
 }
 
-bool ConnectionGuard::AdmitLocked(Port& port, int connection) {
+bool ConnectionGuard::PeerIsFull(Port& port, const std::string& peer) {
+  const auto max = static_cast<size_t>(std::max(0, port.guard.max_connections_per_peer));
+  if (max == 0) return false;
+  auto count = [&] {
+    size_t n = 0;
+    for (const auto& [fd, open] : port.open) n += open.peer == peer;
+    return n;
+  };
+  if (count() < max) return false;
+  if (absl::Now() - port.last_recount >= kRecountInterval) Recount(port);
+  return count() >= max;
+}
+
+bool ConnectionGuard::AdmitLocked(Port& port, int connection, const std::string& peer) {
   // A connection recorded under this descriptor number has been closed.
   port.open.erase(connection);
   if (port.guard.shed) {
@@ -182,9 +196,13 @@ bool ConnectionGuard::AdmitLocked(Port& port, int connection) {
         return false;
       }
     }
+    if (PeerIsFull(port, peer)) {
+      ++port.shed_over_peer_limit;
+      return false;
+    }
   }
   struct stat info {};
-  if (fstat(connection, &info) == 0) port.open[connection] = info.st_ino;
+  if (fstat(connection, &info) == 0) port.open[connection] = {info.st_ino, peer};
   return true;
 }
 
@@ -238,7 +256,7 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
         admit = false;
       } else {
         auto it = ports_.find(port_number);
-        admit = it == ports_.end() || AdmitLocked(it->second, connection);
+        admit = it == ports_.end() || AdmitLocked(it->second, connection, endpoint.first);
       }
     }
     if (!admit) {

@@ -45,6 +45,10 @@ struct PortGuard {
   // Open connections accepted on the port; beyond this new ones are shed.
   // 0: no count limit.
   int max_connections = 0;
+  // Open connections from one peer address; beyond this its new ones are
+  // shed, so that one client cannot hold every slot of the port. 0: no
+  // per-peer limit (behind a proxy every client has the proxy's address).
+  int max_connections_per_peer = 0;
   // A new connection is shed when fewer than this many file descriptors
   // would remain below RLIMIT_NOFILE once it is accepted.
   int fd_reserve = 0;
@@ -56,6 +60,7 @@ struct PortGuard {
 struct PortConnectionStats {
   int64_t open = 0;  // accepted, not yet closed (as of the last count)
   int64_t shed_over_limit = 0;
+  int64_t shed_over_peer_limit = 0;
   int64_t shed_out_of_fds = 0;
 };
 
@@ -91,13 +96,17 @@ class ConnectionGuard {
 
   // A connection's address in one form for IPv4, IPv6 and v4-mapped IPv6.
   using Endpoint = std::pair<std::string, int>;  // 16-byte address, port
+  struct OpenConnection {
+    ino_t inode = 0;   // a closed fd number may be reused by an unrelated file
+    std::string peer;  // the 16-byte address of EndpointOf
+  };
   struct Port {
     PortGuard guard;
-    // Accepted connections still believed open: fd -> socket inode (a
-    // closed fd number may be reused by an unrelated file).
-    std::map<int, ino_t> open;
+    // Accepted connections still believed open, by fd.
+    std::map<int, OpenConnection> open;
     absl::Time last_recount = absl::InfinitePast();
     int64_t shed_over_limit = 0;
+    int64_t shed_over_peer_limit = 0;
     int64_t shed_out_of_fds = 0;
   };
 
@@ -105,7 +114,10 @@ class ConnectionGuard {
   static void Recount(Port& port);
   // Whether `connection` (just accepted on `port`) must be shed; records it
   // as open when not.
-  bool AdmitLocked(Port& port, int connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool AdmitLocked(Port& port, int connection, const std::string& peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether `peer` already holds its maximum of open connections on `port`.
+  static bool PeerIsFull(Port& port, const std::string& peer);
   // Accepts and closes what is pending on `listen_fd` with the reserve
   // descriptor freed for it.
   void DrainWithReserve(int listen_fd);

@@ -99,6 +99,9 @@ ABSL_FLAG(int, max_connections, habitat::ConnectionOptions().max_connections,
           "Open connections on --address; more are closed as soon as they are accepted "
           "(0: no count limit; connections are also refused when fewer than 1/8 of the "
           "file descriptor limit, 32-1024, would remain free)");
+ABSL_FLAG(int, max_connections_per_peer, habitat::ConnectionOptions().max_connections_per_peer,
+          "Open connections from one peer address on --address; more are closed as soon as "
+          "they are accepted (0: no limit; use 0 behind a proxy)");
 ABSL_FLAG(double, max_connection_idle_seconds,
           absl::ToDoubleSeconds(habitat::ConnectionOptions().max_idle),
           "Close a connection that has had no RPC for this long (0: never)");
@@ -173,6 +176,7 @@ absl::StatusOr<std::string> StoreFromFlags() {
 absl::StatusOr<habitat::ConnectionOptions> ConnectionOptionsFromFlags() {
   habitat::ConnectionOptions options;
   options.max_connections = absl::GetFlag(FLAGS_max_connections);
+  options.max_connections_per_peer = absl::GetFlag(FLAGS_max_connections_per_peer);
   options.max_ping_strikes = absl::GetFlag(FLAGS_max_ping_strikes);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   const int64_t quota_mb = absl::GetFlag(FLAGS_grpc_memory_quota_mb);

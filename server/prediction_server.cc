@@ -71,6 +71,9 @@ class ReflectionOption : public grpc::ServerBuilderOption {
 // The health-only port serves probes, which open a connection or two at a
 // time: a flood there stops here, not at the main port's limit.
 constexpr int kHealthPortMaxConnections = 64;
+// A probe opens one connection at a time; idle connections from one peer
+// beyond this cannot starve the others' checks.
+constexpr int kHealthPortMaxConnectionsPerPeer = 8;
 // Self-probes that must fail in a row before health turns NOT_SERVING, and
 // how long one may take.
 constexpr int kSelfProbeFailures = 3;
@@ -136,6 +139,9 @@ int FdReserve() {
 }
 
 absl::Status CheckConnectionOptions(const ConnectionOptions& options) {
+  if (options.max_connections_per_peer < 0) {
+    return absl::InvalidArgumentError("--max_connections_per_peer must be >= 0 (0: no limit)");
+  }
   if (options.max_connections < 0) {
     return absl::InvalidArgumentError("--max_connections must be >= 0 (0: no limit)");
   }
@@ -413,6 +419,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     impl->health_server->GetHealthCheckService()->SetServingStatus(false);
     PortGuard guard;
     guard.max_connections = kHealthPortMaxConnections;
+    guard.max_connections_per_peer = kHealthPortMaxConnectionsPerPeer;
     guard.fd_reserve = FdReserve() / 2;
     guard.shed = options.connections.guard;
     ConnectionGuard::Get().Guard(impl->health_port, guard);
@@ -452,6 +459,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   if (probe_address.ok()) {
     PortGuard guard;
     guard.max_connections = options.connections.max_connections;
+    guard.max_connections_per_peer = options.connections.max_connections_per_peer;
     guard.fd_reserve = FdReserve();
     guard.shed = options.connections.guard;
     ConnectionGuard::Get().Guard(impl->port, guard);

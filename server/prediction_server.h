@@ -22,6 +22,11 @@ struct ConnectionOptions {
   // Open connections on `address`; more are closed as soon as they are
   // accepted. 0: no count limit (the file descriptor reserve still holds).
   int max_connections = 4096;
+  // Open connections from one peer address on `address`, so that one client
+  // cannot hold every slot (docs/operations.md, "Per-peer limits"). 0: no
+  // per-peer limit; use it behind a proxy, where every client has the
+  // proxy's address.
+  int max_connections_per_peer = 64;
   // A connection without RPCs for this long is closed (GOAWAY); zero: never.
   absl::Duration max_idle = absl::Seconds(120);
   // A connection is closed after this long (gRPC adds +-10% jitter), its

@@ -133,6 +133,35 @@ TEST_F(ConnectionFloodTest, ConnectionsBeyondMaxConnectionsAreClosedAtOnce) {
   EXPECT_EQ(again.served, 10) << Describe(again);
 }
 
+// One client holding every slot of a port keeps everyone else out (70
+// idle connections starved the health port's probes): each peer address
+// gets its share, and the others still get in.
+TEST_F(ConnectionFloodTest, OnePeerCannotHoldEverySlotOfAPort) {
+  constexpr int kPerPeer = 10;
+  ServerProcess server({{absl::StrCat("--max_connections_per_peer=", kPerPeer)}});
+  ASSERT_TRUE(server.WaitServing()) << server.Stderr();
+  Census census;
+  auto flood = Flood(server.port(), kPerPeer + 5, absl::Seconds(1), &census);
+  EXPECT_EQ(census.served, kPerPeer) << Describe(census);
+  EXPECT_EQ(census.closed, 5) << Describe(census);
+  IdleConnection other(server.port(), true, "127.0.0.2");
+  ASSERT_TRUE(other.connected());
+  EXPECT_EQ(other.First(absl::Seconds(5)), State::kServed);
+
+  // The health-only port: more idle connections from one peer than the
+  // port holds, then a probe from another address.
+  std::vector<std::unique_ptr<IdleConnection>> idle;
+  for (int i = 0; i < 70; ++i) {
+    idle.push_back(std::make_unique<IdleConnection>(server.health_port(), true, "127.0.0.2"));
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+  int served = 0;
+  for (auto& connection : idle) served += connection->First(absl::ZeroDuration()) == State::kServed;
+  EXPECT_LE(served, 8);  // the health port's share per peer
+  EXPECT_EQ(CheckHealth(server.health_address(), absl::Seconds(5)).value_or(-1), 1);
+  EXPECT_TRUE(server.Alive());
+}
+
 TEST_F(ConnectionFloodTest, IdleAndHalfOpenConnectionsAreClosed) {
   ServerProcess server({{"--max_connection_idle_seconds=1", "--handshake_timeout_seconds=1"}});
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();

@@ -206,9 +206,18 @@ bool WaitForHealth(const std::string& address, int want, absl::Duration timeout,
   return false;
 }
 
-IdleConnection::IdleConnection(int port, bool preface) {
+IdleConnection::IdleConnection(int port, bool preface, const std::string& source) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    if (inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+        bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0) {
+      close(fd);
+      return;
+    }
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));

@@ -87,8 +87,9 @@ class IdleConnection {
  public:
   enum class State { kServed, kClosed, kSilent };
   // Without `preface` the connection sends nothing at all. A failed
-  // connect counts as closed.
-  explicit IdleConnection(int port, bool preface = true);
+  // connect counts as closed. `source`: the numeric IPv4 address to connect
+  // from (another peer on loopback: "127.0.0.2"); empty: the kernel's choice.
+  explicit IdleConnection(int port, bool preface = true, const std::string& source = "");
   ~IdleConnection();
   IdleConnection(const IdleConnection&) = delete;
   IdleConnection& operator=(const IdleConnection&) = delete;
