@@ -1,6 +1,10 @@
 // The prediction core: scales a measured trace to other GPUs and prices the
 // result. Plain C++ over the habitat.v1 messages, no gRPC, so the CLI runs it
-// in-process and the server wraps it.
+// in-process and the server wraps it. PredictionEngine orchestrates a
+// Predict: the GPUs and batches it asks for, the cache, memory, data-parallel
+// steps and the response's own warnings; one GPU's prediction is
+// device_prediction.h's (PredictOnDevice, HostScaleFor), prices and ranks
+// are price_and_rank.h's (PriceAndRank); this header includes both.
 #pragma once
 
 #include <memory>
@@ -11,7 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/devices/device_database.h"
+#include "core/predict/device_prediction.h"
 #include "core/predict/prediction_cache.h"
+#include "core/predict/price_and_rank.h"
 #include "core/predict/stop_condition.h"
 #include "core/predict/varying_predictor.h"
 #include "core/pricing/price_catalog.h"
@@ -129,31 +135,5 @@ class PredictionEngine {
   std::shared_ptr<PredictionCache> cache_;
   std::shared_ptr<const VaryingPredictor> varying_;
 };
-
-// Predicts one target GPU with the full per-operation breakdown; no prices
-// or ranks. `host_scale` is the trace's HostScaleFor (computed when absent);
-// it depends only on the trace, so callers predicting many GPUs pass it in.
-// `varying`: the kernel-varying predictions for this target
-// (VaryingPredictor::PredictTrace); null carries those ops over unscaled.
-// `stop` (may be null) is checked every kOperationsPerStopCheck operations.
-// Exposed for tests and the evaluation tools.
-absl::StatusOr<habitat::v1::DevicePrediction> PredictOnDevice(
-    const habitat::v1::Trace& trace, const habitat::v1::DeviceSpec& origin,
-    const habitat::v1::DeviceSpec& target, std::optional<double> host_scale = std::nullopt,
-    const VaryingPassTable* varying = nullptr, const StopCondition* stop = nullptr);
-
-// How fast the host ran relative to the profiled timeline (see
-// CalibrateHostScale); nullopt when the trace has no host timeline.
-std::optional<double> HostScaleFor(const habitat::v1::Trace& trace);
-// The same, giving up with `stop`'s status when it says to (calibration
-// replays the iteration 25 times).
-absl::StatusOr<std::optional<double>> HostScaleFor(const habitat::v1::Trace& trace,
-                                                   const StopCondition* stop);
-
-// Fills throughput (at each prediction's batch_size), prices and both ranks
-// of `predictions` in place; a prediction whose memory does not fit gets no
-// ranks (0).
-void PriceAndRank(const habitat::v1::PriceCatalog* catalog, habitat::v1::PriceKind kind,
-                  std::vector<habitat::v1::DevicePrediction>* predictions);
 
 }  // namespace habitat
