@@ -84,8 +84,8 @@ absl::StatusOr<double> PredictUnattributed(const v1::Trace& trace, const DeviceS
   *loose.mutable_forward()->mutable_kernels() = trace.unattributed_kernels();
   VaryingNotes notes;
   OperationPrediction op =
-      PredictOperation(trace, loose, static_cast<uint32_t>(trace.operations_size()),
-                       FactsOf(loose), origin, target, is_origin, /*varying_table=*/nullptr, &notes);
+      PredictOperation(trace, loose, static_cast<uint32_t>(trace.operations_size()), FactsOf(loose),
+                       origin, target, is_origin, /*varying_table=*/nullptr, &notes);
   for (const auto& kernel : trace.unattributed_kernels()) {
     op.set_origin_forward_ns(op.origin_forward_ns() + kernel.duration_ns());
   }

@@ -42,10 +42,9 @@ TraceFacts FactsOf(const habitat::v1::Trace& trace);
 // PredictOnDevice with `facts` = FactsOf(trace), for callers predicting
 // the same trace on many GPUs.
 absl::StatusOr<habitat::v1::DevicePrediction> PredictOnDeviceWith(
-    const habitat::v1::Trace& trace, const TraceFacts& facts,
-    const habitat::v1::DeviceSpec& origin, const habitat::v1::DeviceSpec& target,
-    std::optional<double> host_scale, const VaryingPassTable* varying,
-    const StopCondition* stop);
+    const habitat::v1::Trace& trace, const TraceFacts& facts, const habitat::v1::DeviceSpec& origin,
+    const habitat::v1::DeviceSpec& target, std::optional<double> host_scale,
+    const VaryingPassTable* varying, const StopCondition* stop);
 
 // How fast the host ran relative to the profiled timeline (see
 // CalibrateHostScale); nullopt when the trace has no host timeline.

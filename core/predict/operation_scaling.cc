@@ -103,12 +103,15 @@ std::string PassName(const Operation& op) {
 // Takes what the device warnings need from a pass the model predicted into
 // `notes`; returns whether the pass was raised to the target's floor.
 bool NoteModelPass(const VaryingPassPrediction& pass, VaryingNotes* notes) {
-  if (pass.sibling_id.empty()) {
+  // A split pass takes nothing from the model's trees, on either side.
+  if (pass.split_at_roofline) {
+    notes->split_at_roofline = true;
+  } else if (pass.sibling_id.empty()) {
     notes->target_outside_training |= !pass.target_in_training;
   } else {
     notes->sibling = pass.sibling_id;
   }
-  notes->origin_outside_training |= !pass.origin_in_training;
+  notes->origin_outside_training |= !pass.split_at_roofline && !pass.origin_in_training;
   notes->origin_mode = pass.origin_mode;
   notes->target_mode = pass.target_mode;
   if (pass.large_gemm) {

@@ -46,6 +46,8 @@ struct VaryingNotes {
   MathMode large_gemm_mode = MathMode::kFp32;
   bool capped_at_ceiling = false;
   bool fp32_bound = false;
+  // A pass was a GEMM split at its roofline (VaryingPassPrediction).
+  bool split_at_roofline = false;
 };
 
 // Predicts operation `index` of `trace` (`op`, with `facts` = FactsOf(op))

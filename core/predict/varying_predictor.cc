@@ -210,6 +210,7 @@ VaryingPredictor::ModelValue VaryingPredictor::Apply(const Evaluation& e, MathMo
         std::min(moved_ns, bound_ns) * (e.target_roofline_ns / e.origin_roofline_ns) +
         std::max(moved_ns - bound_ns, 0.0) * e.latency_ratio;
     out.ns = std::min(value, kMaxNs);
+    out.split_at_roofline = true;
     return out;
   }
   out.large_gemm = e.large_gemm_ns > 0;
@@ -443,6 +444,7 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
         VaryingPassPrediction& out = tables[t][VaryingPassKey(pass.op_index, group.backward)];
         out = prediction;
         out.large_gemm = value.large_gemm;
+        out.split_at_roofline = value.split_at_roofline;
         out.capped_at_ceiling = value.capped_at_ceiling;
         out.fp32_bound = fp32_bound;
         out.clamped_to_floor = raw < prediction.floor_ns;

@@ -65,6 +65,11 @@ struct VaryingPassPrediction {
   // large_gemm_ceiling times the target's sustained roofline, so the
   // prediction is that ceiling.
   bool capped_at_ceiling = false;
+  // A GEMM pass below the large-GEMM test, in fp16 or bf16 on a target the
+  // model has no measurements of in that mode: no tree correction, its
+  // roofline share moved by the roofline ratio and the rest by SM count x
+  // sustained clock (VaryingPredictor::Apply).
+  bool split_at_roofline = false;
   // The pass runs in TF32 on the target, and the same pass in fp32 there
   // was predicted faster: the prediction is that one (a GPU's TF32
   // throughput is at least its fp32 one, so allowing TF32 does not slow a
@@ -207,6 +212,7 @@ class VaryingPredictor {
     double ns = 0;
     bool large_gemm = false;
     bool capped_at_ceiling = false;
+    bool split_at_roofline = false;
   };
   ModelValue Apply(const Evaluation& e, MathMode origin_mode, MathMode target_mode,
                    int direction_factor, Nanoseconds origin_ns) const;

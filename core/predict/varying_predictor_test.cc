@@ -743,6 +743,14 @@ TEST_F(VaryingPredictorTest, HalfGemmOutsideTheDataMovesItsRooflineAndItsLatency
     EXPECT_NEAR(static_cast<double>(pass.predicted_ns),
                 r_t + (static_cast<double>(origin_ns) - r_o) * latency, 2.0)
         << multiple << "x its roofline on the origin";
+    EXPECT_TRUE(pass.split_at_roofline);
+    const v1::Trace trace = SmallHalfMatmul(origin_ns);
+    auto prediction = PredictOnDevice(trace, **origin, **target, std::nullopt, &(*tables)[0]);
+    ASSERT_TRUE(prediction.ok()) << prediction.status();
+    EXPECT_TRUE(HasWarning(*prediction,
+                           "1 operation(s), 100.0% of the origin GPU time, are fp16 GEMMs the "
+                           "kernel-varying model has no measurements of on this GPU"));
+    EXPECT_FALSE(HasWarning(*prediction, "it extrapolated from the GPUs' specs"));
   }
 }
 

@@ -43,6 +43,9 @@ void WarningTally::Add(const OperationPrediction& op, const VaryingNotes& notes)
   if (op.method() == v1::PREDICTION_METHOD_MLP && notes.target_outside_training) {
     target_untrained_[ModeIndex(*notes.target_mode)].Add(origin_ns);
   }
+  if (op.method() == v1::PREDICTION_METHOD_MLP && notes.split_at_roofline) {
+    split_[ModeIndex(*notes.target_mode)].Add(origin_ns);
+  }
   if (op.at_hardware_limit()) at_limit_.Add(origin_ns);
   if (notes.large_gemm) large_gemms_[ModeIndex(notes.large_gemm_mode)].Add(origin_ns);
   if (notes.fp32_bound) fp32_bound_.Add(origin_ns);
@@ -116,6 +119,16 @@ void WarningTally::WriteTrainingWarnings(const DeviceSpec& origin, Nanoseconds o
         "expect larger errors there",
         all.operations, Percent(all.origin_ns, origin_total), u.side, u.gpu, u.runs,
         absl::StrJoin(modes, ", ")));
+  }
+  for (MathMode mode : mlp::kAllMathModes) {
+    const OpShare& share = split_[ModeIndex(mode)];
+    if (share.operations == 0) continue;
+    prediction->add_warnings(absl::StrFormat(
+        "%d operation(s), %.1f%% of the origin GPU time, are %s GEMMs the kernel-varying model "
+        "has no measurements of on this GPU: the share their sustained roofline accounts for "
+        "was moved by the roofline ratio, the rest by SM count x clock as latency (less "
+        "certain than measured operator types)",
+        share.operations, Percent(share.origin_ns, origin_total), DisplayModeName(mode)));
   }
   if (via_sibling_.operations > 0) {
     prediction->add_warnings(absl::StrFormat(

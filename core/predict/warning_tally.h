@@ -56,6 +56,7 @@ class WarningTally {
   OpShare fallback_[mlp::kMathModeCount];
   OpShare origin_untrained_[mlp::kMathModeCount];
   OpShare target_untrained_[mlp::kMathModeCount];
+  OpShare split_[mlp::kMathModeCount];  // by the target's mode
   OpShare at_limit_;
   OpShare large_gemms_[mlp::kMathModeCount];  // by the mode predicted in
   OpShare capped_;
