@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -105,6 +106,11 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, size_t max_infl
   if (inflateInit2(&stream, 15 + 32) != Z_OK) {
     return absl::InternalError("zlib inflateInit2 failed");
   }
+  if (compressed.size() > std::numeric_limits<uInt>::max()) {
+    inflateEnd(&stream);
+    return absl::InvalidArgumentError(
+        absl::StrCat("gzip data of ", compressed.size(), " bytes; at most 4 GiB is read"));
+  }
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   stream.avail_in = static_cast<uInt>(compressed.size());
   std::string out;
@@ -131,7 +137,15 @@ absl::StatusOr<std::string> Gunzip(absl::string_view compressed, size_t max_infl
       return absl::InvalidArgumentError("truncated gzip data");
     }
   }
+  // The member ended: what follows (appended junk, a second member) would
+  // go unread, so the data is refused rather than half taken.
+  const size_t trailing = stream.avail_in;
   inflateEnd(&stream);
+  if (trailing != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        trailing, " bytes follow the end of the gzip data (", compressed.size() - trailing,
+        " bytes); a second gzip member or trailing bytes are not accepted"));
+  }
   return out;
 }
 

@@ -37,10 +37,11 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 // write on them fail.
 absl::Status SyncDirectory(const std::string& dir);
 
-// Inflates gzip or zlib data. Past `max_inflated_bytes` it stops with
-// RESOURCE_EXHAUSTED ("inflates to more than N bytes"), having held no more
-// than that (plus one 64 KiB chunk): a small file of zeros can inflate a
-// thousandfold, so data from users must be inflated with a bound.
+// Inflates gzip or zlib data: exactly one member (bytes after its end, such
+// as a second member or appended junk, are INVALID_ARGUMENT). Past `max_inflated_bytes` it stops
+// with RESOURCE_EXHAUSTED ("inflates to more than N bytes"), having held no more than that (plus
+// one 64 KiB chunk): a small file of zeros can inflate a thousandfold, so data from users must be
+// inflated with a bound.
 absl::StatusOr<std::string> Gunzip(absl::string_view compressed,
                                    size_t max_inflated_bytes = kNoInflateLimit);
 // Compresses as gzip (level 6).

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace habitat {
@@ -46,6 +47,35 @@ TEST(FileIoTest, TruncatedGzipIsInvalidArgument) {
   ASSERT_TRUE(compressed.ok());
   auto inflated = Gunzip(compressed->substr(0, compressed->size() / 2));
   EXPECT_EQ(inflated.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Bytes after the end of the gzip member (junk appended, a second member
+// concatenated) used to be ignored: the file read as valid although part of
+// it was never looked at. Refused, saying how many bytes follow.
+TEST(FileIoTest, BytesAfterTheGzipMemberAreRefused) {
+  const std::string payload = std::string(5000, 'y') + "tail";
+  auto compressed = Gzip(payload);
+  ASSERT_TRUE(compressed.ok());
+  ASSERT_TRUE(Gunzip(*compressed).ok());
+  for (const std::string& trailer :
+       {std::string("junk"), std::string(1, '\0'), *compressed, std::string(100000, 'z')}) {
+    auto inflated = Gunzip(*compressed + trailer);
+    ASSERT_FALSE(inflated.ok()) << trailer.size();
+    EXPECT_EQ(inflated.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        inflated.status().message(),
+        absl::StrCat(trailer.size(), " bytes follow the end of the gzip data (", compressed->size(),
+                     " bytes); a second gzip member or trailing bytes are not accepted"));
+  }
+  const std::string path = TempPath("gz_trailing");
+  ASSERT_TRUE(WriteFileAtomically(path, *compressed + "junk").ok());
+  auto read = ReadFile(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(read.status().message().find(path), absl::string_view::npos) << read.status();
+  EXPECT_NE(read.status().message().find("4 bytes follow the end of the gzip data"),
+            absl::string_view::npos)
+      << read.status();
+  unlink(path.c_str());
 }
 
 TEST(FileIoTest, GunzipStopsAtItsLimit) {

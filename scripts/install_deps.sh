@@ -20,6 +20,10 @@ PACKAGES=(
   # refuses to load without /usr/bin/xgboost.
   libxgboost-dev xgboost python3-xgboost python3-numpy
   clang-format  # scripts/check_format.sh (the style.clang_format test)
+  # The fuzzer stage of scripts/test.sh (scripts/fuzz_ci.sh): clang, and
+  # compiler-rt's libFuzzer, ASan and UBSan runtimes for it (a
+  # recommendation of clang's, which --no-install-recommends leaves out).
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test that needs no GPU;
-# then builds the same tests with AddressSanitizer + UBSan in a second build
+# then builds the libFuzzer targets with clang and runs each briefly over its
+# seed corpus (scripts/fuzz_ci.sh; HABITAT_FUZZERS=0 skips that stage); then
+# builds the same tests with AddressSanitizer + UBSan in a second build
 # directory and runs them again (HABITAT_SANITIZERS=0 skips that stage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,13 @@ scripts/build.sh
   # GPU tests carry the label "gpu" and are skipped on machines without one.
   ctest --output-on-failure -LE gpu -j 2
 )
+
+# Fuzzer stage (docs/fuzzing.md, "In CI"): a clang build of fuzz_trace,
+# fuzz_kineto and fuzz_predict in build-fuzz/, each run over a copy of its
+# seeds and then mutating them for 20 s.
+if [ "${HABITAT_FUZZERS:-1}" != 0 ]; then
+  scripts/fuzz_ci.sh
+fi
 
 if [ "${HABITAT_SANITIZERS:-1}" = 0 ]; then
   exit 0

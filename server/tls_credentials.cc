@@ -4,8 +4,10 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -78,6 +80,96 @@ absl::Status CheckValidity(const char* flag, const std::string& path, X509* cert
   return absl::OkStatus();
 }
 
+struct SslCtxFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
+
+// Bits of security OpenSSL's security levels 1-5 require of keys
+// (SSL_CTX_set_security_level(3)); level 0 requires nothing.
+int MinimumSecurityBits(int level) {
+  static constexpr int kBits[] = {0, 80, 112, 128, 192, 256};
+  return kBits[std::clamp(level, 0, 5)];
+}
+
+std::string KeyType(const EVP_PKEY* key) {
+  switch (EVP_PKEY_get_base_id(key)) {
+    case EVP_PKEY_RSA:
+    case EVP_PKEY_RSA_PSS:
+      return "RSA";
+    case EVP_PKEY_DSA:
+      return "DSA";
+    case EVP_PKEY_EC:
+      return "EC";
+    case EVP_PKEY_ED25519:
+      return "Ed25519";
+    case EVP_PKEY_ED448:
+      return "Ed448";
+    default:
+      return "private";
+  }
+}
+
+std::string OpenSslReason() {
+  const unsigned long code = ERR_peek_last_error();
+  const char* reason = code == 0 ? nullptr : ERR_reason_error_string(code);
+  ERR_clear_error();
+  return reason == nullptr ? "no reason given" : reason;
+}
+
+// gRPC hands the PEM pair to the same OpenSSL library, which refuses keys
+// and signatures below its security level (2 on Debian: RSA and DSA keys
+// under 2048 bits, SHA-1 signatures). gRPC then fails to listen ("cannot
+// listen on ..."), not naming the file: load them into a context made the
+// way gRPC makes its own to say which file and why, before that.
+absl::Status CheckUsableByTls(const TlsOptions& options, const std::vector<X509Ptr>& chain,
+                              EVP_PKEY* key) {
+  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
+  if (ctx == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("OpenSSL cannot make a TLS context: ", OpenSslReason()));
+  }
+  const int level = SSL_CTX_get_security_level(ctx.get());
+  const int needed = MinimumSecurityBits(level);
+  const int bits = EVP_PKEY_get_security_bits(key);
+  if (bits < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_key: the ", KeyType(key), " key in '", options.key_file, "' has ",
+        EVP_PKEY_get_bits(key), " bits (", bits,
+        " bits of security), too weak for this system's OpenSSL: its security level ", level,
+        " needs keys of at least ", needed,
+        " bits of security, and TLS would refuse the key. Make a new key and certificate: "
+        "RSA of 2048 bits or more (openssl req -newkey rsa:3072 ...) or EC P-256 "
+        "(openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 ...)"));
+  }
+  if (SSL_CTX_use_certificate(ctx.get(), chain.front().get()) != 1) {
+    const unsigned long code = ERR_peek_last_error();
+    const std::string reason = OpenSslReason();
+    if (ERR_GET_REASON(code) == SSL_R_CA_MD_TOO_WEAK) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_cert: the certificate in '", options.cert_file,
+          "' is signed with a digest too weak for this system's OpenSSL (security level ", level,
+          ": ", reason, "); have it signed again with SHA-256"));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_cert: this system's OpenSSL (security level ", level,
+                     ") refuses the certificate in '", options.cert_file, "': ", reason));
+  }
+  for (size_t i = 1; i < chain.size(); ++i) {
+    if (SSL_CTX_add1_chain_cert(ctx.get(), chain[i].get()) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_cert: this system's OpenSSL (security level ", level, ") refuses certificate ",
+          i + 1, " of the chain in '", options.cert_file, "': ", OpenSslReason()));
+    }
+  }
+  if (SSL_CTX_use_PrivateKey(ctx.get(), key) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_key: this system's OpenSSL refuses the key in '", options.key_file,
+                     "': ", OpenSslReason()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
@@ -111,6 +203,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         "--tls_key: the key in '", options.key_file,
         "' does not match the first certificate in --tls_cert '", options.cert_file, "'"));
   }
+  HABITAT_RETURN_IF_ERROR(CheckUsableByTls(options, chain, key.get()));
 
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   if (!options.client_ca_file.empty()) {

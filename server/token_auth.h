@@ -1,7 +1,21 @@
 // Bearer-token authentication with per-tenant tokens. The token file holds
 // one `tenant token` pair per line ('#' starts a comment); a tenant may have
 // several tokens (rotation: add the new one, reload, retire the old one).
-// Tokens are kept only as SHA-256 digests and never appear in messages.
+// Tokens are kept only as SHA-256 digests; messages about the file name the
+// line and the rule it fails, never a field of it (a line with its fields
+// swapped holds the secret where the tenant should be).
+//
+// Every line must pass these rules (docs/operations.md, "A token file"):
+//  - the tenant (first field) does not look like a token: not 16 or more
+//    characters that are all hex digits (`openssl rand -hex`), nor 16 or
+//    more that mix upper-case letters, lower-case letters and digits in
+//    runs averaging under 3 characters (base64, base64url); a capitalised
+//    word counts as one run. Then [A-Za-z0-9._-]{1,64}, not starting with
+//    '.' (the tenant is a directory name of the trace store);
+//  - the token (second field) looks generated: 16-1024 visible ASCII
+//    characters, at least two of lower-case letters, upper-case letters and
+//    digits, at least 6 different characters, not any tenant's name in the
+//    file, and unique in the file.
 #pragma once
 
 #include <map>
@@ -19,6 +33,20 @@ namespace habitat {
 // Shortest token accepted: 16 characters from a random generator are
 // already beyond guessing; shorter ones are likely placeholders.
 inline constexpr size_t kMinTokenLength = 16;
+inline constexpr size_t kMaxTokenLength = 1024;
+// Fewest different characters in a token: a random 16-character hex token
+// has fewer with probability 2.5e-5; "abab1212abab1212" has 4.
+inline constexpr size_t kMinTokenDistinctCharacters = 6;
+// A tenant field of this many characters or more is checked for looking
+// like a token (16 hex digits are 64 random bits).
+inline constexpr size_t kTokenLikeTenantLength = 16;
+
+// Why `field`, read as a tenant, looks like a token rather than a name;
+// empty when it does not. Never quotes `field`.
+std::string TokenLikeTenantReason(absl::string_view field);
+// Which rule `token` fails as a token, or empty when it passes all. Never
+// quotes `token`.
+std::string WeakTokenReason(absl::string_view token);
 
 class TokenTable {
  public:

@@ -482,6 +482,9 @@ std::optional<habitat::v1::MemoryUsage> Converter::MemoryInWindow(int64_t device
   if (first->total_allocated >= 0 && first->bytes.has_value() &&
       first->total_allocated - *first->bytes >= 0) {
     out.set_allocated_bytes_at_start(first->total_allocated - *first->bytes);
+    // A first event that frees leaves less than the window began with: the
+    // peak counts the start (as AddPassMemory's running peak does).
+    allocated = std::max(allocated, out.allocated_bytes_at_start());
   }
   if (allocated >= 0) out.set_peak_allocated_bytes(allocated);
   if (reserved >= 0) out.set_peak_reserved_bytes(reserved);

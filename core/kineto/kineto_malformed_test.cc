@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/file_io.h"
 #include "core/kineto/kineto_import.h"
+#include "core/trace/trace_validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -193,6 +194,18 @@ TEST(KinetoMalformedTest, BadMemoryEvents) {
                             KinetoImportOptions());
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_FALSE(trace->memory().has_allocated_bytes_at_start());
+  // A window whose first event frees began with more than any event reports
+  // after it: the peak counts that start (ValidateTrace refuses a peak below
+  // the start).
+  KinetoImportOptions batch_one;
+  batch_one.batch_size = 1;
+  trace = ImportKinetoTrace(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
+                                 memory(absl::StrCat(good, R"(, "Bytes": -1024)"))),
+                            batch_one);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->memory().allocated_bytes_at_start(), 1536);
+  EXPECT_EQ(trace->memory().peak_allocated_bytes(), 1536);
+  EXPECT_TRUE(ValidateTrace(*trace).ok()) << ValidateTrace(*trace);
   EXPECT_INVALID(Make(R"("External id": 1)", "2.5", kGoodKernelArgs,
                       memory(absl::StrCat(good, R"(, "Bytes": "some")"))),
                  HasSubstr("args.Bytes"), HasSubstr("must be an integer"));

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
@@ -29,17 +30,58 @@ absl::Status CheckEntries(const std::string& field, int64_t count, int64_t limit
   return Invalid(field, absl::StrCat("has ", count, " entries; the limit is ", limit));
 }
 
-// U+202A-U+202E (embeddings, overrides) and U+2066-U+2069 (isolates) in
-// UTF-8 at byte `i`: E2 80 AA-AE, E2 81 A6-A9.
-bool IsBidiControl(const std::string& s, size_t i) {
-  if (i + 2 >= s.size() || static_cast<unsigned char>(s[i]) != 0xE2) return false;
-  const unsigned char b1 = static_cast<unsigned char>(s[i + 1]);
-  const unsigned char b2 = static_cast<unsigned char>(s[i + 2]);
-  return (b1 == 0x80 && b2 >= 0xAA && b2 <= 0xAE) || (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9);
+// Decodes the UTF-8 sequence at byte `i` of `s` into `*code_point` and
+// returns its length; 0 when it is not well-formed UTF-8 (RFC 3629): a stray
+// continuation byte, a truncated sequence, an overlong form (C1 85 spelling
+// U+0045, E0 82 85 spelling U+0085), a UTF-16 surrogate, a code point above
+// U+10FFFF, or a 5- or 6-byte form.
+int DecodeUtf8(absl::string_view s, size_t i, char32_t* code_point) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) {
+    *code_point = c;
+    return 1;
+  }
+  int length;
+  char32_t value;
+  char32_t minimum;
+  if ((c & 0xE0) == 0xC0) {
+    length = 2, value = c & 0x1F, minimum = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    length = 3, value = c & 0x0F, minimum = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    length = 4, value = c & 0x07, minimum = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + length > s.size()) return 0;
+  for (int k = 1; k < length; ++k) {
+    const unsigned char next = static_cast<unsigned char>(s[i + k]);
+    if ((next & 0xC0) != 0x80) return 0;
+    value = (value << 6) | (next & 0x3F);
+  }
+  if (value < minimum || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF)) return 0;
+  *code_point = value;
+  return length;
 }
 
-// Names end up in tables, JSON and metric labels: require printable UTF-8
-// without control characters and a bounded length.
+// Unicode's Bidi_Control characters: U+061C ARABIC LETTER MARK, U+200E and
+// U+200F (left-to-right and right-to-left marks), U+202A-U+202E
+// (embeddings, overrides) and U+2066-U+2069 (isolates).
+bool IsBidiControl(char32_t c) {
+  return c == 0x061C || c == 0x200E || c == 0x200F || (c >= 0x202A && c <= 0x202E) ||
+         (c >= 0x2066 && c <= 0x2069);
+}
+
+std::string CodePoint(char32_t c) {
+  std::string hex = absl::StrCat(absl::Hex(static_cast<uint32_t>(c), absl::kZeroPad4));
+  for (char& h : hex) h = absl::ascii_toupper(static_cast<unsigned char>(h));
+  return absl::StrCat("U+", hex);
+}
+
+// Names end up in tables, JSON, logs and metric labels: require well-formed
+// UTF-8 of a bounded length without anything that breaks a line or
+// reorders text: no C0 or C1 control characters (U+0085 NEXT LINE is one),
+// no U+2028/U+2029 (line and paragraph separators), no bidi controls.
 absl::Status CheckName(const std::string& field, const std::string& name, const TraceLimits& limits,
                        bool required) {
   if (required && name.empty()) return Invalid(field, "must not be empty");
@@ -47,29 +89,30 @@ absl::Status CheckName(const std::string& field, const std::string& name, const 
     return Invalid(
         field, absl::StrCat("is ", name.size(), " bytes; the limit is ", limits.max_name_bytes));
   }
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
+  for (size_t i = 0; i < name.size();) {
+    char32_t c = 0;
+    const int length = DecodeUtf8(name, i, &c);
+    if (length == 0) return Invalid(field, absl::StrCat("is not valid UTF-8 at byte ", i));
     if (c < 0x20 || c == 0x7f) {
-      return Invalid(field,
-                     absl::StrCat("contains control character 0x", absl::Hex(c), " at byte ", i));
+      return Invalid(field, absl::StrCat("contains control character 0x",
+                                         absl::Hex(static_cast<uint32_t>(c)), " at byte ", i));
     }
-    if (IsBidiControl(name, i)) {
-      return Invalid(field, absl::StrCat("contains a bidirectional text control at byte ", i,
-                                         " (it would reorder what terminals show)"));
+    if (c >= 0x80 && c <= 0x9F) {
+      return Invalid(field, absl::StrCat("contains control character ", CodePoint(c),
+                                         c == 0x85 ? " (NEXT LINE)" : "", " at byte ", i,
+                                         " (C1 controls are not text)"));
     }
-    if (c >= 0x80) {
-      // Lead byte tells how many continuation bytes (10xxxxxx) follow.
-      const int extra = (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
-      if (extra < 0 || i + static_cast<size_t>(extra) >= name.size()) {
-        return Invalid(field, absl::StrCat("is not valid UTF-8 at byte ", i));
-      }
-      for (int k = 1; k <= extra; ++k) {
-        if ((static_cast<unsigned char>(name[i + k]) >> 6) != 0x2) {
-          return Invalid(field, absl::StrCat("is not valid UTF-8 at byte ", i));
-        }
-      }
-      i += extra;
+    if (c == 0x2028 || c == 0x2029) {
+      return Invalid(field, absl::StrCat("contains ", CodePoint(c),
+                                         c == 0x2028 ? " LINE SEPARATOR" : " PARAGRAPH SEPARATOR",
+                                         " at byte ", i, " (it breaks lines like a newline)"));
     }
+    if (IsBidiControl(c)) {
+      return Invalid(
+          field, absl::StrCat("contains a bidirectional text control (", CodePoint(c), ") at byte ",
+                              i, " (it would reorder what terminals show)"));
+    }
+    i += length;
   }
   return absl::OkStatus();
 }
@@ -139,6 +182,10 @@ absl::Status CheckKernel(const std::string& field, const Kernel& kernel,
 
 absl::Status CheckMemory(const std::string& field, const MemoryActivity& memory,
                          const TraceLimits& limits) {
+  if (!MemoryActivity::Kind_IsValid(memory.kind())) {
+    return Invalid(field + ".kind", absl::StrCat("is ", static_cast<int>(memory.kind()),
+                                                 ", not a known MemoryActivity.Kind value"));
+  }
   HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".duration_ns", memory.duration_ns(), limits));
   HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".start_ns", memory.start_ns(), limits, false));
   return CheckOffset(field + ".launch_ns", memory.launch_ns(), limits, true);
@@ -332,6 +379,15 @@ absl::Status CheckMemory(const Trace& trace, const TraceLimits& limits) {
   for (const auto& [field, value] : bytes) {
     if (value < 0) return Invalid(field, absl::StrCat("must be >= 0 (got ", value, ")"));
   }
+  // The iteration's peak counts what was allocated when it began.
+  if (memory.has_allocated_bytes_at_start() && memory.has_peak_allocated_bytes() &&
+      memory.peak_allocated_bytes() < memory.allocated_bytes_at_start()) {
+    return Invalid(
+        "memory.peak_allocated_bytes",
+        absl::StrCat("is ", memory.peak_allocated_bytes(),
+                     ", below memory.allocated_bytes_at_start (", memory.allocated_bytes_at_start(),
+                     "); the peak of an iteration is at least what it began with"));
+  }
   constexpr int64_t kPassMemoryPerOperation = 8;
   if (memory.passes_size() > kPassMemoryPerOperation * int64_t{trace.operations_size()}) {
     return Invalid(
@@ -411,8 +467,13 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     return Invalid("precision", absl::StrCat("is ", static_cast<int>(trace.precision()),
                                              ", not a known Precision value"));
   }
-  if (trace.operations_size() == 0 && trace.unattributed_kernels_size() == 0) {
-    return Invalid("operations", "is empty: the trace holds no operations to predict");
+  if (trace.operations_size() == 0) {
+    return Invalid("operations",
+                   trace.unattributed_kernels_size() == 0
+                       ? "is empty: the trace holds no operations to predict"
+                       : "is empty: the trace holds only unattributed_kernels, which are carried "
+                         "along but not predicted (it would be predicted at 0 ns); attribute "
+                         "them to operations");
   }
   if (trace.operations_size() > limits.max_operations) {
     return absl::InvalidArgumentError(absl::StrCat("operations has ", trace.operations_size(),
@@ -432,11 +493,17 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".cpu_start_ns", op.cpu_start_ns(), limits, true));
     HABITAT_RETURN_IF_ERROR(
         CheckDuration(field + ".cpu_duration_ns", op.cpu_duration_ns(), limits));
-    if (op.has_gradient_producer() &&
-        op.gradient_producer() >= static_cast<uint32_t>(trace.operations_size())) {
+    // The producer's backward ended before this accumulation began, and
+    // operations are in the order they began: an earlier operation.
+    if (op.has_gradient_producer() && op.gradient_producer() >= static_cast<uint32_t>(i)) {
       return Invalid(field + ".gradient_producer",
-                     absl::StrCat("is ", op.gradient_producer(), "; the trace has ",
-                                  trace.operations_size(), " operations"));
+                     i == 0 ? absl::StrCat("is ", op.gradient_producer(),
+                                           "; it must name an earlier operation, and the first "
+                                           "operation has none")
+                            : absl::StrCat("is ", op.gradient_producer(),
+                                           "; it must name an earlier operation (0 to ", i - 1,
+                                           "), whose backward produced the gradient this one "
+                                           "accumulates"));
     }
     HABITAT_RETURN_IF_ERROR(CheckPass(field + ".forward", op.forward(), limits, &total_kernels));
     if (op.has_backward()) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace habitat {
@@ -194,12 +195,67 @@ TEST(TraceValidationTest, PassMemoryNamesAPassOfTheTraceAndIsNeverNegative) {
   ExpectInvalid(trace, "memory.passes");
 }
 
-TEST(TraceValidationTest, GradientProducerNamesAnOperationOfTheTrace) {
+// The producer's backward ended before the accumulation began, and the
+// operations are in the order they began: it is an earlier operation, never
+// the accumulation itself or a later one.
+TEST(TraceValidationTest, GradientProducerNamesAnEarlierOperation) {
   v1::Trace trace = OneKernelTrace();
-  trace.mutable_operations(0)->set_gradient_producer(0);
+  *trace.add_operations() = trace.operations(0);
+  *trace.add_operations() = trace.operations(0);
+  trace.mutable_operations(1)->set_name("torch::autograd::AccumulateGrad");
+  trace.mutable_operations(1)->set_gradient_producer(0);
   EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
-  trace.mutable_operations(0)->set_gradient_producer(trace.operations_size());
+  trace.mutable_operations(1)->set_gradient_producer(1);  // itself
+  ExpectInvalid(trace, "operations[1].gradient_producer");
+  ExpectInvalid(trace, "an earlier operation");
+  trace.mutable_operations(1)->set_gradient_producer(2);  // a later one
+  ExpectInvalid(trace, "operations[1].gradient_producer");
+  trace.mutable_operations(1)->set_gradient_producer(3);  // none at all
+  ExpectInvalid(trace, "operations[1].gradient_producer");
+  trace.mutable_operations(1)->clear_gradient_producer();
+  trace.mutable_operations(0)->set_gradient_producer(0);  // the first, itself
   ExpectInvalid(trace, "operations[0].gradient_producer");
+}
+
+// An unknown enum value (open enums keep it) is a field we cannot read.
+TEST(TraceValidationTest, MemoryActivityKindIsAKnownValue) {
+  v1::Trace trace = OneKernelTrace();
+  v1::MemoryActivity* memory = trace.mutable_operations(0)->mutable_forward()->add_memory();
+  memory->set_kind(v1::MemoryActivity::KIND_MEMCPY_HTOD);
+  memory->set_bytes(4096);
+  memory->set_duration_ns(10);
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  memory->set_kind(static_cast<v1::MemoryActivity::Kind>(99));
+  ExpectInvalid(trace, "operations[0].forward.memory[0].kind");
+  ExpectInvalid(trace, "99");
+  memory->set_kind(static_cast<v1::MemoryActivity::Kind>(-1));
+  ExpectInvalid(trace, "operations[0].forward.memory[0].kind");
+}
+
+// Kernels attributed to no operation are carried along by the predictor,
+// not predicted: a trace of nothing else would be predicted at 0 ns.
+TEST(TraceValidationTest, UnattributedKernelsAloneAreNotATrace) {
+  v1::Trace trace = OneKernelTrace();
+  *trace.add_unattributed_kernels() = trace.operations(0).forward().kernels(0);
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  trace.clear_operations();
+  ExpectInvalid(trace, "operations");
+  ExpectInvalid(trace, "unattributed_kernels");
+}
+
+// The peak of an iteration is at least what was allocated when it began.
+TEST(TraceValidationTest, PeakMemoryIsNotBelowTheStart) {
+  v1::Trace trace = OneKernelTrace();
+  v1::MemoryUsage* memory = trace.mutable_memory();
+  memory->set_allocated_bytes_at_start(int64_t{8} << 30);
+  memory->set_peak_allocated_bytes(int64_t{8} << 30);
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+  memory->set_peak_allocated_bytes((int64_t{8} << 30) - 1);
+  ExpectInvalid(trace, "memory.peak_allocated_bytes");
+  ExpectInvalid(trace, "memory.allocated_bytes_at_start");
+  // Either alone is fine: nothing to compare.
+  memory->clear_allocated_bytes_at_start();
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
 }
 
 // Every repeated field counts against a limit: 3,000,000 memory activities,
@@ -267,6 +323,61 @@ TEST(TraceValidationTest, FreeFormStringsArePrintable) {
   ExpectInvalid(trace, "bidirectional");
   trace = OneKernelTrace();
   trace.set_model_name("r\xC3\xA9seau \xE2\x80\x94 \xE2\x80\xA6");  // é, em dash, ellipsis
+  EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
+}
+
+// Line and paragraph separators break a log line or a table row like a
+// newline does; C1 controls are control characters; every Unicode
+// Bidi_Control reorders what a terminal shows. Each is refused, naming the
+// field and the code point.
+TEST(TraceValidationTest, UnicodeSeparatorsAndBidiControlsAreRefused) {
+  struct Case {
+    const char* utf8;
+    const char* code_point;
+  };
+  const Case cases[] = {
+      {"\xC2\x85", "U+0085"},      // NEXT LINE (a C1 control)
+      {"\xC2\x80", "U+0080"},      // first C1 control
+      {"\xC2\x9F", "U+009F"},      // last C1 control
+      {"\xE2\x80\xA8", "U+2028"},  // LINE SEPARATOR
+      {"\xE2\x80\xA9", "U+2029"},  // PARAGRAPH SEPARATOR
+      {"\xE2\x80\x8E", "U+200E"},  // LEFT-TO-RIGHT MARK
+      {"\xE2\x80\x8F", "U+200F"},  // RIGHT-TO-LEFT MARK
+      {"\xD8\x9C", "U+061C"},      // ARABIC LETTER MARK
+      {"\xE2\x80\xAA", "U+202A"},  // LEFT-TO-RIGHT EMBEDDING
+      {"\xE2\x81\xA9", "U+2069"},  // POP DIRECTIONAL ISOLATE
+  };
+  for (const auto& c : cases) {
+    const std::string name = absl::StrCat("resnet", c.utf8, "50");
+    v1::Trace trace = OneKernelTrace();
+    trace.set_model_name(name);
+    ExpectInvalid(trace, "model_name");
+    ExpectInvalid(trace, c.code_point);
+    trace = OneKernelTrace();
+    trace.mutable_operations(0)->set_name(name);
+    ExpectInvalid(trace, "operations[0].name");
+    trace = OneKernelTrace();
+    trace.mutable_operations(0)->mutable_forward()->mutable_kernels(0)->set_name(name);
+    ExpectInvalid(trace, "operations[0].forward.kernels[0].name");
+    trace = OneKernelTrace();
+    (*trace.mutable_metadata())[name] = "x";
+    ExpectInvalid(trace, "metadata key");
+  }
+  // Not UTF-8 although the old check took them: overlong forms (C1 85 is
+  // 'E', E0 82 85 is U+0085), a UTF-16 surrogate, a code point above
+  // U+10FFFF; and a 5-byte form, which it did refuse.
+  for (const char* bad :
+       {"\xC1\x85", "\xE0\x82\x85", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xF8\x88\x80\x80\x80"}) {
+    v1::Trace trace = OneKernelTrace();
+    trace.set_model_name(absl::StrCat("a", bad, "b"));
+    ExpectInvalid(trace, "model_name is not valid UTF-8 at byte 1");
+  }
+  // Neighbours that are ordinary text stay valid: NBSP, zero-width joiner
+  // (emoji sequences), U+2027, U+202F, CJK, an emoji.
+  v1::Trace trace = OneKernelTrace();
+  trace.set_model_name(
+      "a\xC2\xA0"
+      "b\xE2\x80\x8D\xE2\x80\xA7\xE2\x80\xAF\xE6\xA8\xA1\xE5\x9E\x8B\xF0\x9F\x9A\x80");
   EXPECT_TRUE(ValidateTrace(trace).ok()) << ValidateTrace(trace);
 }
 

@@ -2,7 +2,9 @@
 // answered by the service logic (PredictionBackend: validation, pricing and
 // the prediction engine) over the bundled GPU database and price catalogs,
 // exactly as the server answers a Predict. The ResNet-50 and small-CNN agent
-// fixtures are uploaded once, so requests by trace id reach the engine too.
+// fixtures and a DCGAN capture with memory records and gradient producers
+// are uploaded once, so requests by trace id reach the engine too (memory,
+// --fit and data-parallel predictions with the DCGAN one).
 // With HABITAT_FUZZ_MODELS_DIR naming a models directory (the source tree's
 // models/), the backend also loads the kernel-varying predictor, so
 // convolutions, GEMMs, LSTMs and attention go through the MLP as in the
@@ -51,9 +53,11 @@ habitat::PredictionBackend* Backend() {
     auto created = habitat::PredictionBackend::Create(
         options, std::make_unique<habitat::InMemoryTraceStore>());
     if (!created.ok()) SetupFailed("PredictionBackend::Create", created.status());
-    for (const char* name : {"resnet50_b16_fp32", "smallcnn_b8_fp32"}) {
-      const std::string path =
-          std::string(HABITAT_TESTDATA_DIR) + "/agent/h100/" + name + ".trace.gz";
+    // The DCGAN capture has Trace.memory and gradient producers: memory
+    // predictions, fits and data-parallel steps by id.
+    for (const char* name : {"agent/h100/resnet50_b16_fp32", "agent/h100/smallcnn_b8_fp32",
+                             "agent_suite/h100_producers/dcgan_b64_fp32"}) {
+      const std::string path = std::string(HABITAT_TESTDATA_DIR) + "/" + name + ".trace.gz";
       auto bytes = habitat::ReadFile(path);
       if (!bytes.ok()) SetupFailed(path, bytes.status());
       habitat::v1::UploadTraceRequest upload;
@@ -115,6 +119,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     HABITAT_FUZZ_CHECK(unranked
                            ? p.rank_by_time() == 0
                            : p.rank_by_time() >= 1 && p.rank_by_time() <= static_cast<uint32_t>(n));
+    if (p.has_memory()) HABITAT_FUZZ_CHECK(p.memory().peak_allocated_bytes() >= 0);
+    // Data-parallel steps are times too, and the communication they leave
+    // exposed is part of the step.
+    for (const auto& parallel : p.parallel()) {
+      HABITAT_FUZZ_CHECK(parallel.step_ns() >= 0);
+      HABITAT_FUZZ_CHECK(parallel.exposed_communication_ns() >= 0);
+      HABITAT_FUZZ_CHECK(parallel.exposed_communication_ns() <= parallel.step_ns());
+      HABITAT_FUZZ_CHECK(parallel.samples_per_second() >= 0);
+    }
   }
   std::string bytes;
   HABITAT_FUZZ_CHECK(response->SerializeToString(&bytes));

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "common/json_text.h"
 #include "common/status_macros.h"
@@ -32,9 +33,12 @@ using nlohmann::json;
 const std::string kTestdata = HABITAT_TESTDATA_DIR;
 const std::string kData = HABITAT_DATA_DIR;
 
+// `name` under tests/testdata/agent/h100/, or a path under tests/testdata.
 absl::StatusOr<v1::Trace> LoadAgentTrace(const std::string& name) {
-  HABITAT_ASSIGN_OR_RETURN(std::string bytes,
-                           ReadFile(kTestdata + "/agent/h100/" + name + ".trace.gz"));
+  const std::string path = absl::StrContains(name, "/")
+                               ? kTestdata + "/" + name + ".trace.gz"
+                               : kTestdata + "/agent/h100/" + name + ".trace.gz";
+  HABITAT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   v1::Trace trace;
   if (!trace.ParseFromString(bytes)) return absl::DataLossError(name + " is not a Trace");
   return trace;
@@ -60,6 +64,39 @@ v1::Trace Shrink(const v1::Trace& trace, int first, int count, int kernels) {
   }
   if (out.host_events_size() > 3) {
     out.mutable_host_events()->DeleteSubrange(3, out.host_events_size() - 3);
+  }
+  return out;
+}
+
+// Keeps the operations at the ascending indices `keep`, at most `kernels`
+// kernels per pass, and what links operations: gradient producers and the
+// memory records, renumbered (dropped where they name an operation not
+// kept), so the result is as valid as the trace.
+v1::Trace ShrinkLinked(const v1::Trace& trace, const std::vector<int>& keep, int kernels) {
+  v1::Trace out = Shrink(trace, 0, 0, kernels);
+  std::vector<int> renumbered(trace.operations_size(), -1);
+  for (const int i : keep) {
+    renumbered[i] = out.operations_size();
+    *out.add_operations() = Shrink(trace, i, 1, kernels).operations(0);
+  }
+  for (v1::Operation& op : *out.mutable_operations()) {
+    if (!op.has_gradient_producer()) continue;
+    const int producer = renumbered[op.gradient_producer()];
+    if (producer < 0) {
+      op.clear_gradient_producer();
+    } else {
+      op.set_gradient_producer(producer);
+    }
+  }
+  if (out.has_memory()) {
+    v1::MemoryUsage* memory = out.mutable_memory();
+    memory->clear_passes();
+    for (const v1::PassMemory& pass : trace.memory().passes()) {
+      if (renumbered[pass.operation()] < 0) continue;
+      v1::PassMemory* kept = memory->add_passes();
+      *kept = pass;
+      kept->set_operation(renumbered[pass.operation()]);
+    }
   }
   return out;
 }
@@ -301,6 +338,76 @@ absl::Status Run(const std::string& out) {
     HABITAT_RETURN_IF_ERROR(
         Write(out + "/predict/seed_inline_kineto_" + std::to_string(i), Serialize(request)));
   }
+
+  // Memory prediction, --fit and data-parallel (DDP) steps need a trace
+  // with Trace.memory and gradient producers: the DCGAN agent capture of
+  // agent_suite/h100_producers (which fuzz_predict uploads), by id, and
+  // shrunk inline (the discriminator's forward, its AccumulateGrads and the
+  // optimizer's first ops), so mutations reach the memory records and the
+  // producers too.
+  HABITAT_ASSIGN_OR_RETURN(v1::Trace dcgan,
+                           LoadAgentTrace("agent_suite/h100_producers/dcgan_b64_fp32"));
+  if (!dcgan.has_memory() || dcgan.memory().passes().empty()) {
+    return absl::FailedPreconditionError("the DCGAN producers fixture has no memory records");
+  }
+  HABITAT_ASSIGN_OR_RETURN(std::string dcgan_id, ComputeTraceId(dcgan));
+  std::vector<int> keep;
+  for (int i = 0; i <= 28; ++i) keep.push_back(i);   // forward, AccumulateGrads
+  for (int i = 82; i <= 85; ++i) keep.push_back(i);  // _foreach_ optimizer ops
+  const v1::Trace dcgan_small = ShrinkLinked(dcgan, keep, 2);
+  const auto dcgan_request = [&](bool inline_trace) {
+    request.Clear();
+    if (inline_trace) {
+      *request.mutable_trace() = dcgan_small;
+    } else {
+      request.set_trace_id(dcgan_id);
+    }
+  };
+  // Memory at twice the traced batch on GPUs of 16 to 80 GB.
+  for (const bool inline_trace : {false, true}) {
+    dcgan_request(inline_trace);
+    for (const char* device : {"H100-SXM", "A100-SXM-40GB", "T4", "L4"})
+      request.add_devices(device);
+    request.set_batch_size(dcgan.batch_size() * 2);
+    HABITAT_RETURN_IF_ERROR(
+        Write(absl::StrCat(out, "/predict/seed_", inline_trace ? "inline" : "id", "_dcgan_memory"),
+              Serialize(request)));
+  }
+  // --fit: powers of two, and multiples of 48 (not a power of two).
+  for (const uint32_t step : {0u, 48u}) {
+    dcgan_request(false);
+    for (const char* device : {"H100-SXM", "A10G", "T4"}) request.add_devices(device);
+    request.mutable_fit()->set_batch_step(step);
+    request.set_catalog("aws");
+    HABITAT_RETURN_IF_ERROR(
+        Write(absl::StrCat(out, "/predict/seed_id_dcgan_fit", step == 0 ? "" : "_step48"),
+              Serialize(request)));
+  }
+  // DDP: one 8-GPU node, and two 4-GPU nodes with a 1 MiB bucket cap and
+  // NVLink SHARP off (aws prices, which have network figures).
+  for (const bool inline_trace : {false, true}) {
+    dcgan_request(inline_trace);
+    for (const char* device : {"H100-SXM", "A100-SXM-40GB"}) request.add_devices(device);
+    request.set_catalog("aws");
+    request.add_parallel()->set_gpus_per_node(8);
+    v1::ParallelConfig* two_nodes = request.add_parallel();
+    two_nodes->set_gpus_per_node(4);
+    two_nodes->set_nodes(2);
+    two_nodes->set_bucket_cap_bytes(int64_t{1} << 20);
+    two_nodes->set_disable_nvls(true);
+    HABITAT_RETURN_IF_ERROR(
+        Write(absl::StrCat(out, "/predict/seed_", inline_trace ? "inline" : "id", "_dcgan_ddp"),
+              Serialize(request)));
+  }
+  // All together: fit, DDP and the catalog's other instance sizes.
+  dcgan_request(false);
+  for (const char* device : {"H100-SXM", "T4"}) request.add_devices(device);
+  request.set_catalog("aws");
+  request.mutable_fit();
+  request.add_parallel()->set_gpus_per_node(2);
+  request.set_catalog_instances(true);
+  HABITAT_RETURN_IF_ERROR(
+      Write(out + "/predict/seed_id_dcgan_fit_ddp_instances", Serialize(request)));
   return absl::OkStatus();
 }
 

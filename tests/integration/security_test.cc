@@ -70,7 +70,16 @@ class Pki {
         "-days 2 -extfile $4; }\n", "sign server localhost ca server.ext\n",
         "sign client habitat-client ca client.ext\n",
         "sign rogue_client rogue other_ca client.ext\n",
-        "sign other_server localhost other_ca server.ext\n");
+        "sign other_server localhost other_ca server.ext\n",
+        // Refused by Debian's OpenSSL (security level 2) in any handshake:
+        // a 1024-bit RSA key, and a certificate signed with SHA-1.
+        "openssl req -newkey rsa:1024 -nodes -keyout weak_rsa.key -out weak_rsa.csr ",
+        "-subj /CN=localhost\n",
+        "openssl x509 -req -in weak_rsa.csr -CA ca.pem -CAkey ca.key -CAcreateserial ",
+        "-out weak_rsa.pem -days 2 -extfile server.ext\n", "openssl req ", key,
+        " -keyout sha1.key -out sha1.csr -subj /CN=localhost\n",
+        "openssl x509 -req -sha1 -in sha1.csr -CA ca.pem -CAkey ca.key -CAcreateserial ",
+        "-out sha1.pem -days 2 -extfile server.ext\n");
     WriteText(d + "/make.sh", script);
     const std::string command = absl::StrCat("sh ", d, "/make.sh > ", d, "/openssl.log 2>&1");
     if (std::system(command.c_str()) != 0) {
@@ -290,6 +299,13 @@ TEST_F(SecurityTest, BadTlsFilesFailAtStartNamingTheFile) {
        absl::StrCat("the key in '", pki_->Path("client.key"), "' does not match")},
       {pki_->Path("server.pem"), pki_->Path("server.key"), not_pem,
        absl::StrCat("--tls_client_ca: '", not_pem, "' holds no PEM certificate")},
+      // Once "cannot listen on 127.0.0.1:0": gRPC's OpenSSL refused them.
+      {pki_->Path("weak_rsa.pem"), pki_->Path("weak_rsa.key"), "",
+       absl::StrCat("--tls_key: the RSA key in '", pki_->Path("weak_rsa.key"),
+                    "' has 1024 bits (80 bits of security), too weak")},
+      {pki_->Path("sha1.pem"), pki_->Path("sha1.key"), "",
+       absl::StrCat("--tls_cert: the certificate in '", pki_->Path("sha1.pem"),
+                    "' is signed with a digest too weak")},
   };
   for (const auto& c : cases) {
     ServerOptions options = BaseOptions();

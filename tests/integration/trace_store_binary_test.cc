@@ -201,7 +201,8 @@ TEST_F(TraceStoreBinaryTest, NothingAcknowledgedIsLostWhenKilledMidUpload) {
 TEST_F(TraceStoreBinaryTest, TenantsStayApartAcrossRestarts) {
   auto traces = DistinctTraces(1, 1);
   ASSERT_TRUE(traces.ok()) << traces.status();
-  const std::string alpha_token(32, 'a'), beta_token(32, 'b');
+  const std::string alpha_token = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6";
+  const std::string beta_token = "b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1";
   const std::string tokens = tmp_.Sub("tokens.txt");
   {
     std::FILE* file = std::fopen(tokens.c_str(), "w");
