@@ -108,6 +108,30 @@ def mape(values) -> float:
     return sum(abs(v) for v in values) / len(values) if values else float("nan")
 
 
+# How far apart the two software stacks may run one model's two layouts
+# before the model counts as running different software on them (below).
+LAYOUT_AGREEMENT = 1.5
+
+
+def layout_agreement(rows: list) -> dict:
+    """Per model captured in both layouts: the origin's NCHW/NHWC step ratio
+    over the target's. Near 1 when both stacks run the two layouts alike; far
+    from it when one stack runs one layout through other, much slower
+    software (the H200's cuDNN 9.19 batch norm in NCHW, the 3090's PyTorch
+    1.12 grouped convolutions in NHWC). Uses measured steps only, never a
+    prediction."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["model"], {})[r["layout"]] = r
+    out = {}
+    for model, d in by.items():
+        if "nchw" in d and "nhwc" in d:
+            origin = d["nchw"]["origin_ms"] / d["nhwc"]["origin_ms"]
+            target = d["nchw"]["measured_ms"] / d["nhwc"]["measured_ms"]
+            out[model] = origin / target
+    return out
+
+
 def summary(rows: list) -> list:
     lines = ["| set | N | MAPE | median abs | worst | within ±err | "
              + " | ".join(f"{b} MAPE" for b in BASELINES) + " |",
@@ -115,6 +139,14 @@ def summary(rows: list) -> list:
     groups = [("all", rows)] + [(f, [r for r in rows if r["family"] == f]) for f in FAMILIES]
     for layout in ("nchw", "nhwc"):
         groups.append((f"layout {layout}", [r for r in rows if r["layout"] == layout]))
+    agreement = layout_agreement(rows)
+    agree = [r for r in rows if r["model"] in agreement
+             and 1 / LAYOUT_AGREEMENT < agreement[r["model"]] < LAYOUT_AGREEMENT]
+    if agree:
+        groups.append(("stacks agree on layout", agree))
+        groups += [(f"  {f}", [r for r in agree if r["family"] == f]) for f in FAMILIES]
+        groups.append(("stacks disagree", [r for r in rows if r["model"] in agreement
+                                           and r not in agree]))
     for name, rs in groups:
         if not rs:
             continue

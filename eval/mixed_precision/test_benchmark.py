@@ -48,6 +48,27 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("| 2 | 20.0 |", mobile)
         self.assertFalse(any(x.startswith("| mlp ") for x in lines))
 
+    def test_stacks_agree_only_where_both_layouts_run_alike(self):
+        rows = []
+        # "same": both stacks run NCHW 1.2x slower than NHWC; "odd": the
+        # origin 3x, the target 1.2x (the origin's NCHW software is slower).
+        for model, origin_nchw in (("same", 120.0), ("odd", 300.0)):
+            for layout, origin, measured, err in (("nchw", origin_nchw, 240.0, 5),
+                                                  ("nhwc", 100.0, 200.0, -1)):
+                r = self.row(model, "dense", err if model == "same" else 4 * err, 50, layout)
+                r.update(origin_ms=origin, measured_ms=measured)
+                rows.append(r)
+        rows.append(self.row("nchw_only", "dense", 60, 50))
+        agreement = benchmark.layout_agreement(rows)
+        self.assertEqual(set(agreement), {"same", "odd"})
+        self.assertAlmostEqual(agreement["same"], 1.0)
+        self.assertAlmostEqual(agreement["odd"], 2.5)
+        lines = benchmark.summary(rows)
+        agree = [x for x in lines if x.startswith("| stacks agree on layout ")][0]
+        self.assertIn("| 2 | 3.0 |", agree)
+        disagree = [x for x in lines if x.startswith("| stacks disagree ")][0]
+        self.assertIn("| 2 | 12.0 |", disagree)
+
     def test_mape_of_nothing_is_nan(self):
         self.assertNotEqual(benchmark.mape([]), benchmark.mape([]))
 
