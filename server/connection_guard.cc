@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -248,6 +249,7 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
       return -1;
     }
     bool admit = true;
+    std::optional<Http2Limits> inspect;
     {
       absl::MutexLock lock(&mutex_);
       const Endpoint endpoint = EndpointOf(peer);
@@ -257,11 +259,19 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
       } else {
         auto it = ports_.find(port_number);
         admit = it == ports_.end() || AdmitLocked(it->second, connection, endpoint.first);
+        if (admit && it != ports_.end() && it->second.guard.inspect_http2) {
+          inspect = it->second.guard.http2;
+        }
       }
     }
     if (!admit) {
       close(connection);
       continue;
+    }
+    if (inspect.has_value()) {
+      struct stat st {};
+      Http2FrameGuard::Get().Watch(connection, fstat(connection, &st) == 0 ? st.st_ino : 0,
+                                   *inspect);
     }
     if (address != nullptr && address_length != nullptr) {
       std::memcpy(address, &peer, std::min(*address_length, peer_length));

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/http2_frame_guard.h"
 
 namespace habitat {
 
@@ -55,6 +56,10 @@ struct PortGuard {
   // Off: connections are counted and probes recognised, but nothing is
   // shed and accept4 errors reach gRPC unchanged.
   bool shed = true;
+  // Plaintext ports only: every admitted connection's frames are checked
+  // against these limits (http2_frame_guard.h).
+  bool inspect_http2 = false;
+  Http2Limits http2;
 };
 
 struct PortConnectionStats {

@@ -422,6 +422,8 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     guard.max_connections_per_peer = kHealthPortMaxConnectionsPerPeer;
     guard.fd_reserve = FdReserve() / 2;
     guard.shed = options.connections.guard;
+    guard.inspect_http2 = true;
+    guard.http2.max_streams_before_ack = options.connections.max_concurrent_streams;
     ConnectionGuard::Get().Guard(impl->health_port, guard);
     impl->guarded_ports.push_back(impl->health_port);
   }
@@ -462,6 +464,9 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     guard.max_connections_per_peer = options.connections.max_connections_per_peer;
     guard.fd_reserve = FdReserve();
     guard.shed = options.connections.guard;
+    // Under TLS the bytes are ciphertext at the socket.
+    guard.inspect_http2 = !options.tls.enabled();
+    guard.http2.max_streams_before_ack = options.connections.max_concurrent_streams;
     ConnectionGuard::Get().Guard(impl->port, guard);
     impl->guarded_ports.push_back(impl->port);
     // Proves that connections pass through the guard, before health says

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -236,6 +237,35 @@ IdleConnection::IdleConnection(int port, bool preface, const std::string& source
 
 IdleConnection::~IdleConnection() {
   if (fd_ >= 0) close(fd_);
+}
+
+bool IdleConnection::Send(const std::string& bytes, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  size_t sent = 0;
+  while (fd_ >= 0 && sent < bytes.size()) {
+    const ssize_t n =
+        send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return false;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    // The server may be waiting for us to read what it sent (its RST_STREAM
+    // and WINDOW_UPDATE frames) before it reads more.
+    Drain();
+    pollfd writable{fd_, POLLOUT, 0};
+    poll(&writable, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left), 100)));
+  }
+  return fd_ >= 0 && sent == bytes.size();
+}
+
+void IdleConnection::Drain() {
+  if (fd_ < 0) return;
+  char buffer[16384];
+  while (recv(fd_, buffer, sizeof(buffer), MSG_DONTWAIT) > 0) {
+  }
 }
 
 IdleConnection::State IdleConnection::First(absl::Duration timeout) {

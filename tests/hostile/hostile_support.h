@@ -104,6 +104,11 @@ class IdleConnection {
   bool WaitClosed(absl::Duration timeout);
   // The server's first SETTINGS frame (see ServerSettings).
   absl::StatusOr<std::map<int, uint32_t>> ReadSettings(absl::Duration timeout);
+  // Writes `bytes` (raw HTTP/2 frames), waiting at most `timeout` for room;
+  // false once the connection is closed or the time is up.
+  bool Send(const std::string& bytes, absl::Duration timeout);
+  // Reads and drops whatever the server has sent so far, without waiting.
+  void Drain();
 
  private:
   int fd_ = -1;
