@@ -28,6 +28,14 @@ extern "C" int accept4(int fd, sockaddr* address, socklen_t* address_length, int
   return habitat::ConnectionGuard::Get().Accept(fd, address, address_length, flags);
 }
 
+// And accept, which civetweb (the /metrics server) calls. civetweb polls
+// before each accept and ignores a failed one, while its listener may
+// block: one attempt per call, a shed connection reported as EAGAIN.
+extern "C" int accept(int fd, sockaddr* address, socklen_t* address_length) {
+  return habitat::ConnectionGuard::Get().Accept(fd, address, address_length, 0,
+                                                /*one_attempt=*/true);
+}
+
 namespace habitat {
 namespace {
 
@@ -218,8 +226,8 @@ void ConnectionGuard::DrainWithReserve(int listen_fd) {
   }
 }
 
-int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address_length,
-                            int flags) {
+int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address_length, int flags,
+                            bool one_attempt) {
   const int port_number = LocalPort(listen_fd);
   bool shed = false;
   {
@@ -266,6 +274,10 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
     }
     if (!admit) {
       close(connection);
+      if (one_attempt) {
+        errno = EAGAIN;
+        return -1;
+      }
       continue;
     }
     if (inspect.has_value()) {

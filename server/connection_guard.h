@@ -20,8 +20,9 @@
 //  - recognises the connections of ProbeListener, which checks from inside
 //    the process that gRPC's listener still calls accept: they are closed
 //    without reaching gRPC.
-// Listening sockets on other ports, and other callers of accept4, see
-// plain accept4.
+// accept, which civetweb's /metrics listener calls, is defined the same way,
+// so that port gets the same limits. Listening sockets on other ports, and
+// other callers, see plain accept4 and accept.
 #pragma once
 
 #include <sys/socket.h>
@@ -93,8 +94,10 @@ class ConnectionGuard {
   // build, where the guard cannot work).
   static bool InterposesAccept4();
 
-  // The guarded accept4.
-  int Accept(int listen_fd, sockaddr* address, socklen_t* address_length, int flags);
+  // The guarded accept4 (and accept). With `one_attempt` a shed connection
+  // fails the call with EAGAIN instead of accepting the next one.
+  int Accept(int listen_fd, sockaddr* address, socklen_t* address_length, int flags,
+             bool one_attempt = false);
 
  private:
   ConnectionGuard();

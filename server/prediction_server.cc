@@ -29,6 +29,7 @@
 #include "server/process_metrics.h"
 #include "server/server_metrics.h"
 #include "server/token_auth.h"
+#include "server/watch_token_check.h"
 #include "server/work_queue.h"
 #include "store/trace_retention.h"
 #include "store/trace_store_factory.h"
@@ -37,9 +38,13 @@ namespace habitat {
 namespace {
 
 constexpr char kReflectionPlugin[] = "proto_server_reflection";
-// /metrics: enough workers that a few idle or slow connections do not block
-// Prometheus, and a read timeout well inside its scrape timeout (10 s).
-constexpr int kMetricsThreads = 8;
+// /metrics: civetweb holds a worker per connection until its request is
+// read, so open connections are capped at the workers (none waits for
+// one), one peer may hold only a few of them (32 half-open connections
+// that reconnected when closed stalled every scrape), and a read timeout
+// well inside Prometheus's scrape timeout (10 s) frees them.
+constexpr int kMetricsThreads = 16;
+constexpr int kMetricsConnectionsPerPeer = 4;
 constexpr absl::Duration kMetricsRequestTimeout = absl::Seconds(5);
 
 // Reflection per server instead of the process-wide plugin, so the health
@@ -241,6 +246,35 @@ class PredictionServer::Impl {
     for (int guarded : guarded_ports) ConnectionGuard::Get().Release(guarded);
   }
 
+  // Serves /metrics on `address`, its connections limited by the guard
+  // (`shed`: see PortGuard::shed).
+  absl::Status StartMetrics(const std::string& address, bool shed) {
+    try {
+      // civetweb's defaults (2 threads, 30 s) let two half-open connections
+      // stall every scrape for 30 s.
+      exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+          "listening_ports", address, "num_threads", std::to_string(kMetricsThreads),
+          "request_timeout_ms", std::to_string(absl::ToInt64Milliseconds(kMetricsRequestTimeout))});
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
+    }
+    exposer->RegisterCollectable(registry);
+    exposer->RegisterCollectable(process_metrics);
+    auto ports = exposer->GetListeningPorts();
+    metrics_port = ports.empty() ? 0 : ports.front();
+    if (metrics_port > 0) {
+      PortGuard guard;
+      guard.max_connections = kMetricsThreads;
+      guard.max_connections_per_peer = kMetricsConnectionsPerPeer;
+      guard.fd_reserve = FdReserve() / 2;
+      guard.shed = shed;
+      ConnectionGuard::Get().Guard(metrics_port, guard);
+      guarded_ports.push_back(metrics_port);
+    }
+    return absl::OkStatus();
+  }
+
   void StartRefresher(absl::Duration interval) {
     refresher = std::thread([this, interval] {
       while (true) {
@@ -371,22 +405,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   std::fprintf(stderr, "habitat-server: the trace store holds %zu traces\n", stored);
   impl->StartRefresher(options.stored_traces_refresh);
   if (!options.metrics_address.empty()) {
-    try {
-      // civetweb gives each connection a worker thread until the request is
-      // read: with its defaults (2 threads, 30 s) two half-open connections
-      // stall every scrape for 30 s.
-      impl->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-          "listening_ports", options.metrics_address, "num_threads",
-          std::to_string(kMetricsThreads), "request_timeout_ms",
-          std::to_string(absl::ToInt64Milliseconds(kMetricsRequestTimeout))});
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on '", options.metrics_address, "': ", e.what()));
-    }
-    impl->exposer->RegisterCollectable(impl->registry);
-    impl->exposer->RegisterCollectable(impl->process_metrics);
-    auto ports = impl->exposer->GetListeningPorts();
-    impl->metrics_port = ports.empty() ? 0 : ports.front();
+    HABITAT_RETURN_IF_ERROR(impl->StartMetrics(options.metrics_address, options.connections.guard));
   }
   ServiceLimits limits;
   limits.max_concurrent_rpcs = options.max_concurrent_rpcs;
@@ -433,6 +452,9 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(options.max_receive_message_bytes);
   builder.RegisterService(impl->service.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeWatchTokenCheck(impl->authenticator.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   AddConnectionLimits(options.connections, builder);
   RefuseCompressedRequests(builder);
   ListenExclusively(builder);
