@@ -269,6 +269,9 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
                                  "': ", absl::StatusCodeToString(ack.status().code()), ": ",
                                  ack.status().message()));
     }
+    // A refused token may have been rotated: the next attempt reconnects,
+    // and the connect factory reads the token (and TLS files) afresh.
+    if (absl::IsUnauthenticated(ack.status())) client_.reset();
     return RetryFile(name, state, ack.status());
   }
   if (ack->trace_id() != *local_id) {
