@@ -267,6 +267,7 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::PredictWith(
   }
   HABITAT_RETURN_IF_ERROR(ReadParallel(request, &query));
   query.trace_already_validated = true;
+  query.cache_namespace = context.tenant;
   if (!v1::PriceKind_IsValid(request.price_kind())) {
     return absl::InvalidArgumentError(
         absl::StrCat("price_kind ", request.price_kind(), " is not a known PriceKind"));

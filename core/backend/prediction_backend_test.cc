@@ -258,6 +258,26 @@ TEST_F(BackendTest, TenantsSeeOnlyTheirOwnTraces) {
   EXPECT_EQ(backend_->UploadTrace(upload, bad).status().code(), absl::StatusCode::kInternal);
 }
 
+// A cache shared by tenants is a timing oracle: a fast answer to an inline
+// trace would tell one tenant that another had predicted the same bytes.
+TEST_F(BackendTest, TenantsDoNotShareCachedPredictions) {
+  v1::PredictRequest inline_trace;
+  *inline_trace.mutable_trace() = trace_;
+  inline_trace.add_devices("H200");
+  inline_trace.add_devices("A100-SXM-80GB");
+  RequestContext alpha, beta;
+  alpha.tenant = "alpha";
+  beta.tenant = "beta";
+  PredictionStats first, other_tenant, again;
+  ASSERT_TRUE(backend_->Predict(inline_trace, alpha, &first).ok());
+  ASSERT_TRUE(backend_->Predict(inline_trace, beta, &other_tenant).ok());
+  ASSERT_TRUE(backend_->Predict(inline_trace, alpha, &again).ok());
+  EXPECT_EQ(first.cache_misses, 2);
+  EXPECT_EQ(other_tenant.cache_hits, 0);
+  EXPECT_EQ(other_tenant.cache_misses, 2);
+  EXPECT_EQ(again.cache_hits, 2);
+}
+
 TEST(BackendDirectoryTest, TenantTracesPersistInTheirOwnDirectories) {
   std::string dir = ::testing::TempDir() + "/backend_tenants_XXXXXX";
   ASSERT_NE(mkdtemp(dir.data()), nullptr);

@@ -324,8 +324,9 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
   }
   const v1::Trace& trace = scaled.has_value() ? scaled->trace : traced;
 
-  // Predictions for another host speed or batch are other predictions.
-  std::string cache_key = trace_id;
+  // Predictions for another tenant, host speed or batch are other
+  // predictions.
+  std::string cache_key = absl::StrCat(query.cache_namespace, "\n", trace_id);
   if (query.host_speed != 1.0) absl::StrAppend(&cache_key, "|host_speed=", query.host_speed);
   if (scaled.has_value()) absl::StrAppend(&cache_key, "|batch=", trace.batch_size());
   // Data-parallel steps are read from each GPU's per-operation breakdown.

@@ -52,6 +52,11 @@ struct PredictionQuery {
   // Target host speed relative to the origin's (PredictRequest field),
   // positive; PredictionBackend is the one that checks requests' values.
   double host_speed = 1.0;
+  // Whose memoised predictions the call may use and add to: the backend
+  // passes the tenant, so a fast answer cannot tell one tenant which traces
+  // another predicted (an inline Predict of bytes another tenant had
+  // predicted answered in 19.6 ms against 45.1 ms). Never holds '\n'.
+  std::string cache_namespace;
   // Checked between GPUs and batches of operations; null: never stops.
   const StopCondition* stop = nullptr;
   // Most work the call may start: PredictionWorkPerDevice times the GPUs
