@@ -137,7 +137,8 @@ constexpr char kImportUsage[] =
     "\n"
     "Converts a torch.profiler JSON trace (prof.export_chrome_trace, optionally\n"
     "gzipped) to a binary habitat trace; OUT ending in .gz is gzipped.\n"
-    "  --wall-ns N   measured iteration wall time in ns (default: the profiler step's)\n";
+    "  --wall-ns N   iteration wall time measured without the profiler, in ns (default:\n"
+    "                the profiled step's less the profiler's estimated cost)\n";
 
 // One subcommand's run: the streams and what to print on misuse.
 struct Context {

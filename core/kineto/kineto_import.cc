@@ -17,6 +17,7 @@
 #include "core/kineto/kineto_events.h"
 #include "core/kineto/kineto_header.h"
 #include "core/kineto/kineto_structure.h"
+#include "core/kineto/profiler_cost.h"
 #include "core/trace/gradient_producers.h"
 #include "core/trace/math_mode.h"
 
@@ -575,7 +576,8 @@ absl::StatusOr<Trace> Converter::Run() {
           [&](const Placed& p) { return trace_.device[p.device_index].shared_memory_split; })
           ? "static and dynamic as recorded"
           : "static+dynamic total in dynamic_shared_memory_bytes";
-  out.set_iteration_wall_ns(options_.iteration_wall_ns.value_or(window_.end - window_.start));
+  kineto::SetHostTimeline(trace_, forest_, launches_, window_.start, window_.end,
+                          options_.iteration_wall_ns, &out);
   // A profile records no TF32 or autocast settings; the kernels show them.
   if (auto math = InferMathSettings(out)) *out.mutable_math() = *std::move(math);
   if (auto memory = MemoryInWindow(device)) {

@@ -29,8 +29,20 @@
 //    right, and most large allocations in library kernels are dynamic.
 //    Traces with separate "static/dynamic shared memory" args keep them.
 //  - iteration_gpu_busy_ns is the union of the iteration's kernel, memcpy
-//    and memset intervals; iteration_wall_ns the override or the step
-//    annotation's duration (whole trace: first to last event).
+//    and memset intervals.
+//  - Host timeline and iteration_wall_ns: with an override (a wall time
+//    measured without the profiler) the CPU times stay as profiled and
+//    iteration_wall_ns is the override. Without one, the profiler's
+//    estimated host cost (core/kineto/profiler_cost.h) is taken out of every
+//    CPU time (operations, launches, synchronisations), and
+//    iteration_wall_ns is the corrected origin replayed as it ran
+//    (core/predict/host_replay.h). Where the cost cannot be estimated the
+//    times stay as profiled and iteration_wall_ns is the step annotation's
+//    duration (whole trace: first to last event). Metadata says which:
+//    "kineto.host_timeline" ("profiler cost removed", "profiled; wall time
+//    given" or "profiled", then "kineto.host_timeline_why"), and
+//    "kineto.profiled_step_ns" is the step as recorded.
+//    docs/profiled_wall_time.md.
 //  - `math` (source "inferred") is what the kernel names show about TF32
 //    and autocast (InferMathSettings in core/trace/math_mode.h); unset when
 //    they show nothing.
@@ -56,8 +68,9 @@ struct KinetoImportOptions {
   std::string model_name;
   uint32_t batch_size = 0;
   habitat::v1::Precision precision = habitat::v1::PRECISION_UNSPECIFIED;
-  // Replaces the step annotation's duration as iteration_wall_ns (e.g. the
-  // median of timed repetitions, which the profile cannot give).
+  // The iteration's wall time measured without the profiler (e.g. the
+  // median of timed repetitions, which the profile cannot give): becomes
+  // iteration_wall_ns, and the host timeline stays as profiled.
   std::optional<Nanoseconds> iteration_wall_ns;
   // N of the "ProfilerStep#N" to import; unset: the last one with GPU work.
   std::optional<int64_t> profiler_step;

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "common/time_units.h"
+#include "core/kineto/kineto_fixtures_testing.h"
 #include "core/trace/trace_validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,72 +26,16 @@
 namespace habitat {
 namespace {
 
-namespace fs = std::filesystem;
 using habitat::v1::Operation;
 using habitat::v1::Trace;
+using kineto_testing::Fixture;
+using kineto_testing::ListFixtures;
+using kineto_testing::Loaded;
+using kineto_testing::LoadFixture;
+using kineto_testing::Measurement;
+using kineto_testing::MetaInt;
+using kineto_testing::PrecisionOf;
 using nlohmann::json;
-
-struct Fixture {
-  std::string gpu;   // "h100"
-  std::string name;  // "resnet50_b16_fp32"
-  std::string path;
-};
-
-// Keeps ctest's test names readable (gtest prints parameters' bytes otherwise).
-void PrintTo(const Fixture& fixture, std::ostream* os) {
-  *os << fixture.gpu << "/" << fixture.name;
-}
-
-std::vector<Fixture> ListFixtures() {
-  std::vector<Fixture> out;
-  const fs::path root = fs::path(HABITAT_TESTDATA_DIR) / "kineto";
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return out;
-  for (const auto& gpu : fs::directory_iterator(root)) {
-    if (!gpu.is_directory()) continue;
-    for (const auto& file : fs::directory_iterator(gpu.path())) {
-      const std::string name = file.path().filename().string();
-      if (!absl::EndsWith(name, ".json.gz")) continue;
-      out.push_back(
-          {gpu.path().filename().string(), name.substr(0, name.size() - 8), file.path().string()});
-    }
-  }
-  std::sort(out.begin(), out.end(),
-            [](const Fixture& a, const Fixture& b) { return a.path < b.path; });
-  return out;
-}
-
-// The capture script's record for the case; null json when absent.
-json Measurement(const Fixture& f) {
-  auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/measurements/" + f.gpu + ".json");
-  if (!text.ok()) return json();
-  const json doc = json::parse(*text, nullptr, false);
-  if (!doc.is_object() || !doc.contains("cases")) return json();
-  for (const json& c : doc["cases"]) {
-    if (c.value("case", "") == f.name) {
-      json out = c;
-      out["device_name"] = doc["environment"].value("device_name", "");
-      out["environment"] = doc["environment"];
-      return out;
-    }
-  }
-  return json();
-}
-
-habitat::v1::Precision PrecisionOf(const std::string& case_name) {
-  if (absl::EndsWith(case_name, "_bf16")) return habitat::v1::PRECISION_AMP_BF16;
-  if (absl::EndsWith(case_name, "_fp16")) return habitat::v1::PRECISION_AMP_FP16;
-  return habitat::v1::PRECISION_FP32;
-}
-
-int64_t MetaInt(const Trace& t, const std::string& key) {
-  auto it = t.metadata().find(key);
-  int64_t v = -1;
-  if (it == t.metadata().end() || !absl::SimpleAtoi(it->second, &v)) {
-    ADD_FAILURE() << "metadata " << key << " missing or not an integer";
-  }
-  return v;
-}
 
 // Time during which more than one of the (start, duration) spans ran,
 // weighted by how many more: sum of durations minus length of the union.
@@ -122,26 +66,11 @@ class KinetoFixtureTest : public ::testing::TestWithParam<Fixture> {
  protected:
   void SetUp() override {
     measured_ = Measurement(GetParam());
-    options_.model_name = GetParam().name.substr(0, GetParam().name.find("_b"));
-    options_.batch_size = measured_.is_object() ? measured_.value("batch_size", 0u) : 1u;
-    options_.precision = PrecisionOf(GetParam().name);
-    // Each fixture is read, parsed and imported once for all tests.
-    static auto* cache = new std::map<std::string, Loaded>();
-    auto it = cache->find(GetParam().path);
-    if (it == cache->end()) {
-      Loaded loaded;
-      auto text = ReadFile(GetParam().path);
-      ASSERT_TRUE(text.ok()) << text.status();
-      loaded.text = *std::move(text);
-      loaded.raw = json::parse(loaded.text);
-      auto trace = ImportKinetoTrace(loaded.text, options_);
-      ASSERT_TRUE(trace.ok()) << trace.status();
-      loaded.trace = *std::move(trace);
-      it = cache->emplace(GetParam().path, std::move(loaded)).first;
-    }
-    text_ = &it->second.text;
-    raw_ = &it->second.raw;
-    trace_ = &it->second.trace;
+    const Loaded& loaded = LoadFixture(GetParam());
+    ASSERT_GT(loaded.trace.operations_size(), 0) << "the import failed";
+    text_ = &loaded.text;
+    raw_ = &loaded.raw;
+    trace_ = &loaded.trace;
   }
 
   // GPU events of a category whose launch call lies in the imported step,
@@ -170,16 +99,10 @@ class KinetoFixtureTest : public ::testing::TestWithParam<Fixture> {
     return n;
   }
 
-  struct Loaded {
-    std::string text;
-    json raw;
-    Trace trace;
-  };
   const std::string* text_ = nullptr;
   const json* raw_ = nullptr;
   const Trace* trace_ = nullptr;
   json measured_;
-  KinetoImportOptions options_;
 };
 
 TEST_P(KinetoFixtureTest, ImportsAValidTrace) {
@@ -221,7 +144,8 @@ TEST_P(KinetoFixtureTest, KernelCountsMatchRawEvents) {
   // and the totals may differ by a few ns: allow 1 ppm (+8 ns).
   const int64_t measured_busy = measured_["kept_step_gpu_busy_ns"];
   EXPECT_NEAR(trace_->iteration_gpu_busy_ns(), measured_busy, 8 + measured_busy / 1000000);
-  EXPECT_EQ(trace_->iteration_wall_ns(), measured_["kept_step_cpu_duration_ns"].get<int64_t>());
+  EXPECT_EQ(MetaInt(*trace_, "kineto.profiled_step_ns"),
+            measured_["kept_step_cpu_duration_ns"].get<int64_t>());
 }
 
 TEST_P(KinetoFixtureTest, AttributesAlmostAllGpuTime) {
@@ -474,6 +398,13 @@ TEST(KinetoOptionsTest, StepSelectionAndWallOverride) {
   auto chosen = ImportKinetoTrace(*text, options);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   EXPECT_EQ(chosen->iteration_wall_ns(), 123456789);
+  // A measured wall time calibrates the profiled timeline: nothing removed.
+  EXPECT_EQ(chosen->metadata().at("kineto.host_timeline"), "profiled; wall time given");
+  EXPECT_EQ(chosen->metadata().count("kineto.profiler_cost_ns"), 0u);
+  EXPECT_EQ(by_default->metadata().at("kineto.host_timeline"), "profiler cost removed");
+  ASSERT_EQ(chosen->operations_size(), by_default->operations_size());
+  const int last = chosen->operations_size() - 1;
+  EXPECT_GT(chosen->operations(last).cpu_start_ns(), by_default->operations(last).cpu_start_ns());
   EXPECT_EQ(chosen->operations_size(), by_default->operations_size());
   EXPECT_EQ(chosen->iteration_gpu_busy_ns(), by_default->iteration_gpu_busy_ns());
   EXPECT_FALSE(by_default->has_memory());  // profiled without profile_memory

@@ -166,6 +166,9 @@ absl::StatusOr<DevicePrediction> PredictOnDeviceWith(
     PredictWallTime(trace, *facts.replay, pass_scale, *host_scale, &prediction);
   }
   SetWallTime(&prediction);
+  if (auto profiled = is_origin ? ProfiledHostTimelineWarning(trace) : std::nullopt) {
+    prediction.add_warnings(*std::move(profiled));
+  }
   tally.Write(origin, target, sums.origin, &prediction);
   return prediction;
 }

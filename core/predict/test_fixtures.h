@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,15 +16,19 @@
 namespace habitat {
 namespace testing {
 
-// `gpu` is "h100" or "h200"; `name` e.g. "resnet50_b16_fp32".
-inline absl::StatusOr<habitat::v1::Trace> LoadKinetoFixture(const std::string& gpu,
-                                                            const std::string& name,
-                                                            uint32_t batch_size) {
+// `gpu` is "h100" or "h200"; `name` e.g. "resnet50_b16_fp32". Imported as
+// `habitat predict FILE` does: without `wall_ns` the profiler's estimated
+// cost is taken out of the host timeline; with it (as --wall-ns) the
+// timeline stays as profiled and the host model calibrates it.
+inline absl::StatusOr<habitat::v1::Trace> LoadKinetoFixture(
+    const std::string& gpu, const std::string& name, uint32_t batch_size,
+    std::optional<int64_t> wall_ns = std::nullopt) {
   HABITAT_ASSIGN_OR_RETURN(std::string json, ReadFile(std::string(HABITAT_TESTDATA_DIR) +
                                                       "/kineto/" + gpu + "/" + name + ".json.gz"));
   KinetoImportOptions options;
   options.model_name = name;
   options.batch_size = batch_size;
+  if (wall_ns.has_value()) options.iteration_wall_ns = *wall_ns;
   return ImportKinetoTrace(json, options);
 }
 

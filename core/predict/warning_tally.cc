@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/predict/host_replay.h"
 
 namespace habitat {
 namespace {
@@ -176,6 +177,22 @@ void WarningTally::WriteLimitWarnings(const DeviceSpec& target, Nanoseconds orig
         "measurements of any GPU but Hopper)",
         fp32_bound_.operations, Percent(fp32_bound_.origin_ns, origin_total)));
   }
+}
+
+std::optional<std::string> ProfiledHostTimelineWarning(const v1::Trace& trace) {
+  const auto& meta = trace.metadata();
+  auto timeline = meta.find("kineto.host_timeline");
+  if (timeline == meta.end() || timeline->second != "profiled" || !HasHostTimeline(trace)) {
+    return std::nullopt;
+  }
+  auto why = meta.find("kineto.host_timeline_why");
+  return absl::StrFormat(
+      "profiled: this wall time is the profiled step's (%.3f ms), the profiler's own host cost "
+      "included, which could not be estimated: %s. Every GPU's wall time, throughput, cost and "
+      "rank carry that cost; pass the step's wall time measured without the profiler "
+      "(--wall-ns) to calibrate the host (docs/profiled_wall_time.md)",
+      static_cast<double>(trace.iteration_wall_ns()) / 1e6,
+      why == meta.end() ? "the importer did not say why" : why->second);
 }
 
 }  // namespace habitat

@@ -4,6 +4,7 @@
 // one owner of their wording.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "common/time_units.h"
@@ -11,6 +12,7 @@
 #include "core/predict/operation_scaling.h"
 #include "habitat/v1/device.pb.h"
 #include "habitat/v1/prediction_service.pb.h"
+#include "habitat/v1/trace.pb.h"
 
 namespace habitat {
 
@@ -64,5 +66,14 @@ class WarningTally {
   OpShare via_sibling_;
   std::string sibling_;
 };
+
+// The origin GPU's warning when the trace's host timeline is a profiled
+// one with the profiler's own cost still in it: a torch.profiler trace
+// imported without a measured wall time whose cost the importer could not
+// estimate (metadata "kineto.host_timeline" is "profiled",
+// "kineto.host_timeline_why" says why; docs/profiled_wall_time.md). Starts
+// with "profiled:". nullopt for any other trace, or one without a host
+// timeline (its wall time is the GPU time).
+std::optional<std::string> ProfiledHostTimelineWarning(const habitat::v1::Trace& trace);
 
 }  // namespace habitat

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""The profiler's host cost per recorded op, per CUDA launch, per other CUDA
+API call and per allocator event, with profiled and unprofiled steps
+interleaved in one torch.profiler session (schedule wait=1, warmup=1,
+active=1, repeated): the "wait" step of each cycle runs without the
+profiler, the "active" one with it, so a host whose speed drifts (a shared
+VM) moves both alike. The second run of measure_profiler_cost.py's question
+(docs/profiled_wall_time.md says why it was needed).
+
+  python3 measure_profiler_cost_interleaved.py OUT.json [--inner N] [--cycles N]
+
+Each workload is a loop of small CUDA ops (host-bound). Per cycle it records
+the unprofiled step's and the profiled step's host time (perf_counter_ns,
+synchronised after the step) and, from the profiled step's exported trace,
+its cpu_op, launch (runtime/driver calls with a GPU activity), other
+runtime-call and [memory] event counts and the median gap between
+consecutive sibling cpu_ops nested in a cpu_op. Costs per event come from
+the medians of the per-cycle differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import tempfile
+import time
+
+
+def sibling_gaps(events):
+    """Gaps (us) between consecutive cpu_op children of a cpu_op, per thread."""
+    by_thread = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            by_thread[(e.get("pid"), e.get("tid"))].append(e)
+    gaps = []
+    for es in by_thread.values():
+        es.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack, children = [], collections.defaultdict(list)
+        for i, e in enumerate(es):
+            while stack and es[stack[-1]]["ts"] + es[stack[-1]]["dur"] < e["ts"] + e["dur"]:
+                stack.pop()
+            if stack:
+                children[stack[-1]].append(i)
+            stack.append(i)
+        for kids in children.values():
+            for a, b in zip(kids, kids[1:]):
+                gap = es[b]["ts"] - es[a]["ts"] - es[a]["dur"]
+                if gap >= 0:
+                    gaps.append(gap)
+    return gaps
+
+
+def counts(trace):
+    events = trace["traceEvents"]
+    gpu = {e.get("args", {}).get("correlation") for e in events
+           if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}
+    steps = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+             and str(e.get("name", "")).startswith("ProfilerStep#")]
+    if not steps:
+        return {}
+    step = max(steps, key=lambda e: e["ts"])  # the active one (warmup steps are not recorded)
+    lo, hi = step["ts"], step["ts"] + step["dur"]
+    inside = [e for e in events if "ts" in e and lo <= e["ts"] <= hi]
+    runtime = [e for e in inside if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    launches = sum(1 for e in runtime if e.get("args", {}).get("correlation") in gpu)
+    gaps = sibling_gaps(inside)
+    return {"profiled_step_us": step["dur"], "profiler_steps_in_trace": len(steps),
+            "cpu_op": sum(1 for e in inside if e.get("ph") == "X" and e.get("cat") == "cpu_op"),
+            "launch": launches, "other_runtime": len(runtime) - launches,
+            "memory": sum(1 for e in inside if e.get("name") == "[memory]"),
+            "sibling_pairs": len(gaps),
+            "sibling_gap_median_us": statistics.median(gaps) if gaps else None}
+
+
+def make_workloads(torch, n):
+    """(name, loop, profile_memory) for each workload; each loop runs n ops."""
+    import torch.nn.functional as F
+
+    dev = torch.device("cuda")
+    x = torch.zeros(16, device=dev)
+    a = torch.randn(8, 8, device=dev)
+    w = torch.randn(8, 8, device=dev)
+    b = torch.randn(8, device=dev)
+    stream = torch.cuda.current_stream()
+    mlp = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(32, 32),
+                                                              torch.nn.GELU())]).to(dev)
+    opt = torch.optim.Adam(mlp.parameters(), lr=1e-4)
+    inp = torch.randn(4, 32, device=dev)
+
+    def views():       # one cpu_op each (aten::view), nothing else
+        for _ in range(n):
+            x.view(-1)
+
+    def empties():     # one cpu_op each (aten::empty): an allocation and a free
+        for _ in range(n):
+            torch.empty(1024, device=dev)
+
+    def adds():        # one cpu_op and one kernel launch each (aten::add_)
+        for _ in range(n):
+            x.add_(1.0)
+
+    def queries():     # one CUDA runtime call each (cudaStreamQuery), no op, no GPU work
+        for _ in range(n):
+            stream.query()
+
+    def linears():     # aten::linear > aten::t > aten::transpose > aten::as_strided, aten::addmm
+        for _ in range(n // 4):
+            F.linear(a, w, b)
+
+    def mlp_steps():   # forward, backward on the autograd thread, Adam
+        for _ in range(max(1, n // 100)):
+            opt.zero_grad(set_to_none=True)
+            mlp(inp).square().mean().backward()
+            opt.step()
+
+    return [("views", views, False), ("empties", empties, False), ("adds", adds, False),
+            ("queries", queries, False), ("linears", linears, False),
+            ("mlp_steps", mlp_steps, False), ("empties_profile_memory", empties, True),
+            ("mlp_steps_profile_memory", mlp_steps, True)]
+
+
+def measure(torch, name, fn, profile_memory, n_cycles, scratch):
+    """One workload's row: per cycle the unprofiled and the profiled step's
+    host time and the profiled step's event counts, and their medians."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    def timed(fn):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        fn()
+        torch.cuda.synchronize()
+        return time.perf_counter_ns() - t0
+
+    for _ in range(3):
+        fn()
+    cycles = []
+    traces = []
+
+    def ready(p):
+        path = os.path.join(scratch, f"{name}_{len(traces)}.json")
+        p.export_chrome_trace(path)
+        traces.append(path)
+
+    # wait (unprofiled), warmup (profiler started, not recorded), active.
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=1, warmup=1, active=1, repeat=n_cycles),
+                 record_shapes=True, profile_memory=profile_memory, with_stack=False,
+                 on_trace_ready=ready) as prof:
+        for _ in range(n_cycles):
+            unprofiled = timed(fn)
+            prof.step()
+            timed(fn)
+            prof.step()
+            profiled = timed(fn)
+            prof.step()
+            cycles.append({"unprofiled_ns": unprofiled, "profiled_ns": profiled})
+    for cycle, path in zip(cycles, traces):
+        with open(path) as f:
+            cycle.update(counts(json.load(f)))
+        os.unlink(path)
+    med = lambda k: statistics.median(c[k] for c in cycles if c.get(k) is not None) \
+        if any(c.get(k) is not None for c in cycles) else None
+    row = {"workload": name, "profile_memory": profile_memory,
+           "unprofiled_ns_median": med("unprofiled_ns"),
+           "profiled_ns_median": med("profiled_ns"),
+           "cost_ns_median": statistics.median(c["profiled_ns"] - c["unprofiled_ns"]
+                                               for c in cycles),
+           **{k: med(k) for k in ("cpu_op", "launch", "other_runtime", "memory",
+                                  "sibling_pairs", "sibling_gap_median_us")},
+           "cycles": cycles}
+    print(f"{name:26s} first unprofiled {cycles[0]['unprofiled_ns']/1e3:9.1f} us  unprofiled "
+          f"{row['unprofiled_ns_median']/1e3:9.1f} us  profiled "
+          f"{row['profiled_ns_median']/1e3:9.1f} us  cost {row['cost_ns_median']/1e3:8.1f} us  "
+          f"ops {row['cpu_op']} launches {row['launch']} other {row['other_runtime']} "
+          f"memory {row['memory']} gap {row['sibling_gap_median_us']}", flush=True)
+    return row
+
+
+def fit_costs(results):
+    """Costs per event from the workloads' rows: per workload, and least
+    squares over the profile_memory=False ones, in ns and in sibling gaps."""
+    by = {r["workload"]: r for r in results}
+
+    def per(w, k):
+        return by[w]["cost_ns_median"] / by[w][k] if by[w].get(k) else None
+
+    fit = {"cost_per_view_op_ns": per("views", "cpu_op"),
+           "cost_per_empty_op_ns": per("empties", "cpu_op"),
+           "cost_per_add_op_with_launch_ns": per("adds", "cpu_op"),
+           "cost_per_stream_query_ns": per("queries", "other_runtime")}
+    if fit["cost_per_add_op_with_launch_ns"] and fit["cost_per_view_op_ns"]:
+        fit["cost_per_launch_ns_adds_less_view_op"] = (fit["cost_per_add_op_with_launch_ns"]
+                                                       - fit["cost_per_view_op_ns"])
+    if by["empties_profile_memory"].get("memory"):
+        fit["cost_per_memory_event_ns"] = (
+            (by["empties_profile_memory"]["cost_ns_median"] - by["empties"]["cost_ns_median"])
+            / by["empties_profile_memory"]["memory"])
+    gaps = [by[w]["sibling_gap_median_us"] for w in ("linears", "mlp_steps")
+            if by[w].get("sibling_gap_median_us")]
+    fit["sibling_gap_median_us"] = statistics.median(gaps) if gaps else None
+    # Least squares, no intercept, over the profile_memory=False workloads:
+    # cost = c_op * cpu_ops + c_launch * launches + c_call * other runtime calls.
+    rows = [r for r in results if not r["profile_memory"]]
+    xs = [[r["cpu_op"] or 0, r["launch"] or 0, r["other_runtime"] or 0] for r in rows]
+    ys = [r["cost_ns_median"] for r in rows]
+    try:
+        import numpy as np
+        coef, *_ = np.linalg.lstsq(np.array(xs, float), np.array(ys, float), rcond=None)
+        fit["least_squares_ns"] = {"per_cpu_op": coef[0], "per_launch": coef[1],
+                                   "per_other_runtime_call": coef[2]}
+        if fit["sibling_gap_median_us"]:
+            fit["least_squares_in_sibling_gaps"] = {
+                k: v / 1e3 / fit["sibling_gap_median_us"]
+                for k, v in fit["least_squares_ns"].items()}
+    except Exception as exc:  # numpy missing: the per-workload costs stand
+        fit["least_squares_error"] = str(exc)
+    return fit
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("out")
+    parser.add_argument("--inner", type=int, default=1000)
+    parser.add_argument("--cycles", type=int, default=9)
+    args = parser.parse_args()
+
+    import torch
+
+    n = args.inner
+    scratch = tempfile.mkdtemp()
+    results = [measure(torch, name, fn, profile_memory, args.cycles, scratch)
+               for name, fn, profile_memory in make_workloads(torch, n)]
+    fit = fit_costs(results)
+    print(json.dumps(fit, indent=1), flush=True)
+    doc = {"script": "eval/profiled_wall/measure_profiler_cost_interleaved.py",
+           "command": " ".join(sys.argv),
+           "captured_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "hostname": socket.gethostname(), "python": platform.python_version(),
+           "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+           "device_name": torch.cuda.get_device_name(0), "cpu_count": os.cpu_count(),
+           "inner_ops": n, "cycles": args.cycles, "fit": fit, "workloads": results}
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
