@@ -47,7 +47,7 @@ struct OpEvent {
   int64_t peak_allocated_bytes_after = -1;
 };
 
-// One kernel launch as CUPTI reports it (CUpti_ActivityKernel10).
+// One kernel launch as CUPTI reports it (CuptiKernelRecord, cupti_records.h).
 struct KernelRecord {
   std::string name;
   Dim3 grid;

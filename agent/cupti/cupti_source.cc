@@ -8,6 +8,8 @@
 #include <memory>
 #include <utility>
 
+#include "agent/cupti/cupti_records.h"
+
 namespace habitat {
 namespace agent {
 namespace {
@@ -175,7 +177,7 @@ void CuptiActivitySource::Decode(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      const auto* k = reinterpret_cast<const CuptiKernelRecord*>(record);
       KernelRecord out;
       out.name = k->name != nullptr ? k->name : "<unnamed kernel>";
       out.grid = {Positive(k->gridX), Positive(k->gridY), Positive(k->gridZ)};
@@ -192,7 +194,7 @@ void CuptiActivitySource::Decode(const CUpti_Activity* record) {
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      const auto* m = reinterpret_cast<const CuptiMemcpyRecord*>(record);
       MemoryRecord out;
       out.kind = CopyKind(m->copyKind);
       out.bytes = m->bytes;
@@ -205,7 +207,7 @@ void CuptiActivitySource::Decode(const CUpti_Activity* record) {
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      const auto* m = reinterpret_cast<const CuptiMemsetRecord*>(record);
       MemoryRecord out;
       out.kind = MemoryKind::kMemset;
       out.bytes = m->bytes;
@@ -219,7 +221,7 @@ void CuptiActivitySource::Decode(const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
-      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      const auto* a = reinterpret_cast<const CuptiApiRecord*>(record);
       ApiRecord out;
       out.name = ApiName(record->kind == CUPTI_ACTIVITY_KIND_RUNTIME, a->cbid);
       out.start_ns = static_cast<int64_t>(a->start);
@@ -230,7 +232,7 @@ void CuptiActivitySource::Decode(const CUpti_Activity* record) {
       break;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+      const auto* e = reinterpret_cast<const CuptiExternalCorrelationRecord*>(record);
       if (e->externalKind != kExternalKind) break;
       records_.external_correlations.push_back(
           ExternalCorrelation{e->correlationId, e->externalId});

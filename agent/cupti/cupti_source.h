@@ -1,5 +1,5 @@
 // KernelSource over the CUPTI Activity API (CUDA 13): concurrent kernel
-// records (CUpti_ActivityKernel10), memcpy/memset, runtime and driver API
+// records (versions in cupti_records.h), memcpy/memset, runtime and driver API
 // calls (the CPU launch timestamps) and external correlation records (the
 // op that was running when a launch was made).
 //
