@@ -5,17 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/file_io.h"
 #include "common/grpc/grpc_status.h"
 #include "common/status_macros.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/wire_format_lite.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
@@ -182,70 +178,15 @@ absl::StatusOr<v1::ListCatalogsResponse> PredictionClient::ListCatalogs(
       });
 }
 
-namespace {
-
-// grpc.health.v1.HealthCheckRequest{service}: the health proto is not in
-// the Debian packages' headers, and its two messages have one field each.
-std::string HealthCheckRequest(const std::string& service) {
-  std::string bytes;
-  google::protobuf::io::StringOutputStream stream(&bytes);
-  google::protobuf::io::CodedOutputStream out(&stream);
-  if (!service.empty()) {
-    out.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
-        1, google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
-    out.WriteVarint32(static_cast<uint32_t>(service.size()));
-    out.WriteString(service);
-  }
-  out.Trim();
-  return bytes;
-}
-
-// HealthCheckResponse.status (field 1, an enum); 0 (UNKNOWN) when absent.
-absl::StatusOr<int> HealthStatusOf(const std::string& bytes) {
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
-  int status = 0;
-  while (const uint32_t tag = in.ReadTag()) {
-    using google::protobuf::internal::WireFormatLite;
-    if (WireFormatLite::GetTagFieldNumber(tag) == 1 &&
-        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_VARINT) {
-      uint32_t value = 0;
-      if (!in.ReadVarint32(&value)) break;
-      status = static_cast<int>(value);
-    } else if (!WireFormatLite::SkipField(&in, tag)) {
-      return absl::DataLossError("the health response is not a HealthCheckResponse");
-    }
-  }
-  return status;
-}
-
-}  // namespace
-
 absl::StatusOr<int> PredictionClient::Health(const std::string& service) {
-  grpc::GenericStub generic(channel_);
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
   return Invoke<int>("Health.Check", [&](grpc::ClientContext* context, int* response) {
-    const std::string request_bytes = HealthCheckRequest(service);
-    grpc::Slice slice(request_bytes);
-    grpc::ByteBuffer request(&slice, 1);
-    grpc::ByteBuffer reply;
-    absl::Notification done;
-    grpc::Status status;
-    generic.UnaryCall(context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                      &reply, [&](grpc::Status s) {
-                        status = std::move(s);
-                        done.Notify();
-                      });
-    done.WaitForNotification();
-    if (!status.ok()) return status;
-    grpc::Slice flat;
-    if (!reply.TrySingleSlice(&flat).ok() && !reply.DumpToSingleSlice(&flat).ok()) {
-      return grpc::Status(grpc::StatusCode::DATA_LOSS, "unreadable health response");
-    }
-    auto parsed =
-        HealthStatusOf(std::string(reinterpret_cast<const char*>(flat.begin()), flat.size()));
-    if (!parsed.ok()) return grpc::Status(grpc::StatusCode::DATA_LOSS, "bad health response");
-    *response = *parsed;
-    return grpc::Status::OK;
+    grpc::health::v1::HealthCheckResponse reply;
+    const grpc::Status status = health->Check(context, request, &reply);
+    if (status.ok()) *response = reply.status();
+    return status;
   });
 }
 

@@ -23,12 +23,11 @@
 #include "absl/time/clock.h"
 #include "common/child_process.h"
 #include "common/file_io.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace habitat::hostile {
@@ -161,36 +160,16 @@ absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadl
   grpc::ChannelArguments args;
   args.SetInt("grpc.use_local_subchannel_pool", 1);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  grpc::GenericStub stub(channel);
+  auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  grpc::Slice empty("");  // HealthCheckRequest{}: no bytes
-  grpc::ByteBuffer request(&empty, 1);
-  grpc::ByteBuffer response;
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
-  call->StartCall();
-  grpc::Status status;
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  const bool done = cq.Next(&tag, &ok);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  if (!done) return absl::InternalError("the health call did not complete");
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status =
+      stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
   if (!status.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
   }
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (response.Dump(&slices).ok()) {
-    for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  // HealthCheckResponse { ServingStatus status = 1; }: empty when UNKNOWN.
-  if (bytes.empty()) return 0;
-  if (bytes.size() == 2 && bytes[0] == 0x08) return static_cast<int>(bytes[1]);
-  return absl::InternalError("unexpected HealthCheckResponse bytes");
+  return static_cast<int>(response.status());
 }
 
 bool WaitForHealth(const std::string& address, int want, absl::Duration timeout,

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -20,11 +19,9 @@
 #include "absl/strings/strip.h"
 #include "client/trace_loader.h"
 #include "common/grpc/grpc_status.h"
-#include "google/protobuf/io/coded_stream.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
-#include "grpcpp/support/byte_buffer.h"
 
 #ifndef HABITAT_TESTDATA_DIR
 #error "HABITAT_TESTDATA_DIR must be defined"
@@ -127,51 +124,16 @@ std::map<std::string, double> CounterValues(const std::string& exposition,
 }
 
 absl::StatusOr<int> HealthCheck(const std::string& address, const std::string& service) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  // HealthCheckRequest { string service = 1; }
-  std::string request_bytes;
-  if (!service.empty()) {
-    request_bytes.push_back(static_cast<char>((1 << 3) | 2));
-    request_bytes.push_back(static_cast<char>(service.size()));  // < 128 here
-    request_bytes += service;
-  }
-  grpc::Slice slice(request_bytes);
-  grpc::ByteBuffer request(&slice, 1);
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
-  call->StartCall();
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  if (!cq.Next(&tag, &ok) || !ok) return absl::InternalError("health call did not complete");
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return absl::InternalError("cannot read the response");
-  std::string bytes;
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  // HealthCheckResponse { ServingStatus status = 1; } (0 when UNKNOWN).
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
-  int serving = 0;
-  while (const uint32_t tag_number = in.ReadTag()) {
-    if (tag_number == ((1 << 3) | 0)) {
-      uint32_t value = 0;
-      if (!in.ReadVarint32(&value)) return absl::InternalError("bad HealthCheckResponse");
-      serving = static_cast<int>(value);
-    } else {
-      return absl::InternalError(
-          absl::StrCat("unexpected tag ", tag_number, " in HealthCheckResponse"));
-    }
-  }
-  return serving;
+  return static_cast<int>(response.status());
 }
 
 }  // namespace habitat::testing

@@ -26,9 +26,8 @@ absl::StatusOr<std::string> ScrapeMetrics(int port);
 std::map<std::string, double> CounterValues(const std::string& exposition,
                                             const std::string& family);
 
-// grpc.health.v1.Health/Check for `service` ("" = the whole server) through
-// a generic call (Debian ships no generated health stubs). Returns the
-// ServingStatus number: 1 SERVING, 2 NOT_SERVING.
+// grpc.health.v1.Health/Check for `service` ("" = the whole server).
+// Returns the ServingStatus number: 1 SERVING, 2 NOT_SERVING.
 absl::StatusOr<int> HealthCheck(const std::string& address, const std::string& service);
 
 }  // namespace habitat::testing
