@@ -337,6 +337,8 @@ std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
 }
 
 double BatchScalingErrorPercent(double r, double rerun_share) {
+  // Fitted in docs/batch_scaling_study.md (the re-run section), which owns
+  // the measurements behind them.
   constexpr double kPerDoubling = 4.5;
   constexpr double kPerDoublingFromReruns = 2.2;
   const double share = std::clamp(rerun_share, 0.0, 1.0);

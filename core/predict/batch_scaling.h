@@ -14,9 +14,8 @@
 // also tile set-up, split-K reductions and the RNN's serial steps). The
 // optimizer, AccumulateGrad and operations without a batch dimension keep
 // their time. docs/batch_scaling_study.md measured this against the
-// H100/H200 batch fixtures (MAPE of the iteration's GPU time 4.2% at half
-// the batch, 4.5% at 2x, 8.1% at 4x on the H100 with constants from the
-// H200) and the alternatives it beat (linear, wave quantisation).
+// H100/H200 batch fixtures and the alternatives it beat (linear, wave
+// quantisation); its figures are there ("Results in one table"), not here.
 //
 // A kernel-varying pass the agent re-ran at other batches (Pass.batch_reruns,
 // with the traced batch among them) takes instead
@@ -28,8 +27,8 @@
 // caches its inputs are warm in (a part that grows with the work: the
 // ratio); it keeps at most the smaller of the two advantages, so a pass
 // whose re-run ran from cold memory does not shrink below what the re-runs
-// themselves measured (the study's re-run section: 2.0 / 2.0 / 3.8% MAPE at
-// 1/2, 2x, 4x on the H100, 1.5 / 1.8 / 3.1% from there on the H200).
+// themselves measured (the study's section "Re-running the kernel-varying
+// operations at the other batch" has the figures).
 // Outside the measured batches the rule above stands.
 #pragma once
 
@@ -88,11 +87,11 @@ absl::flat_hash_set<std::vector<int64_t>> ParameterShapes(const habitat::v1::Tra
 std::vector<bool> BatchCarryingOperations(
     const habitat::v1::Trace& trace, const absl::flat_hash_set<std::vector<int64_t>>& parameters);
 
-// Expected absolute error the scaling adds, percent, for a ratio `r` (the
-// study's H100 MAPE: 4.2 at 1/2, 4.5 at 2, 8.1 at 4; about 4.5 per doubling
-// or halving), and with `rerun_share` of the kernel-varying time scaled from
-// re-runs (1.5 at 1/2, 2.2 at 2, 4.2 at 4 with all of it: 2.2 per doubling;
-// in between, in proportion).
+// Expected absolute error the scaling adds, percent, for a ratio `r`: a
+// fixed amount per doubling or halving, fitted to the study's H100 MAPE
+// (docs/batch_scaling_study.md), smaller in proportion to `rerun_share`, the
+// share of the kernel-varying time scaled from re-runs. The rates are the
+// constants in batch_scaling.cc.
 double BatchScalingErrorPercent(double r, double rerun_share = 0);
 
 // The pass's re-run time at `batch`: measured, or interpolated log-log
