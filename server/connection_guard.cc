@@ -1,7 +1,6 @@
 #include "server/connection_guard.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -22,21 +21,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
-// Interposes libc's accept4 (see the header). The kernel call is made
-// directly, so the guard needs no handle on the definition it replaces.
-extern "C" int accept4(int fd, sockaddr* address, socklen_t* address_length, int flags) {
-  return habitat::ConnectionGuard::Get().Accept(fd, address, address_length, flags);
-}
-
-// And accept, which civetweb (the /metrics server) calls. civetweb polls
-// before each accept and ignores a failed one, while its listener may
-// block: one attempt per call, a shed connection reported as EAGAIN.
-extern "C" int accept(int fd, sockaddr* address, socklen_t* address_length) {
-  return habitat::ConnectionGuard::Get().Accept(fd, address, address_length, 0,
-                                                /*one_attempt=*/true);
-}
-
 namespace habitat {
+
+// Defined by accept4_interposer.cc, in the binaries that link
+// habitat_accept4_interposer; null elsewhere.
+__attribute__((weak)) bool Accept4ReachesConnectionGuard();
+
 namespace {
 
 // Between two recounts of a full port's connections: a connection closed
@@ -45,6 +35,8 @@ constexpr absl::Duration kRecountInterval = absl::Milliseconds(50);
 // Pending connections accepted and closed per EMFILE, at most.
 constexpr int kMaxDrainPerCall = 1024;
 
+// The kernel call is made directly, so the guard needs no handle on the
+// libc definition that accept4_interposer.cc replaces.
 int RawAccept4(int fd, sockaddr* address, socklen_t* address_length, int flags) {
   return static_cast<int>(syscall(SYS_accept4, fd, address, address_length, flags));
 }
@@ -136,7 +128,7 @@ ConnectionGuard::ConnectionGuard() {
 }
 
 bool ConnectionGuard::InterposesAccept4() {
-  return dlsym(RTLD_DEFAULT, "accept4") == reinterpret_cast<void*>(&accept4);
+  return Accept4ReachesConnectionGuard != nullptr && Accept4ReachesConnectionGuard();
 }
 
 void ConnectionGuard::Guard(int port, const PortGuard& guard) {
@@ -296,7 +288,8 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
 absl::Status ConnectionGuard::ProbeListener(const std::string& address, absl::Duration timeout) {
   if (!InterposesAccept4()) {
     return absl::FailedPreconditionError(
-        "accept4 does not pass through the connection guard (is libgrpc linked statically?)");
+        "accept4 does not pass through the connection guard (is habitat_accept4_interposer "
+        "linked, and libgrpc linked dynamically?)");
   }
   auto target = ParseNumericAddress(address);
   if (!target.ok()) return target.status();

@@ -4,10 +4,11 @@
 // of file descriptors) stops its listener for good, while the process keeps
 // running and the rest of the server looks healthy.
 //
-// This file defines accept4 for the whole process. The dynamic linker binds
-// libgrpc's accept4 calls to the executable's definition before libc's, so
-// every connection a gRPC listener accepts passes through
-// ConnectionGuard::Accept. For the ports registered with Guard() it
+// Binaries that link habitat_accept4_interposer (accept4_interposer.cc)
+// define accept4 for the whole process. The dynamic linker binds libgrpc's
+// accept4 calls to the executable's definition before libc's, so every
+// connection a gRPC listener accepts passes through ConnectionGuard::Accept.
+// For the ports registered with Guard() it
 //  - closes a new connection at once (sheds it) when the port already has
 //    its maximum of open connections, or when accepting it left fewer than
 //    the port's reserve of file descriptors free, so a flood of connections
@@ -20,8 +21,8 @@
 //  - recognises the connections of ProbeListener, which checks from inside
 //    the process that gRPC's listener still calls accept: they are closed
 //    without reaching gRPC.
-// accept, which civetweb's /metrics listener calls, is defined the same way,
-// so that port gets the same limits. Listening sockets on other ports, and
+// accept, which civetweb's /metrics listener calls, is interposed the same
+// way, so that port gets the same limits. Listening sockets on other ports, and
 // other callers, see plain accept4 and accept.
 #pragma once
 
@@ -90,8 +91,9 @@ class ConnectionGuard {
   // FAILED_PRECONDITION when accept4 does not pass through this guard.
   absl::Status ProbeListener(const std::string& address, absl::Duration timeout);
 
-  // Whether libgrpc's accept4 reaches Accept (false in a statically linked
-  // build, where the guard cannot work).
+  // Whether libgrpc's accept4 reaches Accept (false without
+  // habitat_accept4_interposer, or in a statically linked build, where the
+  // guard cannot work).
   static bool InterposesAccept4();
 
   // The guarded accept4 (and accept). With `one_attempt` a shed connection
