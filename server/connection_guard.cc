@@ -23,8 +23,8 @@
 
 namespace habitat {
 
-// Defined by accept4_interposer.cc, in the binaries that link
-// habitat_accept4_interposer; null elsewhere.
+// Defined by socket_interposers.cc, in the binaries that link
+// habitat_socket_interposers; null elsewhere.
 __attribute__((weak)) bool Accept4ReachesConnectionGuard();
 
 namespace {
@@ -36,7 +36,7 @@ constexpr absl::Duration kRecountInterval = absl::Milliseconds(50);
 constexpr int kMaxDrainPerCall = 1024;
 
 // The kernel call is made directly, so the guard needs no handle on the
-// libc definition that accept4_interposer.cc replaces.
+// libc definition that socket_interposers.cc replaces.
 int RawAccept4(int fd, sockaddr* address, socklen_t* address_length, int flags) {
   return static_cast<int>(syscall(SYS_accept4, fd, address, address_length, flags));
 }
@@ -288,7 +288,7 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
 absl::Status ConnectionGuard::ProbeListener(const std::string& address, absl::Duration timeout) {
   if (!InterposesAccept4()) {
     return absl::FailedPreconditionError(
-        "accept4 does not pass through the connection guard (is habitat_accept4_interposer "
+        "accept4 does not pass through the connection guard (is habitat_socket_interposers "
         "linked, and libgrpc linked dynamically?)");
   }
   auto target = ParseNumericAddress(address);

@@ -4,7 +4,7 @@
 // of file descriptors) stops its listener for good, while the process keeps
 // running and the rest of the server looks healthy.
 //
-// Binaries that link habitat_accept4_interposer (accept4_interposer.cc)
+// Binaries that link habitat_socket_interposers (socket_interposers.cc)
 // define accept4 for the whole process. The dynamic linker binds libgrpc's
 // accept4 calls to the executable's definition before libc's, so every
 // connection a gRPC listener accepts passes through ConnectionGuard::Accept.
@@ -92,7 +92,7 @@ class ConnectionGuard {
   absl::Status ProbeListener(const std::string& address, absl::Duration timeout);
 
   // Whether libgrpc's accept4 reaches Accept (false without
-  // habitat_accept4_interposer, or in a statically linked build, where the
+  // habitat_socket_interposers, or in a statically linked build, where the
   // guard cannot work).
   static bool InterposesAccept4();
 

@@ -11,19 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 
-// Interposes libc's recvmsg (see the header). The kernel call is made
-// directly, so the guard needs no handle on the definition it replaces.
-extern "C" ssize_t recvmsg(int fd, msghdr* message, int flags) {
-  const ssize_t got = syscall(SYS_recvmsg, fd, message, flags);
-  if (got > 0 && (flags & MSG_PEEK) == 0 &&
-      !habitat::Http2FrameGuard::Get().Received(fd, *message, static_cast<size_t>(got))) {
-    shutdown(fd, SHUT_RDWR);
-    errno = ECONNRESET;
-    return -1;
-  }
-  return got;
-}
-
 namespace habitat {
 namespace {
 

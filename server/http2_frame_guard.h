@@ -18,10 +18,10 @@
 // TLS ports are not inspected: their bytes are ciphertext here
 // (docs/operations.md says what covers them).
 //
-// This file defines recvmsg for the whole process, as connection_guard.cc
-// does accept4: libgrpc's reads of a connection pass through Received()
-// after the kernel call. Connections are registered by ConnectionGuard's
-// accept; every other caller and descriptor sees plain recvmsg.
+// socket_interposers.cc defines recvmsg for the binaries that link
+// habitat_socket_interposers: libgrpc's reads of a connection pass through
+// Received() after the kernel call. Connections are registered by
+// ConnectionGuard's accept; every other descriptor sees plain recvmsg.
 #pragma once
 
 #include <sys/socket.h>
