@@ -339,7 +339,7 @@ absl::StatusOr<std::shared_ptr<const v1::Trace>> PostgresTraceStore::Get(const s
       DecodeTrace(absl::string_view(PQgetvalue(row.get(), 0, 1),
                                     static_cast<size_t>(PQgetlength(row.get(), 0, 1))),
                   size_bytes, where));
-  cache_.Insert(key, trace, static_cast<size_t>(size_bytes));
+  cache_.Insert(key, trace);
   return trace;
 }
 

@@ -399,7 +399,7 @@ absl::StatusOr<std::shared_ptr<const v1::Trace>> SqliteTraceStore::Get(const std
       std::shared_ptr<const v1::Trace> trace,
       DecodeTrace(absl::string_view(static_cast<const char*>(data), static_cast<size_t>(length)),
                   size_bytes, absl::StrCat("stored trace ", id, " in '", path_, "'")));
-  cache_.Insert(key, trace, static_cast<size_t>(size_bytes));
+  cache_.Insert(key, trace);
   return trace;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "core/backend/request_budget.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
 
@@ -79,6 +80,8 @@ PredictionBackend::PredictionBackend(const BackendOptions& options, DeviceDataba
                                      std::shared_ptr<const VaryingPredictor> varying)
     : limits_(options.trace_limits),
       max_predict_work_(options.max_predict_work),
+      max_response_bytes_(options.max_response_bytes),
+      max_request_memory_bytes_(options.max_request_memory_bytes),
       data_dir_(options.data_dir),
       configured_default_catalog_(options.default_catalog),
       devices_(std::move(devices)),
@@ -281,6 +284,16 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::PredictWith(
         "catalog_instances ranks a catalog's instance types: name a catalog (or leave the "
         "server's default on)");
   }
+  PredictShape shape;
+  shape.gpus = static_cast<int64_t>(query.devices.size());
+  if (shape.gpus == 0) {
+    for (const auto& spec : devices_.devices()) shape.gpus += spec.test_only() ? 0 : 1;
+  }
+  shape.include_breakdown = query.include_breakdown;
+  shape.copies_trace =
+      query.fit.has_value() || (query.batch_size != 0 && query.batch_size != trace->batch_size());
+  HABITAT_RETURN_IF_ERROR(
+      CheckPredictFits(*trace, shape, max_response_bytes_, max_request_memory_bytes_));
   HABITAT_RETURN_IF_ERROR(stop.Check("before predicting"));
   query.stop = &stop;
   query.max_work = max_predict_work_;

@@ -65,6 +65,13 @@ struct BackendOptions {
   // GPUs not in the cache); more is RESOURCE_EXHAUSTED before any is done.
   // 0: no limit.
   int64_t max_predict_work = kDefaultMaxPredictWork;
+  // Largest answer the transport sends; a breakdown that cannot fit is
+  // RESOURCE_EXHAUSTED before it is computed. 0: no limit.
+  int64_t max_response_bytes = 0;
+  // Most memory one Predict may take beyond its parsed trace
+  // (request_budget.h: a batch-scaled copy, the breakdown); more is
+  // RESOURCE_EXHAUSTED before any work. 0: no limit.
+  int64_t max_request_memory_bytes = 0;
 };
 
 // Who is asking and until when. The server fills it from the authenticated
@@ -180,6 +187,8 @@ class PredictionBackend {
 
   const TraceLimits limits_;
   const int64_t max_predict_work_;
+  const int64_t max_response_bytes_;
+  const int64_t max_request_memory_bytes_;
   const std::string data_dir_;
   // BackendOptions::default_catalog, resolved again on every reload.
   const std::string configured_default_catalog_;

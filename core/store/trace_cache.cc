@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/trace/parsed_size.h"
+
 namespace habitat {
 
 std::shared_ptr<const v1::Trace> TraceCache::Find(const std::string& key) {
@@ -12,8 +14,10 @@ std::shared_ptr<const v1::Trace> TraceCache::Find(const std::string& key) {
   return it->second->trace;
 }
 
-void TraceCache::Insert(const std::string& key, std::shared_ptr<const v1::Trace> trace,
-                        size_t bytes) {
+void TraceCache::Insert(const std::string& key, std::shared_ptr<const v1::Trace> trace) {
+  if (capacity_bytes_ == 0) return;
+  // Measured outside the lock: it walks the whole trace.
+  const size_t bytes = static_cast<size_t>(InMemoryBytes(*trace));
   if (bytes > capacity_bytes_) return;
   absl::MutexLock lock(&mutex_);
   if (index_.contains(key)) return;
@@ -25,6 +29,11 @@ void TraceCache::Insert(const std::string& key, std::shared_ptr<const v1::Trace>
     index_.erase(entries_.back().key);
     entries_.pop_back();
   }
+}
+
+size_t TraceCache::bytes() const {
+  absl::MutexLock lock(&mutex_);
+  return bytes_;
 }
 
 void TraceCache::Clear() {

@@ -15,7 +15,9 @@ namespace habitat {
 
 class TraceCache {
  public:
-  // At most `capacity_bytes` of serialised trace size; 0 caches nothing.
+  // At most `capacity_bytes` of parsed traces, as they sit in memory
+  // (InMemoryBytes: 9-22x their serialised size, which is therefore not
+  // what is charged); 0 caches nothing.
   explicit TraceCache(size_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
   // The cache key of a tenant's trace ('\n' cannot be in a tenant name).
@@ -26,8 +28,9 @@ class TraceCache {
   // Null when absent.
   std::shared_ptr<const habitat::v1::Trace> Find(const std::string& key);
   // A trace larger than the whole cache is not kept.
-  void Insert(const std::string& key, std::shared_ptr<const habitat::v1::Trace> trace,
-              size_t bytes);
+  void Insert(const std::string& key, std::shared_ptr<const habitat::v1::Trace> trace);
+  // What the cached traces hold in memory.
+  size_t bytes() const;
   void Clear();
 
  private:
@@ -37,7 +40,7 @@ class TraceCache {
     size_t bytes;
   };
   const size_t capacity_bytes_;
-  absl::Mutex mutex_;
+  mutable absl::Mutex mutex_;
   // Most recently used first.
   std::list<Entry> entries_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mutex_);

@@ -276,7 +276,7 @@ absl::StatusOr<std::shared_ptr<const v1::Trace>> DirectoryTraceStore::Get(const 
   if (!trace->ParseFromString(*bytes)) {
     return absl::DataLossError(absl::StrCat("stored trace ", id, " ('", path, "') is corrupt"));
   }
-  cache_.Insert(key, trace, bytes->size());
+  cache_.Insert(key, trace);
   return std::shared_ptr<const v1::Trace>(std::move(trace));
 }
 
