@@ -81,8 +81,12 @@ ABSL_FLAG(int, max_concurrent_rpcs, 64,
 ABSL_FLAG(int, work_threads, 0,
           "Threads computing Predict and UploadTrace calls (0: one per CPU); admitted calls "
           "wait for one, up to --max_concurrent_rpcs in all");
-ABSL_FLAG(double, max_request_seconds, 60,
+ABSL_FLAG(double, max_request_seconds, 30,
           "Cap on one request's handling time, on top of the client's deadline (0: none)");
+ABSL_FLAG(int64_t, request_memory_mib, habitat::kDefaultRequestMemoryBytes >> 20,
+          "Memory the Predict and UploadTrace requests in flight may take once parsed, "
+          "together, and the most one Predict may add while predicting; more is "
+          "RESOURCE_EXHAUSTED before parsing (0: no limit)");
 ABSL_FLAG(int64_t, max_trace_operations, habitat::TraceLimits().max_operations,
           "Most operations in one trace");
 ABSL_FLAG(int64_t, max_trace_kernels_per_pass, habitat::TraceLimits().max_kernels_per_pass,
@@ -325,6 +329,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.max_receive_message_bytes = message_mb << 20;
+  const int64_t request_memory_mib = absl::GetFlag(FLAGS_request_memory_mib);
+  if (request_memory_mib < 0 || request_memory_mib > (int64_t{1} << 30)) {
+    std::fprintf(stderr, "habitat-server: cannot start: --request_memory_mib must be 0..2^30\n");
+    return 1;
+  }
+  options.request_memory_bytes = request_memory_mib << 20;
   options.max_concurrent_rpcs = absl::GetFlag(FLAGS_max_concurrent_rpcs);
   options.work_threads = absl::GetFlag(FLAGS_work_threads);
   if (options.work_threads < 0) {

@@ -384,8 +384,16 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     HABITAT_ASSIGN_OR_RETURN(impl->authenticator, Authenticator::FromTokenFile(options.token_file));
   }
   HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store, OpenStore(options));
+  if (options.request_memory_bytes < 0) {
+    return absl::InvalidArgumentError("--request_memory_mib must be >= 0 (0: no limit)");
+  }
+  // The transport's limits are the backend's: a breakdown gRPC would not
+  // send is refused before it is computed.
+  BackendOptions backend_options = options.backend;
+  backend_options.max_response_bytes = options.max_receive_message_bytes;
+  backend_options.max_request_memory_bytes = options.request_memory_bytes;
   HABITAT_ASSIGN_OR_RETURN(impl->backend,
-                           PredictionBackend::Create(options.backend, std::move(store)));
+                           PredictionBackend::Create(backend_options, std::move(store)));
   if (options.trace_retention_days > 0) {
     RetentionOptions retention;
     retention.days = options.trace_retention_days;
@@ -410,6 +418,7 @@ absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
   ServiceLimits limits;
   limits.max_concurrent_rpcs = options.max_concurrent_rpcs;
   limits.max_request_time = options.max_request_time;
+  limits.request_memory_bytes = options.request_memory_bytes;
   impl->work = std::make_unique<WorkQueue>(
       options.work_threads > 0 ? options.work_threads
                                : static_cast<int>(std::thread::hardware_concurrency()));

@@ -63,6 +63,10 @@ struct ConnectionOptions {
   absl::Duration self_probe_interval = absl::Seconds(5);
 };
 
+// The default of ServerOptions::request_memory_bytes (docs/operations.md,
+// "Memory budget").
+inline constexpr int64_t kDefaultRequestMemoryBytes = int64_t{256} << 20;
+
 struct ServerOptions {
   // host:port; port 0 picks a free port (see PredictionServer::port()).
   std::string address = "0.0.0.0:50051";
@@ -93,6 +97,10 @@ struct ServerOptions {
   int max_concurrent_rpcs = 0;
   // Cap on one request's handling time; zero: the client's deadline only.
   absl::Duration max_request_time = absl::ZeroDuration();
+  // Memory the requests in flight may take once parsed, together
+  // (RequestMemory); also the most one Predict may add while predicting
+  // (BackendOptions::max_request_memory_bytes). 0: no limit.
+  int64_t request_memory_bytes = kDefaultRequestMemoryBytes;
   // Threads computing Predict and UploadTrace calls; 0: one per CPU.
   int work_threads = 0;
   // How often habitat_stored_traces is re-read from the store, so that it

@@ -52,6 +52,23 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, Message* message) {
   return absl::OkStatus();
 }
 
+// A request with the memory it reserved; the message is destroyed first,
+// so the reservation's release finds its memory already freed.
+template <typename Message>
+struct Parsed {
+  std::unique_ptr<RequestMemory::Reservation> reservation;
+  Message message;
+};
+
+// Reserves what parsing `bytes` takes before parsing them.
+template <typename Message>
+absl::Status ParseWithin(RequestMemory& memory, const grpc::ByteBuffer& bytes,
+                         Parsed<Message>* parsed) {
+  HABITAT_ASSIGN_OR_RETURN(parsed->reservation,
+                           memory.ReserveToParse(*Message::descriptor(), bytes));
+  return ParseRequest(bytes, &parsed->message);
+}
+
 template <typename Message>
 absl::Status SerializeResponse(const Message& message, grpc::ByteBuffer* bytes) {
   bool own_buffer = false;
@@ -183,7 +200,7 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::AdmitAndQueue(
 grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
-  auto parsed = std::make_shared<v1::PredictRequest>();
+  auto parsed = std::make_shared<Parsed<v1::PredictRequest>>();
   // A request answered before is answered here, on gRPC's thread, where the
   // store answers locally: a lookup costs less than the hop to a work
   // thread and back (docs/benchmarks.md, "Warm path"). The call still took
@@ -191,9 +208,9 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(grpc::CallbackServerCon
   auto answer_here = [this, request, response,
                       parsed](const RequestContext& admitted) -> std::optional<absl::Status> {
     // Garbage is refused here too; the queued work then has the request.
-    absl::Status parse = ParseRequest(*request, parsed.get());
+    absl::Status parse = ParseWithin(memory_, *request, parsed.get());
     if (!parse.ok()) return parse;
-    CachedAnswer answer = backend_->LookUpAnswer(*parsed, admitted);
+    CachedAnswer answer = backend_->LookUpAnswer(parsed->message, admitted);
     if (answer.bytes == nullptr) return std::nullopt;
     metrics_->RecordCache(answer.predictions, 0, backend_->cache().bytes());
     SetAnswer(std::move(answer.bytes), response);
@@ -205,7 +222,7 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::Predict(grpc::CallbackServerCon
         PredictionStats stats;
         absl::Status status = [&]() -> absl::Status {
           HABITAT_ASSIGN_OR_RETURN(CachedAnswer answer,
-                                   backend_->PredictSerialized(*parsed, admitted, &stats));
+                                   backend_->PredictSerialized(parsed->message, admitted, &stats));
           SetAnswer(std::move(answer.bytes), response);
           return absl::OkStatus();
         }();
@@ -223,10 +240,10 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::UploadTrace(grpc::CallbackServe
   return AdmitAndQueue(
       context, Rpc::kUploadTrace, [](const RequestContext&) { return std::nullopt; },
       [this, request, response](const RequestContext& admitted) {
-        v1::UploadTraceRequest parsed;
-        HABITAT_RETURN_IF_ERROR(ParseRequest(*request, &parsed));
+        Parsed<v1::UploadTraceRequest> parsed;
+        HABITAT_RETURN_IF_ERROR(ParseWithin(memory_, *request, &parsed));
         HABITAT_ASSIGN_OR_RETURN(v1::UploadTraceResponse result,
-                                 backend_->UploadTrace(parsed, admitted));
+                                 backend_->UploadTrace(parsed.message, admitted));
         HABITAT_RETURN_IF_ERROR(SerializeResponse(result, response));
         if (result.created()) {
           metrics_->SetStoredTraces(static_cast<double>(backend_->stored_traces()));

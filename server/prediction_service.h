@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "core/backend/prediction_backend.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
+#include "server/request_memory.h"
 #include "server/server_metrics.h"
 #include "server/token_auth.h"
 #include "server/work_queue.h"
@@ -31,6 +32,12 @@ struct ServiceLimits {
   // Cap on one request's handling time, on top of the client's deadline.
   // Zero: only the client's deadline applies.
   absl::Duration max_request_time = absl::ZeroDuration();
+  // Memory the Predict and UploadTrace requests in flight may take once
+  // parsed, all together (RequestMemory); 0: no limit.
+  int64_t request_memory_bytes = 0;
+  // Requests estimated at this much or more return freed memory to the
+  // system when done.
+  int64_t trim_above_bytes = int64_t{16} << 20;
 };
 
 using PredictionServiceBase = habitat::v1::PredictionService::WithRawCallbackMethod_Predict<
@@ -99,6 +106,7 @@ class PredictionServiceImpl final : public PredictionServiceBase {
   const Authenticator* authenticator_;
   WorkQueue* work_;
   const ServiceLimits limits_;
+  RequestMemory memory_{limits_.request_memory_bytes, limits_.trim_above_bytes};
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> stop_work_at_ns_{std::numeric_limits<int64_t>::max()};
 };

@@ -43,9 +43,9 @@ double InFlight(int metrics_port) {
 class HeavyTraceTest : public testing::Test {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<ServerProcess>(
-        ServerSpec{{"--metrics_address=127.0.0.1:0", "--max_request_seconds=0",
-                    "--max_predict_work=0", "--shutdown_grace_seconds=1"}});
+    server_ = std::make_unique<ServerProcess>(ServerSpec{
+        {"--metrics_address=127.0.0.1:0", "--max_request_seconds=0", "--request_memory_mib=0",
+         "--max_predict_work=0", "--shutdown_grace_seconds=1"}});
     ASSERT_TRUE(server_->WaitServing()) << server_->Stderr();
     stub_ = v1::PredictionService::NewStub(
         grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <regex>
 #include <string>
 #include <vector>
@@ -128,6 +129,25 @@ TEST(ServerBinaryTest, BadDataDirectoryFailsAtStartWithExitCode1) {
   EXPECT_EQ(WEXITSTATUS(status), 1);
   EXPECT_THAT(server.ReadUntil(std::regex("cannot start"), absl::Seconds(2)),
               HasSubstr("/nonexistent/habitat-data"));
+}
+
+// Without a client deadline a call runs to the server's cap: at 60 s two
+// heavy calls held both work threads long enough to time other tenants
+// out.
+TEST(ServerBinaryTest, TheDefaultRequestCapIsBelowAMinute) {
+  FILE* help = popen(absl::StrCat(HABITAT_SERVER_BINARY, " --helpfull 2>/dev/null").c_str(), "r");
+  ASSERT_NE(help, nullptr);
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), help)) > 0 && text.size() < (1 << 20);) {
+    text.append(buffer, n);
+  }
+  pclose(help);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(text, match,
+                                std::regex(R"(--max_request_seconds [^;]*;\s*default: ([0-9.]+))")))
+      << text.substr(0, 2000);
+  EXPECT_LT(std::stod(match[1]), 60.0);
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#include "server/request_memory.h"
+
+#include <malloc.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/trace/parsed_size.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+
+namespace habitat {
+namespace {
+
+std::string MiB(int64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+RequestMemory::Reservation::~Reservation() {
+  pool_->in_use_.fetch_sub(bytes_, std::memory_order_relaxed);
+  // The parsed request is freed by now (its owner destroys it first); glibc
+  // keeps freed chunks in the thread's arena until trimmed.
+  if (pool_->trim_above_ > 0 && bytes_ >= pool_->trim_above_) malloc_trim(0);
+}
+
+absl::StatusOr<std::unique_ptr<RequestMemory::Reservation>> RequestMemory::ReserveToParse(
+    const google::protobuf::Descriptor& type, const grpc::ByteBuffer& bytes) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes its input
+  grpc::ProtoBufferReader reader(&copy);
+  // Past the limit the exact figure no longer matters: stop walking.
+  const int64_t stop_above = limit_ > 0 ? limit_ : INT64_MAX;
+  absl::StatusOr<int64_t> estimate = EstimateParsedBytes(type, &reader, stop_above);
+  if (!estimate.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type.full_name(),
+                                                   " (truncated or not protobuf)"));
+  }
+  const int64_t needed = *estimate;
+  if (limit_ > 0 && needed > limit_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this request would take more than ", MiB(needed), " of memory once parsed (",
+                     MiB(static_cast<int64_t>(bytes.Length())),
+                     " on the wire), above the server's per-request memory limit of ", MiB(limit_),
+                     " (--request_memory_mib) by ", MiB(needed - limit_),
+                     ": send a smaller trace (fewer operations, arguments or kernels)"));
+  }
+  const int64_t before = in_use_.fetch_add(needed, std::memory_order_relaxed);
+  auto reservation = std::make_unique<Reservation>(this, needed);
+  if (limit_ > 0 && before + needed > limit_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: this request needs about ", MiB(needed), " of memory once parsed and ",
+        "requests in flight hold ", MiB(before), " of the server's ", MiB(limit_),
+        " (--request_memory_mib); retry with backoff"));
+  }
+  return reservation;
+}
+
+}  // namespace habitat
