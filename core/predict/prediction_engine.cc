@@ -274,16 +274,22 @@ absl::Status CheckNamedParallel(const PredictionQuery& query,
   return absl::OkStatus();
 }
 
-// Takes predicting `trace` on `gpus` GPUs from `work_left`;
-// RESOURCE_EXHAUSTED when that is more than is left of `max_work` (0: no
-// limit).
-absl::Status TakeWork(const v1::Trace& trace, size_t gpus, int64_t max_work, int64_t* work_left) {
+// Takes predicting `trace` on `gpus` GPUs from `work_left`, with the
+// once-per-call work when `first` (the host calibration is still to run)
+// and the batch scaling of `traced` when `rescaled`; RESOURCE_EXHAUSTED
+// when that is more than is left of `max_work` (0: no limit).
+absl::Status TakeWork(const v1::Trace& traced, const v1::Trace& trace, size_t gpus, bool first,
+                      bool rescaled, int64_t max_work, int64_t* work_left) {
   if (max_work <= 0 || gpus == 0) return absl::OkStatus();
-  const int64_t work = PredictionWorkPerDevice(trace) * static_cast<int64_t>(gpus);
+  const int64_t per_device = PredictionWorkPerDevice(trace);
+  int64_t work = per_device * static_cast<int64_t>(gpus);
+  if (first) work += kPerCallWorkInDevices * PredictionWorkPerDevice(traced);
+  if (rescaled) work += PredictionWorkPerDevice(traced);
   if (work > *work_left) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "predicting this trace on ", gpus, " more GPUs is ", work,
-        " units of work (trace entries x GPUs), above what is left of this server's limit of ",
+        " units of work (trace entries x GPUs, and once per call the host-timeline "
+        "calibration), above what is left of this server's limit of ",
         max_work, " (--max_predict_work): ask for fewer GPUs (devices) or send a smaller trace"));
   }
   *work_left -= work;
@@ -338,7 +344,8 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
     if (cache_ != nullptr) cached[t] = cache_->Lookup(cache_key, targets[t]->id());
     if (!Answers(cached[t], keep_breakdown)) missed.push_back(targets[t]);
   }
-  HABITAT_RETURN_IF_ERROR(TakeWork(trace, missed.size(), query.max_work, work_left));
+  HABITAT_RETURN_IF_ERROR(TakeWork(traced, trace, missed.size(), !host_scale->has_value(),
+                                   scaled.has_value(), query.max_work, work_left));
   // Kernel-varying ops of every missed target in one batched model pass.
   std::vector<VaryingPassTable> varying_tables;
   if (varying_ != nullptr && !missed.empty()) {

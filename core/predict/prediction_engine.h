@@ -69,6 +69,13 @@ struct PredictionQuery {
 // scale and replay).
 int64_t PredictionWorkPerDevice(const habitat::v1::Trace& trace);
 
+// What a Predict costs once whatever the GPUs, in PredictionWorkPerDevice
+// units: the 25 replays that calibrate the host timeline, hashing and
+// validating an inline trace. Measured at about 6 GPUs' worth
+// (core/backend/work_estimate_test.cc); uncharged, a call on one GPU cost
+// 7.6 times as much CPU per unit as one on 21.
+inline constexpr int64_t kPerCallWorkInDevices = 6;
+
 // The servers' default for PredictionQuery::max_work: work that would not
 // finish within the default per-request cap of 60 s anyway (one unit took
 // about 1.3 us on the 2-core reference machine: an 80,000-operation trace,

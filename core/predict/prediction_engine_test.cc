@@ -325,7 +325,7 @@ TEST_F(PredictionEngineTest, RefusesWorkAboveItsLimitBeforeDoingAny) {
   PredictionQuery query;
   const int64_t per_device = PredictionWorkPerDevice(*trace_);
   EXPECT_GT(per_device, trace_->operations_size());
-  query.max_work = 3 * per_device;
+  query.max_work = (3 + kPerCallWorkInDevices) * per_device;
   query.devices = {"H200", "A100-SXM-80GB", "T4", "L4"};
   int checks = 0;
   const StopCondition counting(absl::InfiniteFuture(), "", [&checks] { return ++checks < 0; });
