@@ -27,17 +27,18 @@ absl::StatusOr<std::unique_ptr<RequestMemory::Reservation>> RequestMemory::Reser
     const google::protobuf::Descriptor& type, const grpc::ByteBuffer& bytes) {
   grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes its input
   grpc::ProtoBufferReader reader(&copy);
-  // Past the limit the exact figure no longer matters: stop walking.
-  const int64_t stop_above = limit_ > 0 ? limit_ : INT64_MAX;
-  absl::StatusOr<int64_t> estimate = EstimateParsedBytes(type, &reader, stop_above);
+  // Walked to the end even past the limit, so that the refusal says by how
+  // much: it allocates nothing, and the wire bytes are bounded already.
+  absl::StatusOr<int64_t> estimate = EstimateParsedBytes(type, &reader);
   if (!estimate.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type.full_name(),
-                                                   " (truncated or not protobuf)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request is not a valid ", type.full_name(),
+                     " (truncated, not protobuf, or a string field that is not UTF-8)"));
   }
   const int64_t needed = *estimate;
   if (limit_ > 0 && needed > limit_) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("this request would take more than ", MiB(needed), " of memory once parsed (",
+        absl::StrCat("this request would take about ", MiB(needed), " of memory once parsed (",
                      MiB(static_cast<int64_t>(bytes.Length())),
                      " on the wire), above the server's per-request memory limit of ", MiB(limit_),
                      " (--request_memory_mib) by ", MiB(needed - limit_),

@@ -1,6 +1,6 @@
 // What a message's wire bytes take in memory once parsed, estimated from the
 // bytes alone: a trace parses into 9-22 times its wire size (each empty
-// argument is 2 bytes on the wire and a heap-allocated message of ~50 bytes
+// argument is 2 bytes on the wire and a heap-allocated message of ~72 bytes
 // in memory), so a request within the message-size limit can still be more
 // than a server holds. Walking the bytes allocates nothing, so the server
 // refuses such a request before parsing it.

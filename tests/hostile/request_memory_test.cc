@@ -31,7 +31,7 @@ long RssKib(pid_t pid) {
 }
 
 // `operations` operations of 256 empty arguments each (the most the
-// default limits allow): 2 bytes per argument on the wire, ~145 parsed.
+// default limits allow): 2 bytes per argument on the wire, ~72 parsed.
 v1::UploadTraceRequest ArgumentHeavyUpload(int operations) {
   v1::UploadTraceRequest upload;
   *upload.mutable_trace() = RepeatedAgentTrace(operations, /*with_host_events=*/false);
@@ -65,22 +65,22 @@ class RequestMemoryTest : public testing::Test {
 };
 
 TEST_F(RequestMemoryTest, AnUploadTooLargeOnceParsedIsRefusedBeforeParsing) {
-  // 22 MB on the wire, ~800 MB parsed: above the default 256 MiB.
+  // 21 MiB on the wire, ~420 MiB parsed: above the default 256 MiB.
   const v1::UploadTraceRequest upload = ArgumentHeavyUpload(20000);
   ASSERT_LT(upload.ByteSizeLong(), size_t{32} << 20);
   const grpc::Status status = Upload(upload);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
   EXPECT_THAT(status.error_message(), testing::HasSubstr("(--request_memory_mib) by "));
   ASSERT_TRUE(server_->Alive());
-  std::fprintf(stderr, "peak RSS %ld KiB, at start %ld KiB\n", server_->PeakRssKib(),
-               baseline_kib_);
+  std::fprintf(stderr, "%s\npeak RSS %ld KiB, at start %ld KiB\n", status.error_message().c_str(),
+               server_->PeakRssKib(), baseline_kib_);
   // The wire bytes and gRPC's buffers, not the parsed trace.
   EXPECT_LT(server_->PeakRssKib() - baseline_kib_, 128 << 10)
       << "peak " << server_->PeakRssKib() << " KiB, at start " << baseline_kib_ << " KiB";
 }
 
 TEST_F(RequestMemoryTest, ALargeRequestsMemoryGoesBackToTheSystem) {
-  // ~5 MB on the wire, ~180 MB parsed: admitted, parsed, then refused
+  // ~5 MiB on the wire, ~105 MiB parsed: admitted, parsed, then refused
   // for its unknown GPU, so that nothing of it is kept.
   v1::PredictRequest request;
   *request.mutable_trace() = std::move(*ArgumentHeavyUpload(5000).mutable_trace());

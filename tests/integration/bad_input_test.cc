@@ -366,6 +366,10 @@ Env* StartEnv(const v1::Trace* trace) {
   options.backend.trace_limits.max_operations = kMaxOperations;
   options.backend.trace_limits.max_kernels_per_pass = kMaxKernelsPerPass;
   options.max_receive_message_bytes = kMaxMessageBytes;
+  // A million operations parse into more than the default request memory
+  // (request_memory_test covers that refusal); here the trace limits are
+  // what must answer.
+  options.request_memory_bytes = int64_t{1} << 30;
   auto server = PredictionServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   if (!server.ok()) return nullptr;
