@@ -150,6 +150,20 @@ absl::Status ReadParallel(const v1::PredictRequest& request, PredictionQuery* qu
   return absl::OkStatus();
 }
 
+// What request_budget.h bounds of a Predict of `trace` for `query`.
+PredictShape ShapeOf(const PredictionQuery& query, const v1::Trace& trace,
+                     const DeviceDatabase& devices) {
+  PredictShape shape;
+  shape.gpus = static_cast<int64_t>(query.devices.size());
+  if (shape.gpus == 0) {
+    for (const auto& spec : devices.devices()) shape.gpus += spec.test_only() ? 0 : 1;
+  }
+  shape.include_breakdown = query.include_breakdown;
+  shape.copies_trace =
+      query.fit.has_value() || (query.batch_size != 0 && query.batch_size != trace.batch_size());
+  return shape;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::PredictResponse> PredictionBackend::Predict(const v1::PredictRequest& request,
@@ -284,16 +298,8 @@ absl::StatusOr<v1::PredictResponse> PredictionBackend::PredictWith(
         "catalog_instances ranks a catalog's instance types: name a catalog (or leave the "
         "server's default on)");
   }
-  PredictShape shape;
-  shape.gpus = static_cast<int64_t>(query.devices.size());
-  if (shape.gpus == 0) {
-    for (const auto& spec : devices_.devices()) shape.gpus += spec.test_only() ? 0 : 1;
-  }
-  shape.include_breakdown = query.include_breakdown;
-  shape.copies_trace =
-      query.fit.has_value() || (query.batch_size != 0 && query.batch_size != trace->batch_size());
-  HABITAT_RETURN_IF_ERROR(
-      CheckPredictFits(*trace, shape, max_response_bytes_, max_request_memory_bytes_));
+  HABITAT_RETURN_IF_ERROR(CheckPredictFits(*trace, ShapeOf(query, *trace, devices_),
+                                           max_response_bytes_, max_request_memory_bytes_));
   HABITAT_RETURN_IF_ERROR(stop.Check("before predicting"));
   query.stop = &stop;
   query.max_work = max_predict_work_;
