@@ -23,6 +23,25 @@ from pathlib import Path
 
 from setuptools import setup
 
+
+def _can_build_wheels() -> bool:
+    """setuptools before 70.1 builds wheels only with the wheel package,
+    which --no-build-isolation does not install (pyproject.toml declares it
+    for isolated builds)."""
+    for module in ("setuptools.command.bdist_wheel", "wheel.bdist_wheel"):
+        try:
+            __import__(module)
+            return True
+        except ImportError:
+            pass
+    return False
+
+
+if "bdist_wheel" in sys.argv and not _can_build_wheels():
+    sys.exit("habitat-agent: building a wheel needs the wheel package with this setuptools, "
+             "and --no-build-isolation does not install build requirements: "
+             "`pip install wheel` (or setuptools>=70.1), then install again.")
+
 try:
     from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension
 except ImportError as e:
