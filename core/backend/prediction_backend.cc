@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -310,7 +311,9 @@ absl::StatusOr<const v1::PriceCatalog*> PredictionBackend::CatalogFor(
     const v1::PredictRequest& request, const CatalogSnapshot& catalogs) const {
   switch (request.pricing_case()) {
     case v1::PredictRequest::kCatalog:
-      if (request.catalog().empty() || request.catalog() == kNoCatalog) return nullptr;
+      if (request.catalog().empty() || absl::EqualsIgnoreCase(request.catalog(), kNoCatalog)) {
+        return nullptr;
+      }
       return catalogs.catalogs.Get(request.catalog());
     case v1::PredictRequest::kInlineCatalog:
       HABITAT_RETURN_IF_ERROR(ValidateCatalog(request.inline_catalog(), devices_));

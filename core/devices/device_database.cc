@@ -4,10 +4,13 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/spelling.h"
 #include "common/status_macros.h"
 #include "core/devices/text_proto_file.h"
 
@@ -294,7 +297,14 @@ const DeviceSpec* DeviceDatabase::Find(absl::string_view id) const {
 
 absl::StatusOr<const DeviceSpec*> DeviceDatabase::Get(absl::string_view id) const {
   if (const DeviceSpec* spec = Find(id)) return spec;
-  return absl::NotFoundError(absl::StrCat("unknown GPU id \"", id, "\"; known ids: ", KnownIds()));
+  for (const DeviceSpec& spec : devices_) {
+    if (absl::EqualsIgnoreCase(spec.id(), id)) return &spec;
+  }
+  if (const DeviceSpec* spec = FindByDriverName(id)) return spec;
+  std::vector<std::string> ids;
+  for (const DeviceSpec& spec : devices_) ids.push_back(spec.id());
+  return absl::NotFoundError(absl::StrCat("unknown GPU id \"", id, "\"", DidYouMean(id, ids),
+                                          "; known ids: ", KnownIds()));
 }
 
 const DeviceSpec* DeviceDatabase::FindByDriverName(absl::string_view name) const {

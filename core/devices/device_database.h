@@ -27,7 +27,9 @@ class DeviceDatabase {
 
   // nullptr if `id` is unknown.
   const habitat::v1::DeviceSpec* Find(absl::string_view id) const;
-  // NOT_FOUND (listing the known ids) if `id` is unknown.
+  // `id` as people type it: an id in any case ("h100-sxm"), or the name
+  // nvidia-smi prints ("NVIDIA A100-SXM4-40GB", "Tesla T4"). NOT_FOUND,
+  // with the closest id and the known ones, if none matches.
   absl::StatusOr<const habitat::v1::DeviceSpec*> Get(absl::string_view id) const;
   // Resolves cudaDeviceProp.name; ignores case and surrounding whitespace
   // because driver versions differ in both. nullptr if no GPU matches.

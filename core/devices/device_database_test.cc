@@ -17,6 +17,7 @@ namespace {
 
 using habitat::v1::DeviceSpec;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kDevicesFile = std::string(HABITAT_DATA_DIR) + "/devices.textproto";
 
@@ -87,11 +88,31 @@ TEST(DeviceDatabaseTest, LookupsById) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ((*got)->sm_count(), 132u);
 
-  EXPECT_EQ(db->Find("t4"), nullptr);  // ids are exact
+  EXPECT_EQ(db->Find("t4"), nullptr);  // Find's ids are exact
   auto missing = db->Get("GTX1080");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("GTX1080"));
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("H100-SXM"));
+  EXPECT_THAT(std::string(missing.status().message()), Not(HasSubstr("did you mean")));
+}
+
+// Get takes names as people type them: ids in any case, and the names
+// nvidia-smi prints; a near miss gets the closest id.
+TEST(DeviceDatabaseTest, GetTakesNamesAsPeopleTypeThem) {
+  auto db = DeviceDatabase::LoadFromFile(kDevicesFile);
+  ASSERT_TRUE(db.ok()) << db.status();
+  const std::pair<const char*, const char*> cases[] = {
+      {"h100-sxm", "H100-SXM"}, {"t4", "T4"},        {"NVIDIA A100-SXM4-40GB", "A100-SXM-40GB"},
+      {"Tesla T4", "T4"},       {"nvidia l4", "L4"},
+  };
+  for (const auto& [typed, id] : cases) {
+    auto got = db->Get(typed);
+    ASSERT_TRUE(got.ok()) << typed << ": " << got.status();
+    EXPECT_EQ((*got)->id(), id) << typed;
+  }
+  auto near = db->Get("H100-SMX");
+  EXPECT_EQ(near.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(near.status().message()), HasSubstr("(did you mean 'H100-SXM'?)"));
 }
 
 // The names NeuSight's measurements and device configs carry in their Device

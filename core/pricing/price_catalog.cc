@@ -6,12 +6,14 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/spelling.h"
 #include "common/status_macros.h"
 #include "core/devices/text_proto_file.h"
 
@@ -193,10 +195,15 @@ absl::StatusOr<const PriceCatalog*> CatalogSet::Get(absl::string_view name) cons
   for (const PriceCatalog& catalog : catalogs_) {
     if (catalog.name() == name) return &catalog;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "unknown price catalog \"", name, "\"; known catalogs: ",
-      absl::StrJoin(catalogs_, ", ",
-                    [](std::string* out, const PriceCatalog& c) { out->append(c.name()); })));
+  // People type "AWS" as often as "aws".
+  for (const PriceCatalog& catalog : catalogs_) {
+    if (absl::EqualsIgnoreCase(catalog.name(), name)) return &catalog;
+  }
+  std::vector<std::string> names;
+  for (const PriceCatalog& catalog : catalogs_) names.push_back(catalog.name());
+  return absl::NotFoundError(absl::StrCat("unknown price catalog \"", name, "\"",
+                                          DidYouMean(name, names),
+                                          "; known catalogs: ", absl::StrJoin(names, ", ")));
 }
 
 }  // namespace habitat

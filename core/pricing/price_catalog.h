@@ -47,7 +47,8 @@ class CatalogSet {
   static absl::StatusOr<CatalogSet> LoadFromDirectory(const std::string& dir,
                                                       const DeviceDatabase& devices);
 
-  // NOT_FOUND (listing the names) if no catalog has that name.
+  // The catalog of that name, in any case ("AWS"); NOT_FOUND (with the
+  // closest name and the known ones) if none has it.
   absl::StatusOr<const habitat::v1::PriceCatalog*> Get(absl::string_view name) const;
 
   const std::vector<habitat::v1::PriceCatalog>& catalogs() const { return catalogs_; }

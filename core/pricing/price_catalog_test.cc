@@ -142,6 +142,12 @@ TEST(PriceCatalogTest, GetUnknownListsNames) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("\"oracle\""));
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("aws, azure, gcp, lambda"));
+  // Names in any case; a near miss gets the closest.
+  auto upper = set->Get("AWS");
+  ASSERT_TRUE(upper.ok()) << upper.status();
+  EXPECT_EQ((*upper)->name(), "aws");
+  EXPECT_THAT(std::string(set->Get("lamda").status().message()),
+              HasSubstr("(did you mean 'lambda'?)"));
 }
 
 TEST(ChoosePriceTest, SmallestInstanceThenLowestPrice) {
