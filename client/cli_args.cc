@@ -5,41 +5,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/spelling.h"
 
 namespace habitat {
 namespace {
 
-// Edit distance (insertions, deletions, substitutions) between two option
-// names; they are short, so the quadratic table is fine.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean '--x'?)" for the closest known option within a few edits,
-// or a known option that starts with `name`; "" when none is close.
+// " (did you mean '--x'?)" for the closest known option; "" when none is
+// close.
 std::string Suggestion(const std::string& name, const std::vector<OptionSpec>& specs) {
-  const OptionSpec* best = nullptr;
-  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
-  for (const auto& spec : specs) {
-    const size_t distance =
-        spec.name.rfind(name, 0) == 0 && !name.empty() ? 1 : EditDistance(name, spec.name);
-    if (distance < best_distance) {
-      best = &spec;
-      best_distance = distance;
-    }
-  }
-  return best == nullptr ? "" : absl::StrCat(" (did you mean '--", best->name, "'?)");
+  std::vector<std::string> names;
+  for (const auto& spec : specs) names.push_back(spec.name);
+  return DidYouMean(name, names, "--");
 }
 
 }  // namespace
@@ -50,7 +26,12 @@ absl::StatusOr<CliArgs> CliArgs::Parse(const std::vector<std::string>& args,
   bool options_done = false;
   for (size_t i = 0; i < args.size(); ++i) {
     // -h is what people type for help everywhere.
-    const std::string word = !options_done && args[i] == "-h" ? std::string("--help") : args[i];
+    std::string word = !options_done && args[i] == "-h" ? std::string("--help") : args[i];
+    if (!options_done && word.size() == 2 && word[0] == '-' && word[1] != '-') {
+      for (const auto& spec : specs) {
+        if (spec.short_name != 0 && spec.short_name == word[1]) word = "--" + spec.name;
+      }
+    }
     if (options_done || word.size() < 2 || word.compare(0, 2, "--") != 0) {
       if (!options_done && word.size() > 1 && word[0] == '-' && word != "-") {
         return absl::InvalidArgumentError(

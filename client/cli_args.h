@@ -15,14 +15,16 @@
 namespace habitat {
 
 struct OptionSpec {
-  std::string name;  // without the leading "--"
-  bool takes_value;  // --name VALUE / --name=VALUE, else a boolean switch
+  std::string name;     // without the leading "--"
+  bool takes_value;     // --name VALUE / --name=VALUE, else a boolean switch
+  char short_name = 0;  // a switch's one-letter form (-q for --quiet); 0: none
 };
 
 class CliArgs {
  public:
   // Parses `args` (the words after the subcommand). Accepts "--name value",
-  // "--name=value" and, after a lone "--", only positional words.
+  // "--name=value", a switch's "-x" (OptionSpec::short_name; -h is --help)
+  // and, after a lone "--", only positional words.
   // INVALID_ARGUMENT for an unknown option, a missing value, a value given
   // to a switch, or an option repeated.
   static absl::StatusOr<CliArgs> Parse(const std::vector<std::string>& args,

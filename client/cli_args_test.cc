@@ -24,6 +24,23 @@ TEST(CliArgsTest, ParsesValuesSwitchesAndPositionals) {
   EXPECT_EQ(args->Get("devices", "all"), "all");
 }
 
+TEST(CliArgsTest, ShortFormsOfSwitches) {
+  const std::vector<OptionSpec> specs = {{"quiet", false, 'q'}, {"spot", false}};
+  auto args = CliArgs::Parse({"trace.pb", "-q"}, specs);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_TRUE(args->Has("quiet"));
+  EXPECT_THAT(args->positional(), ElementsAre("trace.pb"));
+  EXPECT_THAT(std::string(CliArgs::Parse({"-q", "--quiet"}, specs).status().message()),
+              HasSubstr("given twice"));
+  // Only the letters a spec names; after "--" a word is positional.
+  EXPECT_THAT(std::string(CliArgs::Parse({"-s"}, specs).status().message()),
+              HasSubstr("unknown option '-s'"));
+  auto after = CliArgs::Parse({"--", "-q"}, specs);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->Has("quiet"));
+  EXPECT_THAT(after->positional(), ElementsAre("-q"));
+}
+
 TEST(CliArgsTest, DoubleDashEndsOptions) {
   auto args = CliArgs::Parse({"--spot", "--", "--weird-file-name"}, kSpecs);
   ASSERT_TRUE(args.ok()) << args.status();

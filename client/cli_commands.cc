@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,8 +17,11 @@
 #include "client/cli_output.h"
 #include "client/cli_plot.h"
 #include "client/cli_service.h"
+#include "client/cli_text.h"
+#include "client/cli_warnings.h"
 #include "client/trace_loader.h"
 #include "common/file_io.h"
+#include "common/spelling.h"
 #include "common/status_macros.h"
 #include "core/backend/prediction_backend.h"
 #include "core/devices/text_proto_file.h"
@@ -69,6 +73,8 @@ constexpr char kPredictUsage[] =
     "\n"
     "TRACE is a habitat trace (.pb, optionally .gz), a torch.profiler JSON trace\n"
     "(.json, optionally .gz), or with --server the id printed by 'habitat upload'.\n"
+    "The table goes to stdout; its warnings to stderr, one line per kind naming the\n"
+    "GPUs it concerns (--format json has them in full: structured_warnings).\n"
     "\n"
     "  --server HOST:PORT     ask a habitat-server instead of predicting in-process\n"
     "                         (token and TLS options: see 'habitat --help')\n"
@@ -81,6 +87,9 @@ constexpr char kPredictUsage[] =
     "  --catalog-file FILE    a habitat.v1.PriceCatalog in text format\n"
     "  --spot                 spot prices instead of on-demand\n"
     "  --format FORMAT        table (default), json or csv\n"
+    "  --explain              each warning in full under its line, with its numbers\n"
+    "                         and the GPUs each applies to (table only)\n"
+    "  -q, --quiet            no warnings and no notes on stderr (errors still)\n"
     "  --breakdown            per GPU, the operations with the largest predicted time\n"
     "  --top N                operations listed per GPU with --breakdown (default 10)\n"
     "  --model NAME           model name (JSON traces; default: the file name)\n"
@@ -125,20 +134,25 @@ constexpr char kCatalogsUsage[] =
     "usage: habitat catalogs [--server HOST:PORT | --data-dir DIR] [--format table|json|csv]\n";
 
 constexpr char kUploadUsage[] =
-    "usage: habitat upload TRACE --server HOST:PORT [--model NAME] [--batch-size N]\n"
-    "                      [--precision P] [--step N]\n"
+    "usage: habitat upload TRACE --server HOST:PORT [--model NAME]\n"
+    "                      [--traced-batch-size N] [--precision P] [--step N]\n"
     "\n"
     "Stores the trace on the server and prints its id (sha256:...), which\n"
-    "'habitat predict ID --server HOST:PORT' accepts in place of the file.\n";
+    "'habitat predict ID --server HOST:PORT' accepts in place of the file.\n"
+    "--traced-batch-size is the batch the trace ran at, as in predict (--batch-size,\n"
+    "its name here before, still works).\n";
 
 constexpr char kImportUsage[] =
-    "usage: habitat import-kineto IN OUT [--model NAME] [--batch-size N] [--precision P]\n"
-    "                             [--wall-ns N] [--step N]\n"
+    "usage: habitat import-kineto IN OUT [--model NAME] [--traced-batch-size N]\n"
+    "                             [--precision P] [--wall-ns N] [--step N]\n"
     "\n"
     "Converts a torch.profiler JSON trace (prof.export_chrome_trace, optionally\n"
     "gzipped) to a binary habitat trace; OUT ending in .gz is gzipped.\n"
-    "  --wall-ns N   iteration wall time measured without the profiler, in ns (default:\n"
-    "                the profiled step's less the profiler's estimated cost)\n";
+    "  --traced-batch-size N  the batch the trace ran at, as in predict (--batch-size,\n"
+    "                         its name here before, still works)\n"
+    "  --wall-ns N            iteration wall time measured without the profiler, in ns\n"
+    "                         (default: the profiled step's less the profiler's\n"
+    "                         estimated cost)\n";
 
 // One subcommand's run: the streams and what to print on misuse.
 struct Context {
@@ -146,6 +160,8 @@ struct Context {
   const CliEnvironment* env;
   std::ostream* out;
   std::ostream* err;
+  // -q: no warnings or notes on `err` (errors still).
+  bool quiet = false;
 
   int Usage(const absl::Status& status) const {
     *err << "habitat " << command << ": " << status.message() << "\n"
@@ -234,9 +250,8 @@ absl::StatusOr<std::unique_ptr<CliService>> Open(const CliArgs& args, const Cont
 }
 
 // Parses the trace-loading options shared by predict, upload and import.
-// `batch_flag` names the trace's own batch: "batch-size" for upload and
-// import, "traced-batch-size" for predict (whose --batch-size is the batch
-// to predict at).
+// `batch_flag` names the trace's own batch: "traced-batch-size", or
+// "batch-size" where upload and import-kineto are given its old name.
 absl::StatusOr<TraceLoadOptions> TraceOptions(const CliArgs& args, const char* batch_flag) {
   TraceLoadOptions options;
   options.model_name = args.Get("model");
@@ -260,9 +275,28 @@ absl::StatusOr<TraceLoadOptions> TraceOptions(const CliArgs& args, const char* b
   return options;
 }
 
+// upload's and import-kineto's trace options. The trace's own batch is
+// --traced-batch-size there as in predict, where --batch-size is the batch
+// to predict at; --batch-size, its name there before, still works, with a
+// note.
+absl::StatusOr<TraceLoadOptions> UploadTraceOptions(const CliArgs& args, const Context& ctx) {
+  if (!args.Has("batch-size")) return TraceOptions(args, kTracedBatchFlag);
+  if (args.Has(kTracedBatchFlag)) {
+    return absl::InvalidArgumentError(
+        "give --traced-batch-size alone (--batch-size is its old name)");
+  }
+  if (!ctx.quiet) {
+    *ctx.err << "note: --batch-size here is the batch the trace ran at, now spelled "
+                "--traced-batch-size as in predict (where --batch-size is the batch to predict "
+                "at)\n";
+  }
+  return TraceOptions(args, "batch-size");
+}
+
 // What the loader inferred, on stderr: the user should see a guessed label.
 void PrintNotes(const TraceLoadReport& report, const Context& ctx) {
-  for (const std::string& note : report.notes) *ctx.err << "note: " << note << "\n";
+  if (ctx.quiet) return;
+  for (const std::string& note : report.notes) *ctx.err << Wrap("note: ", note, kTableWidth, 2);
 }
 
 // Loads a trace file and applies explicitly given overrides to binary traces
@@ -303,12 +337,28 @@ bool IsFile(const std::string& path) {
   return std::filesystem::exists(path, error);
 }
 
-// The predict options that only make sense together; INVALID_ARGUMENT (a
-// usage error) otherwise.
+// The predict options that only make sense together, and --plot's file
+// name; INVALID_ARGUMENT (a usage error) otherwise.
 absl::Status CheckPredictOptions(const CliArgs& args, OutputFormat format,
                                  std::optional<int64_t> top) {
   if (args.Has("catalog") && args.Has("catalog-file")) {
     return absl::InvalidArgumentError("give --catalog or --catalog-file, not both");
+  }
+  if (args.Has("plot")) {
+    HABITAT_RETURN_IF_ERROR(CheckPlotPath(args.Get("plot")));
+    // Checked before predicting: the plot's x axis is the price.
+    if (absl::EqualsIgnoreCase(args.Get("catalog"), "none")) {
+      return absl::InvalidArgumentError(
+          "--plot draws throughput against price per GPU-hour; --catalog none has no prices");
+    }
+  }
+  if (args.Has("explain") && args.Has("quiet")) {
+    return absl::InvalidArgumentError("give --explain or -q (--quiet), not both");
+  }
+  if (args.Has("explain") && format != OutputFormat::kTable) {
+    return absl::InvalidArgumentError(
+        "--explain expands the table's warnings; --format json has them in full "
+        "(structured_warnings), --format csv in its warnings column");
   }
   if (top.has_value() && !args.Has("breakdown")) {
     return absl::InvalidArgumentError("--top N limits --breakdown; give both");
@@ -405,15 +455,46 @@ void ChooseCatalog(const CliArgs& args, v1::PredictRequest* request) {
   if (args.Has("catalog")) request->set_catalog(args.Get("catalog"));
 }
 
+// predict's options: the service's and the trace's, then its own.
+const std::vector<OptionSpec> kPredictOptions = Concat({kServiceOptions,
+                                                        kTraceOptions,
+                                                        {{"devices", true},
+                                                         {"catalog", true},
+                                                         {"catalog-file", true},
+                                                         {"spot", false},
+                                                         {"breakdown", false},
+                                                         {"top", true},
+                                                         {"host-speed", true},
+                                                         {"fit", false},
+                                                         {"fit-step", true},
+                                                         {"plot", true},
+                                                         {"gpus", true},
+                                                         {"nodes", true},
+                                                         {"bucket-mb", true},
+                                                         {"no-nvls", false},
+                                                         {"instances", false},
+                                                         {"explain", false},
+                                                         {"quiet", false, 'q'},
+                                                         {kTracedBatchFlag, true}}});
+
+// How the table mode prints its warnings on stderr: one line per kind
+// (`explain`: with each warning's full text), or none with -q.
+constexpr char kWarningsHint[] = "--explain for the details, -q to hide them";
+
 int PrintPrediction(v1::PredictResponse response, const PredictionHeader& header,
-                    OutputFormat format, bool breakdown, std::optional<int64_t> top,
+                    OutputFormat format, const CliArgs& args, std::optional<int64_t> top,
                     const Context& ctx) {
   switch (format) {
     case OutputFormat::kTable: {
       TableOptions table;
-      table.breakdown = breakdown;
+      table.breakdown = args.Has("breakdown");
       if (top.has_value()) table.top_operations = static_cast<int>(*top);
       *ctx.out << FormatPredictionTable(response, header, table);
+      ctx.out->flush();
+      const bool explain = args.Has("explain");
+      if (!ctx.quiet) {
+        *ctx.err << FormatPredictionWarnings(response, explain, explain ? "" : kWarningsHint);
+      }
       break;
     }
     case OutputFormat::kJson: {
@@ -430,26 +511,11 @@ int PrintPrediction(v1::PredictResponse response, const PredictionHeader& header
   return kExitOk;
 }
 
-int Predict(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(words, Concat({kServiceOptions,
-                                                               kTraceOptions,
-                                                               {{"devices", true},
-                                                                {"catalog", true},
-                                                                {"catalog-file", true},
-                                                                {"spot", false},
-                                                                {"breakdown", false},
-                                                                {"top", true},
-                                                                {"host-speed", true},
-                                                                {"fit", false},
-                                                                {"fit-step", true},
-                                                                {"plot", true},
-                                                                {"gpus", true},
-                                                                {"nodes", true},
-                                                                {"bucket-mb", true},
-                                                                {"no-nvls", false},
-                                                                {"instances", false},
-                                                                {kTracedBatchFlag, true}}}));
+int Predict(const std::vector<std::string>& words, const Context& parent) {
+  Context ctx = parent;
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(words, kPredictOptions);
   if (!args.ok()) return ctx.Usage(args.status());
+  ctx.quiet = args->Has("quiet");
   if (args->Has("help")) {
     *ctx.out << kPredictUsage;
     return kExitOk;
@@ -467,11 +533,6 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (!top.ok()) return ctx.Usage(top.status());
   if (absl::Status checked = CheckPredictOptions(*args, *format, *top); !checked.ok()) {
     return ctx.Usage(checked);
-  }
-  if (args->Has("plot")) {
-    if (absl::Status checked = CheckPlotPath(args->Get("plot")); !checked.ok()) {
-      return ctx.Usage(checked);
-    }
   }
   absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, kTracedBatchFlag);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
@@ -518,14 +579,17 @@ int Predict(const std::vector<std::string>& words, const Context& ctx) {
   if (!service.ok()) return usage_error ? ctx.Usage(service.status()) : ctx.Fail(service.status());
   absl::StatusOr<v1::PredictResponse> response = (*service)->Predict(request);
   if (!response.ok()) return ctx.Fail(response.status());
-  if (args->Has("plot")) {
-    if (absl::Status drawn = PlotPrediction(*response, header.model_name, args->Get("plot"));
-        !drawn.ok()) {
-      return ctx.Fail(drawn);
-    }
+  // A plot that fails costs the plot, not the prediction: the table first,
+  // then why there is no plot (even with -q: the user asked for it).
+  absl::Status drawn = absl::OkStatus();
+  if (args->Has("plot")) drawn = PlotPrediction(*response, header.model_name, args->Get("plot"));
+  const int code = PrintPrediction(*std::move(response), header, *format, *args, *top, ctx);
+  if (!drawn.ok()) {
+    *ctx.err << "warning: no plot: " << drawn.message() << "\n";
+  } else if (args->Has("plot") && !ctx.quiet) {
     *ctx.err << "plot written to " << args->Get("plot") << "\n";
   }
-  return PrintPrediction(*std::move(response), header, *format, args->Has("breakdown"), *top, ctx);
+  return code;
 }
 
 // Parses the options of a command that takes no positional arguments into
@@ -599,8 +663,8 @@ int Catalogs(const std::vector<std::string>& words, const Context& ctx) {
 }
 
 int Upload(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args =
-      CliArgs::Parse(words, Concat({kRemoteOptions, {{"help", false}}, kTraceOptions}));
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(
+      words, Concat({kRemoteOptions, {{"help", false}, {kTracedBatchFlag, true}}, kTraceOptions}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kUploadUsage;
@@ -613,7 +677,7 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
     return ctx.Usage(absl::InvalidArgumentError(
         "--server HOST:PORT is required: an upload stores the trace on a server"));
   }
-  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, "batch-size");
+  absl::StatusOr<TraceLoadOptions> trace_options = UploadTraceOptions(*args, ctx);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
   if (absl::StatusOr<CliServiceOptions> remote = ServiceOptions(*args, ctx); !remote.ok()) {
     return ctx.Usage(remote.status());
@@ -634,7 +698,8 @@ int Upload(const std::vector<std::string>& words, const Context& ctx) {
 }
 
 int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(words, Concat({{{"help", false}}, kTraceOptions}));
+  absl::StatusOr<CliArgs> args =
+      CliArgs::Parse(words, Concat({{{"help", false}, {kTracedBatchFlag, true}}, kTraceOptions}));
   if (!args.ok()) return ctx.Usage(args.status());
   if (args->Has("help")) {
     *ctx.out << kImportUsage;
@@ -643,7 +708,7 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
   if (args->positional().size() != 2) {
     return ctx.Usage(absl::InvalidArgumentError("expected IN and OUT"));
   }
-  absl::StatusOr<TraceLoadOptions> trace_options = TraceOptions(*args, "batch-size");
+  absl::StatusOr<TraceLoadOptions> trace_options = UploadTraceOptions(*args, ctx);
   if (!trace_options.ok()) return ctx.Usage(trace_options.status());
   const std::string& in = args->positional()[0];
   const std::string& out = args->positional()[1];
@@ -677,7 +742,7 @@ int ImportKineto(const std::vector<std::string>& words, const Context& ctx) {
            << trace->operations_size() << " operations, " << kernels << " kernels, GPU busy "
            << static_cast<double>(trace->iteration_gpu_busy_ns()) / 1e6 << " ms\n";
   if (trace->batch_size() == 0) {
-    *ctx.err << "note: no --batch-size given; 'habitat predict' will need one\n";
+    *ctx.err << "note: no --traced-batch-size given; 'habitat predict' will need one\n";
   }
   return kExitOk;
 }
@@ -746,7 +811,16 @@ int RunHabitatCli(const std::vector<std::string>& args, const CliEnvironment& en
   for (const auto& c : commands) {
     if (command == c.name) return c.run(rest, Context{command, &env, &out, &err});
   }
-  err << "habitat: unknown command '" << Printable(command) << "'\n\n" << kMainUsage;
+  std::vector<std::string> names;
+  for (const auto& c : commands) names.push_back(c.name);
+  const std::string suggestion = DidYouMean(command, names);
+  err << "habitat: unknown command '" << Printable(command) << "'";
+  // A near miss needs the one word, not the whole usage.
+  if (!suggestion.empty()) {
+    err << Printable(suggestion) << "; 'habitat --help' lists the commands\n";
+  } else {
+    err << "\n\n" << kMainUsage;
+  }
   return kExitUsage;
 }
 

@@ -14,6 +14,7 @@
 namespace habitat {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -32,6 +33,73 @@ CliRun Habitat(std::vector<std::string> args) {
   std::ostringstream out, err;
   const int code = RunHabitatCli(args, env, out, err);
   return {code, out.str(), err.str()};
+}
+
+// The same with the trained kernel-varying predictor, as the installed CLI
+// runs by default.
+CliRun HabitatWithModels(std::vector<std::string> args) {
+  CliEnvironment env;
+  env.default_data_dir = HABITAT_DATA_DIR;
+  env.default_models_dir = HABITAT_MODELS_DIR;
+  env.version = "test";
+  std::ostringstream out, err;
+  const int code = RunHabitatCli(args, env, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end == std::string::npos ? end : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+// Terminal columns of UTF-8 text: code points ("±" is two bytes, one column).
+size_t Columns(const std::string& line) {
+  size_t columns = 0;
+  for (char c : line) columns += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return columns;
+}
+
+// The lines of `err` from "warnings" on (the notes come before).
+std::vector<std::string> WarningLines(const std::string& err) {
+  const size_t at = err.find("warnings");
+  return at == std::string::npos ? std::vector<std::string>() : Lines(err.substr(at));
+}
+
+// The warnings of `err` with their wrapped lines joined again (the rest
+// of a warning is indented by 4).
+std::string Unwrapped(std::string err) {
+  for (size_t at = err.find("\n    "); at != std::string::npos; at = err.find("\n    ", at)) {
+    err.replace(at, 5, " ");
+  }
+  return err;
+}
+
+// How often `needle` occurs in `text`.
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// A torch.profiler trace of GPT-2 at batch 8 in bf16 on an H100 (the README's
+// example), with the lambda catalog, whose instance names are long.
+std::vector<std::string> Gpt2Lambda() {
+  return {"predict", std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/gpt2_b8_bf16.json.gz",
+          "--catalog", "lambda"};
+}
+
+std::vector<std::string> With(std::vector<std::string> args, std::vector<std::string> more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
 }
 
 // A habitat trace the agent recorded at batch 32 on an H100.
@@ -84,6 +152,25 @@ TEST(CliCommandsTest, UsageErrorsExitWith2AndSayWhatToDo) {
   EXPECT_THAT(Habitat({"predict", "sha256:" + std::string(64, 'a')}).err,
               HasSubstr("give --server"));
   EXPECT_THAT(Habitat({"upload", "a.pb"}).err, HasSubstr("--server HOST:PORT is required"));
+  CliRun typo = Habitat({"prdict", "a.pb"});
+  EXPECT_EQ(typo.code, kExitUsage);
+  EXPECT_THAT(typo.err, HasSubstr("unknown command 'prdict' (did you mean 'predict'?)"));
+}
+
+// GPUs as nvidia-smi names them, ids and catalogs in any case; a near miss
+// gets the closest name.
+TEST(CliCommandsTest, NamesAsPeopleTypeThem) {
+  CliRun typed = Habitat({"predict", AgentTrace(), "--devices", "h100-sxm,Tesla T4", "--catalog",
+                          "AWS", "--format", "csv"});
+  ASSERT_EQ(typed.code, kExitOk) << typed.err;
+  EXPECT_THAT(typed.out, HasSubstr(",H100-SXM,"));
+  EXPECT_THAT(typed.out, HasSubstr(",T4,"));
+  CliRun near_gpu = Habitat({"predict", AgentTrace(), "--devices", "H100-SMX"});
+  EXPECT_EQ(near_gpu.code, kExitFailure);
+  EXPECT_THAT(near_gpu.err, HasSubstr("(did you mean 'H100-SXM'?)"));
+  CliRun near_catalog = Habitat({"predict", AgentTrace(), "--catalog", "lamda"});
+  EXPECT_EQ(near_catalog.code, kExitFailure);
+  EXPECT_THAT(near_catalog.err, HasSubstr("(did you mean 'lambda'?)"));
 }
 
 TEST(CliCommandsTest, FailuresExitWith1AndNameTheFile) {
@@ -105,13 +192,16 @@ TEST(CliCommandsTest, FailuresExitWith1AndNameTheFile) {
 }
 
 // The agent recorded batch 32: --batch-size 64 predicts batch 64 from it
-// (scaled, with the warning); relabelling the traced batch is refused.
+// (scaled, with the warning, in full with --explain); relabelling the
+// traced batch is refused.
 TEST(CliCommandsTest, AnotherBatchIsPredictedAndTheTracedOneIsNotRelabelled) {
   const std::string trace = AgentTrace();
-  CliRun other = Habitat({"predict", trace, "--batch-size", "64", "--devices", "H200"});
+  CliRun other =
+      Habitat({"predict", trace, "--batch-size", "64", "--devices", "H200", "--explain"});
   EXPECT_EQ(other.code, kExitOk) << other.err;
   EXPECT_THAT(other.out, HasSubstr("batch 64"));
-  EXPECT_THAT(other.out + other.err, HasSubstr("predicted at batch 64 from a trace at batch 32"));
+  EXPECT_THAT(other.err, HasSubstr("H200: predicted at another batch than traced"));
+  EXPECT_THAT(other.err, HasSubstr("predicted at batch 64 from a trace at batch 32"));
   CliRun relabel = Habitat({"predict", trace, "--traced-batch-size", "64", "--devices", "H200"});
   EXPECT_EQ(relabel.code, kExitFailure);
   EXPECT_THAT(relabel.err, HasSubstr("the trace records batch size 32; --traced-batch-size 64 "
@@ -165,6 +255,25 @@ TEST(CliCommandsTest, ImportRefusesToWriteAnInvalidTrace) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// The trace's own batch is --traced-batch-size in import-kineto as in
+// predict (whose --batch-size is the batch to predict at); the old name
+// still works, with a note.
+TEST(CliCommandsTest, ImportTakesTheTracedBatchByPredictsName) {
+  const std::string in = std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/dcgan_b64_fp32.json.gz";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "import_batch";
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "dcgan.trace.gz").string();
+  CliRun named = Habitat({"import-kineto", in, out, "--traced-batch-size", "64"});
+  EXPECT_EQ(named.code, kExitOk) << named.err;
+  EXPECT_THAT(named.err, Not(HasSubstr("--batch-size")));
+  CliRun old = Habitat({"import-kineto", in, out, "--batch-size", "64"});
+  EXPECT_EQ(old.code, kExitOk) << old.err;
+  EXPECT_THAT(old.err, HasSubstr("now spelled --traced-batch-size"));
+  CliRun both =
+      Habitat({"import-kineto", in, out, "--batch-size", "64", "--traced-batch-size", "64"});
+  EXPECT_EQ(both.code, kExitUsage);
+}
+
 TEST(CliCommandsTest, BreakdownAndTopInEveryFormat) {
   const std::string trace = AgentTrace();
   CliRun top_alone = Habitat({"predict", trace, "--devices", "T4", "--top", "2"});
@@ -208,9 +317,24 @@ TEST(CliCommandsTest, FitPrintsEachGpusLargestBatchRankedByCost) {
   CliRun table =
       Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,L4,H100-SXM", "--fit"});
   ASSERT_EQ(table.code, kExitOk) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("batch per GPU, the largest that fits (traced at 16)"));
-  EXPECT_THAT(table.out, HasSubstr("peak GiB"));
+  EXPECT_THAT(table.out, HasSubstr("batch fitted per GPU (traced at 16)"));
+  EXPECT_THAT(table.out, HasSubstr(" GiB "));
+  EXPECT_THAT(table.out, HasSubstr("GiB: predicted peak"));
   EXPECT_THAT(table.out, HasSubstr("batch: the largest batch"));
+  // The rows are in cost order and the first column is that rank: 1, 2, 3
+  // down the page, and the legend says so.
+  EXPECT_THAT(table.out, HasSubstr("\ncost# GPU"));
+  EXPECT_THAT(table.out, HasSubstr("rows in cost# order; time#: rank by wall time"));
+  // The three GPUs' rows follow the header; their first words.
+  std::istringstream rows(table.out.substr(table.out.find("\ncost# GPU") + 1));
+  std::string line;
+  std::getline(rows, line);
+  std::vector<std::string> first;
+  for (int i = 0; i < 3 && std::getline(rows, line); ++i) {
+    std::istringstream(line) >> line;
+    first.push_back(line);
+  }
+  EXPECT_EQ(first, (std::vector<std::string>{"1", "2", "3"})) << table.out;
   CliRun csv = Habitat(
       {"predict", AgentTraceWithMemory(), "--devices", "T4,H100-SXM", "--fit", "--format", "csv"});
   ASSERT_EQ(csv.code, kExitOk) << csv.err;
@@ -238,11 +362,20 @@ TEST(CliCommandsTest, PlotDrawsThroughThePythonClientOrSaysWhatIsMissing) {
   EXPECT_EQ(bad_suffix.code, kExitUsage);
   EXPECT_THAT(bad_suffix.err, HasSubstr("FILE.svg or FILE.png"));
 
+  // No prices, no plot: said before predicting.
+  CliRun unpriced = Habitat({"predict", AgentTraceWithMemory(), "--catalog", "none", "--plot",
+                             (dir / "never.svg").string()});
+  EXPECT_EQ(unpriced.code, kExitUsage);
+  EXPECT_THAT(unpriced.err, HasSubstr("--catalog none has no prices"));
+  EXPECT_THAT(unpriced.out, IsEmpty());
+
+  // A plot that fails keeps the table and says why under it.
   ::setenv("HABITAT_PYTHON", "/nonexistent/python3", 1);
   CliRun no_python = Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,H100-SXM",
                               "--plot", (dir / "never.svg").string()});
-  EXPECT_EQ(no_python.code, kExitFailure);
-  EXPECT_THAT(no_python.err, HasSubstr("pip install"));
+  EXPECT_EQ(no_python.code, kExitOk);
+  EXPECT_THAT(no_python.out, HasSubstr("H100-SXM*"));
+  EXPECT_THAT(no_python.err, HasSubstr("warning: no plot: "));
   EXPECT_FALSE(std::filesystem::exists(dir / "never.svg"));
   ::unsetenv("HABITAT_PYTHON");
 
@@ -254,12 +387,19 @@ TEST(CliCommandsTest, PlotDrawsThroughThePythonClientOrSaysWhatIsMissing) {
   ::setenv("HABITAT_PYTHON", "/usr/bin/python3", 1);
   const std::string client = std::string(HABITAT_TESTDATA_DIR) + "/../../client/python";
   ::setenv("PYTHONPATH", client.c_str(), 1);
+  // A path the plotter cannot write: its own error, without the install
+  // hint (the package is there).
+  CliRun unwritable = Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,H100-SXM",
+                               "--plot", (dir / "no_such_dir" / "p.svg").string()});
+  EXPECT_EQ(unwritable.code, kExitOk) << unwritable.err;
+  EXPECT_THAT(unwritable.err, HasSubstr("cannot write"));
+  EXPECT_THAT(unwritable.err, Not(HasSubstr("pip install")));
   const std::string svg = (dir / "fit.svg").string();
   CliRun plotted = Habitat({"predict", AgentTraceWithMemory(), "--fit", "--devices",
                             "T4,L4,A100-SXM-40GB,H100-SXM,H200", "--plot", svg});
   ASSERT_EQ(plotted.code, kExitOk) << plotted.err;
   EXPECT_THAT(plotted.err, HasSubstr("plot written to"));
-  EXPECT_THAT(plotted.out, HasSubstr("peak GiB"));
+  EXPECT_THAT(plotted.out, HasSubstr("GiB: predicted peak"));
   auto drawn = ReadFile(svg);
   ASSERT_TRUE(drawn.ok()) << drawn.status();
   EXPECT_THAT(*drawn, HasSubstr("<svg"));
@@ -280,10 +420,21 @@ TEST(CliCommandsTest, GpusAndInstancesAddADataParallelSection) {
   EXPECT_THAT(nodes_alone.err, HasSubstr("give --gpus N too"));
   CliRun csv = Habitat({"predict", AgentTraceWithMemory(), "--gpus", "8", "--format", "csv"});
   EXPECT_EQ(csv.code, kExitUsage);
-  CliRun named =
-      Habitat({"predict", AgentTraceWithMemory(), "--devices", "RTX4090", "--gpus", "8"});
-  EXPECT_EQ(named.code, kExitFailure);
-  EXPECT_THAT(named.err, HasSubstr("interconnect"));
+  // A named GPU that cannot run it gets its row, with the reason, as it
+  // does unnamed (no catalog instance of 8 L4s; no interconnect figures).
+  CliRun named = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM,L4,RTX4090",
+                          "--gpus", "8", "--nodes", "2"});
+  ASSERT_EQ(named.code, kExitOk) << named.err;
+  // The data-parallel section's line of a GPU.
+  auto line = [&named](const std::string& gpu) {
+    const size_t section = named.out.find("data-parallel steps");
+    const size_t at = named.out.find("\n  " + gpu + " ", section);
+    if (section == std::string::npos || at == std::string::npos) return std::string();
+    return named.out.substr(at + 1, named.out.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_THAT(line("L4"), ContainsRegex("^  L4 +8x2~? +-  .*catalog")) << named.out;
+  EXPECT_THAT(line("RTX4090"), ContainsRegex("^  RTX4090 +8x2~? +-  ")) << named.out;
+  EXPECT_THAT(line("H100-SXM"), ContainsRegex("^  H100-SXM +8x2~? +[0-9]")) << named.out;
 }
 
 TEST(CliCommandsTest, NoNvlsCostsTheH100sAllReducesWithoutIt) {
@@ -303,6 +454,131 @@ TEST(CliCommandsTest, NoNvlsCostsTheH100sAllReducesWithoutIt) {
   CliRun alone = Habitat({"predict", AgentTraceWithMemory(), "--no-nvls"});
   EXPECT_EQ(alone.code, kExitUsage);
   EXPECT_THAT(alone.err, HasSubstr("give --gpus N too"));
+}
+
+// The table goes to stdout, its warnings to stderr: one line per kind of
+// warning (as many as the JSON's structured_warnings), naming its GPUs.
+TEST(CliCommandsTest, WarningsAreOneLinePerKindOnStderr) {
+  CliRun table = HabitatWithModels(Gpt2Lambda());
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("H100-SXM*"));
+  EXPECT_THAT(table.out, Not(HasSubstr("warning")));
+  EXPECT_THAT(table.out, Not(HasSubstr("datasheet peak")));
+  CliRun json = HabitatWithModels(With(Gpt2Lambda(), {"--format", "json"}));
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  const int kinds = Count(json.out, "\"kind\": ");
+  ASSERT_GE(kinds, 5) << "structured_warnings in the JSON";
+  const std::vector<std::string> lines = WarningLines(table.err);
+  ASSERT_FALSE(lines.empty()) << table.err;
+  EXPECT_THAT(lines[0], StartsWith("warnings (--explain"));
+  // The header, then one item per kind, each a GPU list and one sentence,
+  // wrapped within 100 columns (the rest of an item indented by 4).
+  int items = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_THAT(lines[i], StartsWith("  ")) << lines[i];
+    EXPECT_LE(Columns(lines[i]), 100u) << lines[i];
+    if (lines[i].rfind("   ", 0) != 0) {
+      ++items;
+    } else {
+      EXPECT_THAT(lines[i], StartsWith("    ")) << lines[i];
+      EXPECT_THAT(lines[i], Not(StartsWith("     "))) << lines[i];
+    }
+  }
+  EXPECT_EQ(items, kinds) << table.err;
+  // All GPUs but two lack the model's training data (in bf16 or fp32);
+  // eight lack bf16 tensor cores; twelve had operations raised to a limit.
+  const std::string err = Unwrapped(table.err);
+  EXPECT_EQ(Count(err, "extrapolated beyond its training data"), 1) << err;
+  EXPECT_THAT(err,
+              HasSubstr("\n  11 GPUs (A100-PCIE-80GB, RTX3090, A10G, V100-SXM2, V100-PCIE-32GB "
+                        "and 6 more): the kernel-varying model extrapolated beyond its "
+                        "training data"));
+  EXPECT_THAT(err, HasSubstr("\n  8 GPUs (V100-SXM2, V100-PCIE-32GB, RTX2080Ti, P100, RTX2070 "
+                             "and 3 more): no tensor cores for the origin's math mode"));
+  EXPECT_EQ(Count(err, "raised to the GPU's datasheet peak"), 1) << err;
+  EXPECT_EQ(Count(err, "moved by its roofline and SM count x clock"), 1) << err;
+  EXPECT_THAT(err, HasSubstr("\n  V100-SXM2: some operations were predicted on a same-chip"));
+  // JSON and CSV print no warnings on stderr: they carry them.
+  EXPECT_THAT(json.err, Not(HasSubstr("warning")));
+  EXPECT_THAT(json.out, HasSubstr("\"structured_warnings\": ["));
+  EXPECT_THAT(json.out, HasSubstr("were raised to that limit (at_hardware_limit)"));
+}
+
+TEST(CliCommandsTest, QuietPrintsNoWarningsOrNotes) {
+  CliRun plain = HabitatWithModels(Gpt2Lambda());
+  ASSERT_EQ(plain.code, kExitOk) << plain.err;
+  EXPECT_THAT(plain.err, HasSubstr("note: batch size 8 inferred"));
+  for (const char* flag : {"-q", "--quiet"}) {
+    CliRun quiet = HabitatWithModels(With(Gpt2Lambda(), {flag}));
+    ASSERT_EQ(quiet.code, kExitOk) << flag << ": " << quiet.err;
+    EXPECT_EQ(quiet.out, plain.out) << flag;
+    EXPECT_THAT(quiet.err, IsEmpty()) << flag;
+  }
+  // Errors still reach stderr.
+  CliRun failed = HabitatWithModels({"predict", "-q", "no_such_trace.pb"});
+  EXPECT_EQ(failed.code, kExitFailure);
+  EXPECT_THAT(failed.err, HasSubstr("no_such_trace.pb"));
+  CliRun devices = Habitat({"devices", "-q"});
+  EXPECT_EQ(devices.code, kExitUsage);
+  EXPECT_THAT(devices.err, HasSubstr("unknown option '-q'"));
+}
+
+TEST(CliCommandsTest, ExplainPrintsEachWarningInFull) {
+  CliRun summary = HabitatWithModels(Gpt2Lambda());
+  CliRun explained = HabitatWithModels(With(Gpt2Lambda(), {"--explain"}));
+  ASSERT_EQ(explained.code, kExitOk) << explained.err;
+  EXPECT_EQ(explained.out, summary.out);
+  // The full texts, with their numbers, only with --explain.
+  const std::string full = "were raised to that limit (at_hardware_limit)";
+  EXPECT_THAT(summary.err, Not(HasSubstr(full)));
+  EXPECT_THAT(explained.err, HasSubstr(full));
+  EXPECT_THAT(explained.err, HasSubstr("[hardware_limit]"));
+  EXPECT_THAT(explained.err, HasSubstr("    - 2 GPUs (RTX4090, RTX3090): 12 operation(s), 2.5%"));
+  // Each detail names all of its GPUs.
+  EXPECT_THAT(explained.err, HasSubstr("    - 8 GPUs (V100-SXM2, V100-PCIE-32GB, RTX2080Ti, P100, "
+                                       "RTX2070, T4, P4000, P4): 61 operation(s)"));
+  // Each kind's line as without --explain (wrapped), then its details.
+  for (const std::string& line : WarningLines(summary.err)) {
+    if (line.rfind("  ", 0) != 0 || line.rfind("   ", 0) == 0) continue;
+    EXPECT_THAT(explained.err, HasSubstr(line.substr(0, 60))) << line;
+  }
+  for (const std::string& line : WarningLines(explained.err)) {
+    EXPECT_LE(Columns(line), 100u) << line;
+  }
+  CliRun with_quiet = HabitatWithModels(With(Gpt2Lambda(), {"--explain", "-q"}));
+  EXPECT_EQ(with_quiet.code, kExitUsage);
+  EXPECT_THAT(with_quiet.err, HasSubstr("not both"));
+  CliRun with_csv = HabitatWithModels(With(Gpt2Lambda(), {"--explain", "--format", "csv"}));
+  EXPECT_EQ(with_csv.code, kExitUsage);
+  EXPECT_THAT(with_csv.err, HasSubstr("--explain"));
+}
+
+// The default table, and those of the README's examples, fit in 100
+// columns.
+TEST(CliCommandsTest, TablesFitIn100Columns) {
+  const std::string resnet =
+      std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/resnet50_b16_fp32.json.gz";
+  const std::string transformer =
+      std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100_memory/transformer_b32_fp32.trace.gz";
+  const std::vector<std::vector<std::string>> runs = {
+      Gpt2Lambda(),
+      {"predict", std::string(HABITAT_TESTDATA_DIR) + "/kineto/h100/gpt2_b8_bf16.json.gz"},
+      {"predict", resnet, "--catalog", "aws"},
+      {"predict", resnet, "--batch-size", "128"},
+      {"predict", AgentTraceWithMemory(), "--fit"},
+      {"predict", AgentTraceWithMemory(), "--fit", "--catalog", "lambda"},
+      {"predict", transformer, "--gpus", "8", "--nodes", "2"},
+      {"predict", resnet, "--devices", "A100-SXM-80GB,H200,T4", "--breakdown", "--top", "5"},
+  };
+  for (const auto& args : runs) {
+    CliRun run = HabitatWithModels(args);
+    ASSERT_EQ(run.code, kExitOk) << args[1] << ": " << run.err;
+    // The table and, on stderr, its notes and warnings.
+    for (const std::string& line : Lines(run.out + run.err)) {
+      EXPECT_LE(Columns(line), 100u) << args[1] << " " << (args.size() > 2 ? args[2] : "") << ":\n"
+                                     << line;
+    }
+  }
 }
 
 }  // namespace

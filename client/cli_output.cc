@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "client/cli_text.h"
 #include "core/predict/host_replay.h"
 #include "core/pricing/price_catalog.h"
 #include "google/protobuf/descriptor.h"
@@ -56,7 +56,15 @@ std::string ModeText(const v1::OperationPrediction& op) {
 template <typename Prediction>
 std::string ErrorText(const Prediction& p) {
   if (!(p.expected_error_percent() > 0)) return "-";
-  return absl::StrFormat("%.1f%%", p.expected_error_percent());
+  return absl::StrFormat("%.0f%%", p.expected_error_percent());
+}
+
+// Milliseconds to four significant digits (three decimals at most): the
+// expected errors are percents, so more digits would be noise.
+std::string Millis(int64_t ns) {
+  const double ms = static_cast<double>(ns) / 1e6;
+  const int decimals = ms >= 1000 ? 0 : ms >= 100 ? 1 : ms >= 10 ? 2 : 3;
+  return absl::StrFormat("%.*f", decimals, ms);
 }
 
 // A fit predicts each GPU at its own batch (the response's is 0).
@@ -76,13 +84,20 @@ std::string OriginNote(const PredictResponse& response) {
                          response.traced_batch_size(), response.batch_size());
 }
 
-// Predictions in rank order (a fit's by cost, the question it answers),
-// unranked ones (0: unpriced, or out of memory) last; ties by device id so
-// output is stable whatever order the server sent.
-std::vector<const DevicePrediction*> ByRank(const PredictResponse& response) {
+// A fit answers "which GPU is cheapest at its best batch", so its rows go
+// by cost where any are priced; other tables by wall time.
+bool OrderedByCost(const PredictResponse& response) {
+  return IsFit(response) &&
+         std::any_of(response.predictions().begin(), response.predictions().end(),
+                     [](const DevicePrediction& p) { return p.rank_by_cost() > 0; });
+}
+
+}  // namespace
+
+std::vector<const DevicePrediction*> TableOrder(const PredictResponse& response) {
   std::vector<const DevicePrediction*> sorted;
   for (const auto& p : response.predictions()) sorted.push_back(&p);
-  const bool by_cost = IsFit(response);
+  const bool by_cost = OrderedByCost(response);
   const auto key = [by_cost](const DevicePrediction* p) {
     const auto last = [](uint32_t rank) { return rank == 0 ? UINT32_MAX : rank; };
     return std::pair(by_cost ? last(p->rank_by_cost()) : 0u, last(p->rank_by_time()));
@@ -95,7 +110,11 @@ std::vector<const DevicePrediction*> ByRank(const PredictResponse& response) {
   return sorted;
 }
 
-double NsToMs(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+namespace {
+
+std::vector<const DevicePrediction*> ByRank(const PredictResponse& response) {
+  return TableOrder(response);
+}
 
 std::string GiBText(int64_t bytes) {
   return absl::StrFormat("%.1f", static_cast<double>(bytes) / (1 << 30));
@@ -111,35 +130,6 @@ std::string CsvField(const std::string& text) {
   }
   quoted += '"';
   return quoted;
-}
-
-std::string Truncate(const std::string& text, size_t width) {
-  if (text.size() <= width) return text;
-  return text.substr(0, width - 3) + "...";
-}
-
-// Word-wraps `text` to `width` columns; the first line starts with `first`,
-// the others are indented as deep.
-std::string Wrap(const std::string& first, const std::string& text, size_t width) {
-  const std::string indent(first.size(), ' ');
-  std::string out = first;
-  size_t column = first.size();
-  bool line_empty = true;
-  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
-    if (!line_empty && column + 1 + word.size() > width) {
-      absl::StrAppend(&out, "\n", indent);
-      column = indent.size();
-      line_empty = true;
-    }
-    if (!line_empty) {
-      out += ' ';
-      ++column;
-    }
-    absl::StrAppend(&out, word);
-    column += word.size();
-    line_empty = false;
-  }
-  return out + "\n";
 }
 
 int64_t PredictedNs(const v1::OperationPrediction& op) {
@@ -191,13 +181,15 @@ std::string OperationTable(const DevicePrediction& prediction, int top) {
   return out;
 }
 
-// The priced instance for the table: its type, "/N" for N GPUs in it.
-std::string InstanceText(const DevicePrediction& prediction) {
+// The priced instance for the table: its type, "/N" for N GPUs in it,
+// within `width` characters (the type is shortened, never the "/N").
+std::string InstanceText(const DevicePrediction& prediction, size_t width) {
   if (!prediction.has_price()) return "-";
-  const std::string type = Truncate(Printable(prediction.instance_type()), 24);
-  return prediction.gpus_per_instance() > 1
-             ? absl::StrCat(type, "/", prediction.gpus_per_instance())
-             : type;
+  const std::string suffix = prediction.gpus_per_instance() > 1
+                                 ? absl::StrCat("/", prediction.gpus_per_instance())
+                                 : std::string();
+  const size_t room = width > suffix.size() + 8 ? width - suffix.size() : 8;
+  return Truncate(Printable(prediction.instance_type()), room) + suffix;
 }
 
 // The breakdown's legend for the marks its rows use; empty when none.
@@ -266,10 +258,9 @@ namespace {
 // The lines above the table: what was predicted and how it was priced.
 std::string TableHeader(const PredictResponse& response, const PredictionHeader& header,
                         const std::string& currency) {
-  const std::string batch = IsFit(response)
-                                ? absl::StrCat("per GPU, the largest that fits (traced at ",
-                                               response.traced_batch_size(), ")")
-                                : absl::StrCat(response.batch_size());
+  const std::string batch = IsFit(response) ? absl::StrCat("fitted per GPU (traced at ",
+                                                           response.traced_batch_size(), ")")
+                                            : absl::StrCat(response.batch_size());
   std::string out = absl::StrFormat(
       "model %s  batch %s  precision %s  origin GPU %s\n",
       header.model_name.empty() ? "?" : Printable(header.model_name), batch,
@@ -288,185 +279,226 @@ std::string TableHeader(const PredictResponse& response, const PredictionHeader&
   return out + "\n";
 }
 
-// What the table's rows need to know of all of them.
-struct TableLayout {
-  size_t id_width = 3;
-  bool any_price = false;
-  // The wall-time column appears when the service replayed the host
-  // timeline (traces with one); '!' marks targets where the host, not the
-  // GPU, sets the pace.
-  bool any_wall = false;
-  bool any_host_bound = false;
-  // A fit's per-GPU batch, and the predicted peak memory where the trace
-  // recorded memory.
-  bool fit = false;
-  bool any_memory = false;
-  // Enough decimals for three significant digits of the cheapest cost, the
-  // same for every row so the column lines up.
-  int cost_decimals = 4;
-};
-
-TableLayout LayOut(const PredictResponse& response,
-                   const std::vector<const DevicePrediction*>& sorted) {
-  TableLayout layout;
-  layout.fit = IsFit(response);
+// Enough decimals for three significant digits of the cheapest cost, the
+// same for every row so the column lines up.
+int CostDecimals(const std::vector<const DevicePrediction*>& sorted) {
+  int decimals = 4;
   for (const auto* p : sorted) {
-    layout.any_memory = layout.any_memory || p->has_memory();
-    layout.id_width = std::max(layout.id_width, p->device_id().size() + 1);
-    layout.any_price = layout.any_price || p->has_price();
-    layout.any_wall = layout.any_wall || !p->wall_time_is_gpu_time();
-    layout.any_host_bound =
-        layout.any_host_bound || (!p->wall_time_is_gpu_time() && p->host_bound());
     if (p->has_price() && p->cost_per_1000_samples() > 0) {
       const int needed = 2 - static_cast<int>(std::floor(std::log10(p->cost_per_1000_samples())));
-      layout.cost_decimals = std::max(layout.cost_decimals, std::min(needed, 9));
+      decimals = std::max(decimals, std::min(needed, 9));
     }
   }
-  layout.id_width = std::min<size_t>(layout.id_width, 24);
-  return layout;
+  return decimals;
 }
 
-std::string TableRow(const DevicePrediction& p, const TableLayout& layout) {
-  const std::string id =
-      Truncate(Printable(p.device_id()) + (p.is_origin() ? "*" : ""), layout.id_width);
-  std::string price = "-", cost = "-", cost_rank = "-";
-  if (p.has_price()) {
-    price = absl::StrFormat("%.3f", p.price_per_hour());
-    cost = absl::StrFormat("%.*f", layout.cost_decimals, p.cost_per_1000_samples());
-    if (p.rank_by_cost() > 0) cost_rank = absl::StrCat(p.rank_by_cost());
-  }
-  const std::string rank = p.rank_by_time() > 0 ? absl::StrCat(p.rank_by_time()) : "-";
-  std::string out = absl::StrFormat("%4s  %-*s", rank, static_cast<int>(layout.id_width), id);
-  if (layout.fit) out += absl::StrFormat(" %6u", p.batch_size());
-  if (layout.any_memory) {
-    out += !p.has_memory() ? absl::StrFormat(" %9s", "-")
-                           : absl::StrFormat(" %8s%s", GiBText(p.memory().peak_allocated_bytes()),
-                                             p.memory().fits() ? " " : "!");
-  }
-  out += absl::StrFormat(" %9.3f %6s", static_cast<double>(p.gpu_time_ns()) / 1e6, ErrorText(p));
-  if (layout.any_wall) {
-    out += !p.wall_time_is_gpu_time()
-               ? absl::StrFormat(" %9.3f%s", static_cast<double>(p.wall_time_ns()) / 1e6,
-                                 p.host_bound() ? "!" : " ")
-               : absl::StrFormat(" %10s", "-");
-  }
-  out += absl::StrFormat(" %10.1f %10s %12s %5s %8.1f%%", p.samples_per_second(), price, cost,
-                         cost_rank, UnscaledPercent(p));
-  out += layout.any_price ? absl::StrCat("  ", InstanceText(p), "\n") : "\n";
-  return out;
+bool AnyPrice(const std::vector<const DevicePrediction*>& sorted) {
+  return std::any_of(sorted.begin(), sorted.end(), [](const auto* p) { return p->has_price(); });
 }
 
-// The legend under the rows.
-std::string TableLegend(const PredictResponse& response, bool origin_listed,
-                        const TableLayout& layout) {
+bool AnyUnscaled(const std::vector<const DevicePrediction*>& sorted) {
+  return std::any_of(sorted.begin(), sorted.end(),
+                     [](const auto* p) { return UnscaledPercent(*p) > 0; });
+}
+
+// The GiB column: the predicted peak, '!' where it does not fit the GPU (a
+// space where it does, when any row has a mark); '-' without memory.
+TextColumn MemoryColumn(const std::vector<const DevicePrediction*>& sorted) {
+  const bool marks = std::any_of(sorted.begin(), sorted.end(), [](const auto* p) {
+    return p->has_memory() && !p->memory().fits();
+  });
+  TextColumn column{"GiB", false, {}};
+  for (const auto* p : sorted) {
+    if (!p->has_memory()) {
+      column.cells.push_back(marks ? "- " : "-");
+      continue;
+    }
+    const bool fits = p->memory().fits();
+    column.cells.push_back(GiBText(p->memory().peak_allocated_bytes()) + (fits && !marks ? ""
+                                                                          : fits         ? " "
+                                                                                         : "!"));
+  }
+  return column;
+}
+
+// The wall-time column: '!' where the GPU is host-bound (a space where it
+// is not, when any row has a mark); '-' where the wall time is the GPU time.
+TextColumn WallColumn(const std::vector<const DevicePrediction*>& sorted) {
+  const bool marks = std::any_of(sorted.begin(), sorted.end(), [](const auto* p) {
+    return !p->wall_time_is_gpu_time() && p->host_bound();
+  });
+  const std::string space = marks ? " " : "";
+  TextColumn column{"wall ms", false, {}};
+  for (const auto* p : sorted) {
+    column.cells.push_back(p->wall_time_is_gpu_time()
+                               ? "-" + space
+                               : Millis(p->wall_time_ns()) + (p->host_bound() ? "!" : space));
+  }
+  return column;
+}
+
+std::string RankText(uint32_t rank) { return rank > 0 ? absl::StrCat(rank) : "-"; }
+
+// The rank the rows are in comes first; the other (cost's or time's, where
+// there is one) after the prices, so the first column always reads 1, 2, 3.
+TextColumn RankColumn(const std::vector<const DevicePrediction*>& sorted, bool by_cost) {
+  TextColumn rank{by_cost ? "cost#" : "time#", false, {}};
+  for (const auto* p : sorted) {
+    rank.cells.push_back(RankText(by_cost ? p->rank_by_cost() : p->rank_by_time()));
+  }
+  return rank;
+}
+
+// Price per GPU-hour and cost per 1,000 samples.
+void AddPriceColumns(const std::vector<const DevicePrediction*>& sorted, const std::string& unit,
+                     int cost_decimals, std::vector<TextColumn>* columns) {
+  TextColumn price{unit + "/h", false, {}};
+  TextColumn cost{unit + "/1k", false, {}};
+  for (const auto* p : sorted) {
+    price.cells.push_back(p->has_price() ? absl::StrFormat("%.3f", p->price_per_hour()) : "-");
+    cost.cells.push_back(
+        p->has_price() ? absl::StrFormat("%.*f", cost_decimals, p->cost_per_1000_samples()) : "-");
+  }
+  columns->push_back(std::move(price));
+  columns->push_back(std::move(cost));
+}
+
+// The main table's columns; the instance column, last, within what is left
+// of kTableWidth.
+std::vector<TextColumn> TableColumns(const std::vector<const DevicePrediction*>& sorted, bool fit,
+                                     bool by_cost, const std::string& unit, int cost_decimals) {
+  std::vector<TextColumn> columns = {RankColumn(sorted, by_cost), {"GPU", true, {}}};
+  for (const auto* p : sorted) {
+    columns[1].cells.push_back(
+        Truncate(Printable(p->device_id()) + (p->is_origin() ? "*" : ""), 24));
+  }
+  auto add = [&](std::string header, auto cell) {
+    TextColumn column{std::move(header), false, {}};
+    for (const auto* p : sorted) column.cells.push_back(cell(*p));
+    columns.push_back(std::move(column));
+  };
+  if (fit) add("batch", [](const DevicePrediction& p) { return absl::StrCat(p.batch_size()); });
+  if (std::any_of(sorted.begin(), sorted.end(), [](const auto* p) { return p->has_memory(); })) {
+    columns.push_back(MemoryColumn(sorted));
+  }
+  add("GPU ms", [](const DevicePrediction& p) { return Millis(p.gpu_time_ns()); });
+  add("±err", [](const DevicePrediction& p) { return ErrorText(p); });
+  if (std::any_of(sorted.begin(), sorted.end(),
+                  [](const auto* p) { return !p->wall_time_is_gpu_time(); })) {
+    columns.push_back(WallColumn(sorted));
+  }
+  add("smp/s",
+      [](const DevicePrediction& p) { return absl::StrFormat("%.1f", p.samples_per_second()); });
+  if (AnyPrice(sorted)) {
+    AddPriceColumns(sorted, unit, cost_decimals, &columns);
+    columns.push_back(RankColumn(sorted, !by_cost));
+  }
+  if (AnyUnscaled(sorted)) {
+    add("unscaled",
+        [](const DevicePrediction& p) { return absl::StrFormat("%.1f%%", UnscaledPercent(p)); });
+  }
+  if (AnyPrice(sorted)) {
+    const size_t used = TableWidth(columns, "") + 2;
+    const size_t room = std::min<size_t>(kTableWidth > used + 12 ? kTableWidth - used : 12, 26);
+    TextColumn instance{"instance", true, {}};
+    for (const auto* p : sorted) instance.cells.push_back(InstanceText(*p, room));
+    columns.push_back(std::move(instance));
+  }
+  return columns;
+}
+
+// The legend under the rows, for the columns and marks they have.
+std::string TableLegend(const PredictResponse& response,
+                        const std::vector<const DevicePrediction*>& sorted,
+                        const std::string& unit) {
+  const auto any = [&sorted](auto predicate) {
+    return std::any_of(sorted.begin(), sorted.end(), predicate);
+  };
   std::string out;
-  if (origin_listed) out += OriginNote(response);
-  if (layout.any_host_bound) {
+  if (any([](const auto* p) { return p->is_origin(); })) out += OriginNote(response);
+  if (any([](const auto* p) { return !p->wall_time_is_gpu_time() && p->host_bound(); })) {
     out += absl::StrFormat(
         "  ! host-bound: the GPU would idle for more than %.0f%% of the wall time\n",
         100.0 * kHostBoundIdleShare);
   }
-  if (layout.fit) {
+  if (IsFit(response)) {
     out += "  batch: the largest batch whose predicted peak memory fits the GPU\n";
   }
-  if (layout.any_memory) {
+  if (any([](const auto* p) { return p->has_memory(); })) {
     out +=
-        "  peak GiB: predicted peak of PyTorch's allocated memory; '!': with headroom for its\n"
-        "           expected error, more than the GPU leaves a process (unranked, rank '-')\n";
+        "  GiB: predicted peak of PyTorch's allocated memory; '!': with headroom for its "
+        "expected\n       error, more than the GPU leaves a process (unranked: '-')\n";
   }
-  out += "  GPU ms: sum of the operations' predicted GPU time\n";
   out +=
-      "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
-      "time)\n";
-  if (layout.any_wall) {
+      "  GPU ms: sum of the operations' predicted GPU time; ±err: its expected error (its\n"
+      "          operations' expected errors weighted by their time)\n";
+  if (any([](const auto* p) { return !p->wall_time_is_gpu_time(); })) {
     out +=
         "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n"
-        "           samples/s, costs and ranks use it ('-': GPU ms instead)\n";
+        "           smp/s (samples per second), costs and ranks use it ('-': GPU ms instead)\n";
   } else {
     out +=
-        "  no host timeline in the trace: samples/s, costs and ranks use GPU ms as the wall "
-        "time\n";
+        "  no host timeline in the trace: smp/s (samples per second), costs and ranks use GPU "
+        "ms\n  as the wall time\n";
   }
-  if (layout.any_price) {
-    out += "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n";
+  if (AnyPrice(sorted)) {
+    out += absl::StrCat("  ", unit, "/h: price per GPU-hour; ", unit,
+                        "/1k: cost per 1,000 samples; cost#: rank by cost, 1 = cheapest\n");
+
     out +=
         "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
         "           it holds N GPUs, and the price is its price per GPU-hour\n";
   }
-  out += "  unscaled: share of the origin GPU time in operations carried over unscaled\n";
+  out += OrderedByCost(response) ? "  rows in cost# order; time#: rank by wall time, 1 = fastest\n"
+                                 : "  time#: rank by wall time, 1 = fastest (the rows' order)\n";
+  if (AnyUnscaled(sorted)) {
+    out += "  unscaled: share of the origin GPU time in operations carried over unscaled\n";
+  }
   return out;
 }
 
-// The same warning on many GPUs is printed once, with the GPUs it
-// concerns, so a trace with unscaled operations does not print 20 copies.
-std::string TableWarnings(const PredictResponse& response,
-                          const std::vector<const DevicePrediction*>& sorted,
-                          const std::string& origin_id) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> grouped;
-  for (const auto* p : sorted) {
-    for (const auto& w : p->warnings()) {
-      auto it =
-          std::find_if(grouped.begin(), grouped.end(), [&](const auto& g) { return g.first == w; });
-      if (it == grouped.end()) {
-        grouped.push_back({w, {}});
-        it = grouped.end() - 1;
-      }
-      it->second.push_back(Printable(p->device_id()));
-    }
-  }
-  if (grouped.empty() && response.warnings_size() == 0) return "";
-  std::string out = "\nwarnings:\n";
-  for (const auto& [text, devices] : grouped) {
-    std::string who;
-    if (devices.size() == sorted.size() && devices.size() > 1) {
-      who = "all GPUs";
-    } else if (!origin_id.empty() && devices.size() + 1 == sorted.size() && devices.size() > 1 &&
-               std::find(devices.begin(), devices.end(), origin_id) == devices.end()) {
-      who = "all GPUs but the origin";
-    } else {
-      who = absl::StrJoin(devices, ", ");
-    }
-    out += Wrap("  - ", absl::StrCat(who, ": ", Printable(text)), 99);
-  }
-  for (const auto& w : response.warnings()) out += Wrap("  - ", Printable(w), 99);
-  return out;
+// One data-parallel configuration's cells, by column header; none where it
+// is unavailable.
+std::vector<std::string> ParallelCells(const v1::ParallelPrediction& c, int cost_decimals) {
+  if (!c.unavailable().empty()) return std::vector<std::string>(8);
+  return {Millis(c.step_ns()),
+          ErrorText(c),
+          Millis(c.exposed_communication_ns()),
+          absl::StrFormat("%.0f%%", 100 * c.scaling_efficiency()),
+          absl::StrFormat("%.1f", c.samples_per_second()),
+          c.instance_type().empty() ? "-" : Truncate(Printable(c.instance_type()), 24),
+          c.has_price() ? absl::StrFormat("%.3f", c.price_per_node_hour()) : "-",
+          c.has_price() ? absl::StrFormat("%.*f", cost_decimals, c.cost_per_1000_samples()) : "-"};
 }
 
 // The data-parallel section: one line per GPU and configuration, in the
 // table's order; empty when nothing asked for one.
 std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
-                          const std::string& currency, const TableLayout& layout) {
-  bool any = false;
-  for (const auto* p : sorted) any = any || p->parallel_size() > 0;
-  if (!any) return "";
-  const int id_width = static_cast<int>(layout.id_width);
-  std::string out = "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n";
-  // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
-  out += absl::StrFormat("      %-*s %6s %10s   ±err %9s %5s %11s  %-24s %11s %12s\n", id_width,
-                         "GPU", "GPUs", "step ms", "comm ms", "eff.", "samples/s", "instance",
-                         absl::StrCat(currency, "/node-h"), absl::StrCat(currency, "/1k smp"));
+                          const std::string& unit, int cost_decimals) {
+  if (std::none_of(sorted.begin(), sorted.end(),
+                   [](const auto* p) { return p->parallel_size() > 0; })) {
+    return "";
+  }
+  std::vector<TextColumn> columns = {
+      {"GPU", true, {}},        {"GPUs", false, {}},    {"step ms", false, {}},
+      {"±err", false, {}},      {"comm ms", false, {}}, {"eff.", false, {}},
+      {"smp/s", false, {}},     {"instance", true, {}}, {unit + "/node-h", false, {}},
+      {unit + "/1k", false, {}}};
+  std::vector<std::string> tails;
   for (const auto* p : sorted) {
     for (const v1::ParallelPrediction& c : p->parallel()) {
-      const std::string gpus =
-          absl::StrCat(c.nodes() > 1 ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
-                                     : absl::StrCat(c.gpus_per_node()),
-                       c.nvls() ? "+" : "", c.bandwidth_range() ? "~" : "");
-      out += absl::StrFormat("      %-*s %6s", id_width,
-                             Truncate(Printable(p->device_id()), layout.id_width), gpus);
-      if (!c.unavailable().empty()) {
-        out += absl::StrCat("  -  ", Printable(c.unavailable()), "\n");
-        continue;
-      }
-      out += absl::StrFormat(
-          " %10.3f %6s %9.3f %4.0f%% %11.1f  %-24s", NsToMs(c.step_ns()), ErrorText(c),
-          NsToMs(c.exposed_communication_ns()), 100 * c.scaling_efficiency(),
-          c.samples_per_second(),
-          c.instance_type().empty() ? "-" : Truncate(Printable(c.instance_type()), 24));
-      out += c.has_price() ? absl::StrFormat(" %11.3f %12.*f\n", c.price_per_node_hour(),
-                                             layout.cost_decimals, c.cost_per_1000_samples())
-                           : absl::StrFormat(" %11s %12s\n", "-", "-");
+      columns[0].cells.push_back(Truncate(Printable(p->device_id()), 24));
+      columns[1].cells.push_back(absl::StrCat(c.nodes() > 1
+                                                  ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
+                                                  : absl::StrCat(c.gpus_per_node()),
+                                              c.nvls() ? "+" : "", c.bandwidth_range() ? "~" : ""));
+      std::vector<std::string> cells = ParallelCells(c, cost_decimals);
+      for (size_t i = 0; i < cells.size(); ++i) columns[i + 2].cells.push_back(cells[i]);
+      tails.push_back(Printable(c.unavailable()));
     }
   }
+  std::string out = "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n";
+  out += RenderColumns(columns, "  ", &tails, 2);
   out +=
       "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
       "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n"
@@ -475,8 +507,9 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
       "        '+': all-reduces with NVLink SHARP where faster, as NCCL (--no-nvls: without)\n"
       "        '~': bandwidth known as a range (PCIe: the server's; a network: the fabric's):\n"
       "        the step is the middle of those at its lowest published and usual end;\n"
-      "        ±err spans both\n"
-      "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n";
+      "        ±err spans both\n";
+  out += absl::StrCat("  instance: the catalog's instance with that many of the GPU; ", unit,
+                      "/node-h: its price\n  ", unit, "/1k: cost per 1,000 samples\n");
   return out;
 }
 
@@ -487,29 +520,12 @@ std::string FormatPredictionTable(const PredictResponse& response, const Predict
   const std::string currency = response.currency().empty() ? "?" : Printable(response.currency());
   std::string out = TableHeader(response, header, currency);
   const auto sorted = ByRank(response);
-  const TableLayout layout = LayOut(response, sorted);
-  const std::string price_unit = layout.any_price ? currency : "price";
-  out += absl::StrFormat("%4s  %-*s", "rank", static_cast<int>(layout.id_width), "GPU");
-  if (layout.fit) out += absl::StrFormat(" %6s", "batch");
-  if (layout.any_memory) out += absl::StrFormat(" %9s", "peak GiB");
-  // "±" is two bytes of UTF-8: padded by hand, as %6s counts bytes.
-  out += absl::StrFormat(" %9s   ±err", "GPU ms");
-  if (layout.any_wall) out += absl::StrFormat(" %10s", "wall ms");
-  out += absl::StrFormat(" %10s %10s %12s %5s %9s", "samples/s", absl::StrCat(price_unit, "/GPU-h"),
-                         absl::StrCat(price_unit, "/1k smp"), "cost#", "unscaled");
-  out += layout.any_price ? "  instance\n" : "\n";
-  std::string origin_id;
-  bool origin_listed = false;
-  for (const auto* p : sorted) {
-    out += TableRow(*p, layout);
-    if (p->is_origin()) {
-      origin_listed = true;
-      origin_id = Printable(p->device_id());
-    }
-  }
-  out += TableLegend(response, origin_listed, layout);
-  out += ParallelTable(sorted, price_unit, layout);
-  out += TableWarnings(response, sorted, origin_listed ? origin_id : "");
+  const std::string unit = AnyPrice(sorted) ? currency : "price";
+  const int cost_decimals = CostDecimals(sorted);
+  out += RenderColumns(
+      TableColumns(sorted, IsFit(response), OrderedByCost(response), unit, cost_decimals), "");
+  out += TableLegend(response, sorted, unit);
+  out += ParallelTable(sorted, unit, cost_decimals);
   if (options.breakdown) {
     out += "\nbreakdown:\n";
     for (const auto* p : sorted) out += OperationTable(*p, options.top_operations);

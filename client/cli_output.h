@@ -1,8 +1,9 @@
-// Renders service responses for people (fixed-width tables that fit in 100
-// columns) and for scripts (JSON of the proto, CSV with a fixed header).
+// Renders service responses for people (tables that fit in 100 columns) and
+// for scripts (JSON of the proto, CSV with a fixed header).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "habitat/v1/prediction_service.pb.h"
@@ -30,8 +31,18 @@ struct TableOptions {
   int top_operations = 10;
 };
 
+// The table of a prediction, its legend, its data-parallel steps and
+// breakdown, in at most kTableWidth columns (cli_text.h) where the GPU ids
+// are the database's; the warnings are FormatPredictionWarnings'
+// (cli_warnings.h).
 std::string FormatPredictionTable(const habitat::v1::PredictResponse& response,
                                   const PredictionHeader& header, const TableOptions& options);
+
+// The predictions in the table's order: by rank (a fit's by cost, the
+// question it answers), unranked ones (0: unpriced, or out of memory) last;
+// ties by device id so output is stable whatever order the server sent.
+std::vector<const habitat::v1::DevicePrediction*> TableOrder(
+    const habitat::v1::PredictResponse& response);
 // The CSV header line (without newline); fixed so scripts can rely on it.
 const char* PredictionCsvHeader();
 std::string FormatPredictionCsv(const habitat::v1::PredictResponse& response);

@@ -3,7 +3,10 @@
 // only to exercise the printer; real predictions are in tests/golden.
 #include "client/cli_output.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/cli_text.h"
+#include "client/cli_warnings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -41,8 +44,8 @@ TEST(CliOutputTest, WallColumnOnlyWhenTheServiceReplayedTheHost) {
   AddPrediction(&response, "A", 1, 1000000);
   const std::string without = FormatPredictionTable(response, {}, {});
   EXPECT_THAT(without, Not(HasSubstr("wall ms")));
-  EXPECT_THAT(without, HasSubstr("no host timeline in the trace: samples/s, costs and ranks use "
-                                 "GPU ms"));
+  EXPECT_THAT(without, HasSubstr("no host timeline in the trace: smp/s (samples per second), "
+                                 "costs and ranks use GPU ms"));
   auto* p = response.mutable_predictions(0);
   p->set_wall_ns(4000000);
   p->set_wall_time_ns(4000000);
@@ -52,7 +55,7 @@ TEST(CliOutputTest, WallColumnOnlyWhenTheServiceReplayedTheHost) {
   EXPECT_THAT(table, HasSubstr("wall ms"));
   EXPECT_THAT(table, HasSubstr("4.000!"));
   EXPECT_THAT(table, HasSubstr("host-bound"));
-  EXPECT_THAT(table, HasSubstr("samples/s, costs and ranks use it"));
+  EXPECT_THAT(table, HasSubstr("smp/s (samples per second), costs and ranks use it"));
 }
 
 TEST(CliOutputTest, PricedRowsNameTheirInstance) {
@@ -88,7 +91,15 @@ TEST(CliOutputTest, ControlCharactersAreNotPrinted) {
   const std::string table = FormatPredictionTable(response, {}, {});
   EXPECT_THAT(table, Not(HasSubstr("\x1b")));
   EXPECT_THAT(table, Not(HasSubstr("\r")));
-  EXPECT_THAT(table, HasSubstr("bad?warning"));
+  const std::string warnings = FormatPredictionWarnings(response, true);
+  EXPECT_THAT(warnings, Not(HasSubstr("\x1b")));
+  EXPECT_THAT(warnings, HasSubstr("GPU?[31m: bad?warning"));
+  auto* kinded = response.add_structured_warnings();
+  kinded->set_kind("odd\nkind");
+  kinded->set_summary("two\nlines");
+  kinded->add_details()->set_text("a\rdetail");
+  EXPECT_THAT(FormatPredictionWarnings(response, true),
+              HasSubstr("  two?lines [odd?kind]\n    - a?detail\n"));
   EXPECT_EQ(Printable("a\tb\x7f"), "a?b?");
 }
 
@@ -110,8 +121,8 @@ TEST(CliOutputTest, ExpectedErrorPerGpuInTheTableAndTheCsv) {
   AddPrediction(&response, "OTHER", 2, 3000000)->set_expected_error_percent(12.345);
   const std::string table = FormatPredictionTable(response, {}, {});
   EXPECT_THAT(table, HasSubstr("±err"));
-  EXPECT_THAT(table, HasSubstr("   3.000  12.3%"));
-  EXPECT_THAT(table, HasSubstr("   1.000      -"));  // the origin is measured
+  EXPECT_THAT(table, HasSubstr("  3.000  12%"));  // whole percents
+  EXPECT_THAT(table, HasSubstr("  1.000    -"));  // the origin is measured
   const std::vector<std::string> lines = absl::StrSplit(FormatPredictionCsv(response), '\n');
   ASSERT_GE(lines.size(), 3u);
   EXPECT_THAT(lines[0], HasSubstr(",host_bound,expected_error_percent,instance_type,"));
@@ -202,6 +213,141 @@ TEST(CliOutputTest, JsonPrints64BitIntegersAsNumbers) {
 TEST(CliOutputTest, FormatNamesAreChecked) {
   EXPECT_TRUE(ParseOutputFormat("csv").ok());
   EXPECT_THAT(ParseOutputFormat("xml").status().message(), HasSubstr("table, json or csv"));
+}
+
+// Times to four significant digits, so the columns stay narrow.
+TEST(CliOutputTest, MillisecondsToFourSignificantDigits) {
+  v1::PredictResponse response;
+  response.set_batch_size(8);
+  AddPrediction(&response, "A", 1, 8'977'600);
+  AddPrediction(&response, "B", 2, 42'798'400);
+  AddPrediction(&response, "C", 3, 123'208'000);
+  AddPrediction(&response, "D", 4, 1'234'567'000);
+  const std::string table = FormatPredictionTable(response, {}, {});
+  EXPECT_THAT(table, HasSubstr("A    8.978"));
+  EXPECT_THAT(table, HasSubstr("B    42.80"));
+  EXPECT_THAT(table, HasSubstr("C    123.2"));
+  EXPECT_THAT(table, HasSubstr("D     1235"));
+}
+
+// A long instance name gives way so that the row fits in 100 columns; the
+// "/N" stays.
+TEST(CliOutputTest, LongInstanceNamesAreShortenedToFit) {
+  v1::PredictResponse response;
+  response.set_batch_size(8);
+  response.set_catalog("azure");
+  response.set_currency("USD");
+  auto* p = AddPrediction(&response, "A100-PCIE-80GB", 1, 123'456'789);
+  p->set_batch_size(1024);
+  p->mutable_memory()->set_peak_allocated_bytes(int64_t{100} << 30);
+  p->set_has_price(true);
+  p->set_price_per_hour(12.345);
+  p->set_cost_per_1000_samples(0.000012345);
+  p->set_instance_type("Standard_ND96asr_A100_v4_with_a_longer_name");
+  p->set_gpus_per_instance(8);
+  p->set_wall_ns(223'456'789);
+  p->set_wall_time_ns(223'456'789);
+  p->set_wall_time_is_gpu_time(false);
+  p->set_host_bound(true);
+  p->add_method_totals()->set_method(v1::PREDICTION_METHOD_UNSCALED);
+  p->mutable_method_totals(0)->set_origin_ns(5);
+  const std::string table = FormatPredictionTable(response, {}, {});
+  for (absl::string_view line : absl::StrSplit(table, '\n')) {
+    EXPECT_LE(DisplayWidth(line), kTableWidth) << line;
+  }
+  EXPECT_THAT(table, HasSubstr("  Standard.../8\n"));
+}
+
+v1::Warning* AddWarning(v1::PredictResponse* response, const std::string& kind,
+                        const std::string& summary, std::vector<std::string> ids) {
+  auto* w = response->add_structured_warnings();
+  w->set_kind(kind);
+  w->set_summary(summary);
+  for (const auto& id : ids) w->add_device_ids(id);
+  auto* d = w->add_details();
+  d->set_text(summary + " in full");
+  for (const auto& id : ids) d->add_device_ids(id);
+  return w;
+}
+
+// One line per kind, naming its GPUs in the table's order: all of them, all
+// but a few, a short list, or the first five and how many more.
+TEST(CliWarningsTest, OneLinePerKindNamingItsGpus) {
+  v1::PredictResponse response;
+  response.set_batch_size(8);
+  std::vector<std::string> all;
+  for (int i = 1; i <= 9; ++i) {
+    const std::string id = absl::StrCat("G", i);
+    AddPrediction(&response, id, i, i * 1000)->set_is_origin(i == 1);
+    all.push_back(id);
+  }
+  AddWarning(&response, "every", "on every GPU", all);
+  AddWarning(&response, "not_origin", "all but the origin",
+             std::vector<std::string>(all.begin() + 1, all.end()));
+  AddWarning(&response, "most", "all but two", {"G9", "G1", "G2", "G3", "G4", "G5", "G6"});
+  AddWarning(&response, "some", "six of them", {"G8", "G2", "G3", "G4", "G5", "G6"});
+  AddWarning(&response, "one", "just one", {"G7"});
+  AddWarning(&response, "request", "about the trace", {});
+  EXPECT_EQ(FormatPredictionWarnings(response, false, "hint"),
+            "warnings (hint):\n"
+            "  all 9 GPUs: on every GPU\n"
+            "  8 GPUs (all but the origin): all but the origin\n"
+            "  7 GPUs (all but G7, G8): all but two\n"
+            "  6 GPUs (G2, G3, G4, G5, G6, G8): six of them\n"
+            "  G7: just one\n"
+            "  about the trace\n");
+  // Twelve GPUs, a kind on seven of them: the first five named.
+  v1::PredictResponse more;
+  more.set_batch_size(8);
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 12; ++i) {
+    AddPrediction(&more, absl::StrCat("G", i), i, i * 1000);
+    if (i <= 7) ids.push_back(absl::StrCat("G", i));
+  }
+  AddWarning(&more, "seven", "seven of twelve", ids);
+  EXPECT_EQ(FormatPredictionWarnings(more, false),
+            "warnings:\n  7 GPUs (G1, G2, G3, G4, G5 and 2 more): seven of twelve\n");
+  EXPECT_THAT(FormatPredictionWarnings(more, true),
+              HasSubstr("    - 7 GPUs (G1, G2, G3, G4, G5, G6, G7): seven of twelve in full\n"));
+  EXPECT_EQ(FormatPredictionWarnings(v1::PredictResponse(), false), "");
+}
+
+TEST(CliWarningsTest, ExplainListsEachTextWithItsGpus) {
+  v1::PredictResponse response;
+  response.set_batch_size(8);
+  AddPrediction(&response, "A", 1, 1000);
+  AddPrediction(&response, "B", 2, 2000);
+  AddPrediction(&response, "C", 3, 3000);
+  v1::Warning* w = AddWarning(&response, "hardware_limit", "raised to a limit", {"A", "B"});
+  w->mutable_details(0)->set_text("3 operation(s) were raised");
+  w->mutable_details(0)->clear_device_ids();
+  w->mutable_details(0)->add_device_ids("B");
+  auto* second = w->add_details();
+  second->set_text("5 operation(s) were raised");
+  second->add_device_ids("A");
+  EXPECT_EQ(FormatPredictionWarnings(response, true),
+            "warnings:\n"
+            "  2 GPUs (A, B): raised to a limit [hardware_limit]\n"
+            "    - B: 3 operation(s) were raised\n"
+            "    - A: 5 operation(s) were raised\n");
+}
+
+// A server from before structured_warnings: its strings, one line per
+// distinct text with the GPUs it was given for, then the response's own.
+TEST(CliWarningsTest, ResponsesWithoutKindsAreGroupedByText) {
+  v1::PredictResponse response;
+  response.set_batch_size(8);
+  AddPrediction(&response, "B", 2, 2000)->add_warnings("old GPU");
+  AddPrediction(&response, "A", 1, 1000)->add_warnings("old GPU");
+  AddPrediction(&response, "C", 3, 3000)->add_warnings("slow");
+  response.add_warnings("the trace has no host timeline");
+  const std::string expected =
+      "warnings:\n"
+      "  2 GPUs (A, B): old GPU\n"
+      "  C: slow\n"
+      "  the trace has no host timeline\n";
+  EXPECT_EQ(FormatPredictionWarnings(response, false), expected);
+  EXPECT_EQ(FormatPredictionWarnings(response, true), expected);
 }
 
 }  // namespace

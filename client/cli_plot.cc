@@ -98,9 +98,13 @@ absl::Status PlotPrediction(const habitat::v1::PredictResponse& response,
   constexpr size_t kShown = 800;  // the end of a traceback says what failed
   if (said.size() > kShown) said = absl::StrCat("...", said.substr(said.size() - kShown));
   while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  // The install hint only where the package is missing; the plotter's own
+  // errors (a path it cannot write, no prices, no matplotlib) say theirs.
+  const bool missing = absl::StrContains(said, "No module named");
   return absl::FailedPreconditionError(
       absl::StrCat("--plot: ", python, " -m habitat_client.plot exited with ", code,
-                   said.empty() ? "" : absl::StrCat(": ", said), "; ", kInstallHint));
+                   said.empty() ? "" : absl::StrCat(": ", said),
+                   missing ? absl::StrCat("; ", kInstallHint) : ""));
 }
 
 }  // namespace habitat

@@ -475,7 +475,7 @@ TEST_F(BackendTest, FitNeedsMemoryDataAndExcludesABatchSize) {
   EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(BackendTest, DataParallelStepsForEveryGpuAndRefusalsForNamedOnes) {
+TEST_F(BackendTest, DataParallelStepsForEveryGpuNamedOrNot) {
   v1::PredictRequest request;
   *request.mutable_trace() = AgentTraceWithMemory();
   request.add_parallel()->set_gpus_per_node(8);
@@ -518,10 +518,20 @@ TEST_F(BackendTest, DataParallelStepsForEveryGpuAndRefusalsForNamedOnes) {
   request.mutable_parallel(0)->set_gpus_per_node(8);
   request.mutable_parallel(0)->set_disable_nvls(false);
 
+  // A named GPU that cannot run it answers as it does unnamed: its other
+  // times, and the configuration's reason; the others still answer.
+  request.add_devices("H100-SXM");
   request.add_devices("RTX4090");
   auto named = backend_->Predict(request);
-  EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(named.status().message().find("on RTX4090"), std::string::npos) << named.status();
+  ASSERT_TRUE(named.ok()) << named.status();
+  ASSERT_EQ(named->predictions_size(), 2);
+  for (const auto& p : named->predictions()) {
+    ASSERT_GE(p.parallel_size(), 1) << p.device_id();
+    EXPECT_GT(p.wall_time_ns(), 0) << p.device_id();
+    EXPECT_EQ(p.parallel(0).unavailable().find("interconnect") != std::string::npos,
+              p.device_id() == "RTX4090")
+        << p.device_id() << ": " << p.parallel(0).unavailable();
+  }
 
   request.clear_devices();
   request.mutable_parallel(0)->set_gpus_per_node(0);

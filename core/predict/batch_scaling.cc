@@ -294,31 +294,36 @@ void MarkBatchScaled(const BatchScaledTrace& scaled, v1::DevicePrediction* predi
       BatchScalingErrorPercent(scaled.ratio, scaled.rerun_share));
 }
 
-std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
-                                              uint32_t traced_batch) {
-  std::vector<std::string> warnings;
+std::vector<KindedWarning> BatchScalingWarnings(const BatchScaledTrace& scaled,
+                                                uint32_t traced_batch) {
+  std::vector<KindedWarning> warnings;
+  const auto add = [&warnings](const char* kind, std::string text) {
+    warnings.push_back(KindedWarning{kind, std::move(text), {}});
+  };
   const std::string reruns =
       scaled.rerun_share > 0 ? absl::StrFormat(
                                    " (%.0f%% of the kernel-varying time instead by its re-runs at "
                                    "other batches on the origin GPU)",
                                    100 * scaled.rerun_share)
                              : "";
-  warnings.push_back(absl::StrFormat(
-      "predicted at batch %u from a trace at batch %u: each operation that carries the batch "
-      "had its kernel times scaled by %.3g beyond a fixed part per kernel%s, on the origin GPU "
-      "as on the others (about %.0f%% more expected error%s)",
-      scaled.trace.batch_size(), traced_batch, scaled.ratio, reruns,
-      BatchScalingErrorPercent(scaled.ratio, scaled.rerun_share),
-      scaled.ratio > 4 || scaled.ratio < 0.5 ? "; ratios beyond 1/2 and 4 were not evaluated"
-                                             : ""));
+  add(warning_kind::kBatchScaled,
+      absl::StrFormat(
+          "predicted at batch %u from a trace at batch %u: each operation that carries the batch "
+          "had its kernel times scaled by %.3g beyond a fixed part per kernel%s, on the origin GPU "
+          "as on the others (about %.0f%% more expected error%s)",
+          scaled.trace.batch_size(), traced_batch, scaled.ratio, reruns,
+          BatchScalingErrorPercent(scaled.ratio, scaled.rerun_share),
+          scaled.ratio > 4 || scaled.ratio < 0.5 ? "; ratios beyond 1/2 and 4 were not evaluated"
+                                                 : ""));
   if (scaled.has_kernel_varying && scaled.rerun_share == 0) {
     // The same for every batch, so that a --fit sweep says it once.
-    warnings.push_back(absl::StrFormat(
-        "the trace holds no re-runs at other batches for its GEMMs, convolutions, RNNs and "
-        "attention, whose libraries choose other kernels at another batch: the agent's "
-        "tracker.measure_batch_scaling(), called after tracking, measures them there on the "
-        "origin GPU (about %.1f%% instead of %.1f%% expected error per doubling of the batch)",
-        BatchScalingErrorPercent(2, 1), BatchScalingErrorPercent(2, 0)));
+    add(warning_kind::kNoBatchReruns,
+        absl::StrFormat(
+            "the trace holds no re-runs at other batches for its GEMMs, convolutions, RNNs and "
+            "attention, whose libraries choose other kernels at another batch: the agent's "
+            "tracker.measure_batch_scaling(), called after tracking, measures them there on the "
+            "origin GPU (about %.1f%% instead of %.1f%% expected error per doubling of the batch)",
+            BatchScalingErrorPercent(2, 1), BatchScalingErrorPercent(2, 0)));
   }
   if (scaled.unscaled_share > 0) {
     absl::flat_hash_set<std::string> seen;
@@ -326,12 +331,13 @@ std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
     for (const std::string& name : scaled.unscaled_operations) {
       if (seen.insert(name).second && names.size() < 5) names.push_back(name);
     }
-    warnings.push_back(absl::StrFormat(
-        "%.1f%% of the traced GPU time (%d operations%s%s) shows no batch dimension and keeps "
-        "its traced time at batch %u",
-        100 * scaled.unscaled_share, static_cast<int>(scaled.unscaled_operations.size()),
-        names.empty() ? " and unattributed kernels" : ": ", absl::StrJoin(names, ", "),
-        scaled.trace.batch_size()));
+    add(warning_kind::kBatchDimensionMissing,
+        absl::StrFormat(
+            "%.1f%% of the traced GPU time (%d operations%s%s) shows no batch dimension and keeps "
+            "its traced time at batch %u",
+            100 * scaled.unscaled_share, static_cast<int>(scaled.unscaled_operations.size()),
+            names.empty() ? " and unattributed kernels" : ": ", absl::StrJoin(names, ", "),
+            scaled.trace.batch_size()));
   }
   return warnings;
 }

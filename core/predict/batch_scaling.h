@@ -39,6 +39,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "core/predict/warning_tally.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "habitat/v1/trace.pb.h"
 
@@ -104,8 +105,10 @@ std::optional<double> RerunAtBatch(const habitat::v1::Pass& pass, uint32_t batch
 // GPU the expected error grows by the scaling's.
 void MarkBatchScaled(const BatchScaledTrace& scaled, habitat::v1::DevicePrediction* prediction);
 
-// What the response says about the scaling, from a trace at `traced_batch`.
-std::vector<std::string> BatchScalingWarnings(const BatchScaledTrace& scaled,
-                                              uint32_t traced_batch);
+// What the response says about the scaling, from a trace at `traced_batch`
+// (kinds batch_scaled, no_batch_reruns, batch_dimension_missing; no GPUs:
+// the caller knows which it predicted from `scaled`).
+std::vector<KindedWarning> BatchScalingWarnings(const BatchScaledTrace& scaled,
+                                                uint32_t traced_batch);
 
 }  // namespace habitat

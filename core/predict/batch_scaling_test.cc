@@ -23,6 +23,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
+std::vector<std::string> Texts(const std::vector<KindedWarning>& warnings) {
+  std::vector<std::string> texts;
+  for (const KindedWarning& w : warnings) texts.push_back(w.text);
+  return texts;
+}
+
 Nanoseconds KernelTime(const v1::Pass& pass) {
   Nanoseconds total = 0;
   for (const v1::Kernel& kernel : pass.kernels()) total += kernel.duration_ns();
@@ -104,11 +110,14 @@ TEST(BatchScalingTest, OperationsWithoutShapesKeepTheirTimeAndAreListed) {
   EXPECT_THAT(scaled->unscaled_operations, ::testing::ElementsAre("custom::fused_thing"));
   EXPECT_GT(scaled->unscaled_share, 0);
   EXPECT_EQ(scaled->trace.operations(0).forward().time_ns(), before);
-  const std::vector<std::string> warnings = BatchScalingWarnings(*scaled, 64);
+  const std::vector<KindedWarning> warnings = BatchScalingWarnings(*scaled, 64);
   ASSERT_EQ(warnings.size(), 3u);
-  EXPECT_THAT(warnings[0], HasSubstr("predicted at batch 128 from a trace at batch 64"));
-  EXPECT_THAT(warnings[1], HasSubstr("tracker.measure_batch_scaling()"));
-  EXPECT_THAT(warnings[2], HasSubstr("custom::fused_thing"));
+  EXPECT_THAT(warnings[0].text, HasSubstr("predicted at batch 128 from a trace at batch 64"));
+  EXPECT_EQ(warnings[0].kind, warning_kind::kBatchScaled);
+  EXPECT_THAT(warnings[1].text, HasSubstr("tracker.measure_batch_scaling()"));
+  EXPECT_EQ(warnings[1].kind, warning_kind::kNoBatchReruns);
+  EXPECT_THAT(warnings[2].text, HasSubstr("custom::fused_thing"));
+  EXPECT_EQ(warnings[2].kind, warning_kind::kBatchDimensionMissing);
 }
 
 TEST(BatchScalingTest, ATraceWithoutReRunsIsToldHowToGetThem) {
@@ -116,7 +125,7 @@ TEST(BatchScalingTest, ATraceWithoutReRunsIsToldHowToGetThem) {
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(plain->has_kernel_varying);
   EXPECT_THAT(
-      BatchScalingWarnings(*plain, 16),
+      Texts(BatchScalingWarnings(*plain, 16)),
       ::testing::Contains(::testing::AllOf(
           HasSubstr("no re-runs at other batches"), HasSubstr("tracker.measure_batch_scaling()"),
           HasSubstr("about 2.2% instead of 4.5% expected error per doubling"))));
@@ -124,7 +133,7 @@ TEST(BatchScalingTest, ATraceWithoutReRunsIsToldHowToGetThem) {
   ASSERT_TRUE(traced.ok()) << traced.status();
   auto with_reruns = ScaleTraceToBatch(*traced, 32);
   ASSERT_TRUE(with_reruns.ok());
-  EXPECT_THAT(BatchScalingWarnings(*with_reruns, 16),
+  EXPECT_THAT(Texts(BatchScalingWarnings(*with_reruns, 16)),
               ::testing::Not(::testing::Contains(HasSubstr("measure_batch_scaling"))));
 }
 
@@ -239,7 +248,7 @@ TEST(BatchScalingTest, AReRunPassKeepsItsGainOnTheReRunOnlyAsTheWorkShrinks) {
   EXPECT_EQ(after.rerun_time_ns(), std::llround(4 * k));
   EXPECT_GT(grown.scaled.rerun_share, 0);
   EXPECT_LT(grown.scaled.rerun_share, 0.1);  // one pass of 54 kernel-varying operations
-  EXPECT_THAT(BatchScalingWarnings(grown.scaled, 16)[0],
+  EXPECT_THAT(BatchScalingWarnings(grown.scaled, 16)[0].text,
               HasSubstr("by its re-runs at other batches"));
   // Half the batch: the gain shrinks with the re-run (from cold memory a
   // lone re-run loses in proportion), so the pass never falls below the

@@ -167,7 +167,7 @@ absl::StatusOr<DevicePrediction> PredictOnDeviceWith(
   }
   SetWallTime(&prediction);
   if (auto profiled = is_origin ? ProfiledHostTimelineWarning(trace) : std::nullopt) {
-    prediction.add_warnings(*std::move(profiled));
+    AddDeviceWarning(warning_kind::kProfiledHostTimeline, *std::move(profiled), &prediction);
   }
   tally.Write(origin, target, sums.origin, &prediction);
   return prediction;

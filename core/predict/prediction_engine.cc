@@ -14,6 +14,7 @@
 #include "core/predict/host_replay.h"
 #include "core/predict/memory_prediction.h"
 #include "core/predict/varying_predictor.h"
+#include "core/predict/warning_tally.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
 
@@ -46,45 +47,6 @@ CachedPrediction ForTheCache(DevicePrediction fresh, bool include_breakdown) {
   fresh.mutable_operations()->Swap(&operations);
   entry.full = std::make_shared<const DevicePrediction>(std::move(fresh));
   return entry;
-}
-
-// Asked for spot prices where the catalog has only on-demand ones (some
-// clouds have no spot market): those GPUs come back unpriced, which reads as
-// "not offered" unless said.
-std::optional<std::string> MissingSpotPricesWarning(
-    const v1::PriceCatalog& catalog, const std::vector<DevicePrediction>& predictions) {
-  std::vector<std::string> on_demand_only;
-  for (const auto& p : predictions) {
-    if (!p.has_price() &&
-        ChoosePrice(catalog, p.device_id(), v1::PRICE_KIND_ON_DEMAND) != nullptr) {
-      on_demand_only.push_back(p.device_id());
-    }
-  }
-  if (on_demand_only.empty()) return std::nullopt;
-  return absl::StrCat("catalog '", catalog.name(), "' has no spot price for ",
-                      absl::StrJoin(on_demand_only, ", "),
-                      " (on-demand prices only), so they are unpriced; ask for on-demand "
-                      "prices to rank them by cost");
-}
-
-// Without a replayed host timeline the GPU time stands in for the wall time,
-// which flatters any GPU the host would keep waiting.
-std::optional<std::string> WallTimeFromGpuTimeWarning(
-    const v1::Trace& trace, const std::vector<DevicePrediction>& predictions) {
-  std::vector<std::string> unreplayed;
-  for (const auto& p : predictions) {
-    if (p.wall_time_is_gpu_time()) unreplayed.push_back(p.device_id());
-  }
-  if (unreplayed.empty()) return std::nullopt;
-  const std::string which = unreplayed.size() == predictions.size()
-                                ? std::string("any GPU")
-                                : absl::StrJoin(unreplayed, ", ");
-  return absl::StrCat(
-      "no wall time could be predicted for ", which,
-      HasHostTimeline(trace) ? " (the host timeline could not be replayed)"
-                             : " (the trace has no host timeline)",
-      ": throughput, cost and ranks take the GPU time as the wall time, as if the GPU never "
-      "waited for the host");
 }
 
 }  // namespace
@@ -124,21 +86,6 @@ absl::StatusOr<const DeviceSpec*> PredictionEngine::ResolveOrigin(const v1::Trac
   return spec;
 }
 
-namespace {
-std::optional<std::string> OriginHostBoundWarning(const v1::Trace& traced) {
-  if (traced.iteration_gpu_busy_ns() <= 0 || traced.iteration_wall_ns() <= 0 ||
-      !IsHostBound(traced.iteration_gpu_busy_ns(), traced.iteration_wall_ns())) {
-    return std::nullopt;
-  }
-  return absl::StrFormat(
-      "the origin iteration was host-bound (GPU busy %.0f%% of wall time): the wall time "
-      "predicted for each GPU replays the origin's host timeline, assuming a host as fast "
-      "as the origin's; throughput, cost and ranks follow it",
-      100.0 * static_cast<double>(traced.iteration_gpu_busy_ns()) /
-          static_cast<double>(traced.iteration_wall_ns()));
-}
-}  // namespace
-
 absl::StatusOr<std::vector<const DeviceSpec*>> PredictionEngine::ResolveTargets(
     const std::vector<std::string>& ids) const {
   std::vector<const DeviceSpec*> targets;
@@ -148,13 +95,14 @@ absl::StatusOr<std::vector<const DeviceSpec*>> PredictionEngine::ResolveTargets(
     }
     return targets;
   }
+  // By the id each resolves to: "t4" and "Tesla T4" are T4.
   absl::flat_hash_set<std::string> seen;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!seen.insert(ids[i]).second) {
+    HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* spec, devices_->Get(ids[i]));
+    if (!seen.insert(spec->id()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("devices[", i, "] '", ids[i], "' is listed more than once"));
     }
-    HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* spec, devices_->Get(ids[i]));
     targets.push_back(spec);
   }
   return targets;
@@ -201,10 +149,6 @@ std::vector<BatchGroup> GroupByBatch(const v1::Trace& traced, const PredictionQu
   return groups;
 }
 
-std::string GiB(int64_t bytes) {
-  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-}
-
 // Sets the prediction's batch and memory; a GPU the batch does not fit says
 // so (PriceAndRank then leaves it unranked).
 void AddMemory(const std::optional<MemoryModel>& memory, uint32_t batch, const DeviceSpec& target,
@@ -212,17 +156,8 @@ void AddMemory(const std::optional<MemoryModel>& memory, uint32_t batch, const D
   prediction->set_batch_size(batch);
   if (!memory.has_value()) return;
   *prediction->mutable_memory() = PredictMemory(*memory, batch, target, largest_fitting_batch);
-  const v1::MemoryPrediction& m = prediction->memory();
-  if (m.fits()) return;
-  prediction->add_warnings(absl::StrCat(
-      "may run out of memory: batch ", batch, " needs about ", GiB(m.peak_allocated_bytes()),
-      " (+-", absl::StrFormat("%.0f", m.expected_error_percent()),
-      "%), and with headroom for that error more than the ", GiB(m.usable_bytes()),
-      " this GPU leaves a process; ",
-      m.largest_fitting_batch() == 0
-          ? std::string("no batch fits")
-          : absl::StrCat("the largest batch that fits is ", m.largest_fitting_batch()),
-      "; it is not ranked"));
+  if (prediction->memory().fits()) return;
+  AddOutOfMemoryWarning(batch, prediction);
 }
 
 // Whether `configs` already asks for one node of `gpus`.
@@ -254,24 +189,6 @@ void AddParallel(const absl::StatusOr<TraceIteration>& iteration, const DeviceSp
     *prediction->add_parallel() =
         PredictParallel(iteration, *prediction, target, config, query.catalog, query.price_kind);
   }
-}
-
-// A GPU the request named cannot run one of its configurations: the whole
-// request is wrong (with every GPU, the others still answer).
-absl::Status CheckNamedParallel(const PredictionQuery& query,
-                                const std::vector<DevicePrediction>& predictions) {
-  if (query.devices.empty()) return absl::OkStatus();
-  for (const DevicePrediction& p : predictions) {
-    for (size_t i = 0; i < query.parallel.size() && i < static_cast<size_t>(p.parallel_size());
-         ++i) {
-      const v1::ParallelPrediction& c = p.parallel(static_cast<int>(i));
-      if (c.unavailable().empty()) continue;
-      return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "] (", c.gpus_per_node(),
-                                                     " GPUs per node x ", c.nodes(), " nodes) on ",
-                                                     p.device_id(), ": ", c.unavailable()));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // Takes predicting `trace` on `gpus` GPUs from `work_left`, with the
@@ -310,10 +227,37 @@ std::vector<std::vector<const DeviceSpec*>> Siblings(
   return siblings;
 }
 
-void AddUnique(std::string warning, std::vector<std::string>* warnings) {
-  if (std::find(warnings->begin(), warnings->end(), warning) == warnings->end()) {
+// Adds `warning` to `warnings`, or its GPUs to the one with its text.
+void AddUnique(KindedWarning warning, std::vector<KindedWarning>* warnings) {
+  auto same = std::find_if(warnings->begin(), warnings->end(),
+                           [&warning](const KindedWarning& w) { return w.text == warning.text; });
+  if (same == warnings->end()) {
     warnings->push_back(std::move(warning));
+    return;
   }
+  for (std::string& id : warning.device_ids) same->device_ids.push_back(std::move(id));
+}
+
+// The response's own warnings, in the order of PredictResponse.warnings:
+// the batch scaling's, then the trace's memory (why it has no memory model,
+// if it has none), spot prices, wall times and the origin's host.
+std::vector<KindedWarning> ResponseWarnings(std::vector<KindedWarning> warnings,
+                                            const v1::Trace& traced,
+                                            const std::optional<std::string>& no_memory_reason,
+                                            const PredictionQuery& query,
+                                            const std::vector<DevicePrediction>& predictions) {
+  if (no_memory_reason.has_value()) {
+    warnings.push_back(NoMemoryPredictionWarning(*no_memory_reason));
+  }
+  if (query.catalog != nullptr && query.price_kind == v1::PRICE_KIND_SPOT) {
+    auto warning = MissingSpotPricesWarning(*query.catalog, predictions);
+    if (warning.has_value()) warnings.push_back(*std::move(warning));
+  }
+  auto gpu_time_warning = WallTimeFromGpuTimeWarning(traced, predictions);
+  if (gpu_time_warning.has_value()) warnings.push_back(*std::move(gpu_time_warning));
+  auto host_bound_warning = OriginHostBoundWarning(traced);
+  if (host_bound_warning.has_value()) warnings.push_back(*std::move(host_bound_warning));
+  return warnings;
 }
 
 }  // namespace
@@ -421,7 +365,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   // Per trace, not per device or batch: computed at the first cache miss.
   HostScaleMemo host_scale;
   std::vector<DevicePrediction> predictions(targets.size());
-  std::vector<std::string> warnings;
+  std::vector<KindedWarning> batch_warnings;
   const std::vector<uint32_t> largest = LargestFittingBatches(memory, query, targets);
   for (const BatchGroup& group : GroupByBatch(traced, query, largest)) {
     std::vector<const DeviceSpec*> group_targets;
@@ -434,9 +378,11 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
       predictions[t] = std::move(part.predictions[i]);
       AddMemory(memory, group.batch, *targets[t], largest[t], &predictions[t]);
     }
-    for (std::string& warning : part.warnings) AddUnique(std::move(warning), &warnings);
+    for (KindedWarning& warning : part.warnings) {
+      for (const DeviceSpec* target : group_targets) warning.device_ids.push_back(target->id());
+      AddUnique(std::move(warning), &batch_warnings);
+    }
   }
-  HABITAT_RETURN_IF_ERROR(CheckNamedParallel(query, predictions));
   PriceAndRank(query.catalog, query.price_kind, &predictions);
 
   v1::PredictResponse response;
@@ -447,24 +393,18 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
                           : query.batch_size != 0 ? query.batch_size
                                                   : traced.batch_size());
   response.set_traced_batch_size(traced.batch_size());
-  for (std::string& warning : warnings) response.add_warnings(std::move(warning));
-  if (!memory.has_value()) {
-    response.add_warnings(absl::StrCat("no memory prediction: ", no_memory_reason));
-  }
   response.set_price_kind(query.price_kind);
   if (query.catalog != nullptr) {
     response.set_catalog(query.catalog->name());
     response.set_currency(query.catalog->currency());
   }
-  if (query.catalog != nullptr && query.price_kind == v1::PRICE_KIND_SPOT) {
-    auto warning = MissingSpotPricesWarning(*query.catalog, predictions);
-    if (warning.has_value()) response.add_warnings(*std::move(warning));
-  }
-  auto gpu_time_warning = WallTimeFromGpuTimeWarning(traced, predictions);
-  if (gpu_time_warning.has_value()) response.add_warnings(*std::move(gpu_time_warning));
+  const std::vector<KindedWarning> warnings = ResponseWarnings(
+      std::move(batch_warnings), traced,
+      memory.has_value() ? std::nullopt : std::optional<std::string>(no_memory_reason), query,
+      predictions);
+  for (const KindedWarning& warning : warnings) response.add_warnings(warning.text);
   for (auto& p : predictions) *response.add_predictions() = std::move(p);
-  auto host_bound_warning = OriginHostBoundWarning(traced);
-  if (host_bound_warning.has_value()) response.add_warnings(*std::move(host_bound_warning));
+  AddStructuredWarnings(warnings, &response);
   return response;
 }
 

@@ -20,6 +20,7 @@
 #include "core/predict/price_and_rank.h"
 #include "core/predict/stop_condition.h"
 #include "core/predict/varying_predictor.h"
+#include "core/predict/warning_tally.h"
 #include "core/pricing/price_catalog.h"
 #include "habitat/v1/prediction_service.pb.h"
 #include "habitat/v1/trace.pb.h"
@@ -134,7 +135,7 @@ class PredictionEngine {
   // `work_left` (RESOURCE_EXHAUSTED when it would go below 0).
   struct BatchPredictions {
     std::vector<habitat::v1::DevicePrediction> predictions;
-    std::vector<std::string> warnings;
+    std::vector<KindedWarning> warnings;  // without GPUs: all of `targets`
   };
   absl::StatusOr<BatchPredictions> PredictAtBatch(
       const habitat::v1::Trace& traced, const std::string& trace_id,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CLI against a real habitat-server: `habitat upload` prints an id,
 # `habitat predict ID --server` by that id and `habitat predict FILE
-# --server` give the same JSON as the embedded mode, and `habitat devices`
-# / `catalogs` agree between the modes.
+# --server` give the same JSON, table and warnings as the embedded mode,
+# and `habitat devices` / `catalogs` agree between the modes.
 # usage: server_roundtrip.sh HABITAT HABITAT_SERVER DATA_DIR JSON_TRACE TRACE_ARGS...
 set -eu
 # shellcheck source=tests/lib/server_port.sh
@@ -34,6 +34,22 @@ grep -q "already had this trace" "$dir/upload2.err"
 "$habitat" predict "$id" --server "$addr" --format json >"$dir/remote_id.json"
 diff -u "$dir/embedded.json" "$dir/remote_file.json"
 diff -u "$dir/embedded.json" "$dir/remote_id.json"
+
+# The table (stdout) and its warnings (stderr: one line per kind, each in
+# full with --explain) are the same from the server, which sends the
+# structured warnings the CLI prints.
+for explain in "" --explain; do
+  "$habitat" predict "$json" "$@" --data-dir "$data_dir" $explain \
+    >"$dir/embedded.txt" 2>"$dir/embedded.err"
+  "$habitat" predict "$json" "$@" --server "$addr" $explain >"$dir/remote.txt" 2>"$dir/remote.err"
+  diff -u "$dir/embedded.txt" "$dir/remote.txt"
+  diff -u "$dir/embedded.err" "$dir/remote.err"
+  grep -q '^warnings' "$dir/remote.err"
+  if grep -q '^warnings' "$dir/remote.txt"; then
+    echo "warnings on stdout" >&2
+    exit 1
+  fi
+done
 
 for cmd in devices catalogs; do
   "$habitat" "$cmd" --data-dir "$data_dir" --format json >"$dir/$cmd.embedded.json"

@@ -12,6 +12,7 @@ predict returns typed results (PredictionResult).
     response = client.predict("resnet50.trace.gz", server="HOST:50051",
                               devices=["H100-SXM", "A100-SXM-40GB"])
     print(client.format_table(response))
+    print(client.format_warnings(response))  # one line per kind of warning
 """
 
 import importlib.util
@@ -32,7 +33,8 @@ import habitat_client as _client  # noqa: E402
 from habitat_client import (  # noqa: E402,F401
     DESCRIPTOR_FILE, DevicePrediction, KinetoConversionError, MethodTotal, OperationPrediction,
     PredictionResult, PredictionWarning, ServiceError, check_dependencies, convert_kineto,
-    format_table, list_catalogs, list_devices, messages, to_dict, trace_bytes, upload)
+    format_table, format_warnings, list_catalogs, list_devices, messages, to_dict, trace_bytes,
+    upload)
 
 # The name the agent's tracker used before the split.
 _import_grpc = check_dependencies

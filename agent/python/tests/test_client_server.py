@@ -137,7 +137,7 @@ class ClientServerTest(unittest.TestCase):
         self.assertEqual(len(h200["operations"]), len(self.trace_message.operations))
         table = client.format_table(response, breakdown=True)
         self.assertIn("breakdown:", table)
-        self.assertRegex(table, r"\n   1  A100-SXM-80GB|\n   1  H200")
+        self.assertRegex(table, r"\n    1 A100-SXM-80GB|\n    1 H200")
 
     def test_upload_then_predict_by_id(self):
         trace_id = client.upload(self.trace, server=self.server.address)
@@ -203,7 +203,8 @@ class ClientServerTest(unittest.TestCase):
 
     def assert_table_matches_the_cli(self, trace_path, model_name, runs):
         """Each run: (CLI flags, client.predict arguments, format_table
-        arguments); the Python table of the same request is the CLI's."""
+        arguments); the Python table of the same request is the CLI's
+        stdout, and format_warnings its warnings on stderr."""
         if not CLI:
             self.skipTest("HABITAT_CLI not set")
         devices = ["H200", "A100-SXM-40GB", "H100-SXM", "T4", "L4"]
@@ -219,11 +220,18 @@ class ClientServerTest(unittest.TestCase):
                 ours = client.format_table(response, model_name=model_name, precision="fp32",
                                            **table)
                 self.assertEqual(ours, cli.stdout)
+                explain = "--explain" in cli_flags
+                warnings_ = client.format_warnings(
+                    response, explain=explain,
+                    hint="" if explain else "--explain for the details, -q to hide them")
+                self.assertTrue(warnings_, "these traces have warnings")
+                self.assertEqual(cli.stderr[cli.stderr.find("warnings"):], warnings_)
 
     def test_table_matches_the_cli(self):
         self.assert_table_matches_the_cli(TRACE_GZ, self.trace_message.model_name, [
             ([], {}, {}),
-            (["--breakdown", "--top", "3", "--spot", "--host-speed", "2", "--batch-size", "32"],
+            (["--breakdown", "--top", "3", "--spot", "--host-speed", "2", "--batch-size", "32",
+              "--explain"],
              {"include_breakdown": True, "price_kind": "spot", "target_host_speed": 2,
               "batch_size": 32},
              {"breakdown": True, "top_operations": 3}),

@@ -17,7 +17,7 @@ DESCRIPTOR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "habi
 MESSAGE_NAMES = (
     "Trace", "PredictRequest", "PredictResponse", "DevicePrediction", "OperationPrediction",
     "MethodTotal", "MemoryPrediction", "FitRequest", "ParallelConfig", "ParallelPrediction",
-    "UploadTraceRequest", "UploadTraceResponse",
+    "Warning", "WarningDetail", "UploadTraceRequest", "UploadTraceResponse",
     "ListDevicesRequest", "ListDevicesResponse", "ListCatalogsRequest", "ListCatalogsResponse",
 )
 

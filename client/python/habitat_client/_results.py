@@ -147,6 +147,28 @@ class ParallelPrediction:
     bandwidth_range: bool
 
 
+@dataclass(frozen=True)
+class WarningDetail:
+    """One full warning text and the GPUs it was given for (none: the
+    request as a whole)."""
+    text: str
+    device_ids: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StructuredWarning:
+    """One kind of warning (habitat.v1.Warning), once for every GPU it
+    concerns: `kind` a stable identifier ("out_of_memory",
+    "hardware_limit", ...), `summary` one sentence that holds for all of
+    them, `device_ids` the GPUs (none: the request as a whole), `details`
+    each full text with its GPUs. PredictionResult.structured_warnings
+    holds one per kind; format_warnings prints them as the CLI does."""
+    kind: str
+    summary: str
+    device_ids: Tuple[str, ...]
+    details: Tuple[WarningDetail, ...] = field(metadata={"element": WarningDetail})
+
+
 # DevicePrediction.row()'s columns for its memory: "memory_" and the field.
 MEMORY_COLUMNS = tuple("memory_" + f.name for f in dataclasses.fields(MemoryPrediction))
 _NOT_IN_ROW = ("method_totals", "operations", "parallel")
@@ -208,6 +230,9 @@ class DevicePrediction:
                                                metadata={"message": MemoryPrediction})
     parallel: Tuple[ParallelPrediction, ...] = field(
         default=(), metadata={"element": ParallelPrediction})
+    # The kind of each of `warnings` (StructuredWarning.kind), in order;
+    # empty from a server before kinds.
+    warning_kinds: Tuple[str, ...] = ()
 
     def row(self) -> Dict[str, Any]:
         """The scalar fields and the warnings, as one table row; the memory
@@ -242,6 +267,10 @@ class PredictionResult:
     predictions: Tuple[DevicePrediction, ...] = field(metadata={"element": DevicePrediction})
     message: Any = field(default=None, repr=False, compare=False, metadata={"proto": False})
     traced_batch_size: int = 0  # the trace's own batch
+    # Every warning of the response and of its predictions, one per kind
+    # (empty from a server before kinds).
+    structured_warnings: Tuple[StructuredWarning, ...] = field(
+        default=(), metadata={"element": StructuredWarning})
 
     @classmethod
     def from_message(cls, message) -> "PredictionResult":
@@ -322,6 +351,12 @@ class PredictionResult:
         """The table `habitat predict` prints; see habitat_client.format_table."""
         from ._table import format_table
         return format_table(self, **kwargs)
+
+    def format_warnings(self, explain: bool = False) -> str:
+        """The warnings as `habitat predict` prints them under its table;
+        see habitat_client.format_warnings."""
+        from ._table import format_warnings
+        return format_warnings(self, explain=explain)
 
     def plot(self, path, **kwargs):
         """Throughput against price per GPU-hour with the Pareto front, to an

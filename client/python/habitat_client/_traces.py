@@ -255,10 +255,9 @@ def load_trace(trace, batch_size: Optional[int] = None, habitat_cli: Optional[st
     if batch_size is not None:
         if recorded and recorded != batch_size:
             raise ValueError(
-                f"the trace records batch size {recorded}; batch_size={batch_size} would "
-                "relabel the samples without predicting them (another batch size changes "
-                "every operation's shapes and times, which habitat does not predict yet): "
-                f"leave batch_size out, or profile at batch {batch_size}")
+                f"the trace records batch size {recorded}; batch_size={batch_size} (the "
+                "traced batch) would relabel its samples: leave batch_size out, and to "
+                f"predict at batch {batch_size} pass at_batch_size={batch_size} to predict")
         message.batch_size = batch_size
     elif not recorded and message.source == "kineto-import":
         raise ValueError("the torch.profiler trace does not show its batch size (no input "

@@ -128,8 +128,11 @@ class TraceReadingTest(unittest.TestCase):
         trace = habitat_client.load_trace(TRACE_GZ)
         self.assertEqual(trace.batch_size, 8)
         self.assertEqual(habitat_client.load_trace(TRACE_GZ, batch_size=8).batch_size, 8)
-        with self.assertRaisesRegex(ValueError, "records batch size 8; batch_size=16"):
+        with self.assertRaisesRegex(ValueError, "records batch size 8; batch_size=16") as e:
             habitat_client.load_trace(TRACE_GZ, batch_size=16)
+        # Other batches are predicted: the message says how.
+        self.assertIn("pass at_batch_size=16 to predict", str(e.exception))
+        self.assertNotIn("does not predict", str(e.exception))
         for bad in (0, -1, True, "8", 1 << 31):
             with self.assertRaisesRegex(ValueError, "batch_size must be an integer"):
                 habitat_client.load_trace(TRACE_GZ, batch_size=bad)
@@ -358,7 +361,9 @@ class ResultsTest(unittest.TestCase):
                           (habitat_client.OperationPrediction, "OperationPrediction"),
                           (habitat_client.MethodTotal, "MethodTotal"),
                           (habitat_client.MemoryPrediction, "MemoryPrediction"),
-                          (habitat_client.ParallelPrediction, "ParallelPrediction")):
+                          (habitat_client.ParallelPrediction, "ParallelPrediction"),
+                          (habitat_client.StructuredWarning, "Warning"),
+                          (habitat_client.WarningDetail, "WarningDetail")):
             proto = {f.name for f in messages[name].DESCRIPTOR.fields}
             ours = {f.name for f in dataclasses.fields(cls) if f.metadata.get("proto", True)}
             self.assertEqual(ours, proto - _results.OMITTED_FIELDS.get(name, set()), name)
@@ -586,42 +591,44 @@ class TableTest(unittest.TestCase):
     client/cli_output.cc FormatPredictionTable prints them."""
 
     LEGEND_TAIL = (
-        "  GPU ms: sum of the operations' predicted GPU time\n"
-        "  ±err: expected error of GPU ms (its operations' expected errors weighted by their "
-        "time)\n"
+        "  GPU ms: sum of the operations' predicted GPU time; ±err: its expected error (its\n"
+        "          operations' expected errors weighted by their time)\n"
         "  wall ms: the origin's host timeline replayed with the predicted GPU times;\n"
-        "           samples/s, costs and ranks use it ('-': GPU ms instead)\n"
-        "  cost#: rank by cost per 1,000 samples, 1 = cheapest\n"
+        "           smp/s (samples per second), costs and ranks use it ('-': GPU ms instead)\n"
+        "  USD/h: price per GPU-hour; USD/1k: cost per 1,000 samples; cost#: rank by cost, "
+        "1 = cheapest\n"
         "  instance: the instance type priced, the smallest with that GPU in the catalog; /N:\n"
-        "           it holds N GPUs, and the price is its price per GPU-hour\n"
-        "  unscaled: share of the origin GPU time in operations carried over unscaled\n")
+        "           it holds N GPUs, and the price is its price per GPU-hour\n")
     MEMORY_LEGEND = (
-        "  peak GiB: predicted peak of PyTorch's allocated memory; '!': with headroom for its\n"
-        "           expected error, more than the GPU leaves a process (unranked, rank '-')\n")
+        "  GiB: predicted peak of PyTorch's allocated memory; '!': with headroom for its "
+        "expected\n"
+        "       error, more than the GPU leaves a process (unranked: '-')\n")
 
     def test_fit_table(self):
         result = habitat_client.PredictionResult.from_message(fit_response())
         table = habitat_client.format_table(result, model_name="resnet50", precision="fp32")
         self.assertEqual(table, (
-            "model resnet50  batch per GPU, the largest that fits (traced at 32)  precision fp32"
+            "model resnet50  batch fitted per GPU (traced at 32)  precision fp32"
             "  origin GPU H100-SXM\n"
             "prices: catalog aws, USD per GPU-hour, on-demand\n"
             "trace: sha256:" + "1" * 64 + "\n"
             "\n"
-            "rank  GPU        batch  peak GiB    GPU ms   ±err    wall ms  samples/s  USD/GPU-h"
-            "   USD/1k smp cost#  unscaled  instance\n"
+            # Columns as wide as their widest cell; milliseconds to four
+            # significant digits, expected errors in whole percents.
+            "cost# GPU       batch    GiB GPU ms ±err wall ms smp/s USD/h USD/1k time#  instance\n"
             # By cost rank (the fit's question), then time; unranked last.
-            "   2  H100-SXM*    256     70.0     10.000      -    12.000        83.3      4.500"
-            "       0.0100     1      0.0%  p5.48xlarge/8\n"
-            "   1  H200         512    130.0      9.000   7.5%    11.000        90.9      4.500"
-            "       0.0100     2      0.0%  p5.48xlarge/8\n"
-            "   3  T4            32     14.0     40.000   7.5%    42.000        23.8          -"
-            "            -     -      0.0%  -\n"
-            "   -  L4            16     30.0!    30.000   7.5%    32.000        31.2      4.500"
-            "       0.0100     -      0.0%  p5.48xlarge/8\n"
+            # The first column is the rank the rows are in.
+            "    1 H100-SXM*   256  70.0   10.00    -   12.00  83.3 4.500 0.0100     2  "
+            "p5.48xlarge/8\n"
+            "    2 H200        512 130.0   9.000   8%   11.00  90.9 4.500 0.0100     1  "
+            "p5.48xlarge/8\n"
+            "    - T4           32  14.0   40.00   8%   42.00  23.8     -      -     3  -\n"
+            "    - L4           16  30.0!  30.00   8%   32.00  31.2 4.500 0.0100     -  "
+            "p5.48xlarge/8\n"
             "  * origin GPU: the measured time where its batch is the traced one, else scaled\n"
             "  batch: the largest batch whose predicted peak memory fits the GPU\n"
-            + self.MEMORY_LEGEND + self.LEGEND_TAIL))
+            + self.MEMORY_LEGEND + self.LEGEND_TAIL
+            + "  rows in cost# order; time#: rank by wall time, 1 = fastest\n"))
         # The same from the message's dict, and from PredictionResult.format_table.
         self.assertEqual(habitat_client.format_table(habitat_client.to_dict(fit_response()),
                                                      model_name="resnet50", precision="fp32"),
@@ -665,41 +672,65 @@ class TableTest(unittest.TestCase):
         lines = table.splitlines(keepends=True)
         self.assertEqual(lines[0], "model ?  batch 8  precision ?  origin GPU H100-SXM\n")
         self.assertEqual(lines[4],
-                         "rank  GPU        peak GiB    GPU ms   ±err    wall ms  samples/s"
-                         "  USD/GPU-h   USD/1k smp cost#  unscaled  instance\n")
+                         "time# GPU        GiB GPU ms ±err wall ms smp/s USD/h USD/1k cost#"
+                         "  instance\n")
         self.assertEqual(lines[5:8], [
             # 1.96 GiB is "2.0"; 1.25 GiB rounds to even, "1.2", as printf does.
-            "   1  H200           2.0      9.000   7.5%    11.000        90.9      4.500"
-            "       0.0100     1      0.0%  p5.48xlarge/8\n",
-            "   2  T4                -    40.000   7.5%    42.000        23.8          -"
-            "            -     -      0.0%  -\n",
-            "   -  H100-SXM*      1.2!    10.000      -    12.000        83.3      4.500"
-            "       0.0100     -      0.0%  p5.48xlarge/8\n",
+            "    1 H200      2.0   9.000   8%   11.00  90.9 4.500 0.0100     1  p5.48xlarge/8\n",
+            "    2 T4          -   40.00   8%   42.00  23.8     -      -     -  -\n",
+            "    - H100-SXM* 1.2!  10.00    -   12.00  83.3 4.500 0.0100     -  p5.48xlarge/8\n",
         ])
         # Not a fit: the batch's origin note, no batch column or legend line.
         self.assertEqual(
             "".join(lines[8:11]),
             "  * origin GPU: the measured time, not a prediction\n" + self.MEMORY_LEGEND)
         self.assertNotIn("  batch: ", table)
-        self.assertEqual("".join(lines[11:19]), self.LEGEND_TAIL)
+        self.assertEqual("".join(lines[11:]), self.LEGEND_TAIL
+                         + "  time#: rank by wall time, 1 = fastest (the rows' order)\n")
 
     def test_without_memory_or_fit_no_new_columns(self):
         table = habitat_client.format_table(habitat_client.to_dict(sample_response()))
         lines = table.splitlines(keepends=True)
         self.assertEqual(lines[0], "model ?  batch 8  precision ?  origin GPU H100-SXM\n")
         self.assertEqual(lines[4],
-                         "rank  GPU          GPU ms   ±err    wall ms  samples/s  USD/GPU-h"
-                         "   USD/1k smp cost#  unscaled  instance\n")
+                         "time# GPU       GPU ms ±err wall ms smp/s USD/h USD/1k cost#  instance\n")
         self.assertEqual(lines[5],
-                         "   1  H200          9.000   7.5%    11.000        90.9      4.500"
-                         "       0.0100     1      0.0%  p5.48xlarge/8\n")
-        self.assertNotIn("peak GiB", table)
+                         "    1 H200       9.000   8%   11.00  90.9 4.500 0.0100     1  "
+                         "p5.48xlarge/8\n")
+        self.assertNotIn("GiB", table)
         self.assertNotIn("  batch: ", table)
+        # The warnings are format_warnings', not the table's.
+        self.assertNotIn("warning", table)
+        self.assertNotIn("old GPU", table)
         # A dict from before batch_size and memory (no such keys) prints the same.
         old = habitat_client.to_dict(sample_response())
         for p in old["predictions"]:
             del p["batch_size"]
         self.assertEqual(habitat_client.format_table(old), table)
+
+    def test_unscaled_column_only_where_something_was_unscaled(self):
+        self.assertNotIn("unscaled", habitat_client.format_table(
+            habitat_client.to_dict(sample_response())))
+        message = sample_response()
+        number = message.predictions[0].method_totals[0].DESCRIPTOR.fields_by_name["method"] \
+            .enum_type.values_by_name["PREDICTION_METHOD_UNSCALED"].number
+        message.predictions[0].method_totals.add(method=number, operations=1, origin_ns=10**6)
+        message.predictions[0].method_totals[0].origin_ns = 3 * 10**6
+        table = habitat_client.format_table(habitat_client.to_dict(message))
+        self.assertIn(" cost# unscaled  instance\n", table)
+        self.assertIn("   3 T4         40.00   8%   42.00  23.8     -      -     -    25.0%  -\n",
+                      table)
+        self.assertIn("  unscaled: share of the origin GPU time", table)
+
+    def test_long_instance_names_give_way(self):
+        message = fit_response()
+        for p in message.predictions:
+            if p.has_price:
+                p.instance_type = "Standard_ND96isr_H100_v5_with_a_longer_name"
+        table = habitat_client.format_table(habitat_client.to_dict(message))
+        self.assertTrue(all(len(line) <= 100 for line in table.splitlines()))
+        # At most 26 characters, the "/8" kept.
+        self.assertIn("  Standard_ND96isr_H10.../8\n", table)
 
     def test_no_predictions_is_not_a_fit(self):
         message = habitat_client.messages()["PredictResponse"](
@@ -707,9 +738,99 @@ class TableTest(unittest.TestCase):
         table = habitat_client.format_table(habitat_client.to_dict(message))
         self.assertEqual(table.splitlines()[0],
                          "model ?  batch 0  precision ?  origin GPU H100-SXM")
-        self.assertEqual(table.splitlines()[3],
-                         "rank  GPU    GPU ms   ±err  samples/s price/GPU-h price/1k smp cost#"
-                         "  unscaled")
+        self.assertEqual(table.splitlines()[3], "time# GPU GPU ms ±err smp/s")
+
+
+@needs_protobuf
+class WarningsTest(unittest.TestCase):
+    """format_warnings, as client/cli_warnings.cc FormatPredictionWarnings
+    prints them (`habitat predict` on stderr)."""
+
+    def structured(self):
+        """sample_response with its warnings grouped by kind, as a server
+        sends them."""
+        message = sample_response()
+        for p in message.predictions:
+            p.warning_kinds.extend(["gemm_ceiling"] * len(p.warnings))
+        w = message.structured_warnings.add(kind="wall_time_from_gpu_time",
+                                            summary="no wall time predicted")
+        w.details.add(text="the trace has no host timeline")
+        w = message.structured_warnings.add(kind="gemm_ceiling", summary="lowered to a ceiling",
+                                            device_ids=["T4", "H200"])
+        w.details.add(text="old GPU", device_ids=["T4"])
+        w.details.add(text="2 operation(s) were lowered to the large-GEMM ceiling of the "
+                           "kernel-varying model, which is long enough to wrap",
+                      device_ids=["H200"])
+        return message
+
+    def test_one_line_per_kind(self):
+        result = habitat_client.PredictionResult.from_message(self.structured())
+        self.assertEqual(result.structured_warnings[1].details[0],
+                         habitat_client.WarningDetail("old GPU", ("T4",)))
+        self.assertEqual(result.device("T4").warning_kinds, ("gemm_ceiling",))
+        # The GPUs in the table's order (H200 first), whatever the server's.
+        expected = ("warnings (hint):\n"
+                    "  no wall time predicted\n"
+                    "  2 GPUs (H200, T4): lowered to a ceiling\n")
+        self.assertEqual(habitat_client.format_warnings(result, hint="hint"), expected)
+        self.assertEqual(habitat_client.format_warnings(habitat_client.to_dict(self.structured()),
+                                                        hint="hint"), expected)
+        self.assertEqual(result.format_warnings(),
+                         expected.replace("warnings (hint):", "warnings:"))
+
+    def test_a_long_line_wraps_within_100_columns(self):
+        message = self.structured()
+        message.structured_warnings[1].summary = (
+            "the kernel-varying model extrapolated beyond its training data; expect larger "
+            "errors there")
+        self.assertEqual(habitat_client.format_warnings(habitat_client.to_dict(message)),
+                         "warnings:\n"
+                         "  no wall time predicted\n"
+                         "  2 GPUs (H200, T4): the kernel-varying model extrapolated beyond its "
+                         "training data; expect larger\n"
+                         "    errors there\n")
+
+    def test_explain(self):
+        self.assertEqual(habitat_client.format_warnings(
+            habitat_client.to_dict(self.structured()), explain=True),
+            "warnings:\n"
+            "  no wall time predicted [wall_time_from_gpu_time]\n"
+            "    - the trace has no host timeline\n"
+            "  2 GPUs (H200, T4): lowered to a ceiling [gemm_ceiling]\n"
+            "    - T4: old GPU\n"
+            "    - H200: 2 operation(s) were lowered to the large-GEMM ceiling of the "
+            "kernel-varying model, which\n"
+            "      is long enough to wrap\n")
+
+    def test_gpu_names(self):
+        table = [f"G{i}" for i in range(1, 13)]
+        names = habitat_client._table._gpu_names
+        self.assertEqual(names([], table, "G1", False), "")
+        self.assertEqual(names(["G3"], table, "G1", False), "G3")
+        self.assertEqual(names(table[::-1], table, "G1", False), "all 12 GPUs")
+        self.assertEqual(names(table[1:], table, "G1", False), "11 GPUs (all but the origin)")
+        self.assertEqual(names(table[2:], table, "G1", False), "10 GPUs (all but G1, G2)")
+        self.assertEqual(names(["G6", "G5", "G4", "G3", "G2", "G1"], table, "G1", False),
+                         "6 GPUs (G1, G2, G3, G4, G5, G6)")
+        self.assertEqual(names(table[:7], table, "G1", False),
+                         "7 GPUs (G1, G2, G3, G4, G5 and 2 more)")
+        self.assertEqual(names(table[:7], table, "G1", True),
+                         "7 GPUs (G1, G2, G3, G4, G5, G6, G7)")
+
+    def test_a_server_before_kinds(self):
+        """Without structured_warnings: one line per distinct text with its
+        GPUs, then the response's own, with or without explain."""
+        expected = ("warnings:\n"
+                    "  2 GPUs (H200, T4): old GPU\n"
+                    "  the trace has no host timeline\n")
+        plain = habitat_client.to_dict(sample_response())
+        self.assertEqual(habitat_client.format_warnings(plain), expected)
+        self.assertEqual(habitat_client.format_warnings(plain, explain=True), expected)
+        message = sample_response()
+        del message.warnings[:]
+        for p in message.predictions:
+            del p.warnings[:]
+        self.assertEqual(habitat_client.format_warnings(habitat_client.to_dict(message)), "")
 
 
 class HostBoundShareTest(unittest.TestCase):
@@ -724,21 +845,21 @@ class HostBoundShareTest(unittest.TestCase):
 @needs_protobuf
 class ParallelTableTest(unittest.TestCase):
     """The data-parallel section, as cli_output.cc ParallelTable prints it:
-    after the legend, before the warnings."""
+    after the legend."""
 
     SECTION = (
         "\n"
         "data-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n"
-        "      GPU         GPUs    step ms   ±err   comm ms  eff.   samples/s  instance"
-        "                  USD/node-h   USD/1k smp\n"
-        "      H200         8x2     12.346  10.0%     1.346   89%     10370.4  p5e.48xlarge"
-        "                  43.260       0.0123\n"
-        "      H200          16  -  H200 nodes hold at most 8 GPUs\n"
-        "      H100-SXM      8+     13.000      -     0.500   90%      9846.1  a-very-long-instance-..."
-        "           -            -\n"
-        "      T4           8x2  -  T4: no interconnect data?\n"
-        "      T4            4~     20.000  25.0%     4.000   80%       800.0  -                 "
-        "                 -            -\n"
+        "  GPU      GPUs step ms ±err comm ms eff.   smp/s  instance                 USD/node-h"
+        " USD/1k\n"
+        "  H200      8x2   12.35  10%   1.346  89% 10370.4  p5e.48xlarge                 43.260"
+        " 0.0123\n"
+        "  H200       16 -  H200 nodes hold at most 8 GPUs\n"
+        "  H100-SXM   8+   13.00    -   0.500  90%  9846.1  a-very-long-instance-...          -"
+        "      -\n"
+        "  T4        8x2 -  T4: no interconnect data?\n"
+        "  T4         4~   20.00  25%   4.000  80%   800.0  -                                 -"
+        "      -\n"
         "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
         "        the backward pass does not hide (comm ms); eff.: one GPU's step / this step;\n"
         "        ±err: the GPU's own and the data-parallel model's measured error (larger where\n"
@@ -747,17 +868,28 @@ class ParallelTableTest(unittest.TestCase):
         "        '~': bandwidth known as a range (PCIe: the server's; a network: the fabric's):\n"
         "        the step is the middle of those at its lowest published and usual end;\n"
         "        ±err spans both\n"
-        "  instance: the catalog's instance with that many of the GPU; prices per node-hour\n")
+        "  instance: the catalog's instance with that many of the GPU; USD/node-h: its price\n"
+        "  USD/1k: cost per 1,000 samples\n")
 
-    def test_section_between_legend_and_warnings(self):
+    def test_section_after_the_legend(self):
         base = habitat_client.format_table(habitat_client.to_dict(sample_response()))
         self.assertNotIn("data-parallel", base, "nothing asked for: no section")
-        legend, warnings_ = base.split("\nwarnings:\n")
         result = habitat_client.PredictionResult.from_message(parallel_response())
         table = habitat_client.format_table(result)
-        self.assertEqual(table, legend + self.SECTION + "\nwarnings:\n" + warnings_)
+        self.assertEqual(table, base + self.SECTION)
         self.assertEqual(habitat_client.format_table(habitat_client.to_dict(parallel_response())),
                          table)
+
+    def test_unavailable_reasons_wrap_within_100_columns(self):
+        message = parallel_response()
+        message.predictions[0].parallel[0].unavailable = \
+            "across nodes the network comes from an instance of 8 x T4, and catalog 'aws' " \
+            "has none with a price of that kind"
+        lines = habitat_client.format_table(habitat_client.to_dict(message)).splitlines()
+        start = lines.index("  T4        8x2 -  across nodes the network comes from an instance "
+                            "of 8 x T4, and catalog 'aws' has")
+        self.assertEqual(lines[start + 1], "                   none with a price of that kind")
+        self.assertTrue(all(len(line) <= 100 for line in lines))
 
     def test_no_prices_and_cost_decimals(self):
         # No price anywhere: "price/..." headers, '-' for the step's price.
@@ -771,18 +903,18 @@ class ParallelTableTest(unittest.TestCase):
         start = lines.index("data-parallel steps (PyTorch DDP over NCCL, each GPU at its batch "
                             "above):")
         self.assertEqual(lines[start + 1],
-                         "      GPU         GPUs    step ms   ±err   comm ms  eff.   samples/s  "
-                         "instance                 price/node-h price/1k smp")
+                         "  GPU      GPUs step ms ±err comm ms eff.   smp/s  instance"
+                         "                 price/node-h price/1k")
         self.assertEqual(lines[start + 2],
-                         "      H200         8x2     12.346  10.0%     1.346   89%     10370.4  "
-                         "p5e.48xlarge                       -            -")
+                         "  H200      8x2   12.35  10%   1.346  89% 10370.4  p5e.48xlarge"
+                         "                        -        -")
         # The main table's cost decimals (3 significant digits of its
         # cheapest cost) apply to the steps' costs too.
         message = parallel_response()
         message.predictions[1].cost_per_1000_samples = 0.000123
         lines = habitat_client.format_table(habitat_client.to_dict(message)).splitlines()
-        row = next(line for line in lines if line.startswith("      H200         8x2"))
-        self.assertTrue(row.endswith("      43.260     0.012346"), row)
+        row = next(line for line in lines if line.startswith("  H200      8x2"))
+        self.assertTrue(row.endswith("  43.260 0.012346"), row)
         # A dict from before `parallel` (no such keys) prints no section.
         old = habitat_client.to_dict(sample_response())
         for p in old["predictions"]:
