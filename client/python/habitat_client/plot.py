@@ -46,6 +46,8 @@ class Point:
     price_per_hour: Optional[float]  # per GPU-hour; None: no price
     batch_size: int = 0  # the batch it was predicted at (0: not said)
     fits: Optional[bool] = None  # the batch fits its memory; None: no memory data
+    error_percent: float = 0.0  # expected error of its time (0: none given)
+    gpus_per_instance: int = 0  # GPUs of the instance priced (0, 1: one GPU)
 
     @property
     def plotted(self) -> bool:
@@ -162,7 +164,11 @@ def points(prediction) -> List[Point]:
                                        f"{where}.samples_per_second"),
             price_per_hour=price if has_price else None,
             batch_size=_integer(_get(p, "batch_size", 0), f"{where}.batch_size"),
-            fits=fits))
+            fits=fits,
+            error_percent=_number(_get(p, "expected_error_percent", 0),
+                                  f"{where}.expected_error_percent"),
+            gpus_per_instance=_integer(_get(p, "gpus_per_instance", 0),
+                                       f"{where}.gpus_per_instance")))
     return out
 
 
@@ -224,6 +230,47 @@ def _require_matplotlib():
     return matplotlib, FigureCanvasAgg, Figure, Line2D
 
 
+# Where a point's label may go, in offset points from it: right and above
+# first, then below, left, and further out.
+_LABEL_SPOTS = [(6, 4, "left", "bottom"), (6, -4, "left", "top"), (-6, 4, "right", "bottom"),
+                (-6, -4, "right", "top"), (6, 18, "left", "bottom"), (6, -18, "left", "top"),
+                (-6, 18, "right", "bottom"), (-6, -18, "right", "top"),
+                (6, 32, "left", "bottom"), (6, -32, "left", "top")]
+
+
+def _place_labels(axes, shown: Sequence[Point], fit: bool) -> None:
+    """Labels each point where it overlaps no label placed before it
+    (highest throughput first), trying _LABEL_SPOTS in order; the first
+    spot where none is free."""
+    renderer = axes.figure.canvas.get_renderer()
+    placed = []
+    for p in sorted(shown, key=lambda p: (-p.samples_per_second, p.price_per_hour)):
+        label = _text(p.device_id)
+        if p.gpus_per_instance > 1:  # priced per GPU of an instance of N
+            label += f" (/{p.gpus_per_instance})"
+        if fit and p.batch_size:
+            label += f"\nbatch {p.batch_size}"
+
+        def annotate(spot):
+            dx, dy, ha, va = spot
+            return axes.annotate(label, (p.price_per_hour, p.samples_per_second),
+                                 xytext=(dx, dy), textcoords="offset points", ha=ha, va=va,
+                                 fontsize=8, color="0.45" if p.fits is False else "black",
+                                 zorder=5)
+
+        box = None
+        for spot in _LABEL_SPOTS:
+            text = annotate(spot)
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed):
+                break
+            text.remove()
+            box = None
+        if box is None:
+            box = annotate(_LABEL_SPOTS[0]).get_window_extent(renderer)
+        placed.append(box)
+
+
 def plot_throughput_vs_price(prediction, path, *, model_name: str = "",
                              title: Optional[str] = None, dpi: int = 150):
     """Draws samples per second (y) against price per GPU-hour (x), one
@@ -278,24 +325,29 @@ def plot_throughput_vs_price(prediction, path, *, model_name: str = "",
                      edgecolors="0.55", linewidths=1.2, zorder=3)
         handles.append(Line2D([], [], color="0.55", marker="o", markerfacecolor="none",
                               linestyle="", label="batch does not fit GPU memory"))
-    for p in shown:
-        label = _text(p.device_id)
-        if fit and p.batch_size:
-            label += f"\nbatch {p.batch_size}"
-        axes.annotate(label, (p.price_per_hour, p.samples_per_second), xytext=(6, 4),
-                      textcoords="offset points", fontsize=8,
-                      color="0.45" if p.fits is False else "black", zorder=5)
+    # ±err as error bars, the time's expected error as a share of the
+    # throughput (as the table's ±err column).
+    with_error = [p for p in shown if p.error_percent > 0]
+    if with_error:
+        axes.errorbar([p.price_per_hour for p in with_error],
+                      [p.samples_per_second for p in with_error],
+                      yerr=[p.samples_per_second * p.error_percent / 100 for p in with_error],
+                      fmt="none", ecolor="0.6", elinewidth=0.8, capsize=2, zorder=1)
 
     currency = _get(response, "currency", "")
     spot = _get(response, "price_kind", "") == "PRICE_KIND_SPOT"
+    shared = any(p.gpus_per_instance > 1 for p in shown)
     axes.set_xlabel(f"price per GPU-hour ({_text(currency) or '?'}"
-                    f"{', spot' if spot else ''})")
+                    f"{', spot' if spot else ''})"
+                    + ("; (/N): one GPU of an instance of N" if shared else ""))
     axes.set_ylabel("samples per second" + (" (each GPU at its largest batch)" if fit else ""))
     title = default_title(response, model_name) if title is None else title
     axes.set_title("\n".join(_text(line) for line in str(title).split("\n")), fontsize=10)
     # From zero, with room for the labels right of and above the points.
     axes.set_xlim(0, max(p.price_per_hour for p in shown) * 1.2 or 1)
-    axes.set_ylim(0, max(p.samples_per_second for p in shown) * 1.12 or 1)
+    top = max(p.samples_per_second * (1 + p.error_percent / 100) for p in shown)
+    axes.set_ylim(0, top * 1.12 or 1)
+    _place_labels(axes, shown, fit)
     axes.grid(True, alpha=0.3)
     axes.legend(handles=handles, loc="lower right", fontsize=8)
     unpriced = [_text(p.device_id) for p in all_points if p.price_per_hour is None]

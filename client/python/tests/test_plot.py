@@ -67,16 +67,19 @@ def response(predictions, batch_size=32, catalog="aws"):
             "traced_batch_size": 32}
 
 
-def fit_document():
+def fit_document(**extra):
     """A fit (batch_size 0): each GPU at its largest fitting batch; L4 fits
-    none and T4 has no price."""
-    return response([
+    none and T4 has no price. `extra`: fields added to every GPU."""
+    document = response([
         prediction("H200", 5200.0, 6.2, batch_size=512, fits=True),
         prediction("H100-SXM", 4100.0, 4.1, batch_size=256, fits=True, rank_by_time=2),
         prediction("A100-SXM-80GB", 2000.0, 4.5, batch_size=256, fits=True, rank_by_time=3),
         prediction("L4", 9000.0, 0.8, batch_size=8, fits=False, rank_by_time=0, rank_by_cost=0),
         prediction("T4", 300.0, None, batch_size=32, fits=True, rank_by_time=4),
     ], batch_size=0)
+    for p in document["predictions"]:
+        p.update(extra)
+    return document
 
 
 def ids(points):
@@ -258,6 +261,32 @@ class DrawTest(unittest.TestCase):
                                       model_name="resnet50")
         with open(self.path("again.svg"), encoding="utf-8") as f:
             self.assertEqual(f.read(), svg)
+
+    def test_error_bars_and_shared_instances(self):
+        figure = plot.plot_throughput_vs_price(
+            fit_document(expected_error_percent=20.0, gpus_per_instance=8), None)
+        axes = figure.axes[0]
+        labels = sorted(t.get_text().split("\n")[0] for t in axes.texts
+                        if not t.get_text().startswith("no price"))
+        self.assertEqual(labels, ["A100-SXM-80GB (/8)", "H100-SXM (/8)", "H200 (/8)", "L4 (/8)"])
+        self.assertIn("(/N): one GPU of an instance of N", axes.get_xlabel())
+        # One bar per priced GPU, y ± 20 %.
+        (bars,) = [c for c in axes.collections if c.__class__.__name__ == "LineCollection"]
+        spans = sorted((round(s[0][1], 3), round(s[1][1], 3)) for s in bars.get_segments())
+        self.assertEqual(spans[0], (1600.0, 2400.0))
+        self.assertEqual(len(spans), 4)
+
+    def test_labels_do_not_overlap(self):
+        # Six GPUs close together in price and throughput.
+        crowded = response([prediction(f"GPU-{i}", 1000.0 + 10 * i, 2.0 + 0.05 * i,
+                                       fits=True) for i in range(6)], batch_size=0)
+        figure = plot.plot_throughput_vs_price(crowded, None)
+        renderer = figure.canvas.get_renderer()
+        boxes = [t.get_window_extent(renderer) for t in figure.axes[0].texts]
+        self.assertEqual(len(boxes), 6)
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                self.assertFalse(a.overlaps(b), (a, b))
 
     def test_png_and_one_batch(self):
         document = response([prediction("H200", 500.0, 6.0),
