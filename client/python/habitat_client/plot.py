@@ -12,7 +12,10 @@ document as a dict:
 
 One point per priced GPU at the batch it was predicted at (with a fit,
 `--fit` / predict(fit=True), the largest batch that fits each GPU, which
-the label shows). GPUs the batch does not fit are drawn hollow and grey and
+the label shows); with data-parallel steps (`--gpus N`), each GPU's step
+on N GPUs ("x8", "x8x2") at its node's price per GPU-hour. A GPU priced
+as one of an instance of N is marked "(/N)"; the bars are the expected
+error. GPUs the batch does not fit are drawn hollow and grey and
 are left out of the front; GPUs without a price cannot be placed and are
 listed under the plot. The Pareto front holds the GPUs no other GPU beats
 on throughput at no higher price; its step line is the best throughput
@@ -48,6 +51,7 @@ class Point:
     fits: Optional[bool] = None  # the batch fits its memory; None: no memory data
     error_percent: float = 0.0  # expected error of its time (0: none given)
     gpus_per_instance: int = 0  # GPUs of the instance priced (0, 1: one GPU)
+    parallel: str = ""  # a data-parallel step's GPUs ("8", "8x2"); "": one GPU
 
     @property
     def plotted(self) -> bool:
@@ -134,6 +138,33 @@ def as_response_dict(prediction) -> Dict[str, Any]:
     return prediction
 
 
+def _parallel_point(p: Dict[str, Any], device_id: str, fits, where: str) -> Optional[Point]:
+    """With data-parallel steps (`--gpus N`), the GPU's first one (the
+    request's configuration): its samples/s, and its node's price per
+    GPU-hour; None without steps."""
+    steps = _get(p, "parallel") or []
+    if not steps:
+        return None
+    step = steps[0]
+    where = f"{where}.parallel[0]"
+    if not isinstance(step, dict):
+        raise ValueError(f"{where}: expected an object, got {step!r}")
+    gpus = _integer(_get(step, "gpus_per_node", 0), f"{where}.gpus_per_node")
+    nodes = max(1, _integer(_get(step, "nodes", 0), f"{where}.nodes"))
+    priced = (_flag(_get(step, "has_price", False), f"{where}.has_price")
+              and gpus > 0 and not _get(step, "unavailable", ""))
+    price = _number(_get(step, "price_per_node_hour", 0), f"{where}.price_per_node_hour")
+    return Point(device_id=device_id,
+                 samples_per_second=_number(_get(step, "samples_per_second", 0),
+                                            f"{where}.samples_per_second"),
+                 price_per_hour=price / gpus if priced else None,
+                 batch_size=_integer(_get(p, "batch_size", 0), f"{where}.batch_size"),
+                 fits=fits,
+                 error_percent=_number(_get(step, "expected_error_percent", 0),
+                                       f"{where}.expected_error_percent"),
+                 parallel=f"{gpus}x{nodes}" if nodes > 1 else str(gpus))
+
+
 def points(prediction) -> List[Point]:
     """The prediction's GPUs as Points, in its order; ValueError saying
     what is wrong where the input is not a prediction."""
@@ -158,6 +189,10 @@ def points(prediction) -> List[Point]:
             if not isinstance(memory, dict):
                 raise ValueError(f"{where}.memory: expected an object, got {memory!r}")
             fits = _flag(_get(memory, "fits", False), f"{where}.memory.fits")
+        step = _parallel_point(p, device_id, fits, where)
+        if step is not None:
+            out.append(step)
+            continue
         out.append(Point(
             device_id=device_id,
             samples_per_second=_number(_get(p, "samples_per_second", 0),
@@ -246,7 +281,9 @@ def _place_labels(axes, shown: Sequence[Point], fit: bool) -> None:
     placed = []
     for p in sorted(shown, key=lambda p: (-p.samples_per_second, p.price_per_hour)):
         label = _text(p.device_id)
-        if p.gpus_per_instance > 1:  # priced per GPU of an instance of N
+        if p.parallel:
+            label += f" x{p.parallel}"
+        elif p.gpus_per_instance > 1:  # priced per GPU of an instance of N
             label += f" (/{p.gpus_per_instance})"
         if fit and p.batch_size:
             label += f"\nbatch {p.batch_size}"
@@ -340,7 +377,10 @@ def plot_throughput_vs_price(prediction, path, *, model_name: str = "",
     axes.set_xlabel(f"price per GPU-hour ({_text(currency) or '?'}"
                     f"{', spot' if spot else ''})"
                     + ("; (/N): one GPU of an instance of N" if shared else ""))
-    axes.set_ylabel("samples per second" + (" (each GPU at its largest batch)" if fit else ""))
+    steps = any(p.parallel for p in shown)
+    axes.set_ylabel("samples per second"
+                    + (" of the data-parallel step (xN: its GPUs)" if steps else "")
+                    + (" (each GPU at its largest batch)" if fit else ""))
     title = default_title(response, model_name) if title is None else title
     axes.set_title("\n".join(_text(line) for line in str(title).split("\n")), fontsize=10)
     # From zero, with room for the labels right of and above the points.

@@ -142,6 +142,21 @@ class PointsTest(unittest.TestCase):
         self.assertFalse(plot.is_fit(response([prediction("H200", 1.0, 1.0)])))
         self.assertEqual(ids(pareto_front(plot.points(fit_document()))), ["H100-SXM", "H200"])
 
+    def test_data_parallel_steps_are_plotted_for_gpus_n(self):
+        document = fit_document()
+        steps = {"H200": {"gpus_per_node": 8, "nodes": 2, "samples_per_second": 80000.0,
+                          "has_price": True, "price_per_node_hour": 63.2,
+                          "expected_error_percent": 20.0},
+                 "L4": {"gpus_per_node": 8, "nodes": 2, "unavailable": "no instance"}}
+        for p in document["predictions"]:
+            p["parallel"] = [steps.get(p["device_id"], {"gpus_per_node": 8})]
+        points = {p.device_id: p for p in plot.points(document)}
+        self.assertEqual(points["H200"].samples_per_second, 80000.0)
+        self.assertAlmostEqual(points["H200"].price_per_hour, 63.2 / 8)
+        self.assertEqual((points["H200"].parallel, points["H200"].error_percent), ("8x2", 20.0))
+        self.assertIsNone(points["L4"].price_per_hour)  # unavailable: not placed
+        self.assertIsNone(points["H100-SXM"].price_per_hour)  # no node price
+
     def test_without_memory_data_and_in_the_json_mappings_spelling(self):
         document = {"predictions": [
             {"deviceId": "H200", "samplesPerSecond": "NaN", "hasPrice": True,
