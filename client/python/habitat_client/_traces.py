@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import zlib
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 logger = logging.getLogger("habitat_client")
 
@@ -187,7 +187,7 @@ def convert_kineto(trace, batch_size: Optional[int] = None, model_name: Optional
         out_path = os.path.join(tmp, "converted.trace")
         command = [cli, "import-kineto", json_path, out_path]
         if batch_size is not None:
-            command += ["--batch-size", str(batch_size)]
+            command += ["--traced-batch-size", str(batch_size)]
         if model_name:
             command += ["--model", model_name]
         if precision:
@@ -204,11 +204,26 @@ def convert_kineto(trace, batch_size: Optional[int] = None, model_name: Optional
                 f"{run.stderr.strip() or run.stdout.strip()}")
         # What the importer inferred (batch size, precision from the layers'
         # inputs) is a guess the user should see.
-        for line in run.stderr.splitlines():
-            if line.startswith("note: "):
-                logger.warning("%s: %s", source, line[len("note: "):])
+        for note in _notes(run.stderr):
+            logger.warning("%s: %s", source, note)
         with open(out_path, "rb") as f:
             return f.read()
+
+
+def _notes(stderr: str) -> List[str]:
+    """The CLI's notes, each one line again (it wraps them, the rest of a
+    note indented)."""
+    notes: List[str] = []
+    in_note = False
+    for line in stderr.splitlines():
+        if line.startswith("note: "):
+            notes.append(line[len("note: "):])
+            in_note = True
+        elif in_note and line.startswith("  ") and line.strip():
+            notes[-1] += " " + line.strip()
+        else:
+            in_note = False
+    return notes
 
 
 def trace_bytes(trace, max_bytes: int = MAX_TRACE_BYTES, batch_size: Optional[int] = None,

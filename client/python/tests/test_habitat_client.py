@@ -200,7 +200,7 @@ class KinetoTest(unittest.TestCase):
             with open(os.path.join(tmp, "args")) as f:
                 args = f.read().split()
             self.assertEqual(args[0], "import-kineto")
-            self.assertEqual(args[3:], ["--batch-size", "12"])
+            self.assertEqual(args[3:], ["--traced-batch-size", "12"])
             # $HABITAT_CLI is the default.
             with mock.patch.dict(os.environ, {"HABITAT_CLI": cli}):
                 self.assertEqual(habitat_client.load_trace(self.JSON, batch_size=3).batch_size, 3)
@@ -253,6 +253,20 @@ class KinetoTest(unittest.TestCase):
             inferred = habitat_client.load_trace(KINETO_GZ, habitat_cli=cli)
         self.assertEqual(inferred.batch_size, 64)
         self.assertTrue(any("batch size 64 inferred" in line for line in logs.output), logs.output)
+        # Each note whole, though the CLI wraps it; no note about the
+        # flag's spelling (the client passes --traced-batch-size).
+        self.assertTrue(any(line.rstrip().endswith("--traced-batch-size N sets another")
+                            for line in logs.output), logs.output)
+        with self.assertLogs("habitat_client", level="WARNING") as logs:
+            habitat_client.load_trace(KINETO_GZ, batch_size=64, habitat_cli=cli)
+        self.assertFalse(any("now spelled" in line for line in logs.output), logs.output)
+
+    def test_notes_are_joined_again(self):
+        notes = habitat_client._traces._notes(
+            "note: batch size 8 inferred from the\n  leading dimension\n"
+            "wrote x.trace\n  not a note\nnote: precision fp32\n")
+        self.assertEqual(notes, ["batch size 8 inferred from the leading dimension",
+                                 "precision fp32"])
 
 
 def device_prediction(messages, device_id, rank, gpu_ms, priced=True, warnings_=(),
