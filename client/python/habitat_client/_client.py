@@ -110,6 +110,20 @@ def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instance
     request.catalog_instances = catalog_instances
 
 
+def _traced_batch(batch_size: Optional[int], traced_batch_size: Optional[int]) -> Optional[int]:
+    """The trace's own batch: traced_batch_size=, as the CLI's
+    --traced-batch-size (its --batch-size is the batch to predict at, here
+    at_batch_size=); batch_size=, its older name here, with a
+    DeprecationWarning."""
+    if batch_size is None:
+        return traced_batch_size
+    if traced_batch_size is not None:
+        raise ValueError("give traced_batch_size alone (batch_size is its older name)")
+    warnings.warn("batch_size= is the trace's own batch and is now spelled traced_batch_size= "
+                  "(at_batch_size= predicts at another batch)", DeprecationWarning, stacklevel=3)
+    return batch_size
+
+
 def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] = None,
                           catalog: Optional[str] = None, price_kind: Optional[str] = None,
                           batch_size: Optional[int] = None,
@@ -121,8 +135,10 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                           fit_batch_step: Optional[int] = None,
                           gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                           bucket_cap_mb: Optional[int] = None,
-                          catalog_instances: bool = False, disable_nvls: bool = False):
+                          catalog_instances: bool = False, disable_nvls: bool = False,
+                          traced_batch_size: Optional[int] = None):
     """The habitat.v1.PredictRequest message Client.predict sends; see there."""
+    batch_size = _traced_batch(batch_size, traced_batch_size)
     PredictRequest = _messages.messages()["PredictRequest"]
     request = PredictRequest()
     if at_batch_size is not None:
@@ -308,7 +324,7 @@ class Client:
                         fit_batch_step: Optional[int] = None,
                         gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                         bucket_cap_mb: Optional[int] = None, catalog_instances: bool = False,
-                        disable_nvls: bool = False):
+                        disable_nvls: bool = False, traced_batch_size: Optional[int] = None):
         """As predict, returning the habitat.v1.PredictResponse message."""
         request = build_predict_request(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
@@ -317,7 +333,8 @@ class Client:
             habitat_cli=self.habitat_cli, max_trace_bytes=self._max_message_bytes,
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
-            catalog_instances=catalog_instances, disable_nvls=disable_nvls)
+            catalog_instances=catalog_instances, disable_nvls=disable_nvls,
+            traced_batch_size=traced_batch_size)
         return self._call("Predict", request, "PredictResponse")
 
     def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
@@ -330,7 +347,8 @@ class Client:
                 gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                 bucket_cap_mb: Optional[int] = None,
                 catalog_instances: bool = False,
-                disable_nvls: bool = False) -> PredictionResult:
+                disable_nvls: bool = False,
+                traced_batch_size: Optional[int] = None) -> PredictionResult:
         """Predicts one iteration of `trace` or of an uploaded `trace_id` on
         `devices` (ids from list_devices; None: every listed GPU).
 
@@ -341,8 +359,10 @@ class Client:
         with a KinetoConversionError saying how to convert it).
         catalog: a server-side price catalog ("aws", ...; default: the
         server's default catalog; "none": no prices); price_kind:
-        "on_demand" (default) or "spot"; batch_size: the trace's batch size
-        where it records none (a torch.profiler trace); target_host_speed:
+        "on_demand" (default) or "spot"; traced_batch_size: the trace's
+        batch size where it records none (a torch.profiler trace), as the
+        CLI's --traced-batch-size (batch_size=, its older name, still works
+        with a DeprecationWarning); target_host_speed:
         how fast the targets' CPUs run the host code relative to the
         origin's (wall-time predictions only); at_batch_size: predict at this
         batch instead of the trace's (the server scales the trace, 1/256 to
@@ -389,13 +409,16 @@ class Client:
             include_breakdown=include_breakdown, trace_id=trace_id,
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
-            catalog_instances=catalog_instances, disable_nvls=disable_nvls))
+            catalog_instances=catalog_instances, disable_nvls=disable_nvls,
+            traced_batch_size=traced_batch_size))
         _report_warnings(result)
         return result
 
-    def upload(self, trace, batch_size: Optional[int] = None) -> str:
-        """Stores `trace` (as for predict) on the server; returns its id
-        ("sha256:...") for predict(trace_id=...)."""
+    def upload(self, trace, batch_size: Optional[int] = None,
+               traced_batch_size: Optional[int] = None) -> str:
+        """Stores `trace` (as for predict, traced_batch_size too) on the
+        server; returns its id ("sha256:...") for predict(trace_id=...)."""
+        batch_size = _traced_batch(batch_size, traced_batch_size)
         request = self._messages["UploadTraceRequest"]()
         request.trace.CopyFrom(_traces.load_trace(trace, batch_size, self.habitat_cli,
                                                   self._max_message_bytes))

@@ -276,6 +276,6 @@ def load_trace(trace, batch_size: Optional[int] = None, habitat_cli: Optional[st
         message.batch_size = batch_size
     elif not recorded and message.source == "kineto-import":
         raise ValueError("the torch.profiler trace does not show its batch size (no input "
-                         "shapes recorded): pass batch_size=N (the samples in the profiled "
+                         "shapes recorded): pass traced_batch_size=N (the samples in the profiled "
                          "iteration)")
     return message

@@ -225,7 +225,7 @@ class KinetoTest(unittest.TestCase):
     def test_kineto_trace_without_shapes_needs_a_batch_size(self):
         with tempfile.TemporaryDirectory() as tmp:
             cli = self.fake_cli(tmp)
-            with self.assertRaisesRegex(ValueError, "does not show its batch size.*pass batch_size"):
+            with self.assertRaisesRegex(ValueError, "does not show its batch size.*pass traced_batch_size"):
                 habitat_client.load_trace(self.JSON, habitat_cli=cli)
 
     def test_cli_refusal_carries_its_message(self):
@@ -1062,6 +1062,20 @@ class ClientTest(unittest.TestCase):
         self.assertFalse(plain.HasField("fit"))
         request = habitat_client.build_predict_request(TRACE_GZ, fit=True, fit_batch_step=1)
         self.assertEqual(request.fit.batch_step, 1)
+
+    def test_the_traced_batch_is_traced_batch_size(self):
+        # As the CLI: the trace's own batch is traced_batch_size (the CLI's
+        # --traced-batch-size), the batch to predict at at_batch_size.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            request = habitat_client.build_predict_request(TRACE_GZ, traced_batch_size=8,
+                                                           at_batch_size=16)
+        self.assertEqual((request.trace.batch_size, request.batch_size), (8, 16))
+        with self.assertWarnsRegex(DeprecationWarning, "now spelled traced_batch_size="):
+            old = habitat_client.build_predict_request(TRACE_GZ, batch_size=8)
+        self.assertEqual(old.trace.batch_size, 8)
+        with self.assertRaisesRegex(ValueError, "traced_batch_size alone"):
+            habitat_client.build_predict_request(TRACE_GZ, batch_size=8, traced_batch_size=8)
 
     def test_another_batch_is_asked_for_by_id_too(self):
         with warnings.catch_warnings():
