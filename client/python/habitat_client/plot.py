@@ -308,6 +308,31 @@ def _place_labels(axes, shown: Sequence[Point], fit: bool) -> None:
         placed.append(box)
 
 
+def _draw_error_bars(axes, shown: Sequence[Point]) -> None:
+    """±err as error bars: the time's expected error as a share of the
+    throughput (as the table's ±err column)."""
+    with_error = [p for p in shown if p.error_percent > 0]
+    if with_error:
+        axes.errorbar([p.price_per_hour for p in with_error],
+                      [p.samples_per_second for p in with_error],
+                      yerr=[p.samples_per_second * p.error_percent / 100 for p in with_error],
+                      fmt="none", ecolor="0.6", elinewidth=0.8, capsize=2, zorder=1)
+
+
+def _label_axes(axes, response: Dict[str, Any], shown: Sequence[Point], fit: bool) -> None:
+    """The axes' labels, with what the points' marks mean."""
+    currency = _get(response, "currency", "")
+    spot = _get(response, "price_kind", "") == "PRICE_KIND_SPOT"
+    shared = any(p.gpus_per_instance > 1 for p in shown)
+    axes.set_xlabel(f"price per GPU-hour ({_text(currency) or '?'}"
+                    f"{', spot' if spot else ''})"
+                    + ("; (/N): one GPU of an instance of N" if shared else ""))
+    steps = any(p.parallel for p in shown)
+    axes.set_ylabel("samples per second"
+                    + (" of the data-parallel step (xN: its GPUs)" if steps else "")
+                    + (" (each GPU at its largest batch)" if fit else ""))
+
+
 def plot_throughput_vs_price(prediction, path, *, model_name: str = "",
                              title: Optional[str] = None, dpi: int = 150):
     """Draws samples per second (y) against price per GPU-hour (x), one
@@ -362,25 +387,8 @@ def plot_throughput_vs_price(prediction, path, *, model_name: str = "",
                      edgecolors="0.55", linewidths=1.2, zorder=3)
         handles.append(Line2D([], [], color="0.55", marker="o", markerfacecolor="none",
                               linestyle="", label="batch does not fit GPU memory"))
-    # ±err as error bars, the time's expected error as a share of the
-    # throughput (as the table's ±err column).
-    with_error = [p for p in shown if p.error_percent > 0]
-    if with_error:
-        axes.errorbar([p.price_per_hour for p in with_error],
-                      [p.samples_per_second for p in with_error],
-                      yerr=[p.samples_per_second * p.error_percent / 100 for p in with_error],
-                      fmt="none", ecolor="0.6", elinewidth=0.8, capsize=2, zorder=1)
-
-    currency = _get(response, "currency", "")
-    spot = _get(response, "price_kind", "") == "PRICE_KIND_SPOT"
-    shared = any(p.gpus_per_instance > 1 for p in shown)
-    axes.set_xlabel(f"price per GPU-hour ({_text(currency) or '?'}"
-                    f"{', spot' if spot else ''})"
-                    + ("; (/N): one GPU of an instance of N" if shared else ""))
-    steps = any(p.parallel for p in shown)
-    axes.set_ylabel("samples per second"
-                    + (" of the data-parallel step (xN: its GPUs)" if steps else "")
-                    + (" (each GPU at its largest batch)" if fit else ""))
+    _draw_error_bars(axes, shown)
+    _label_axes(axes, response, shown, fit)
     title = default_title(response, model_name) if title is None else title
     axes.set_title("\n".join(_text(line) for line in str(title).split("\n")), fontsize=10)
     # From zero, with room for the labels right of and above the points.
