@@ -17,10 +17,10 @@ std::string MiB(int64_t bytes) {
 }  // namespace
 
 RequestMemory::Reservation::~Reservation() {
-  pool_->in_use_.fetch_sub(bytes_, std::memory_order_relaxed);
+  count_->in_use.fetch_sub(bytes_, std::memory_order_relaxed);
   // The parsed request is freed by now (its owner destroys it first); glibc
   // keeps freed chunks in the thread's arena until trimmed.
-  if (pool_->trim_above_ > 0 && bytes_ >= pool_->trim_above_) malloc_trim(0);
+  if (count_->trim_above > 0 && bytes_ >= count_->trim_above) malloc_trim(0);
 }
 
 absl::StatusOr<std::unique_ptr<RequestMemory::Reservation>> RequestMemory::ReserveToParse(
@@ -44,8 +44,8 @@ absl::StatusOr<std::unique_ptr<RequestMemory::Reservation>> RequestMemory::Reser
                      " (--request_memory_mib) by ", MiB(needed - limit_),
                      ": send a smaller trace (fewer operations, arguments or kernels)"));
   }
-  const int64_t before = in_use_.fetch_add(needed, std::memory_order_relaxed);
-  auto reservation = std::make_unique<Reservation>(this, needed);
+  const int64_t before = count_->in_use.fetch_add(needed, std::memory_order_relaxed);
+  auto reservation = std::make_unique<Reservation>(count_, needed);
   if (limit_ > 0 && before + needed > limit_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "server busy: this request needs about ", MiB(needed), " of memory once parsed and ",

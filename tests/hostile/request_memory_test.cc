@@ -80,6 +80,11 @@ TEST_F(RequestMemoryTest, AnUploadTooLargeOnceParsedIsRefusedBeforeParsing) {
 }
 
 TEST_F(RequestMemoryTest, ALargeRequestsMemoryGoesBackToTheSystem) {
+#ifdef __SANITIZE_ADDRESS__
+  // AddressSanitizer's allocator quarantines freed memory and malloc_trim
+  // does not reach it: the resident size says nothing about glibc's here.
+  GTEST_SKIP() << "RSS after free is not glibc's under AddressSanitizer";
+#endif
   // ~5 MiB on the wire, ~105 MiB parsed: admitted, parsed, then refused
   // for its unknown GPU, so that nothing of it is kept.
   v1::PredictRequest request;
