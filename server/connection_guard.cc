@@ -250,6 +250,7 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
     }
     bool admit = true;
     std::optional<Http2Limits> inspect;
+    ino_t inode = 0;
     {
       absl::MutexLock lock(&mutex_);
       const Endpoint endpoint = EndpointOf(peer);
@@ -261,6 +262,9 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
         admit = it == ports_.end() || AdmitLocked(it->second, connection, endpoint.first);
         if (admit && it != ports_.end() && it->second.guard.inspect_http2) {
           inspect = it->second.guard.http2;
+          // AdmitLocked recorded it (0 if its fstat failed).
+          auto open = it->second.open.find(connection);
+          if (open != it->second.open.end()) inode = open->second.inode;
         }
       }
     }
@@ -272,11 +276,7 @@ int ConnectionGuard::Accept(int listen_fd, sockaddr* address, socklen_t* address
       }
       continue;
     }
-    if (inspect.has_value()) {
-      struct stat st {};
-      Http2FrameGuard::Get().Watch(connection, fstat(connection, &st) == 0 ? st.st_ino : 0,
-                                   *inspect);
-    }
+    if (inspect.has_value()) Http2FrameGuard::Get().Watch(connection, inode, *inspect);
     if (address != nullptr && address_length != nullptr) {
       std::memcpy(address, &peer, std::min(*address_length, peer_length));
       *address_length = peer_length;

@@ -1,13 +1,9 @@
 #include "server/http2_frame_guard.h"
 
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 
