@@ -50,7 +50,10 @@ def read_rows(path: str) -> dict:
         return {r["model"]: r for r in csv.DictReader(f)}
 
 
-def capture_one(name: str, batch: int, img: int, layout: str, out_dir: Path) -> dict:
+def capture_one(name: str, batch: int, img: int, layout: str, out_dir: Path,
+                mode: str = "train") -> dict:
+    if mode == "infer":
+        return capture_infer(name, batch, img, layout, out_dir)
     os.environ["TIMM_FUSED_ATTN"] = "0"
     sys.path.insert(0, str(ROOT / "agent" / "python"))
     import torch
@@ -118,6 +121,69 @@ def capture_one(name: str, batch: int, img: int, layout: str, out_dir: Path) -> 
     }
 
 
+def capture_infer(name: str, batch: int, img: int, layout: str, out_dir: Path) -> dict:
+    """timm's AMP inference step as its benchmark.py of 2024-25 timed it
+    (the pt240/pt291 result files): model.eval(), torch.no_grad(), fp16
+    autocast, fused attention (timm's default since 0.9); 10 warm-up steps,
+    then 40 steps each timed on the host from launch to a synchronize, the
+    mean (timm's infer_step_time). The CUDA-event median is kept beside it."""
+    sys.path.insert(0, str(ROOT / "agent" / "python"))
+    import torch
+    import timm
+    import habitat
+
+    torch.backends.cudnn.benchmark = True
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    model = timm.create_model(name, pretrained=False).cuda().eval()
+    model = model.to(memory_format=fmt)
+    x = torch.randn(batch, 3, img, img, device="cuda").contiguous(memory_format=fmt)
+
+    def step():
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+            model(x)
+
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    host = []
+    for _ in range(40):
+        t = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        host.append(int((time.perf_counter() - t) * 1e9))
+    events = []
+    for _ in range(TIMED):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        events.append(int(start.elapsed_time(end) * 1e6))
+    events.sort()
+    host_mean = sum(host) // len(host)
+    tracker = habitat.OperationTracker(model_name=name, batch_size=batch,
+                                       precision="amp_fp16", verbose=False)
+    with tracker.track():
+        step()
+    trace = tracker.get_tracked_trace(iteration_wall_ns=host_mean)
+    path = out_dir / f"infer_{layout}" / f"{name}.trace.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trace.save(str(path))
+    s = trace.summary
+    return {
+        "model": name, "layout": layout, "mode": "infer", "batch_size": batch,
+        "img_size": img, "origin_step_ns_host_mean": host_mean,
+        "param_count_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
+        "origin_step_ns_median": events[len(events) // 2], "origin_step_ns_samples": events,
+        "gpu_busy_ns_tracked": s["gpu_busy_ns"], "kernels": s["kernels"],
+        "operations": s["operations"], "trace_bytes": path.stat().st_size,
+        "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "timm": timm.__version__, "cudnn": torch.backends.cudnn.version(),
+        "status": "ok",
+    }
+
+
 def cmd_child(args) -> int:
     """Captures each model of --models in turn, printing a RESULT line each."""
     rows = read_rows(args.csv)
@@ -125,8 +191,9 @@ def cmd_child(args) -> int:
         t = time.time()
         row = rows[name]
         try:
-            r = capture_one(name, int(row["train_batch_size"]), int(row["train_img_size"]),
-                            args.layout, Path(args.out))
+            r = capture_one(name, int(row[f"{args.mode}_batch_size"]),
+                            int(row[f"{args.mode}_img_size"]), args.layout, Path(args.out),
+                            args.mode)
         except Exception as exc:  # the next model may still run
             r = {"model": name, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         r["seconds"] = round(time.time() - t, 1)
@@ -164,7 +231,7 @@ def cmd_all(args) -> int:
                         for m in todo]
             break
         cmd = [sys.executable, __file__, "child", "--csv", args.csv, "--models", ",".join(todo),
-               "--layout", args.layout, "--out", args.out]
+               "--layout", args.layout, "--out", args.out, "--mode", args.mode]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             stdout, stderr = p.communicate(timeout=left)
@@ -183,7 +250,8 @@ def cmd_all(args) -> int:
             report(r)
             results.append(r)
             todo = todo[1:]
-    with open(out / f"{args.layout}.jsonl", "a") as f:
+    prefix = "infer_" if args.mode == "infer" else ""
+    with open(out / f"{prefix}{args.layout}.jsonl", "a") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")
     log(f"{sum(r['status'] == 'ok' for r in results)} of {len(results)} captured")
@@ -200,11 +268,13 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--layout", choices=["nchw", "nhwc"], default="nchw")
     p.add_argument("--budget-s", type=float, default=500)
+    p.add_argument("--mode", choices=["train", "infer"], default="train")
     p = sub.add_parser("child")
     p.add_argument("--csv", required=True)
     p.add_argument("--models", required=True)
     p.add_argument("--layout", choices=["nchw", "nhwc"], default="nchw")
     p.add_argument("--out", required=True)
+    p.add_argument("--mode", choices=["train", "infer"], default="train")
     args = parser.parse_args()
     return {"all": cmd_all, "child": cmd_child}[args.cmd](args)
 
