@@ -63,7 +63,9 @@ absl::Status CheckDevice(const DeviceSpec& d, MathMode mode) {
                                        "units; pass the mode TargetMathMode picks"));
   }
   if (!(StreamingBandwidthGbps(d) > 0)) {
-    return DeviceError(d, "streaming_bandwidth_gbps and memory_bandwidth_gbps are 0");
+    return DeviceError(d,
+                       "streaming_bandwidth_gbps, measured_memory_bandwidth_gbps and "
+                       "memory_bandwidth_gbps are 0");
   }
   if (d.sm_count() == 0) return DeviceError(d, "sm_count is 0");
   if (d.l2_cache_bytes() == 0) return DeviceError(d, "l2_cache_bytes is 0");
@@ -146,51 +148,6 @@ const std::vector<std::string>& FeatureNames() {
     return out;
   }();
   return *names;
-}
-
-double PeakTflops(const DeviceSpec& device, MathMode mode) {
-  switch (mode) {
-    case MathMode::kFp32:
-      return device.peak_fp32_tflops();
-    case MathMode::kTf32:
-      return device.peak_tf32_tflops();
-    case MathMode::kFp16:
-      return device.peak_fp16_tensor_tflops();
-    case MathMode::kBf16:
-      return device.peak_bf16_tensor_tflops();
-  }
-  return 0;
-}
-
-double MeasuredGemmTflops(const DeviceSpec& device, MathMode mode) {
-  switch (mode) {
-    case MathMode::kFp32:
-      return device.measured_fp32_gemm_tflops();
-    case MathMode::kTf32:
-      return device.measured_tf32_gemm_tflops();
-    case MathMode::kFp16:
-      return device.measured_fp16_gemm_tflops();
-    case MathMode::kBf16:
-      return device.measured_bf16_gemm_tflops();
-  }
-  return 0;
-}
-
-double SustainedTflops(const DeviceSpec& device, MathMode mode) {
-  const double measured = MeasuredGemmTflops(device, mode);
-  return measured > 0 ? measured : kDefaultSustainedFraction * PeakTflops(device, mode);
-}
-
-double StreamingBandwidthGbps(const DeviceSpec& device) {
-  const double measured = device.streaming_bandwidth_gbps();
-  return measured > 0 ? measured : kDefaultStreamingEfficiency * device.memory_bandwidth_gbps();
-}
-
-MathMode TargetMathMode(MathMode origin_mode, const DeviceSpec& target) {
-  if (origin_mode != MathMode::kFp32 && PeakTflops(target, origin_mode) <= 0) {
-    return MathMode::kFp32;
-  }
-  return origin_mode;
 }
 
 absl::StatusOr<Work> ComputeWork(Family family, const OpConfig& c, MathMode mode, bool backward) {

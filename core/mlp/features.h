@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/devices/device_rates.h"
 #include "core/mlp/op_config.h"
 #include "core/trace/math_mode.h"
 #include "habitat/v1/device.pb.h"
@@ -49,11 +50,6 @@ static_assert(static_cast<size_t>(kAllMathModes[0]) == 0 &&
 // cuBLAS/cuDNN tile.
 inline constexpr std::array<double, 2> kTiles = {128, 64};
 
-// Where a GPU has no measured sustained matmul throughput for a mode: this
-// fraction of the datasheet peak (DEFAULT_SUSTAINED_FRACTION; the median of
-// the measured fractions in docs/gpu_efficiency_sources.md).
-inline constexpr double kDefaultSustainedFraction = 0.75;
-
 // The mode named by MathModeName ("fp32", "tf32", "fp16", "bf16");
 // INVALID_ARGUMENT naming the text otherwise.
 absl::StatusOr<MathMode> ParseMathMode(absl::string_view name);
@@ -61,28 +57,14 @@ absl::StatusOr<MathMode> ParseMathMode(absl::string_view name);
 // feature_names() of features.py, in order.
 const std::vector<std::string>& FeatureNames();
 
-// Datasheet peak TFLOP/s of the mode's units; 0 where the GPU has none.
-double PeakTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
-
-// The spec entry's measured dense matmul TFLOP/s in the mode
-// (measured_*_gemm_tflops); 0 where none was measured.
-double MeasuredGemmTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
-
-// Dense matmul TFLOP/s the GPU sustains in the mode: MeasuredGemmTflops
-// where there is one, else kDefaultSustainedFraction of the peak (so 0
-// without such units).
-double SustainedTflops(const habitat::v1::DeviceSpec& device, MathMode mode);
-
-// DRAM bandwidth a streaming kernel reaches (GB/s): the measured
-// streaming_bandwidth_gbps, else core/scaling's default fraction of the
-// datasheet bandwidth.
-double StreamingBandwidthGbps(const habitat::v1::DeviceSpec& device);
-
-// The math mode a target GPU runs a pass in that ran in `origin_mode`
-// (target_mode() in features.py): fp32 where the GPU has no units of that
-// mode (no TF32 before Ampere, no bf16 tensor cores on V100 or T4, no fp16
-// tensor cores on Pascal), else the same mode.
-MathMode TargetMathMode(MathMode origin_mode, const habitat::v1::DeviceSpec& target);
+// The GPU's rates have one owner, core/devices/device_rates.h; these names
+// keep the callers that spell them mlp:: compiling.
+using ::habitat::kDefaultSustainedFraction;
+using ::habitat::MeasuredGemmTflops;
+using ::habitat::PeakTflops;
+using ::habitat::StreamingBandwidthGbps;
+using ::habitat::SustainedTflops;
+using ::habitat::TargetMathMode;
 
 // The minimum work of one pass (work() in features.py): FLOP and DRAM bytes
 // the op must do, not what its kernels happen to do. INVALID_ARGUMENT for a

@@ -105,35 +105,6 @@ TEST(MathModeTest, NamesRoundTrip) {
               HasSubstr("unknown math mode \"fp8\" (known: fp32, tf32, fp16, bf16)"));
 }
 
-TEST(DeviceThroughputTest, PeakSustainedAndStreaming) {
-  const auto& h100 = Gpu("H100-SXM");
-  EXPECT_EQ(PeakTflops(h100, MathMode::kFp32), 67);
-  EXPECT_EQ(PeakTflops(h100, MathMode::kTf32), 494.7);
-  EXPECT_EQ(PeakTflops(h100, MathMode::kBf16), 989.4);
-  EXPECT_EQ(SustainedTflops(h100, MathMode::kFp32), 51.81);  // measured
-  EXPECT_EQ(SustainedTflops(h100, MathMode::kTf32), 372.05);
-  // The H200 has no measured TF32 figure: 0.75 of the datasheet peak.
-  EXPECT_EQ(SustainedTflops(Gpu("H200"), MathMode::kTf32), 0.75 * 494.7);
-  // No such units: no peak, no sustained throughput.
-  EXPECT_EQ(PeakTflops(Gpu("V100-PCIE-32GB"), MathMode::kTf32), 0);
-  EXPECT_EQ(SustainedTflops(Gpu("V100-PCIE-32GB"), MathMode::kTf32), 0);
-  EXPECT_EQ(SustainedTflops(Gpu("T4"), MathMode::kBf16), 0);
-  EXPECT_EQ(SustainedTflops(Gpu("T4"), MathMode::kFp16), 24);
-  EXPECT_EQ(StreamingBandwidthGbps(h100), 3041.1);
-  // Without a measured streaming bandwidth: core/scaling's default fraction.
-  EXPECT_EQ(StreamingBandwidthGbps(Gpu("L4")), 0.82 * 300);
-}
-
-TEST(TargetMathModeTest, FallsBackToFp32WithoutTheUnits) {
-  EXPECT_EQ(TargetMathMode(MathMode::kTf32, Gpu("A100-SXM-80GB")), MathMode::kTf32);
-  EXPECT_EQ(TargetMathMode(MathMode::kTf32, Gpu("V100-PCIE-32GB")), MathMode::kFp32);
-  EXPECT_EQ(TargetMathMode(MathMode::kBf16, Gpu("T4")), MathMode::kFp32);
-  EXPECT_EQ(TargetMathMode(MathMode::kFp16, Gpu("T4")), MathMode::kFp16);
-  EXPECT_EQ(TargetMathMode(MathMode::kFp16, Gpu("P100")), MathMode::kFp32);
-  EXPECT_EQ(TargetMathMode(MathMode::kBf16, Gpu("L4")), MathMode::kBf16);
-  EXPECT_EQ(TargetMathMode(MathMode::kFp32, Gpu("P4")), MathMode::kFp32);
-}
-
 TEST(ComputeWorkTest, LinearByHand) {
   // One row of models/data/H100-SXM.csv.gz: linear m=2 n=3584 k=542.
   const OpConfig c = Config({{kM, 2}, {kN, 3584}, {kK, 542}, {kBias, 1}});
@@ -400,9 +371,10 @@ TEST(FeaturesTest, RejectsBadDevicesModesAndTimes) {
               HasSubstr("sm_count is 0"));
   broken = Gpu("H100-SXM");
   broken.set_streaming_bandwidth_gbps(0);
+  broken.set_measured_memory_bandwidth_gbps(0);
   broken.set_memory_bandwidth_gbps(0);
   EXPECT_THAT(append(MathMode::kFp32, MathMode::kFp32, broken, Gpu("H200"), 1e5).message(),
-              HasSubstr("streaming_bandwidth_gbps and memory_bandwidth_gbps are 0"));
+              HasSubstr("measured_memory_bandwidth_gbps and memory_bandwidth_gbps are 0"));
   // TF32 on a V100: the caller should have asked TargetMathMode.
   EXPECT_THAT(append(MathMode::kTf32, MathMode::kTf32, Gpu("H100-SXM"), Gpu("V100-PCIE-32GB"), 1e5)
                   .message(),

@@ -61,10 +61,10 @@ uint64_t Flops(const Kernel& kernel) {
 
 // FLOP/s the kernel's FLOPs run at on `device`.
 double PeakFlops(const Kernel& kernel, const DeviceSpec& device) {
-  if (kernel.counters().flop_tensor() > 0 && device.peak_fp16_tensor_tflops() > 0) {
-    return device.peak_fp16_tensor_tflops() * 1e12;
+  if (kernel.counters().flop_tensor() > 0 && PeakTflops(device, MathMode::kFp16) > 0) {
+    return PeakTflops(device, MathMode::kFp16) * 1e12;
   }
-  return device.peak_fp32_tflops() * 1e12;
+  return PeakTflops(device, MathMode::kFp32) * 1e12;
 }
 
 struct Waves {
@@ -96,10 +96,6 @@ const char* ScalingBranchName(ScalingBranch branch) {
   return "unknown";
 }
 
-double SustainedClockMhz(const DeviceSpec& device) {
-  return device.sustained_clock_mhz() > 0 ? device.sustained_clock_mhz() : device.boost_clock_mhz();
-}
-
 absl::StatusOr<ScalingConstants> ResolveScalingConstants(const DeviceSpec& device,
                                                          TimeBasis basis) {
   if (!(device.memory_bandwidth_gbps() > 0)) {
@@ -115,14 +111,8 @@ absl::StatusOr<ScalingConstants> ResolveScalingConstants(const DeviceSpec& devic
   }
   ScalingConstants c;
   c.clock_mhz = SustainedClockMhz(device);
-  if (device.streaming_bandwidth_gbps() > 0) {
-    c.streaming_bandwidth_gbps = device.streaming_bandwidth_gbps();
-  } else {
-    c.streaming_bandwidth_is_default = true;
-    c.streaming_bandwidth_gbps = device.measured_memory_bandwidth_gbps() > 0
-                                     ? device.measured_memory_bandwidth_gbps()
-                                     : device.memory_bandwidth_gbps() * kDefaultStreamingEfficiency;
-  }
+  c.streaming_bandwidth_is_default = StreamingBandwidthIsDefault(device);
+  c.streaming_bandwidth_gbps = StreamingBandwidthGbps(device);
   if (basis == TimeBasis::kKernelDuration) {
     c.fixed_is_default = device.kernel_fixed_latency_ns() == 0;
     c.fixed_ns =

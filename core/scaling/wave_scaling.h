@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "core/devices/device_rates.h"
 #include "habitat/v1/device.pb.h"
 #include "habitat/v1/trace.pb.h"
 
@@ -65,10 +66,6 @@ struct KernelPrediction {
   ScalingBranch branch = ScalingBranch::kPaperEq2;
 };
 
-// The SM clock a GPU holds under load (MHz): sustained_clock_mhz where the
-// database has a measured one, else the boost clock.
-double SustainedClockMhz(const habitat::v1::DeviceSpec& device);
-
 // The per-GPU constants ScaleKernel uses for one time basis, with the
 // documented defaults filled in where the DeviceSpec has no measured value.
 struct ScalingConstants {
@@ -83,11 +80,8 @@ struct ScalingConstants {
   double clock_mhz = 0;
 };
 
-// Defaults for GPUs without measured constants. Streaming bandwidth: the
-// measured copy bandwidth if the spec has one, else this fraction of the
-// datasheet bandwidth (the mean of the five GPUs fitted on NeuSight data:
-// 0.753 P4, 0.755 P100, 0.750 T4, 0.921 V100, 0.912 A100).
-inline constexpr double kDefaultStreamingEfficiency = 0.82;
+// Defaults for GPUs without measured constants (the streaming bandwidth's
+// is in core/devices/device_rates.h).
 // Host-timed operator constants: the medians of the five fitted GPUs
 // (fixed 15.0-29.5 us, floor 30.4-46.7 us). They describe NeuSight's hosts
 // (PyTorch 2.1 eager), the only host data we have; another host or

@@ -69,7 +69,7 @@ DEVICE_FIELDS = ("sm_count", "boost_clock_mhz", "memory_bandwidth_gbps",
                  "peak_bf16_tensor_tflops", "peak_fp16_tensor_tflops",
                  "streaming_bandwidth_gbps", "measured_fp32_gemm_tflops",
                  "measured_tf32_gemm_tflops", "measured_fp16_gemm_tflops",
-                 "measured_bf16_gemm_tflops")
+                 "measured_bf16_gemm_tflops", "measured_memory_bandwidth_gbps")
 
 
 def load_devices(path):
@@ -123,8 +123,14 @@ def sustained_tflops(device, mode):
 
 
 def streaming_gbps(device):
-    measured = device["streaming_bandwidth_gbps"]
-    return measured if measured > 0 else DEFAULT_STREAMING_FRACTION * device["memory_bandwidth_gbps"]
+    """StreamingBandwidthGbps in core/devices/device_rates.cc: the measured
+    streaming bandwidth, else the measured copy bandwidth, else the default
+    fraction of the datasheet."""
+    if device["streaming_bandwidth_gbps"] > 0:
+        return device["streaming_bandwidth_gbps"]
+    if device.get("measured_memory_bandwidth_gbps", 0) > 0:
+        return device["measured_memory_bandwidth_gbps"]
+    return DEFAULT_STREAMING_FRACTION * device["memory_bandwidth_gbps"]
 
 
 def conv_out(size, kernel, stride, padding):
