@@ -175,6 +175,20 @@ def table(rows: list) -> list:
     return lines
 
 
+def write_outputs(lines: list, rows: list, md: str, csv_path: str) -> None:
+    """The report to `md` (else stdout) and the rows to `csv_path` if set."""
+    text = "\n".join(lines) + "\n"
+    if md:
+        Path(md).write_text(text)
+    else:
+        print(text)
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,16 +204,7 @@ def main() -> int:
     rows = rows_for(args, "nchw", devices) + rows_for(args, "nhwc", devices)
     if not rows:
         sys.exit(f"no captures under {args.results}")
-    text = "\n".join(summary(rows) + [""] + table(rows)) + "\n"
-    if args.md:
-        Path(args.md).write_text(text)
-    else:
-        print(text)
-    if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    write_outputs(summary(rows) + [""] + table(rows), rows, args.md, args.csv)
     return 0
 
 

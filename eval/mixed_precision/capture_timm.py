@@ -50,6 +50,24 @@ def read_rows(path: str) -> dict:
         return {r["model"]: r for r in csv.DictReader(f)}
 
 
+def event_times_ns(step, count: int, before=None) -> list:
+    """`count` runs of `step`, each timed with CUDA events (after `before`,
+    untimed), sorted."""
+    import torch
+    out = []
+    for _ in range(count):
+        if before is not None:
+            before()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        out.append(int(start.elapsed_time(end) * 1e6))
+    return sorted(out)
+
+
 def capture_one(name: str, batch: int, img: int, layout: str, out_dir: Path,
                 mode: str = "train") -> dict:
     if mode == "infer":
@@ -86,17 +104,7 @@ def capture_one(name: str, batch: int, img: int, layout: str, out_dir: Path,
         zero()
         step()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(TIMED):
-        zero()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        times.append(int(start.elapsed_time(end) * 1e6))
-    times.sort()
+    times = event_times_ns(step, TIMED, before=zero)
     median = times[len(times) // 2]
     zero()
     torch.cuda.synchronize()
@@ -151,16 +159,7 @@ def capture_infer(name: str, batch: int, img: int, layout: str, out_dir: Path) -
         step()
         torch.cuda.synchronize()
         host.append(int((time.perf_counter() - t) * 1e9))
-    events = []
-    for _ in range(TIMED):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        events.append(int(start.elapsed_time(end) * 1e6))
-    events.sort()
+    events = event_times_ns(step, TIMED)
     host_mean = sum(host) // len(host)
     tracker = habitat.OperationTracker(model_name=name, batch_size=batch,
                                        precision="amp_fp16", verbose=False)

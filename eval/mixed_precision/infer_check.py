@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from benchmark import FAMILIES, families, mape, predict  # noqa: E402
+from benchmark import FAMILIES, families, mape, predict, write_outputs  # noqa: E402
 
 MEASURED = HERE / "timm_infer"
 # Target GPU -> the file of its measured steps on current software.
@@ -173,17 +173,8 @@ def main() -> int:
     rows = rows_for(args)
     if not rows:
         sys.exit(f"no comparable captures under {args.results}")
-    text = "\n".join(summary(rows) + [""] + pair_ratio(rows) + [""] + stack_effect() + [""]
-                     + table(rows)) + "\n"
-    if args.md:
-        Path(args.md).write_text(text)
-    else:
-        print(text)
-    if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    write_outputs(summary(rows) + [""] + pair_ratio(rows) + [""] + stack_effect() + [""]
+                  + table(rows), rows, args.md, args.csv)
     return 0
 
 
