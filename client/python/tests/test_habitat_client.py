@@ -1205,7 +1205,7 @@ class ClientTest(unittest.TestCase):
     def test_agent_module_keeps_returning_dicts(self):
         sys.path.insert(0, os.path.join(SOURCE, "agent", "python"))
         try:
-            from habitat import client as legacy
+            from habitat_agent import client as legacy
         finally:
             sys.path.pop(0)
         self.assertIs(legacy.ServiceError, habitat_client.ServiceError)
