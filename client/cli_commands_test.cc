@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "client/cli_test_runs.h"
 #include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,33 +20,11 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun Habitat(std::vector<std::string> args) {
-  CliEnvironment env;
-  env.default_data_dir = HABITAT_DATA_DIR;
-  env.version = "test";
-  std::ostringstream out, err;
-  const int code = RunHabitatCli(args, env, out, err);
-  return {code, out.str(), err.str()};
-}
-
-// The same with the trained kernel-varying predictor, as the installed CLI
-// runs by default.
-CliRun HabitatWithModels(std::vector<std::string> args) {
-  CliEnvironment env;
-  env.default_data_dir = HABITAT_DATA_DIR;
-  env.default_models_dir = HABITAT_MODELS_DIR;
-  env.version = "test";
-  std::ostringstream out, err;
-  const int code = RunHabitatCli(args, env, out, err);
-  return {code, out.str(), err.str()};
-}
+using testing_cli::AgentTrace;
+using testing_cli::AgentTraceWithMemory;
+using testing_cli::CliRun;
+using testing_cli::Habitat;
+using testing_cli::HabitatWithModels;
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
@@ -103,10 +82,6 @@ std::vector<std::string> With(std::vector<std::string> args, std::vector<std::st
 }
 
 // A habitat trace the agent recorded at batch 32 on an H100.
-std::string AgentTrace() {
-  return std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100/resnet50_b32_fp32.trace.gz";
-}
-
 TEST(CliCommandsTest, HelpAndVersion) {
   CliRun help = Habitat({"--help"});
   EXPECT_EQ(help.code, kExitOk);
@@ -309,10 +284,6 @@ TEST(CliCommandsTest, DevicesAndCatalogsInEveryFormat) {
 }
 
 // The agent recorded this trace's memory (ResNet-50 at batch 16, H100).
-std::string AgentTraceWithMemory() {
-  return std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100_memory/resnet50_b16_fp32.trace.gz";
-}
-
 TEST(CliCommandsTest, FitPrintsEachGpusLargestBatchRankedByCost) {
   CliRun table =
       Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,L4,H100-SXM", "--fit"});
@@ -351,61 +322,6 @@ TEST(CliCommandsTest, FitPrintsEachGpusLargestBatchRankedByCost) {
   CliRun memoryless = Habitat({"predict", AgentTrace(), "--fit"});
   EXPECT_EQ(memoryless.code, kExitFailure);
   EXPECT_THAT(memoryless.err, HasSubstr("no memory data"));
-}
-
-// --plot runs the Python client's plotter: the package from this tree, with
-// matplotlib (Debian's python3-matplotlib in CI).
-TEST(CliCommandsTest, PlotDrawsThroughThePythonClientOrSaysWhatIsMissing) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "habitat_plot";
-  std::filesystem::create_directories(dir);
-  CliRun bad_suffix = Habitat({"predict", AgentTraceWithMemory(), "--plot", "out.pdf"});
-  EXPECT_EQ(bad_suffix.code, kExitUsage);
-  EXPECT_THAT(bad_suffix.err, HasSubstr("FILE.svg or FILE.png"));
-
-  // No prices, no plot: said before predicting.
-  CliRun unpriced = Habitat({"predict", AgentTraceWithMemory(), "--catalog", "none", "--plot",
-                             (dir / "never.svg").string()});
-  EXPECT_EQ(unpriced.code, kExitUsage);
-  EXPECT_THAT(unpriced.err, HasSubstr("--catalog none has no prices"));
-  EXPECT_THAT(unpriced.out, IsEmpty());
-
-  // A plot that fails keeps the table and says why under it.
-  ::setenv("HABITAT_PYTHON", "/nonexistent/python3", 1);
-  CliRun no_python = Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,H100-SXM",
-                              "--plot", (dir / "never.svg").string()});
-  EXPECT_EQ(no_python.code, kExitOk);
-  EXPECT_THAT(no_python.out, HasSubstr("H100-SXM*"));
-  EXPECT_THAT(no_python.err, HasSubstr("warning: no plot: "));
-  EXPECT_FALSE(std::filesystem::exists(dir / "never.svg"));
-  ::unsetenv("HABITAT_PYTHON");
-
-  // Debian's interpreter, which has python3-matplotlib, whatever python3
-  // comes first on PATH.
-  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "/usr/bin/python3 with matplotlib is not installed";
-  }
-  ::setenv("HABITAT_PYTHON", "/usr/bin/python3", 1);
-  const std::string client = std::string(HABITAT_TESTDATA_DIR) + "/../../client/python";
-  ::setenv("PYTHONPATH", client.c_str(), 1);
-  // A path the plotter cannot write: its own error, without the install
-  // hint (the package is there).
-  CliRun unwritable = Habitat({"predict", AgentTraceWithMemory(), "--devices", "T4,H100-SXM",
-                               "--plot", (dir / "no_such_dir" / "p.svg").string()});
-  EXPECT_EQ(unwritable.code, kExitOk) << unwritable.err;
-  EXPECT_THAT(unwritable.err, HasSubstr("cannot write"));
-  EXPECT_THAT(unwritable.err, Not(HasSubstr("pip install")));
-  const std::string svg = (dir / "fit.svg").string();
-  CliRun plotted = Habitat({"predict", AgentTraceWithMemory(), "--fit", "--devices",
-                            "T4,L4,A100-SXM-40GB,H100-SXM,H200", "--plot", svg});
-  ASSERT_EQ(plotted.code, kExitOk) << plotted.err;
-  EXPECT_THAT(plotted.err, HasSubstr("plot written to"));
-  EXPECT_THAT(plotted.out, HasSubstr("GiB: predicted peak"));
-  auto drawn = ReadFile(svg);
-  ASSERT_TRUE(drawn.ok()) << drawn.status();
-  EXPECT_THAT(*drawn, HasSubstr("<svg"));
-  EXPECT_THAT(*drawn, HasSubstr("A100-SXM-40GB"));
-  ::unsetenv("HABITAT_PYTHON");
-  ::unsetenv("PYTHONPATH");
 }
 
 TEST(CliCommandsTest, GpusAndInstancesAddADataParallelSection) {

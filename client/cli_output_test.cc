@@ -47,7 +47,6 @@ TEST(CliOutputTest, WallColumnOnlyWhenTheServiceReplayedTheHost) {
   EXPECT_THAT(without, HasSubstr("no host timeline in the trace: smp/s (samples per second), "
                                  "costs and ranks use GPU ms"));
   auto* p = response.mutable_predictions(0);
-  p->set_wall_ns(4000000);
   p->set_wall_time_ns(4000000);
   p->set_wall_time_is_gpu_time(false);
   p->set_host_bound(true);
@@ -56,6 +55,48 @@ TEST(CliOutputTest, WallColumnOnlyWhenTheServiceReplayedTheHost) {
   EXPECT_THAT(table, HasSubstr("4.000!"));
   EXPECT_THAT(table, HasSubstr("host-bound"));
   EXPECT_THAT(table, HasSubstr("smp/s (samples per second), costs and ranks use it"));
+}
+
+// An origin whose wall time comes from a torch.profiler step (the engine
+// warns so on it, with one of two kinds) says "profiled" on its row and in
+// the legend; an origin without that warning does not.
+TEST(CliOutputTest, ProfiledOriginSaysSoOnItsRow) {
+  for (const char* kind : {"profiler_cost_estimated", "profiled_host_timeline", ""}) {
+    v1::PredictResponse response;
+    response.set_batch_size(8);
+    AddPrediction(&response, "H100-SXM", 1, 1000000)->set_is_origin(true);
+    AddPrediction(&response, "H200", 2, 2000000);
+    auto* origin = response.mutable_predictions(0);
+    origin->set_wall_time_ns(4000000);
+    origin->set_wall_time_is_gpu_time(false);
+    if (*kind != '\0') {
+      origin->add_warnings("profiled: this wall time is ...");
+      origin->add_warning_kinds(kind);
+    }
+    const std::string table = FormatPredictionTable(response, {}, {});
+    const bool profiled = *kind != '\0';
+    EXPECT_EQ(table.find("H100-SXM* profiled") != std::string::npos, profiled) << kind;
+    EXPECT_EQ(table.find("profiled: its wall time comes from the torch.profiler step") !=
+                  std::string::npos,
+              profiled)
+        << kind;
+    EXPECT_THAT(table, Not(HasSubstr("H200 profiled")));
+    for (absl::string_view line : absl::StrSplit(table, '\n')) EXPECT_LE(line.size(), 100u);
+  }
+}
+
+// A prediction by trace id has no trace to read the model and precision
+// from; the response carries them.
+TEST(CliOutputTest, HeaderNamesTheModelAndPrecisionItIsGiven) {
+  v1::PredictResponse response;
+  response.set_batch_size(8);
+  AddPrediction(&response, "H100-SXM", 1, 1000000);
+  EXPECT_THAT(FormatPredictionTable(response, {}, {}), HasSubstr("model ?  batch 8  precision ?"));
+  PredictionHeader header;
+  header.model_name = "gpt2";
+  header.precision = "bf16";
+  EXPECT_THAT(FormatPredictionTable(response, header, {}),
+              HasSubstr("model gpt2  batch 8  precision bf16"));
 }
 
 TEST(CliOutputTest, PricedRowsNameTheirInstance) {
@@ -245,7 +286,6 @@ TEST(CliOutputTest, LongInstanceNamesAreShortenedToFit) {
   p->set_cost_per_1000_samples(0.000012345);
   p->set_instance_type("Standard_ND96asr_A100_v4_with_a_longer_name");
   p->set_gpus_per_instance(8);
-  p->set_wall_ns(223'456'789);
   p->set_wall_time_ns(223'456'789);
   p->set_wall_time_is_gpu_time(false);
   p->set_host_bound(true);

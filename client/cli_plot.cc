@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -65,7 +66,52 @@ class ScratchDirectory {
   std::string path_;
 };
 
+// The catalog that prices `request`, and how to name it in a message:
+// nullptr where there is none ("" name) or the service lacks it (a name).
+std::pair<const v1::PriceCatalog*, std::string> PricingCatalog(
+    const v1::PredictRequest& request, const v1::ListCatalogsResponse& catalogs) {
+  if (request.has_inline_catalog()) {
+    return {&request.inline_catalog(), "the --catalog-file catalog"};
+  }
+  const std::string& name =
+      request.catalog().empty() ? catalogs.default_catalog() : request.catalog();
+  if (name.empty() || absl::EqualsIgnoreCase(name, "none")) return {nullptr, ""};
+  for (const v1::PriceCatalog& catalog : catalogs.catalogs()) {
+    if (absl::EqualsIgnoreCase(catalog.name(), name)) {
+      return {&catalog, absl::StrCat("catalog ", catalog.name())};
+    }
+  }
+  return {nullptr, name};
+}
+
 }  // namespace
+
+absl::Status CheckPlotPrices(const v1::PredictRequest& request,
+                             const v1::ListCatalogsResponse& catalogs) {
+  if (!request.has_inline_catalog() && request.catalog().empty() &&
+      !catalogs.has_default_catalog()) {
+    return absl::OkStatus();  // an older server: its default is not known
+  }
+  constexpr char kWhat[] = "--plot draws throughput against price per GPU-hour";
+  const auto [catalog, name] = PricingCatalog(request, catalogs);
+  if (catalog == nullptr && name.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        kWhat, ", and no catalog prices this prediction (",
+        request.catalog().empty() ? "the service has no default catalog" : "--catalog none",
+        "): give --catalog NAME ('habitat catalogs' lists them) or --catalog-file FILE"));
+  }
+  if (catalog == nullptr) return absl::OkStatus();  // Predict names the unknown catalog
+  const bool spot = request.price_kind() == v1::PRICE_KIND_SPOT;
+  for (const v1::GpuPrice& price : catalog->prices()) {
+    if ((spot ? price.spot_per_gpu_hour() : price.on_demand_per_gpu_hour()) > 0) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(kWhat, ", and ", name, " has no ", spot ? "spot" : "on-demand", " prices",
+                   spot ? " (drop --spot for on-demand ones)" : "",
+                   ": give a catalog with prices ('habitat catalogs' lists them)"));
+}
 
 absl::Status CheckPlotPath(const std::string& path) {
   if (absl::EndsWithIgnoreCase(path, ".svg") || absl::EndsWithIgnoreCase(path, ".png")) {

@@ -14,6 +14,15 @@ namespace habitat {
 // work, as a usage error).
 absl::Status CheckPlotPath(const std::string& path);
 
+// FAILED_PRECONDITION, saying why, unless the catalog that will price
+// `request` has prices of the kind it asks for: the plot's x axis is the
+// price, so this is checked before predicting. `catalogs`: the service's
+// (its default_catalog prices a request naming none). OK where it cannot
+// tell (a catalog the service lacks, which the prediction then reports, or
+// a server that does not say its default).
+absl::Status CheckPlotPrices(const habitat::v1::PredictRequest& request,
+                             const habitat::v1::ListCatalogsResponse& catalogs);
+
 // Writes the plot of `response` to `path` with
 //   $HABITAT_PYTHON (default: python3 on PATH) -m habitat_client.plot
 // FAILED_PRECONDITION, with the plotter's own message and what to install,

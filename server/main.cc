@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
   habitat::SetProgramFlagsUsage("habitat-server",
                                 "Predicts DNN training iteration time on other GPUs.\n"
                                 "  habitat-server [--address=HOST:PORT] [--store=...] [flags]");
-  absl::ParseCommandLine(argc, argv);
+  habitat::ParseProgramFlags(argc, argv);
   // Debian's Abseil checks every mutex acquisition for lock-order cycles, a
   // debugging aid that took 3 % of the server's CPU on the warm path
   // (docs/benchmarks.md, "Warm path"); tests keep it on.

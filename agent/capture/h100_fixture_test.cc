@@ -1,5 +1,5 @@
 // Checks the agent's real H100 capture (tests/testdata/agent/h100, written
-// by tests/gpu/agent_gpu_test.py with habitat.OperationTracker) with the
+// by tests/gpu/agent_gpu_test.py with habitat_agent.OperationTracker) with the
 // generated habitat.v1.Trace and the server's validation, and compares it
 // with the torch.profiler (Kineto) capture of the same workload on the
 // same GPU type: ResNet-50, batch 16, fp32, SGD momentum 0.9.

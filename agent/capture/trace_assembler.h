@@ -41,7 +41,7 @@
 namespace habitat {
 namespace agent {
 
-// One operation re-run alone with its recorded inputs (habitat.rerun):
+// One operation re-run alone with its recorded inputs (habitat_agent.rerun):
 // median times of its forward and backward, CUDA events, ns.
 struct RerunTime {
   int64_t forward_ns = 0;
@@ -49,7 +49,7 @@ struct RerunTime {
 };
 
 // The same re-run with the batch-carrying inputs at another batch size
-// (habitat.rerun.measure_at_batches); 0: that pass was not measured.
+// (habitat_agent.rerun.measure_at_batches); 0: that pass was not measured.
 struct BatchRerunTime {
   uint32_t batch_size = 0;
   int64_t forward_ns = 0;

@@ -1,4 +1,4 @@
-"""Builds habitat._C, the agent's PyTorch C++ extension, against the torch
+"""Builds habitat_agent._C, the agent's PyTorch C++ extension, against the torch
 that is installed (torch.utils.cpp_extension), with CUPTI when its headers
 and library are found.
 
@@ -53,6 +53,11 @@ except ImportError as e:
         "isolation (it hides the installed torch): `pip install --no-build-isolation "
         "./client/python ./agent/python` from the repository root. To predict without the "
         "agent, the client alone needs no torch: `pip install ./client/python`.")
+
+# HABITAT_AGENT_COMPAT_SHIM=1 also installs `habitat`, the deprecated import
+# name, as a shim over habitat_agent. Not by default: habitat-lab's package
+# is `habitat` too, and the two would overwrite each other's files.
+_WANTS_COMPAT_SHIM = os.environ.get("HABITAT_AGENT_COMPAT_SHIM", "") == "1"
 
 HERE = Path(__file__).resolve().parent
 AGENT = HERE.parent
@@ -138,12 +143,14 @@ else:
 setup(
     name="habitat-agent",
     version="0.1.0",
-    packages=["habitat"],
-    # habitat.client re-exports habitat_client (client/python).
+    # habitat: the import name before habitat_agent, which habitat-lab also
+    # uses; its shim only when asked (agent/README.md, "Import name").
+    packages=["habitat_agent"] + (["habitat"] if _WANTS_COMPAT_SHIM else []),
+    # habitat_agent.client re-exports habitat_client (client/python).
     install_requires=["habitat-client"],
     ext_modules=[
         CppExtension(
-            "habitat._C",
+            "habitat_agent._C",
             sources,
             include_dirs=include_dirs,
             library_dirs=library_dirs,

@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
       "                [--predict_devices=all|ID,ID...]\n"
       "                [--tls_ca=PEM] [--tls_cert=PEM --tls_key=PEM] [--token_file=FILE]\n"
       "  habitat-agent ship FILE --server=HOST:PORT [--predict_devices=...]");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> positional = habitat::ParseProgramFlags(argc, argv);
   const std::string server = absl::GetFlag(FLAGS_server);
   if (server.empty()) {
     std::fprintf(stderr, "habitat-agent: --server=HOST:PORT is required\n");

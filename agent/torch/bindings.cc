@@ -1,4 +1,4 @@
-// The Python module habitat._C: the tracker, the trace bytes and a summary.
+// The Python module habitat_agent._C: the tracker, the trace bytes and a summary.
 // Errors become Python exceptions here, at the boundary; nothing below
 // throws.
 #include <torch/extension.h>
@@ -226,7 +226,7 @@ class PyTracker {
       s = std::make_shared<CuptiActivitySource>();
 #else
       throw py::value_error(
-          "this build of habitat._C has no CUPTI support (CUPTI headers were "
+          "this build of habitat_agent._C has no CUPTI support (CUPTI headers were "
           "not found when it was built)");
 #endif
     } else {
@@ -367,7 +367,7 @@ class PyTracker {
     (void)step;
     (void)fraction;
     d["status"] = StatusCodeName(StatusCode::kUnavailable);
-    d["message"] = "this build of habitat._C has no CUPTI support";
+    d["message"] = "this build of habitat_agent._C has no CUPTI support";
 #endif
     return d;
   }

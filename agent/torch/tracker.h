@@ -1,6 +1,6 @@
 // One tracked region: starts the kernel source and the op recorder, stops
 // them, and assembles and serialises the trace. The Python front end
-// (agent/python/habitat) drives it; it synchronises the device around the
+// (agent/python/habitat_agent) drives it; it synchronises the device around the
 // region so that all of the region's GPU work is in the records.
 #pragma once
 

@@ -356,7 +356,9 @@ v1::ListDevicesResponse PredictionBackend::ListDevices(
 
 v1::ListCatalogsResponse PredictionBackend::ListCatalogs() const {
   v1::ListCatalogsResponse response;
-  for (const auto& catalog : Catalogs()->catalogs.catalogs()) *response.add_catalogs() = catalog;
+  const std::shared_ptr<const CatalogSnapshot> catalogs = Catalogs();
+  for (const auto& catalog : catalogs->catalogs.catalogs()) *response.add_catalogs() = catalog;
+  response.set_default_catalog(catalogs->default_catalog);
   return response;
 }
 

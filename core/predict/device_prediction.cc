@@ -42,7 +42,7 @@ void PredictWallTime(const v1::Trace& trace, const ReplayPlan& plan,
                      DevicePrediction* prediction) {
   auto target = ReplayIteration(trace, plan, pass_scale, host_scale);
   if (!target.ok()) return;
-  prediction->set_wall_ns(target->wall_ns);
+  prediction->set_wall_time_ns(target->wall_ns);
   prediction->set_gpu_busy_ns(target->gpu_busy_ns);
   prediction->set_host_bound(IsHostBound(target->gpu_busy_ns, target->wall_ns));
 }
@@ -56,12 +56,17 @@ void SetGpuTime(Nanoseconds total, DevicePrediction* prediction) {
 #pragma GCC diagnostic pop
 }
 
-// What an instance bills: the replayed wall time, or the GPU time where the
-// trace has no host timeline to replay.
+// What an instance bills: the replayed wall time (PredictWallTime's), or
+// the GPU time where the trace has no host timeline to replay. wall_ns is
+// deprecated for readers; the service still fills it.
 void SetWallTime(DevicePrediction* prediction) {
-  const bool replayed = prediction->wall_ns() > 0;
-  prediction->set_wall_time_ns(replayed ? prediction->wall_ns() : prediction->gpu_time_ns());
+  const bool replayed = prediction->wall_time_ns() > 0;
+  if (!replayed) prediction->set_wall_time_ns(prediction->gpu_time_ns());
   prediction->set_wall_time_is_gpu_time(!replayed);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  prediction->set_wall_ns(replayed ? prediction->wall_time_ns() : 0);
+#pragma GCC diagnostic pop
 }
 
 // The GPU times summed over a device's operations.
@@ -167,7 +172,7 @@ absl::StatusOr<DevicePrediction> PredictOnDeviceWith(
   }
   SetWallTime(&prediction);
   if (auto profiled = is_origin ? ProfiledHostTimelineWarning(trace) : std::nullopt) {
-    AddDeviceWarning(warning_kind::kProfiledHostTimeline, *std::move(profiled), &prediction);
+    AddDeviceWarning(profiled->kind, std::move(profiled->text), &prediction);
   }
   tally.Write(origin, target, sums.origin, &prediction);
   return prediction;

@@ -228,32 +228,41 @@ TEST_F(HostReplayTest, PredictionsCarryWallTimeAndTheHostBoundFlag) {
   ASSERT_TRUE(gpu.ok() && host.ok());
   EXPECT_FALSE(gpu->host_bound());
   EXPECT_TRUE(host->host_bound());
-  EXPECT_GE(gpu->wall_ns(), gpu->gpu_busy_ns());
-  EXPECT_GT(host->wall_ns(), 3 * host->gpu_busy_ns());
+  EXPECT_GE(gpu->wall_time_ns(), gpu->gpu_busy_ns());
+  EXPECT_GT(host->wall_time_ns(), 3 * host->gpu_busy_ns());
   // On the origin itself the calibrated replay gives back the measured wall.
   auto same = PredictOnDevice(host_bound_, h100, h100);
   ASSERT_TRUE(same.ok());
-  EXPECT_NEAR(same->wall_ns(), host_bound_.iteration_wall_ns(),
+  EXPECT_NEAR(same->wall_time_ns(), host_bound_.iteration_wall_ns(),
               0.01 * host_bound_.iteration_wall_ns());
 }
 
-// A torch.profiler trace whose profiler cost the importer could not
-// estimate (here: profiled without record_shapes) keeps the profiled host
-// timeline; the origin's prediction says so in exactly one warning, no
-// other GPU's does, and a corrected trace has none.
-TEST(ProfiledHostTimelineTest, OriginWarnsOnceWhenTheCostCouldNotBeRemoved) {
+// A torch.profiler trace imported without a measured wall time: the
+// origin's prediction says its wall time is a profiled one in exactly one
+// warning, of one kind where the importer took its estimate of the
+// profiler's cost out and of another where it could not (here: profiled
+// without record_shapes); no other GPU's does, nor a trace imported with
+// the measured wall time.
+TEST(ProfiledHostTimelineTest, OriginWarnsOnceWhenItsWallTimeIsAProfiledOne) {
   auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/kineto/h200/gpt2_b8_bf16.json.gz");
   ASSERT_TRUE(text.ok()) << text.status();
   nlohmann::json doc = nlohmann::json::parse(*text);
   KinetoImportOptions options;
   options.batch_size = 8;
   auto corrected = ImportKinetoTrace(*text, options);
+  KinetoImportOptions measured_options = options;
+  measured_options.iteration_wall_ns = *testing::MeasuredWallNs("h200", "gpt2_b8_bf16");
+  auto measured = ImportKinetoTrace(*text, measured_options);
   doc["record_shapes"] = 0;
   auto profiled = ImportKinetoTrace(doc.dump(), options);
-  ASSERT_TRUE(corrected.ok() && profiled.ok()) << corrected.status() << profiled.status();
-  EXPECT_FALSE(ProfiledHostTimelineWarning(*corrected).has_value());
+  ASSERT_TRUE(corrected.ok() && profiled.ok() && measured.ok())
+      << corrected.status() << profiled.status() << measured.status();
+  ASSERT_TRUE(ProfiledHostTimelineWarning(*corrected).has_value());
+  EXPECT_EQ(ProfiledHostTimelineWarning(*corrected)->kind, warning_kind::kProfilerCostEstimated);
   ASSERT_TRUE(ProfiledHostTimelineWarning(*profiled).has_value());
-  EXPECT_TRUE(absl::StartsWith(*ProfiledHostTimelineWarning(*profiled), "profiled: "));
+  EXPECT_EQ(ProfiledHostTimelineWarning(*profiled)->kind, warning_kind::kProfiledHostTimeline);
+  EXPECT_TRUE(absl::StartsWith(ProfiledHostTimelineWarning(*profiled)->text, "profiled: "));
+  EXPECT_FALSE(ProfiledHostTimelineWarning(*measured).has_value());
   EXPECT_FALSE(ProfiledHostTimelineWarning(v1::Trace()).has_value());
 
   auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
@@ -266,14 +275,14 @@ TEST(ProfiledHostTimelineTest, OriginWarnsOnceWhenTheCostCouldNotBeRemoved) {
     for (const std::string& w : warnings) n += absl::StartsWith(w, "profiled:");
     return n;
   };
-  for (const v1::Trace* trace : {&*corrected, &*profiled}) {
+  for (const v1::Trace* trace : {&*corrected, &*profiled, &*measured}) {
     auto response = engine.Predict(*trace, "", query);
     ASSERT_TRUE(response.ok()) << response.status();
     EXPECT_EQ(count(response->warnings()), 0);
     for (const auto& p : response->predictions()) {
-      const bool expected = trace == &*profiled && p.is_origin();
+      const bool expected = trace != &*measured && p.is_origin();
       EXPECT_EQ(count(p.warnings()), expected ? 1 : 0) << p.device_id();
-      if (!expected) continue;
+      if (!expected || trace != &*profiled) continue;
       EXPECT_EQ(p.device_id(), "H200");
       // The profiled step's wall time, 48 % above the unprofiled one.
       EXPECT_NEAR(p.wall_time_ns(), profiled->iteration_wall_ns(),

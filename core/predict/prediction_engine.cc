@@ -393,6 +393,8 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
                           : query.batch_size != 0 ? query.batch_size
                                                   : traced.batch_size());
   response.set_traced_batch_size(traced.batch_size());
+  response.set_model_name(traced.model_name());
+  response.set_precision(traced.precision());
   response.set_price_kind(query.price_kind);
   if (query.catalog != nullptr) {
     response.set_catalog(query.catalog->name());

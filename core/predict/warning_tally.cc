@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -44,6 +45,8 @@ constexpr KindSummary kKinds[] = {
     {warning_kind::kOutOfMemory, "the batch may not fit in the GPU's memory; not ranked"},
     {warning_kind::kProfiledHostTimeline,
      "wall times include the profiler's own host cost, which could not be taken out"},
+    {warning_kind::kProfilerCostEstimated,
+     "the origin's wall time is the profiled step's less the profiler's estimated cost"},
     {warning_kind::kUnscaledOperations,
      "some operations were carried over from the origin GPU unscaled (--breakdown lists them)"},
     {warning_kind::kWallTimeFromGpuTime,
@@ -442,20 +445,37 @@ void AddStructuredWarnings(const std::vector<KindedWarning>& response_warnings,
   }
 }
 
-std::optional<std::string> ProfiledHostTimelineWarning(const v1::Trace& trace) {
+std::optional<KindedWarning> ProfiledHostTimelineWarning(const v1::Trace& trace) {
   const auto& meta = trace.metadata();
   auto timeline = meta.find("kineto.host_timeline");
-  if (timeline == meta.end() || timeline->second != "profiled" || !HasHostTimeline(trace)) {
-    return std::nullopt;
+  if (timeline == meta.end() || !HasHostTimeline(trace)) return std::nullopt;
+  const double wall_ms = static_cast<double>(trace.iteration_wall_ns()) / 1e6;
+  if (timeline->second == "profiled") {
+    auto why = meta.find("kineto.host_timeline_why");
+    return KindedWarning{
+        warning_kind::kProfiledHostTimeline,
+        absl::StrFormat(
+            "profiled: this wall time is the profiled step's (%.3f ms), the profiler's own host "
+            "cost included, which could not be estimated: %s. Every GPU's wall time, throughput, "
+            "cost and rank carry that cost; pass the step's wall time measured without the "
+            "profiler (--wall-ns) to calibrate the host (docs/profiled_wall_time.md)",
+            wall_ms, why == meta.end() ? "the importer did not say why" : why->second),
+        {}};
   }
-  auto why = meta.find("kineto.host_timeline_why");
-  return absl::StrFormat(
-      "profiled: this wall time is the profiled step's (%.3f ms), the profiler's own host cost "
-      "included, which could not be estimated: %s. Every GPU's wall time, throughput, cost and "
-      "rank carry that cost; pass the step's wall time measured without the profiler "
-      "(--wall-ns) to calibrate the host (docs/profiled_wall_time.md)",
-      static_cast<double>(trace.iteration_wall_ns()) / 1e6,
-      why == meta.end() ? "the importer did not say why" : why->second);
+  if (timeline->second != "profiler cost removed") return std::nullopt;
+  auto step = meta.find("kineto.profiled_step_ns");
+  int64_t step_ns = 0;
+  if (step == meta.end() || !absl::SimpleAtoi(step->second, &step_ns)) step_ns = 0;
+  return KindedWarning{
+      warning_kind::kProfilerCostEstimated,
+      absl::StrFormat(
+          "profiled: this wall time (%.3f ms) is the profiled step's (%.3f ms) less the "
+          "profiler's own host cost as estimated from the recorded ops and launches, not a "
+          "measured one. Every GPU's wall time, throughput, cost and rank follow the estimate; "
+          "pass the step's wall time measured without the profiler (--wall-ns) to calibrate the "
+          "host (docs/profiled_wall_time.md)",
+          wall_ms, static_cast<double>(step_ns) / 1e6),
+      {}};
 }
 
 }  // namespace habitat

@@ -29,6 +29,7 @@ namespace warning_kind {
 // Device-level (DevicePrediction.warnings).
 inline constexpr char kOutOfMemory[] = "out_of_memory";
 inline constexpr char kProfiledHostTimeline[] = "profiled_host_timeline";
+inline constexpr char kProfilerCostEstimated[] = "profiler_cost_estimated";
 inline constexpr char kUnscaledOperations[] = "unscaled_operations";
 inline constexpr char kTargetOutsideTraining[] = "target_outside_training";
 inline constexpr char kOriginOutsideTraining[] = "origin_outside_training";
@@ -121,14 +122,15 @@ class WarningTally {
   std::string sibling_;
 };
 
-// The origin GPU's warning when the trace's host timeline is a profiled
-// one with the profiler's own cost still in it: a torch.profiler trace
-// imported without a measured wall time whose cost the importer could not
-// estimate (metadata "kineto.host_timeline" is "profiled",
-// "kineto.host_timeline_why" says why; docs/profiled_wall_time.md). Starts
-// with "profiled:". nullopt for any other trace, or one without a host
-// timeline (its wall time is the GPU time).
-std::optional<std::string> ProfiledHostTimelineWarning(const habitat::v1::Trace& trace);
+// The origin GPU's warning when its wall time comes from a torch.profiler
+// step, imported without a measured wall time (docs/profiled_wall_time.md):
+// kProfiledHostTimeline where the importer could not estimate the
+// profiler's own cost (metadata "kineto.host_timeline" is "profiled",
+// "kineto.host_timeline_why" says why), kProfilerCostEstimated where it
+// took its estimate out ("profiler cost removed"). The text starts with
+// "profiled:", as the origin's table row is marked. nullopt for any other
+// trace, or one without a host timeline (its wall time is the GPU time).
+std::optional<KindedWarning> ProfiledHostTimelineWarning(const habitat::v1::Trace& trace);
 
 // The engine's own warnings.
 

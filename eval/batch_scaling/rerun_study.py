@@ -59,7 +59,7 @@ def tracked(model, precision):
     """One tracked iteration of `model` at its base batch after 3 warm-up
     steps: (batch, step, tracker)."""
     import torch
-    import habitat
+    import habitat_agent
     import capture_fixtures as cf
 
     batch = BASE[model]
@@ -67,7 +67,7 @@ def tracked(model, precision):
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    tracker = habitat.OperationTracker(model_name=model, batch_size=batch,
+    tracker = habitat_agent.OperationTracker(model_name=model, batch_size=batch,
                                        precision="amp_bf16" if precision == "bf16" else "fp32",
                                        verbose=False)
     with tracker.track():
@@ -77,7 +77,7 @@ def tracked(model, precision):
 
 def capture_case(model, precision, out_dir: Path, repetitions: int) -> dict:
     import torch
-    from habitat import _C, rerun
+    from habitat_agent import _C, rerun
 
     batch, step, tracker = tracked(model, precision)
     name = f"{model}_b{batch}_{precision}"

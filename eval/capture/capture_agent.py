@@ -4,11 +4,11 @@
 Same workloads as capture_fixtures.py (build_step: the paper's five models
 plus GPT-2 small and ViT-B/16, SGD for the CNNs, Adam(W) for the rest), three
 batch sizes each, fp32 and bf16 autocast, but captured with the project's
-own agent (habitat.OperationTracker: RecordFunction + CUPTI) instead of
+own agent (habitat_agent.OperationTracker: RecordFunction + CUPTI) instead of
 torch.profiler. For each case:
   * wall time: CUDA events around each of 30 iterations after 10 warm-up
     iterations (median, p10, p90) -- untracked;
-  * GPU-busy time: habitat.measure_gpu_busy, 30 iterations in one CUPTI
+  * GPU-busy time: habitat_agent.measure_gpu_busy, 30 iterations in one CUPTI
     region with a synchronisation after each (median);
   * one tracked iteration -> <case>.trace.gz (habitat.v1.Trace, gzip), with
     iteration_wall_ns = the untracked median;
@@ -86,7 +86,7 @@ def cases(models, only=None, precisions=PRECISIONS):
 
 def run_case(model, batch, precision, name, out_dir: Path, opts) -> dict:
     import torch
-    import habitat
+    import habitat_agent
 
     r = {"case": name, "model": model, "batch_size": batch, "precision": precision}
     t0 = time.time()
@@ -112,13 +112,13 @@ def run_case(model, batch, precision, name, out_dir: Path, opts) -> dict:
     stage["wall_s"] = round(time.time() - t, 2)
 
     t = time.time()
-    busy = habitat.measure_gpu_busy(step, repetitions=REPETITIONS, warmup=1)
+    busy = habitat_agent.measure_gpu_busy(step, repetitions=REPETITIONS, warmup=1)
     r["gpu_busy_ns_samples"] = busy["busy_ns"]
     r["gpu_busy_ns_median"] = cf.percentile_int(busy["busy_ns"], 50)
     stage["busy_s"] = round(time.time() - t, 2)
 
     t = time.time()
-    tracker = habitat.OperationTracker(model_name=model, batch_size=batch,
+    tracker = habitat_agent.OperationTracker(model_name=model, batch_size=batch,
                                        precision=TRACKER_PRECISION[precision],
                                        verbose=False)
     with tracker.track():
@@ -275,9 +275,9 @@ def cmd_merge(args) -> int:
             "warmup_iterations": WARMUP,
             "repetitions": REPETITIONS,
             "wall_time": "CUDA events around each iteration, synchronised after it, untracked",
-            "gpu_busy": "habitat.measure_gpu_busy: union of the kernel/memcpy/memset "
+            "gpu_busy": "habitat_agent.measure_gpu_busy: union of the kernel/memcpy/memset "
                         "intervals of each iteration, 30 iterations in one CUPTI region",
-            "trace": "one iteration tracked with habitat.OperationTracker; "
+            "trace": "one iteration tracked with habitat_agent.OperationTracker; "
                      "iteration_wall_ns = untracked wall median",
             "host_share": "1 - gpu_busy_ns_median / wall_ns_median",
         },
@@ -384,8 +384,8 @@ def cmd_overhead_one(args) -> int:
                 torch.cuda.synchronize()
             prof.export_chrome_trace(str(out / f"profiler_{i}.json"))
         else:
-            import habitat
-            tracker = habitat.OperationTracker(model_name="resnet50", batch_size=args.batch,
+            import habitat_agent
+            tracker = habitat_agent.OperationTracker(model_name="resnet50", batch_size=args.batch,
                                                verbose=False)
             with tracker.track():
                 step()

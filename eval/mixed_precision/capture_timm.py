@@ -13,7 +13,7 @@ it.
 
 Per model: 8 warm-up steps, 15 steps timed with CUDA events (median, the
 origin's own measured step), then one step tracked with
-habitat.OperationTracker -> <layout>/<model>.trace.gz with that median as
+habitat_agent.OperationTracker -> <layout>/<model>.trace.gz with that median as
 iteration_wall_ns; a line per model in <out>/<layout>.jsonl.
 
     python3 capture_timm.py --csv DIR/train-amp-nchw-rtx3090.csv \
@@ -76,7 +76,7 @@ def capture_one(name: str, batch: int, img: int, layout: str, out_dir: Path,
     sys.path.insert(0, str(ROOT / "agent" / "python"))
     import torch
     import timm
-    import habitat
+    import habitat_agent
 
     torch.backends.cudnn.benchmark = True
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -108,7 +108,7 @@ def capture_one(name: str, batch: int, img: int, layout: str, out_dir: Path,
     median = times[len(times) // 2]
     zero()
     torch.cuda.synchronize()
-    tracker = habitat.OperationTracker(model_name=name, batch_size=batch,
+    tracker = habitat_agent.OperationTracker(model_name=name, batch_size=batch,
                                        precision="amp_fp16", verbose=False)
     with tracker.track():
         step()

@@ -1157,7 +1157,7 @@ def agent_cases(models, precisions, batches):
 
 
 def build_agent(deadline: float, log_path: Path) -> dict:
-    """habitat._C, built in place as agent/README.md says, unless present."""
+    """habitat_agent._C, built in place as agent/README.md says, unless present."""
     pkg = ROOT / "agent" / "python"
     built = sorted(str(p) for p in (pkg / "habitat").glob("_C*.so"))
     if built:

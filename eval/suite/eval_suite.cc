@@ -189,11 +189,12 @@ absl::Status Predict(PredictionClient& client, EvalRow& row) {
                                             on_target == nullptr ? row.target : row.origin));
   }
   row.has_prediction = true;
-  row.predicted_wall_ns = on_target->wall_ns();
+  // 0 where the trace has no host timeline to replay.
+  row.predicted_wall_ns = on_target->wall_time_is_gpu_time() ? 0 : on_target->wall_time_ns();
   row.predicted_gpu_busy_ns = on_target->gpu_busy_ns();
   row.predicted_op_sum_ns = on_target->gpu_time_ns();
   row.host_bound = on_target->host_bound();
-  row.replayed_origin_wall_ns = on_origin->wall_ns();
+  row.replayed_origin_wall_ns = on_origin->wall_time_is_gpu_time() ? 0 : on_origin->wall_time_ns();
   row.replayed_origin_busy_ns = on_origin->gpu_busy_ns();
   FillScaledBusy(row);
   return absl::OkStatus();
@@ -209,7 +210,7 @@ absl::StatusOr<Nanoseconds> PredictWall(PredictionClient& client, const EvalRow&
   request.set_target_host_speed(speed);
   HABITAT_ASSIGN_OR_RETURN(v1::PredictResponse response, client.Predict(request));
   for (const auto& p : response.predictions()) {
-    if (p.device_id() == row.target) return p.wall_ns();
+    if (p.device_id() == row.target) return p.wall_time_is_gpu_time() ? 0 : p.wall_time_ns();
   }
   return absl::InternalError(absl::StrCat("server answered no prediction for ", row.target));
 }

@@ -51,6 +51,15 @@ for explain in "" --explain; do
   fi
 done
 
+# By id there is no trace file to read the model and precision from: the
+# header takes them from the response, as from the file.
+"$habitat" predict "$id" --server "$addr" >"$dir/remote_id.txt" 2>/dev/null
+diff -u <(head -n 1 "$dir/embedded.txt") <(head -n 1 "$dir/remote_id.txt")
+if grep -q '^model ?' "$dir/remote_id.txt"; then
+  echo "no model name in the header by id" >&2
+  exit 1
+fi
+
 for cmd in devices catalogs; do
   "$habitat" "$cmd" --data-dir "$data_dir" --format json >"$dir/$cmd.embedded.json"
   "$habitat" "$cmd" --server "$addr" --format json >"$dir/$cmd.remote.json"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """GPU test of the agent: captures a small CNN and one ResNet-50 training
-iteration with habitat.OperationTracker (RecordFunction + CUPTI) and checks
+iteration with habitat_agent.OperationTracker (RecordFunction + CUPTI) and checks
 that the traces hold kernels, ops and backward links and are consistent:
 every GPU activity is counted once (per-op sums + unattributed = total),
 the per-op sum is within a few percent of the measured GPU-busy time, no
@@ -44,8 +44,8 @@ if not torch.cuda.is_available():
     print("SKIPPED: no CUDA GPU")
     sys.exit(SKIP)
 try:
-    import habitat
-    from habitat import _C
+    import habitat_agent
+    from habitat_agent import _C
 except ImportError as e:
     print(f"SKIPPED: habitat extension not built ({e}); run "
           "`python setup.py build_ext --inplace` in agent/python")
@@ -138,7 +138,7 @@ def matmul_case(dtype, n, out_dir):
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    tracker = habitat.OperationTracker(model_name=name, batch_size=n,
+    tracker = habitat_agent.OperationTracker(model_name=name, batch_size=n,
                                        precision="fp32" if dtype == torch.float32
                                        else "bf16")
     with tracker.track():
@@ -296,7 +296,7 @@ def check_batch_reruns(tracker, batch, results_case):
 
 
 def rerun_forward_ops(tracker):
-    from habitat import rerun
+    from habitat_agent import rerun
     return rerun.forward_operations(tracker.recorded_ops())
 
 
@@ -306,14 +306,14 @@ def capture(name, step, batch, out_dir, warmup=5, repetitions=10, counters=False
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
-    plain_wall = habitat.time_iteration(step, repetitions, warmup=0)
-    tracker = habitat.OperationTracker(model_name=name.split("_b")[0],
+    plain_wall = habitat_agent.time_iteration(step, repetitions, warmup=0)
+    tracker = habitat_agent.OperationTracker(model_name=name.split("_b")[0],
                                        batch_size=batch, precision="fp32")
     t0 = time.perf_counter()
     try:
         with tracker.track():
             step()
-    except habitat.TrackingError:
+    except habitat_agent.TrackingError:
         print(f"  activity records: {tracker.activity_counts()}", flush=True)
         raise
     capture_s = time.perf_counter() - t0

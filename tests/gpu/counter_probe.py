@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "agent", "python"))
 
 import torch  # noqa: E402
 
-from habitat import _C  # noqa: E402
+from habitat_agent import _C  # noqa: E402
 
 PATTERNS = ("dram__bytes", "sass_thread_inst_executed_op", "tensor")
 

@@ -1,6 +1,6 @@
 // Gzip bombs against the project's clients: a 10 MB .gz trace file that
 // inflates to 10 GiB of zeros once made `habitat predict` abort with
-// std::bad_alloc and the Python client (habitat.client) raise MemoryError.
+// std::bad_alloc and the Python client (habitat_agent.client) raise MemoryError.
 // Both must refuse it at their bound, with a message, in bounded memory and
 // time. Each runs as a child process with a 4 GiB address-space limit, so
 // an unbounded inflation fails fast here instead of taking the machine's
@@ -166,12 +166,12 @@ TEST_F(GzipBombTest, CliRefusesIt) {
 TEST_F(GzipBombTest, PythonClientRefusesIt) {
   const ChildResult run = RunLimited(
       {HABITAT_PYTHON, "-c",
-       "import sys; sys.path.insert(0, sys.argv[1]); from habitat import client; "
+       "import sys; sys.path.insert(0, sys.argv[1]); from habitat_agent import client; "
        "client.trace_bytes(sys.argv[2])",
        FromEnv("HABITAT_HOSTILE_PYTHON_DIR", HABITAT_AGENT_PYTHON_DIR), *dir_ + "/bomb.trace.gz"},
       *dir_ + "/out.txt");
-  std::printf("habitat.client.trace_bytes: status %d in %.1f s, peak RSS %ld KiB: %s", run.status,
-              run.seconds, run.max_rss_kib, run.output.c_str());
+  std::printf("habitat_agent.client.trace_bytes: status %d in %.1f s, peak RSS %ld KiB: %s",
+              run.status, run.seconds, run.max_rss_kib, run.output.c_str());
   ASSERT_TRUE(WIFEXITED(run.status)) << "status " << run.status << ": " << run.output;
   EXPECT_EQ(WEXITSTATUS(run.status), 1) << run.output;
   EXPECT_THAT(run.output, HasSubstr("ValueError"));

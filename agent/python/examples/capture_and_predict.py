@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.nn as nn
 
-import habitat  # habitat
+import habitat_agent  # habitat
 
 
 class MyModel(nn.Module):
@@ -57,7 +57,7 @@ def main():
     for _ in range(5):
         train_step()  # warm up
 
-    tracker = habitat.OperationTracker(model_name="mymodel",  # habitat
+    tracker = habitat_agent.OperationTracker(model_name="mymodel",  # habitat
                                        batch_size=args.batch_size)
     with tracker.track():                                     # habitat
         train_step()
@@ -65,12 +65,12 @@ def main():
     if args.counters:
         tracker.collect_counters(train_step)                  # habitat (optional)
     trace = tracker.get_tracked_trace(                        # habitat
-        iteration_wall_ns=habitat.time_iteration(train_step))
+        iteration_wall_ns=habitat_agent.time_iteration(train_step))
     trace.save(args.out)                                      # habitat
     print(f"saved {args.out}: {trace.summary['line']}")
 
     response = trace.predict(server=args.server, catalog=args.catalog)  # habitat
-    print(habitat.client.format_table(response, model_name="mymodel", precision="fp32"))
+    print(habitat_agent.client.format_table(response, model_name="mymodel", precision="fp32"))
     return 0
 
 

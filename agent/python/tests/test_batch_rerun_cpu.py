@@ -12,8 +12,8 @@ from unittest import mock
 
 import torch
 
-import habitat
-from habitat import _C, rerun
+import habitat_agent
+from habitat_agent import _C, rerun
 
 BATCH = 4
 
@@ -95,7 +95,7 @@ class MeasureBatchScalingCpuTest(unittest.TestCase):
 
         cls.step = staticmethod(step)
         step()
-        cls.tracker = habitat.OperationTracker(source="host", batch_size=BATCH,
+        cls.tracker = habitat_agent.OperationTracker(source="host", batch_size=BATCH,
                                                verbose=False)
         with cls.tracker.track():
             step()
@@ -161,17 +161,17 @@ class MeasureBatchScalingCpuTest(unittest.TestCase):
         self.assertEqual(report["out_of_time"], 4)
 
     def test_needs_a_batch_size_and_a_tracked_region(self):
-        no_batch = habitat.OperationTracker(source="host", verbose=False)
+        no_batch = habitat_agent.OperationTracker(source="host", verbose=False)
         with no_batch.track():
             self.step()
         with self.assertRaisesRegex(ValueError, "batch_size is not set"):
             no_batch.measure_batch_scaling()
-        fresh = habitat.OperationTracker(source="host", batch_size=BATCH, verbose=False)
-        with self.assertRaises(habitat.TrackingError):
+        fresh = habitat_agent.OperationTracker(source="host", batch_size=BATCH, verbose=False)
+        with self.assertRaises(habitat_agent.TrackingError):
             fresh.measure_batch_scaling()
 
     def test_a_new_region_forgets_the_reruns(self):
-        tracker = habitat.OperationTracker(source="host", batch_size=BATCH, verbose=False)
+        tracker = habitat_agent.OperationTracker(source="host", batch_size=BATCH, verbose=False)
         with tracker.track():
             self.step()
         tracker.measure_batch_scaling(factors=(2,), repetitions=1, warmup=0)

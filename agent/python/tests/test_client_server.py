@@ -1,4 +1,4 @@
-"""habitat.client against the real habitat-server binary (no GPU, no torch).
+"""habitat_agent.client against the real habitat-server binary (no GPU, no torch).
 
 Starts habitat-server on free loopback ports (in-memory store, the source
 tree's data/ and models/), once without and once with bearer tokens, and
@@ -29,7 +29,7 @@ except ImportError as e:
     print(f"skipped: grpcio/protobuf not importable here ({e})")
     sys.exit(77)
 
-from habitat import client  # noqa: E402
+from habitat_agent import client  # noqa: E402
 
 # The server launcher the client package's tests use too.
 sys.path.insert(0, os.path.join(SOURCE, "client", "python", "tests"))
@@ -182,8 +182,8 @@ class ClientServerTest(unittest.TestCase):
         self.assertEqual(raised.exception.code, "UNAVAILABLE")
 
     def test_package_attribute_without_torch_loaded(self):
-        # In a fresh interpreter: habitat.client loads, torch does not.
-        check = ("import sys; import habitat; habitat.client.messages(); "
+        # In a fresh interpreter: habitat_agent.client loads, torch does not.
+        check = ("import sys; import habitat_agent; habitat_agent.client.messages(); "
                  "assert 'torch' not in sys.modules, 'torch imported'")
         env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
         run = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
@@ -192,9 +192,9 @@ class ClientServerTest(unittest.TestCase):
 
     def test_trace_predict_method(self):
         try:
-            from habitat.tracker import Trace
+            from habitat_agent.tracker import Trace
         except ImportError as e:  # no torch or no built extension in this interpreter
-            self.skipTest(f"habitat.tracker not importable here: {e}")
+            self.skipTest(f"habitat_agent.tracker not importable here: {e}")
         trace = Trace(self.trace, {})
         response = trace.predict(server=self.server.address, devices=["H200"])
         self.assertEqual(response["predictions"][0]["gpu_time_ns"],

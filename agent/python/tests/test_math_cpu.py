@@ -10,8 +10,8 @@ import unittest
 
 import torch
 
-import habitat
-from habitat import tracker as tracker_module
+import habitat_agent
+from habitat_agent import tracker as tracker_module
 
 
 @contextlib.contextmanager
@@ -73,7 +73,7 @@ class TrackedMathSettingsTest(unittest.TestCase):
         self.x = torch.randn(2, 8)
 
     def track(self, precision="fp32", autocast=None):
-        tracker = habitat.OperationTracker(source="host", batch_size=2,
+        tracker = habitat_agent.OperationTracker(source="host", batch_size=2,
                                            precision=precision, verbose=False)
         with tracker.track():
             ctx = (torch.autocast("cpu", dtype=autocast) if autocast is not None
@@ -84,8 +84,8 @@ class TrackedMathSettingsTest(unittest.TestCase):
         return tracker
 
     def test_before_tracking_it_is_an_error(self):
-        tracker = habitat.OperationTracker(source="host", batch_size=2)
-        with self.assertRaises(habitat.TrackingError):
+        tracker = habitat_agent.OperationTracker(source="host", batch_size=2)
+        with self.assertRaises(habitat_agent.TrackingError):
             tracker.math_settings()
 
     def test_no_autocast(self):

@@ -11,8 +11,8 @@ from unittest import mock
 
 import torch
 
-import habitat
-from habitat import tracker as tracker_module
+import habitat_agent
+from habitat_agent import tracker as tracker_module
 
 GIB = 1 << 30
 
@@ -64,14 +64,14 @@ class TrackedMemoryTest(unittest.TestCase):
         self.x = torch.randn(2, 8)
 
     def track(self):
-        tracker = habitat.OperationTracker(source="host", batch_size=2, verbose=False)
+        tracker = habitat_agent.OperationTracker(source="host", batch_size=2, verbose=False)
         with tracker.track():
             self.lin(self.x).sum().backward()
         return tracker
 
     def test_before_tracking_it_is_an_error(self):
-        tracker = habitat.OperationTracker(source="host", batch_size=2)
-        with self.assertRaises(habitat.TrackingError):
+        tracker = habitat_agent.OperationTracker(source="host", batch_size=2)
+        with self.assertRaises(habitat_agent.TrackingError):
             tracker.memory_usage()
 
     @unittest.skipIf(torch.cuda.is_initialized(), "CUDA is in use in this process")
@@ -85,7 +85,7 @@ class TrackedMemoryTest(unittest.TestCase):
         mocks["max_memory_allocated"].side_effect = (
             lambda *a: events.append("peak") or 7 * GIB)
         with patch:
-            tracker = habitat.OperationTracker(source="host", batch_size=2, verbose=False)
+            tracker = habitat_agent.OperationTracker(source="host", batch_size=2, verbose=False)
             with tracker.track():
                 events.append("step")
                 self.lin(self.x).sum().backward()

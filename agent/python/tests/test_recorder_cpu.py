@@ -9,7 +9,7 @@ import unittest
 
 import torch
 
-import habitat
+import habitat_agent
 
 
 def by_id(ops):
@@ -27,7 +27,7 @@ class RecorderCpuTest(unittest.TestCase):
         torch.manual_seed(0)
         self.lin = torch.nn.Linear(8, 4)
         self.x = torch.randn(2, 8)
-        self.tracker = habitat.OperationTracker(source="host", batch_size=2)
+        self.tracker = habitat_agent.OperationTracker(source="host", batch_size=2)
         with self.tracker.track():
             y = torch.relu(self.lin(self.x)).sum()
             y.backward()
@@ -96,21 +96,21 @@ class RecorderCpuTest(unittest.TestCase):
                 self.assertIn(o["parent_id"], self.by_id)
 
     def test_host_source_gives_no_trace(self):
-        with self.assertRaises(habitat.TrackingError) as ctx:
+        with self.assertRaises(habitat_agent.TrackingError) as ctx:
             self.tracker.get_tracked_trace()
         self.assertIn("source='cupti'", str(ctx.exception))
 
     def test_one_tracker_at_a_time(self):
-        other = habitat.OperationTracker(source="host", batch_size=1)
+        other = habitat_agent.OperationTracker(source="host", batch_size=1)
         with self.tracker.track():
-            with self.assertRaises(habitat.TrackingError) as ctx:
+            with self.assertRaises(habitat_agent.TrackingError) as ctx:
                 with other.track():
                     pass
         self.assertIn("already tracking", str(ctx.exception))
 
     def test_bad_precision_is_a_clear_error(self):
         with self.assertRaises(ValueError) as ctx:
-            habitat.OperationTracker(source="host", precision="fp8")
+            habitat_agent.OperationTracker(source="host", precision="fp8")
         self.assertIn("precision must be one of", str(ctx.exception))
 
 
@@ -123,7 +123,7 @@ class InputSettingTest(unittest.TestCase):
 
     def linear_shapes(self, record_inputs):
         lin = torch.nn.Linear(8, 4)
-        tracker = habitat.OperationTracker(source="host", batch_size=2,
+        tracker = habitat_agent.OperationTracker(source="host", batch_size=2,
                                            record_inputs=record_inputs)
         with tracker.track():
             lin(torch.randn(2, 8))

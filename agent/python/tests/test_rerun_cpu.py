@@ -11,8 +11,8 @@ from unittest import mock
 
 import torch
 
-import habitat
-from habitat import _C, rerun
+import habitat_agent
+from habitat_agent import _C, rerun
 
 
 class Net(torch.nn.Module):
@@ -55,7 +55,7 @@ class MeasureOpsCpuTest(unittest.TestCase):
 
         step()
         step()  # momentum buffers exist: the step is the steady-state one
-        cls.tracker = habitat.OperationTracker(source="host", batch_size=4,
+        cls.tracker = habitat_agent.OperationTracker(source="host", batch_size=4,
                                                verbose=False)
         with cls.tracker.track():
             step()
@@ -151,7 +151,7 @@ class MeasureOpsCpuTest(unittest.TestCase):
         # A host region has no GPU work, so assembly fails after the rerun
         # map is read and checked: a negative time names the op.
         (linear,) = top_level(self.ops, "aten::linear")
-        with mock.patch.object(habitat.tracker, "origin_device", lambda d: {}):
+        with mock.patch.object(habitat_agent.tracker, "origin_device", lambda d: {}):
             info = self.tracker._info(4)  # what get_tracked_trace assembles with
         self.assertEqual(info["rerun_times"], self.times)
         info["rerun_times"] = {linear["id"]: (5, -1)}
@@ -164,10 +164,10 @@ class MeasureOpsCpuTest(unittest.TestCase):
         self.assertIn("no GPU work", str(ctx.exception))
 
     def test_not_while_tracking_and_not_before(self):
-        fresh = habitat.OperationTracker(source="host", verbose=False)
-        with self.assertRaises(habitat.TrackingError):
+        fresh = habitat_agent.OperationTracker(source="host", verbose=False)
+        with self.assertRaises(habitat_agent.TrackingError):
             fresh.measure_ops()
-        with self.assertRaises(habitat.TrackingError) as ctx:
+        with self.assertRaises(habitat_agent.TrackingError) as ctx:
             with fresh.track():
                 self.tracker.measure_ops()
         self.assertIn("outside `track()`", str(ctx.exception))
@@ -176,7 +176,7 @@ class MeasureOpsCpuTest(unittest.TestCase):
 
 class RebuildTest(unittest.TestCase):
     def record(self, fn):
-        t = habitat.OperationTracker(source="host", verbose=False)
+        t = habitat_agent.OperationTracker(source="host", verbose=False)
         with t.track():
             fn()
         return t.recorded_ops()

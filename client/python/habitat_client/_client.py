@@ -353,7 +353,7 @@ class Client:
         `devices` (ids from list_devices; None: every listed GPU).
 
         trace: a habitat trace file's path or bytes (gzip or not), a
-        habitat.Trace from the agent, a Trace message, or a torch.profiler
+        habitat_agent.Trace from the agent, a Trace message, or a torch.profiler
         JSON trace (path or bytes, gzip or not), which the `habitat` CLI
         converts (see the Client's habitat_cli; without a CLI it is refused
         with a KinetoConversionError saying how to convert it).

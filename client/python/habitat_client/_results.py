@@ -4,7 +4,9 @@ Field names are the proto's (prediction_service.proto), enums their value
 names ("PREDICTION_METHOD_MLP", "PRICE_KIND_SPOT"), repeated fields tuples,
 singular sub-messages dataclasses or None where the message leaves them
 unset. The deprecated DevicePrediction.iteration_ns (the same value as
-gpu_time_ns) is left out.
+gpu_time_ns) is left out; the deprecated wall_ns (wall_time_ns where
+wall_time_is_gpu_time is False, else 0) is kept for now (README,
+"Deprecated output fields").
 """
 
 from __future__ import annotations
@@ -271,6 +273,10 @@ class PredictionResult:
     # (empty from a server before kinds).
     structured_warnings: Tuple[StructuredWarning, ...] = field(
         default=(), metadata={"element": StructuredWarning})
+    # The trace's model name and precision ("PRECISION_BF16"; empty and
+    # PRECISION_UNSPECIFIED from a server before these fields).
+    model_name: str = ""
+    precision: str = "PRECISION_UNSPECIFIED"
 
     @classmethod
     def from_message(cls, message) -> "PredictionResult":

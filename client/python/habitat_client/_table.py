@@ -1,7 +1,7 @@
 """The prediction as a text table, byte-for-byte as `habitat predict` prints
-it on stdout (client/cli_output.cc FormatPredictionTable), and its warnings
-as it prints them on stderr (client/cli_warnings.cc FormatPredictionWarnings;
-client_server_test compares both)."""
+it on stdout (client/cli_prediction_table.cc FormatPredictionTable), and its
+warnings as it prints them on stderr (client/cli_warnings.cc
+FormatPredictionWarnings; client_server_test compares both)."""
 
 from __future__ import annotations
 
@@ -136,14 +136,37 @@ def _memory_text(p: dict, marks: bool) -> str:
                                                                " " if fits else "!")
 
 
+# The warning kinds that say the origin's wall time comes from a
+# torch.profiler step (core/predict/warning_tally.h).
+_PROFILED_KINDS = ("profiled_host_timeline", "profiler_cost_estimated")
+
+
+def _profiled_origin(p: dict) -> bool:
+    """The origin whose wall time comes from a torch.profiler step imported
+    without a measured wall time: its row says "profiled"."""
+    return bool(p.get("is_origin")) and any(
+        kind in _PROFILED_KINDS for kind in p.get("warning_kinds", []))
+
+
+def _gpu_cell(p: dict) -> str:
+    return _truncate(_printable(p["device_id"]) + ("*" if p["is_origin"] else "") +
+                     (" profiled" if _profiled_origin(p) else ""), 24)
+
+
 def _origin_note(response: dict) -> str:
     """The table's footnote for the origin GPU's row."""
-    if _is_fit(response):
-        return "  * origin GPU: the measured time where its batch is the traced one, else scaled\n"
     traced, batch = response.get("traced_batch_size", 0), response.get("batch_size", 0)
-    if not traced or traced == batch:
-        return "  * origin GPU: the measured time, not a prediction\n"
-    return f"  * origin GPU: the time measured at batch {traced} scaled to batch {batch}\n"
+    if _is_fit(response):
+        note = "  * origin GPU: the measured time where its batch is the traced one, else scaled\n"
+    elif not traced or traced == batch:
+        note = "  * origin GPU: the measured time, not a prediction\n"
+    else:
+        note = f"  * origin GPU: the time measured at batch {traced} scaled to batch {batch}\n"
+    if any(_profiled_origin(p) for p in response.get("predictions", [])):
+        note += ("    profiled: its wall time comes from the torch.profiler step, not from a step"
+                 " timed\n    without the profiler (--explain says how; --wall-ns gives the"
+                 " timed one)\n")
+    return note
 
 
 def _error_text(p: dict) -> str:
@@ -235,7 +258,7 @@ def _operation_table(p: dict, top: int) -> str:
 
 
 def _parallel_table(predictions: list, unit: str, cost_decimals: int) -> str:
-    """The data-parallel section (cli_output.cc ParallelTable): one line per
+    """The data-parallel section (cli_prediction_table.cc ParallelTable): one line per
     GPU and configuration, in the table's order; '' when none was asked
     for."""
     if not any(p.get("parallel") for p in predictions):
@@ -301,8 +324,7 @@ def _table_columns(predictions: list, fit: bool, by_cost: bool, unit: str,
     any_price = any(p["has_price"] for p in predictions)
     columns = [
         _rank_column(predictions, by_cost),
-        ("GPU", True, [_truncate(_printable(p["device_id"]) + ("*" if p["is_origin"] else ""),
-                                 24) for p in predictions])]
+        ("GPU", True, [_gpu_cell(p) for p in predictions])]
     if fit:
         columns.append(("batch", False, [str(p.get("batch_size", 0)) for p in predictions]))
     if any(p.get("memory") is not None for p in predictions):
@@ -335,7 +357,9 @@ def _table_columns(predictions: list, fit: bool, by_cost: bool, unit: str,
 
 
 def _table_legend(response: dict, predictions: list, unit: str) -> str:
-    """The legend under the rows, for the columns and marks they have."""
+    """The legend under the rows, for the columns and marks they have: a
+    port of TableLegend in client/cli_prediction_table.cc, which owns the
+    wording (change it there first; client_server_test compares the two)."""
     fit = _is_fit(response)
     any_wall = any(not p["wall_time_is_gpu_time"] for p in predictions)
     out = ""
@@ -371,8 +395,18 @@ def _table_legend(response: dict, predictions: list, unit: str) -> str:
     return out
 
 
+def _precision_name(response: dict) -> str:
+    """The response's precision as the CLI names it ("amp_bf16"); "" where
+    it has none."""
+    value = response.get("precision") or "PRECISION_UNSPECIFIED"
+    return "" if value == "PRECISION_UNSPECIFIED" else value[len("PRECISION_"):].lower()
+
+
 def _table_header(response: dict, model_name: str, precision: str, currency: str) -> str:
-    """The lines above the table: what was predicted and how it was priced."""
+    """The lines above the table: what was predicted and how it was priced.
+    Without `model_name` or `precision`, the response's (the trace's)."""
+    model_name = model_name or response.get("model_name", "")
+    precision = precision or _precision_name(response)
     kind = "spot" if response.get("price_kind") == "PRICE_KIND_SPOT" else "on-demand"
     origin = response.get("origin_device_id") or "?"
     batch = f"fitted per GPU (traced at {response.get('traced_batch_size', 0)})" \

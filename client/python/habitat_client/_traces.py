@@ -76,10 +76,10 @@ def _raw_bytes(trace) -> Tuple[bytes, str]:
     if isinstance(trace, (bytes, bytearray, memoryview)):
         return bytes(trace), "trace bytes"
     if hasattr(trace, "to_bytes") and not isinstance(trace, int):
-        return trace.to_bytes(), "habitat.Trace"
+        return trace.to_bytes(), "habitat_agent.Trace"
     if hasattr(trace, "SerializeToString"):
         return trace.SerializeToString(), "Trace message"
-    raise TypeError("trace must be a path, bytes, a habitat.Trace or a Trace message, "
+    raise TypeError("trace must be a path, bytes, a habitat_agent.Trace or a Trace message, "
                     f"not {type(trace).__name__}")
 
 
@@ -93,7 +93,7 @@ def _inflate(data: bytes, max_bytes: int, source: str) -> bytes:
 
 
 def read_trace(trace, max_bytes: int = MAX_TRACE_BYTES) -> Tuple[bytes, str]:
-    """The contents of `trace` (a path or bytes, gzip or not; a habitat.Trace
+    """The contents of `trace` (a path or bytes, gzip or not; a habitat_agent.Trace
     from the agent; a Trace message), inflated, and a name for it in
     messages. Gzip data that inflates to more than `max_bytes` is refused
     (ValueError) without being inflated further."""

@@ -1,14 +1,14 @@
-"""habitat.client: the agent's name for the habitat-client package.
+"""habitat_agent.client: the agent's name for the habitat-client package.
 
 The client lives in the habitat-client distribution (import habitat_client;
 client/python in the repository), which the agent depends on. This module
-re-exports it so code written against habitat.client keeps working, with
+re-exports it so code written against habitat_agent.client keeps working, with
 the one difference that kept its contract: predict() and Client.predict()
 here return the PredictResponse as a dict (proto field names, int64 as
 int, enums by name), as they always did. New code: habitat_client, whose
 predict returns typed results (PredictionResult).
 
-    from habitat import client
+    from habitat_agent import client
     response = client.predict("resnet50.trace.gz", server="HOST:50051",
                               devices=["H100-SXM", "A100-SXM-40GB"])
     print(client.format_table(response))
@@ -25,7 +25,7 @@ if importlib.util.find_spec("habitat_client") is None:
     _source = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                            "..", "..", "..", "client", "python"))
     if not os.path.isfile(os.path.join(_source, "habitat_client", "__init__.py")):
-        raise ImportError("habitat.client needs the habitat-client package: "
+        raise ImportError("habitat_agent.client needs the habitat-client package: "
                           "`pip install ./client/python` from the habitat repository")
     sys.path.append(_source)
 

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from habitat import _C
+from habitat_agent import _C
 
 # caffe2::TypeMeta names, as the recorder writes them (tensor.dtype().name()).
 DTYPES = {

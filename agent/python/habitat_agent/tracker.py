@@ -1,6 +1,6 @@
 """The front end of the agent (shaped like Listing 1 of the Habitat paper).
 
-The C++ extension habitat._C does the work: RecordFunction callbacks record
+The C++ extension habitat_agent._C does the work: RecordFunction callbacks record
 every ATen op and autograd node, CUPTI records every kernel, memcpy and
 memset, and the two are joined by external correlation ids into a
 habitat.v1.Trace, serialised without a protobuf library. Optionally
@@ -19,7 +19,7 @@ from typing import Iterator, Optional
 
 import torch
 
-from habitat import _C, rerun
+from habitat_agent import _C, rerun
 
 AGENT_VERSION = "0.1.0"
 
@@ -235,10 +235,10 @@ class Trace:
     def predict(self, server: str, devices=None, **kwargs) -> dict:
         """Predicts this iteration on other GPUs through habitat-server at
         `server` ("host:port"); devices: ids (None: every GPU the server
-        lists). Other arguments as habitat.client.Client and its predict:
+        lists). Other arguments as habitat_agent.client.Client and its predict:
         catalog, price_kind, batch_size, target_host_speed,
         include_breakdown, token, tls, tls_ca, timeout_s, ... Returns the
-        response as a dict; habitat.client.format_table prints it."""
+        response as a dict; habitat_agent.client.format_table prints it."""
         return _client().predict(self._data, server=server, devices=devices, **kwargs)
 
     def upload(self, server: str, **kwargs) -> str:
@@ -246,13 +246,13 @@ class Trace:
         return _client().upload(self._data, server=server, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<habitat.Trace {self.summary.get('line', '')}>"
+        return f"<habitat_agent.Trace {self.summary.get('line', '')}>"
 
 
 def _client():
     # Imported on use: grpcio and protobuf are needed only to predict; an
     # ImportError without them says `pip install grpcio protobuf`.
-    from habitat import client
+    from habitat_agent import client
     client.check_dependencies()
     return client
 
@@ -373,7 +373,7 @@ class OperationTracker:
     def get_tracked_trace(self, batch_size: Optional[int] = None,
                           iteration_wall_ns: Optional[int] = None) -> Trace:
         """The trace of the last tracked region. iteration_wall_ns (e.g. from
-        habitat.time_iteration) replaces the tracked region's length, which
+        habitat_agent.time_iteration) replaces the tracked region's length, which
         includes the recording overhead."""
         if not self._tracked:
             raise TrackingError("nothing tracked yet: run the iteration inside "
