@@ -131,10 +131,10 @@ def one_case(name: str, precision: str, world: int, out_dir: Path) -> dict:
     }
     if world == 1:
         sys.path.insert(0, str(ROOT / "agent" / "python"))
-        import habitat
+        import habitat_agent
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
-        tracker = habitat.OperationTracker(model_name=name, batch_size=batch,
+        tracker = habitat_agent.OperationTracker(model_name=name, batch_size=batch,
                                            precision=TRACKER_PRECISION[precision], verbose=False)
         with tracker.track():
             step()

@@ -138,7 +138,7 @@ def capture_infer(name: str, batch: int, img: int, layout: str, out_dir: Path) -
     sys.path.insert(0, str(ROOT / "agent" / "python"))
     import torch
     import timm
-    import habitat
+    import habitat_agent
 
     torch.backends.cudnn.benchmark = True
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -161,7 +161,7 @@ def capture_infer(name: str, batch: int, img: int, layout: str, out_dir: Path) -
         host.append(int((time.perf_counter() - t) * 1e9))
     events = event_times_ns(step, TIMED)
     host_mean = sum(host) // len(host)
-    tracker = habitat.OperationTracker(model_name=name, batch_size=batch,
+    tracker = habitat_agent.OperationTracker(model_name=name, batch_size=batch,
                                        precision="amp_fp16", verbose=False)
     with tracker.track():
         step()
