@@ -28,6 +28,7 @@
 #include "server/prediction_service.h"
 #include "server/process_metrics.h"
 #include "server/server_metrics.h"
+#include "server/server_options_check.h"
 #include "server/token_auth.h"
 #include "server/watch_token_check.h"
 #include "server/work_queue.h"
@@ -143,52 +144,17 @@ int FdReserve() {
   return static_cast<int>(std::clamp<rlim_t>(limit.rlim_cur / 8, 32, 1024));
 }
 
-absl::Status CheckConnectionOptions(const ConnectionOptions& options) {
-  if (options.max_connections_per_peer < 0) {
-    return absl::InvalidArgumentError("--max_connections_per_peer must be >= 0 (0: no limit)");
-  }
-  if (options.max_connections < 0) {
-    return absl::InvalidArgumentError("--max_connections must be >= 0 (0: no limit)");
-  }
-  const std::pair<const char*, absl::Duration> durations[] = {
-      {"max_connection_idle_seconds", options.max_idle},
-      {"max_connection_age_seconds", options.max_age},
-      {"max_connection_age_grace_seconds", options.max_age_grace},
-      {"handshake_timeout_seconds", options.handshake_timeout},
-      {"min_client_ping_interval_seconds", options.min_client_ping_interval},
-      {"self_probe_seconds", options.self_probe_interval}};
-  for (const auto& [flag, value] : durations) {
-    if (value < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be >= 0"));
-    }
-  }
-  if (options.handshake_timeout == absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--handshake_timeout_seconds must be > 0");
-  }
-  if (options.max_ping_strikes < 0) {
-    return absl::InvalidArgumentError("--max_ping_strikes must be >= 0 (0: no limit)");
-  }
-  if (options.max_concurrent_streams < 0) {
-    return absl::InvalidArgumentError("--max_concurrent_streams must be >= 0 (0: no limit)");
-  }
-  if (options.grpc_memory_quota_bytes < 0) {
-    return absl::InvalidArgumentError("--grpc_memory_quota_mb must be >= 0 (0: no quota)");
-  }
-  return absl::OkStatus();
-}
-
 // The store named by options.store, with the tenant quota.
 absl::StatusOr<std::unique_ptr<TraceStore>> OpenStore(const ServerOptions& options) {
-  if (options.trace_retention_days < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace retention must be >= 0 days (got ", options.trace_retention_days, ")"));
-  }
-  if (options.tenant_quota.max_traces < 0 || options.tenant_quota.max_bytes < 0) {
-    return absl::InvalidArgumentError("the tenant quota's limits must be >= 0 (0: no limit)");
-  }
   TraceStoreOptions store_options;
   store_options.quota = options.tenant_quota;
   return OpenTraceStore(options.store.empty() ? "memory" : options.store, std::move(store_options));
+}
+
+// Without a token file, one anonymous tenant.
+absl::StatusOr<std::unique_ptr<Authenticator>> LoadAuthenticator(const std::string& token_file) {
+  if (token_file.empty()) return std::make_unique<Authenticator>();
+  return Authenticator::FromTokenFile(token_file);
 }
 
 }  // namespace
@@ -248,7 +214,7 @@ class PredictionServer::Impl {
 
   // Serves /metrics on `address`, its connections limited by the guard
   // (`shed`: see PortGuard::shed).
-  absl::Status StartMetrics(const std::string& address, bool shed) {
+  absl::Status ServeMetrics(const std::string& address, bool shed) {
     try {
       // civetweb's defaults (2 threads, 30 s) let two half-open connections
       // stall every scrape for 30 s.
@@ -273,6 +239,157 @@ class PredictionServer::Impl {
       guarded_ports.push_back(metrics_port);
     }
     return absl::OkStatus();
+  }
+
+  // The store, the backend on it and, when traces expire, the retention
+  // sweeps.
+  absl::Status OpenBackend(const ServerOptions& options) {
+    HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store, OpenStore(options));
+    // The transport's limits are the backend's: a breakdown gRPC would not
+    // send is refused before it is computed.
+    BackendOptions backend_options = options.backend;
+    backend_options.max_response_bytes = options.max_receive_message_bytes;
+    backend_options.max_request_memory_bytes = options.request_memory_bytes;
+    HABITAT_ASSIGN_OR_RETURN(backend, PredictionBackend::Create(backend_options, std::move(store)));
+    if (options.trace_retention_days > 0) {
+      RetentionOptions retention_options;
+      retention_options.days = options.trace_retention_days;
+      retention_options.interval = options.trace_retention_interval;
+      HABITAT_ASSIGN_OR_RETURN(retention,
+                               TraceRetention::Start(&backend->store(), retention_options));
+    }
+    return absl::OkStatus();
+  }
+
+  // The metrics, their stored-traces refresher and, when asked, /metrics.
+  absl::Status StartMetrics(const ServerOptions& options) {
+    std::vector<std::string> device_ids;
+    for (const auto& device : backend->devices().devices()) device_ids.push_back(device.id());
+    metrics = std::make_unique<ServerMetrics>(*registry, device_ids, options.max_request_time);
+    metrics->SetDevicesLoaded(static_cast<double>(backend->devices().devices().size()));
+    const size_t stored = backend->stored_traces();
+    metrics->SetStoredTraces(static_cast<double>(stored));
+    // An operator who finds the count at zero after a restart knows at once
+    // that the store is not the one they expected.
+    std::fprintf(stderr, "habitat-server: the trace store holds %zu traces\n", stored);
+    StartRefresher(options.stored_traces_refresh);
+    if (options.metrics_address.empty()) return absl::OkStatus();
+    return ServeMetrics(options.metrics_address, options.connections.guard);
+  }
+
+  void CreateService(const ServerOptions& options) {
+    ServiceLimits limits;
+    limits.max_concurrent_rpcs = options.max_concurrent_rpcs;
+    limits.max_request_time = options.max_request_time;
+    limits.request_memory_bytes = options.request_memory_bytes;
+    work = std::make_unique<WorkQueue>(options.work_threads > 0
+                                           ? options.work_threads
+                                           : static_cast<int>(std::thread::hardware_concurrency()));
+    service = std::make_unique<PredictionServiceImpl>(backend.get(), metrics.get(),
+                                                      authenticator.get(), work.get(), limits);
+  }
+
+  // The plaintext health-only port, when options.health_address asks for
+  // one; NOT_SERVING until start-up is done.
+  absl::Status StartHealthPort(const ServerOptions& options) {
+    if (options.health_address.empty()) return absl::OkStatus();
+    grpc::ServerBuilder builder;
+    builder.SetOption(std::make_unique<ReflectionOption>(false));
+    builder.RegisterCallbackGenericService(&health_port_fallback);
+    AddConnectionLimits(options.connections, builder);
+    RefuseCompressedRequests(builder);
+    ListenExclusively(builder);
+    builder.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(),
+                             &health_port);
+    health_server = builder.BuildAndStart();
+    if (health_server == nullptr || health_port == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on --health_address '",
+                                                 options.health_address,
+                                                 "' (in use or not an address?)"));
+    }
+    health_server->GetHealthCheckService()->SetServingStatus(false);
+    PortGuard guard;
+    guard.max_connections = kHealthPortMaxConnections;
+    guard.max_connections_per_peer = kHealthPortMaxConnectionsPerPeer;
+    guard.fd_reserve = FdReserve() / 2;
+    guard.shed = options.connections.guard;
+    guard.inspect_http2 = true;
+    guard.http2.max_streams_before_ack = options.connections.max_concurrent_streams;
+    ConnectionGuard::Get().Guard(health_port, guard);
+    guarded_ports.push_back(health_port);
+    return absl::OkStatus();
+  }
+
+  // The gRPC service on options.address, guarded and probed; on error both
+  // servers are stopped.
+  absl::Status StartMainPort(const ServerOptions& options,
+                             std::shared_ptr<grpc::ServerCredentials> credentials) {
+    grpc::ServerBuilder builder;
+    builder.SetOption(std::make_unique<ReflectionOption>(true));
+    builder.AddListeningPort(options.address, std::move(credentials), &port);
+    builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+    builder.SetMaxSendMessageSize(options.max_receive_message_bytes);
+    builder.RegisterService(service.get());
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(MakeWatchTokenCheck(authenticator.get()));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+    AddConnectionLimits(options.connections, builder);
+    RefuseCompressedRequests(builder);
+    ListenExclusively(builder);
+    server = builder.BuildAndStart();
+    if (server == nullptr || port == 0) {
+      StopServersNow();
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on '", options.address, "' (in use or not an address?)"));
+    }
+    // The service is also known to health checks by its name, not only as
+    // the whole server (""); both follow the same status
+    // (SetServingStatus(bool) sets every registered name).
+    for (grpc::Server* started : {server.get(), health_server.get()}) {
+      if (started == nullptr) continue;
+      started->GetHealthCheckService()->SetServingStatus(
+          std::string(v1::PredictionService::service_full_name()), false);
+    }
+    const absl::Status guarded = GuardMainPort(options);
+    if (!guarded.ok()) StopServersNow();
+    return guarded;
+  }
+
+  // Routes the main port through the connection guard, proves that it
+  // accepts before health says SERVING, and starts the self-probes.
+  absl::Status GuardMainPort(const ServerOptions& options) {
+    auto probe_address = ProbeAddressFor(options.address, port);
+    // Unix sockets have no port to guard or probe.
+    if (absl::IsUnimplemented(probe_address.status())) return absl::OkStatus();
+    if (!probe_address.ok()) return probe_address.status();
+    PortGuard guard;
+    guard.max_connections = options.connections.max_connections;
+    guard.max_connections_per_peer = options.connections.max_connections_per_peer;
+    guard.fd_reserve = FdReserve();
+    guard.shed = options.connections.guard;
+    // Under TLS the bytes are ciphertext at the socket.
+    guard.inspect_http2 = !options.tls.enabled();
+    guard.http2.max_streams_before_ack = options.connections.max_concurrent_streams;
+    ConnectionGuard::Get().Guard(port, guard);
+    guarded_ports.push_back(port);
+    const absl::Status first =
+        ConnectionGuard::Get().ProbeListener(*probe_address, kStartProbeTimeout);
+    if (!first.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the gRPC listener on '", options.address,
+                       "' did not pass its first self-probe: ", first.message()));
+    }
+    if (options.connections.self_probe_interval > absl::ZeroDuration()) {
+      StartProber(*probe_address, options.connections.self_probe_interval);
+    }
+    return absl::OkStatus();
+  }
+
+  // Stops both gRPC servers at once, for a start-up that failed.
+  void StopServersNow() {
+    if (server != nullptr) server->Shutdown(std::chrono::system_clock::now());
+    if (health_server != nullptr) health_server->Shutdown(std::chrono::system_clock::now());
   }
 
   void StartRefresher(absl::Duration interval) {
@@ -361,162 +478,20 @@ PredictionServer::~PredictionServer() {
 
 absl::StatusOr<std::unique_ptr<PredictionServer>> PredictionServer::Start(
     const ServerOptions& options) {
-  if (options.max_receive_message_bytes <= 0) {
-    return absl::InvalidArgumentError("--max_message_mb must be >= 1");
-  }
-  if (options.max_concurrent_rpcs < 0) {
-    return absl::InvalidArgumentError("--max_concurrent_rpcs must be >= 0 (0: no limit)");
-  }
-  if (options.max_request_time < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--max_request_seconds must be >= 0 (0: no limit)");
-  }
-  if (options.stored_traces_refresh <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("the stored-traces refresh interval must be positive");
-  }
-  HABITAT_RETURN_IF_ERROR(CheckConnectionOptions(options.connections));
+  HABITAT_RETURN_IF_ERROR(CheckServerOptions(options));
   // Files first: a typo in a flag should not wait for the data to load.
   HABITAT_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                            MakeServerCredentials(options.tls));
   auto impl = std::make_unique<Impl>();
-  if (options.token_file.empty()) {
-    impl->authenticator = std::make_unique<Authenticator>();
-  } else {
-    HABITAT_ASSIGN_OR_RETURN(impl->authenticator, Authenticator::FromTokenFile(options.token_file));
-  }
-  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<TraceStore> store, OpenStore(options));
-  if (options.request_memory_bytes < 0) {
-    return absl::InvalidArgumentError("--request_memory_mib must be >= 0 (0: no limit)");
-  }
-  // The transport's limits are the backend's: a breakdown gRPC would not
-  // send is refused before it is computed.
-  BackendOptions backend_options = options.backend;
-  backend_options.max_response_bytes = options.max_receive_message_bytes;
-  backend_options.max_request_memory_bytes = options.request_memory_bytes;
-  HABITAT_ASSIGN_OR_RETURN(impl->backend,
-                           PredictionBackend::Create(backend_options, std::move(store)));
-  if (options.trace_retention_days > 0) {
-    RetentionOptions retention;
-    retention.days = options.trace_retention_days;
-    retention.interval = options.trace_retention_interval;
-    HABITAT_ASSIGN_OR_RETURN(impl->retention,
-                             TraceRetention::Start(&impl->backend->store(), retention));
-  }
-  std::vector<std::string> device_ids;
-  for (const auto& device : impl->backend->devices().devices()) device_ids.push_back(device.id());
-  impl->metrics =
-      std::make_unique<ServerMetrics>(*impl->registry, device_ids, options.max_request_time);
-  impl->metrics->SetDevicesLoaded(static_cast<double>(impl->backend->devices().devices().size()));
-  const size_t stored = impl->backend->stored_traces();
-  impl->metrics->SetStoredTraces(static_cast<double>(stored));
-  // An operator who finds the count at zero after a restart knows at once
-  // that the store is not the one they expected.
-  std::fprintf(stderr, "habitat-server: the trace store holds %zu traces\n", stored);
-  impl->StartRefresher(options.stored_traces_refresh);
-  if (!options.metrics_address.empty()) {
-    HABITAT_RETURN_IF_ERROR(impl->StartMetrics(options.metrics_address, options.connections.guard));
-  }
-  ServiceLimits limits;
-  limits.max_concurrent_rpcs = options.max_concurrent_rpcs;
-  limits.max_request_time = options.max_request_time;
-  limits.request_memory_bytes = options.request_memory_bytes;
-  impl->work = std::make_unique<WorkQueue>(
-      options.work_threads > 0 ? options.work_threads
-                               : static_cast<int>(std::thread::hardware_concurrency()));
-  impl->service =
-      std::make_unique<PredictionServiceImpl>(impl->backend.get(), impl->metrics.get(),
-                                              impl->authenticator.get(), impl->work.get(), limits);
-
+  HABITAT_ASSIGN_OR_RETURN(impl->authenticator, LoadAuthenticator(options.token_file));
+  HABITAT_RETURN_IF_ERROR(impl->OpenBackend(options));
+  HABITAT_RETURN_IF_ERROR(impl->StartMetrics(options));
+  impl->CreateService(options);
   // The health service is not behind the token check (only
   // PredictionService handlers authenticate), so probes need no token.
   grpc::EnableDefaultHealthCheckService(true);
-  if (!options.health_address.empty()) {
-    grpc::ServerBuilder health_builder;
-    health_builder.SetOption(std::make_unique<ReflectionOption>(false));
-    health_builder.RegisterCallbackGenericService(&impl->health_port_fallback);
-    AddConnectionLimits(options.connections, health_builder);
-    RefuseCompressedRequests(health_builder);
-    ListenExclusively(health_builder);
-    health_builder.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(),
-                                    &impl->health_port);
-    impl->health_server = health_builder.BuildAndStart();
-    if (impl->health_server == nullptr || impl->health_port == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on --health_address '",
-                                                 options.health_address,
-                                                 "' (in use or not an address?)"));
-    }
-    impl->health_server->GetHealthCheckService()->SetServingStatus(false);
-    PortGuard guard;
-    guard.max_connections = kHealthPortMaxConnections;
-    guard.max_connections_per_peer = kHealthPortMaxConnectionsPerPeer;
-    guard.fd_reserve = FdReserve() / 2;
-    guard.shed = options.connections.guard;
-    guard.inspect_http2 = true;
-    guard.http2.max_streams_before_ack = options.connections.max_concurrent_streams;
-    ConnectionGuard::Get().Guard(impl->health_port, guard);
-    impl->guarded_ports.push_back(impl->health_port);
-  }
-  grpc::ServerBuilder builder;
-  builder.SetOption(std::make_unique<ReflectionOption>(true));
-  builder.AddListeningPort(options.address, credentials, &impl->port);
-  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_receive_message_bytes);
-  builder.RegisterService(impl->service.get());
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(MakeWatchTokenCheck(impl->authenticator.get()));
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  AddConnectionLimits(options.connections, builder);
-  RefuseCompressedRequests(builder);
-  ListenExclusively(builder);
-  impl->server = builder.BuildAndStart();
-  auto stop_servers = [&impl] {
-    if (impl->server != nullptr) impl->server->Shutdown(std::chrono::system_clock::now());
-    if (impl->health_server != nullptr) {
-      impl->health_server->Shutdown(std::chrono::system_clock::now());
-    }
-  };
-  if (impl->server == nullptr || impl->port == 0) {
-    stop_servers();
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on '", options.address, "' (in use or not an address?)"));
-  }
-  // The service is also known to health checks by its name, not only as the
-  // whole server (""); both follow the same status (SetServingStatus(bool)
-  // sets every registered name).
-  for (grpc::Server* server : {impl->server.get(), impl->health_server.get()}) {
-    if (server == nullptr) continue;
-    server->GetHealthCheckService()->SetServingStatus(
-        std::string(v1::PredictionService::service_full_name()), false);
-  }
-  // Unix sockets have no port to guard or probe.
-  auto probe_address = ProbeAddressFor(options.address, impl->port);
-  if (probe_address.ok()) {
-    PortGuard guard;
-    guard.max_connections = options.connections.max_connections;
-    guard.max_connections_per_peer = options.connections.max_connections_per_peer;
-    guard.fd_reserve = FdReserve();
-    guard.shed = options.connections.guard;
-    // Under TLS the bytes are ciphertext at the socket.
-    guard.inspect_http2 = !options.tls.enabled();
-    guard.http2.max_streams_before_ack = options.connections.max_concurrent_streams;
-    ConnectionGuard::Get().Guard(impl->port, guard);
-    impl->guarded_ports.push_back(impl->port);
-    // Proves that connections pass through the guard, before health says
-    // SERVING.
-    const absl::Status first =
-        ConnectionGuard::Get().ProbeListener(*probe_address, kStartProbeTimeout);
-    if (!first.ok()) {
-      stop_servers();
-      return absl::UnavailableError(
-          absl::StrCat("the gRPC listener on '", options.address,
-                       "' did not pass its first self-probe: ", first.message()));
-    }
-    if (options.connections.self_probe_interval > absl::ZeroDuration()) {
-      impl->StartProber(*probe_address, options.connections.self_probe_interval);
-    }
-  } else if (!absl::IsUnimplemented(probe_address.status())) {
-    stop_servers();
-    return probe_address.status();
-  }
+  HABITAT_RETURN_IF_ERROR(impl->StartHealthPort(options));
+  HABITAT_RETURN_IF_ERROR(impl->StartMainPort(options, std::move(credentials)));
   {
     absl::MutexLock lock(&impl->health_mutex);
     impl->UpdateHealthLocked();

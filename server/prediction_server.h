@@ -112,8 +112,9 @@ struct ServerOptions {
 
 class PredictionServer {
  public:
-  // Errors name the flag or file at fault (bad TLS file, bad token file,
-  // port in use, bad data directory).
+  // Errors name the flag or file at fault (an option out of range, checked
+  // first by CheckServerOptions in server/server_options_check.h; bad TLS
+  // file, bad token file, port in use, bad data directory).
   static absl::StatusOr<std::unique_ptr<PredictionServer>> Start(const ServerOptions& options);
   ~PredictionServer();
 

@@ -16,6 +16,7 @@
 #include "core/kineto/kineto_arguments.h"
 #include "core/kineto/kineto_events.h"
 #include "core/kineto/kineto_header.h"
+#include "core/kineto/kineto_memory.h"
 #include "core/kineto/kineto_structure.h"
 #include "core/kineto/profiler_cost.h"
 #include "core/trace/gradient_producers.h"
@@ -133,9 +134,7 @@ class Converter {
   void AppendWork(const OpWork& work, Pass* pass) const;
   void FillKernel(const Placed& p, Kernel* k) const;
   void FillTraceLevel(Trace* out) const;
-  std::vector<const kineto::MemoryEvent*> MemoryEventsInWindow(int64_t device) const;
-  std::optional<habitat::v1::MemoryUsage> MemoryInWindow(int64_t device) const;
-  void AddPassMemory(int64_t device, habitat::v1::MemoryUsage* memory) const;
+  std::vector<kineto::PassSpan> PassSpans() const;
 
   Nanoseconds Rel(Nanoseconds t) const { return t - window_.start; }
 
@@ -449,90 +448,18 @@ void Converter::FillTraceLevel(Trace* out) const {
   meta["kineto.backward_nodes_linked"] = absl::StrCat(linked);
 }
 
-// The window's memory events of the caching allocator on `device` (every
-// GPU's with device -1), in time order.
-std::vector<const kineto::MemoryEvent*> Converter::MemoryEventsInWindow(int64_t device) const {
-  std::vector<const kineto::MemoryEvent*> events;
-  for (const kineto::MemoryEvent& m : trace_.memory) {
-    if (m.device_type != kineto::kCudaDeviceType || !window_.Contains(m.time)) continue;
-    if (device >= 0 && m.device_id != device) continue;
-    events.push_back(&m);
-  }
-  std::sort(events.begin(), events.end(), [](const auto* a, const auto* b) {
-    return std::pair(a->time, a->index) < std::pair(b->time, b->index);
-  });
-  return events;
-}
-
-// The caching allocator's peaks on `device` during the window: the maxima
-// of the totals its memory events report after each allocation, and what
-// was allocated when the window began: the first event's total less what
-// that event allocated (nothing changes between events). Unset when the
-// window has none (a profile taken without profile_memory=True). With
-// device -1 (kernels without a "device" arg) every GPU's events count.
-std::optional<habitat::v1::MemoryUsage> Converter::MemoryInWindow(int64_t device) const {
-  const std::vector<const kineto::MemoryEvent*> events = MemoryEventsInWindow(device);
-  int64_t allocated = -1, reserved = -1;
-  for (const kineto::MemoryEvent* m : events) {
-    allocated = std::max(allocated, m->total_allocated);
-    reserved = std::max(reserved, m->total_reserved);
-  }
-  if (allocated < 0 && reserved < 0) return std::nullopt;
-  const kineto::MemoryEvent* first = events.front();
-  habitat::v1::MemoryUsage out;
-  if (first->total_allocated >= 0 && first->bytes.has_value() &&
-      first->total_allocated - *first->bytes >= 0) {
-    out.set_allocated_bytes_at_start(first->total_allocated - *first->bytes);
-    // A first event that frees leaves less than the window began with: the
-    // peak counts the start (as AddPassMemory's running peak does).
-    allocated = std::max(allocated, out.allocated_bytes_at_start());
-  }
-  if (allocated >= 0) out.set_peak_allocated_bytes(allocated);
-  if (reserved >= 0) out.set_peak_reserved_bytes(reserved);
-  out.set_source("kineto");
-  return out;
-}
-
-// MemoryUsage.passes from the same events: for every top-level op that
-// became (part of) an operation, in start order, the total allocated after
-// the last event before it began and after the last one before it ended,
-// and the running maximum by then. Nothing without a start to begin from.
-void Converter::AddPassMemory(int64_t device, habitat::v1::MemoryUsage* memory) const {
-  if (!memory->has_allocated_bytes_at_start()) return;
-  std::vector<const kineto::MemoryEvent*> events = MemoryEventsInWindow(device);
-  events.erase(std::remove_if(events.begin(), events.end(),
-                              [](const auto* m) { return m->total_allocated < 0; }),
-               events.end());
-  const int64_t start = memory->allocated_bytes_at_start();
-  std::vector<int64_t> running_peak(events.size());
-  for (size_t i = 0; i < events.size(); ++i) {
-    running_peak[i] = std::max(i == 0 ? start : running_peak[i - 1], events[i]->total_allocated);
-  }
-  // The number of events before `t` (at or before it when `inclusive`).
-  auto count_before = [&](Nanoseconds t, bool inclusive) {
-    auto it = inclusive
-                  ? std::upper_bound(events.begin(), events.end(), t,
-                                     [](Nanoseconds v, const auto* m) { return v < m->time; })
-                  : std::lower_bound(events.begin(), events.end(), t,
-                                     [](const auto* m, Nanoseconds v) { return m->time < v; });
-    return static_cast<size_t>(it - events.begin());
-  };
-  auto total_after = [&](size_t count) {
-    return count == 0 ? start : events[count - 1]->total_allocated;
-  };
+// The top-level ops that became (part of) an operation, in start order,
+// for kineto::AddPassMemory.
+std::vector<kineto::PassSpan> Converter::PassSpans() const {
+  std::vector<kineto::PassSpan> spans;
   for (int op : top_level_) {
     auto pass = pass_of_.find(op);
     if (pass == pass_of_.end()) continue;
     const HostEvent& e = trace_.host[op];
-    const size_t before = count_before(e.start, false);
-    const size_t after = count_before(e.start + e.duration, true);
-    habitat::v1::PassMemory* m = memory->add_passes();
-    m->set_operation(static_cast<uint32_t>(pass->second.first));
-    m->set_backward(pass->second.second);
-    m->set_allocated_bytes_before(total_after(before));
-    m->set_allocated_bytes_after(total_after(after));
-    m->set_peak_allocated_bytes_after(after == 0 ? start : running_peak[after - 1]);
+    spans.push_back({e.start, e.start + e.duration, static_cast<uint32_t>(pass->second.first),
+                     pass->second.second});
   }
+  return spans;
 }
 
 absl::StatusOr<Trace> Converter::Run() {
@@ -580,8 +507,9 @@ absl::StatusOr<Trace> Converter::Run() {
                           options_.iteration_wall_ns, &out);
   // A profile records no TF32 or autocast settings; the kernels show them.
   if (auto math = InferMathSettings(out)) *out.mutable_math() = *std::move(math);
-  if (auto memory = MemoryInWindow(device)) {
-    AddPassMemory(device, &*memory);
+  const kineto::MemoryWindow memory_window{window_.start, window_.end};
+  if (auto memory = kineto::MemoryInWindow(trace_, memory_window, device)) {
+    kineto::AddPassMemory(trace_, memory_window, device, PassSpans(), &*memory);
     *out.mutable_memory() = *std::move(memory);
   }
   return out;

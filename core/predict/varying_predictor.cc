@@ -23,15 +23,8 @@ struct PassRef {
   Nanoseconds time_ns;
 };
 
-// The passes of one signature (family, configuration, directions) in one
-// math mode.
-struct Group {
-  mlp::OpSignature signature;
-  MathMode origin_mode = MathMode::kFp32;
-  bool backward = false;
-  std::vector<PassRef> passes;
-  Nanoseconds feature_origin_ns = 0;
-};
+// FeatureBatch::row_of of an evaluation without a row.
+constexpr size_t kNoRow = ~size_t{0};
 
 // Past this the nanosecond count would overflow (about 285 years).
 constexpr double kMaxNs = 9.0e18;
@@ -40,6 +33,12 @@ constexpr double kMaxNs = 9.0e18;
 // same kernels (the engine wave-scales them): neither needs the model.
 bool ModelPredicts(const v1::DeviceSpec& origin, const v1::DeviceSpec& target) {
   return target.id() != origin.id() && !SameComputeUnits(origin, target);
+}
+
+// The sibling candidates of target `t`, or null.
+const std::vector<const v1::DeviceSpec*>* SiblingsOf(
+    const std::vector<std::vector<const v1::DeviceSpec*>>* siblings, size_t t) {
+  return siblings == nullptr ? nullptr : &(*siblings)[t];
 }
 
 }  // namespace
@@ -239,18 +238,58 @@ const v1::DeviceSpec* VaryingPredictor::TrainedSibling(
   return nullptr;
 }
 
+// The passes of one signature (family, configuration, directions) in one
+// math mode.
+struct VaryingPredictor::Group {
+  mlp::OpSignature signature;
+  MathMode origin_mode = MathMode::kFp32;
+  bool backward = false;
+  std::vector<PassRef> passes;
+  Nanoseconds feature_origin_ns = 0;
+  // GroupKey's: the start of the memo keys of the group's evaluations.
+  std::string key;
+};
+
+// An evaluation the memo did not hold.
+struct VaryingPredictor::PendingEvaluation {
+  size_t target = 0;
+  size_t group = 0;
+  int slot = kPrimary;
+  const v1::DeviceSpec* sibling = nullptr;  // TrainedSibling's, may be null
+  std::string memo_key;
+};
+
+// The model's input rows for the pending evaluations that take a
+// correction: a large GEMM takes none, so it has no row.
+struct VaryingPredictor::FeatureBatch {
+  std::vector<float> features;
+  // Per pending evaluation: its row, or kNoRow.
+  std::vector<size_t> row_of;
+  size_t rows = 0;
+};
+
 absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     const v1::Trace& trace, const v1::DeviceSpec& origin,
     const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop,
     const std::vector<std::vector<const v1::DeviceSpec*>>* siblings) const {
   if (stop == nullptr) stop = &StopCondition::Never();
-  auto siblings_of = [&](size_t t) { return siblings == nullptr ? nullptr : &(*siblings)[t]; };
-  // 1. Group the covered passes by signature.
+  HABITAT_ASSIGN_OR_RETURN(std::vector<Group> groups, GroupCoveredPasses(trace, origin, *stop));
+  EvaluationGrid evaluations(targets.size(), std::vector<Evaluations>(groups.size()));
+  std::vector<PendingEvaluation> pending =
+      LookUpMemo(groups, origin, targets, siblings, &evaluations);
+  HABITAT_ASSIGN_OR_RETURN(FeatureBatch batch, PrepareEvaluations(groups, origin, targets, pending,
+                                                                  *stop, &evaluations));
+  HABITAT_RETURN_IF_ERROR(EvaluateAndMemoize(batch, *stop, &pending, &evaluations));
+  return ApplyToPasses(groups, evaluations, origin, targets, siblings);
+}
+
+absl::StatusOr<std::vector<VaryingPredictor::Group>> VaryingPredictor::GroupCoveredPasses(
+    const v1::Trace& trace, const v1::DeviceSpec& origin, const StopCondition& stop) const {
   std::vector<Group> groups;
   absl::flat_hash_map<std::string, size_t> group_index;
   for (int i = 0; i < trace.operations_size(); ++i) {
     if (i % kOperationsPerStopCheck == 0) {
-      HABITAT_RETURN_IF_ERROR(stop->Check("grouping kernel-varying operations"));
+      HABITAT_RETURN_IF_ERROR(stop.Check("grouping kernel-varying operations"));
     }
     const v1::Operation& op = trace.operations(i);
     if (ClassifyOperation(op.name()) != OpKind::kKernelVarying) continue;
@@ -265,142 +304,156 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
       if (time_ns / (*signature)->direction_factor < model_->min_origin_ns()) continue;
       std::string key = GroupKey(**signature, origin_mode, backward);
       auto [it, inserted] = group_index.try_emplace(key, groups.size());
-      if (inserted) groups.push_back(Group{**signature, origin_mode, backward, {}, 0});
+      if (inserted)
+        groups.push_back(Group{**signature, origin_mode, backward, {}, 0, std::move(key)});
       groups[it->second].passes.push_back(PassRef{i, time_ns});
     }
   }
-  std::vector<std::string> group_keys(groups.size());
-  for (const auto& [key, index] : group_index) group_keys[index] = key;
   for (auto& group : groups) {
     std::vector<Nanoseconds> times;
     for (const auto& pass : group.passes) times.push_back(pass.time_ns);
     group.feature_origin_ns = UpperMedian(std::move(times)) / group.signature.direction_factor;
   }
+  return groups;
+}
 
-  // 2. Memo lookups; the rest go into one batch.
-  using Evaluations = std::array<Evaluation, 2>;  // by slot
-  std::vector<std::vector<Evaluations>> evaluations(targets.size(),
-                                                    std::vector<Evaluations>(groups.size()));
-  struct Pending {
-    size_t target, group;
-    int slot;
-    const v1::DeviceSpec* sibling;  // TrainedSibling's, may be null
-  };
-  std::vector<Pending> pending;
-  std::vector<std::string> pending_keys;
-  {
-    absl::MutexLock lock(&mu_);
-    for (size_t t = 0; t < targets.size(); ++t) {
-      if (!ModelPredicts(origin, *targets[t])) continue;
-      for (size_t g = 0; g < groups.size(); ++g) {
-        const MathMode target_mode = mlp::TargetMathMode(groups[g].origin_mode, *targets[t]);
-        for (int slot = 0; slot < EvaluatedSlots(target_mode); ++slot) {
-          const MathMode evaluated_mode = EvaluatedMode(target_mode, slot);
-          // The sibling a pass goes through is part of what it was evaluated on.
-          const v1::DeviceSpec* sibling = TrainedSibling(siblings_of(t), groups[g].signature.family,
-                                                         evaluated_mode, *targets[t]);
-          std::string memo_key =
-              absl::StrCat(group_keys[g], "|", groups[g].feature_origin_ns, "|", origin.id(), "|",
-                           targets[t]->id(), "|", MathModeName(evaluated_mode), "|",
-                           sibling == nullptr ? "" : sibling->id());
-          auto it = memo_.find(memo_key);
-          if (it != memo_.end()) {
-            ++hits_;
-            evaluations[t][g][slot] = it->second;
-            continue;
-          }
-          ++misses_;
-          pending.push_back({t, g, slot, sibling});
-          pending_keys.push_back(std::move(memo_key));
+std::vector<VaryingPredictor::PendingEvaluation> VaryingPredictor::LookUpMemo(
+    const std::vector<Group>& groups, const v1::DeviceSpec& origin,
+    const std::vector<const v1::DeviceSpec*>& targets, const Siblings* siblings,
+    EvaluationGrid* evaluations) const {
+  std::vector<PendingEvaluation> pending;
+  absl::MutexLock lock(&mu_);
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (!ModelPredicts(origin, *targets[t])) continue;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const MathMode target_mode = mlp::TargetMathMode(groups[g].origin_mode, *targets[t]);
+      for (int slot = 0; slot < EvaluatedSlots(target_mode); ++slot) {
+        const MathMode evaluated_mode = EvaluatedMode(target_mode, slot);
+        // The sibling a pass goes through is part of what it was evaluated on.
+        const v1::DeviceSpec* sibling = TrainedSibling(
+            SiblingsOf(siblings, t), groups[g].signature.family, evaluated_mode, *targets[t]);
+        std::string memo_key =
+            absl::StrCat(groups[g].key, "|", groups[g].feature_origin_ns, "|", origin.id(), "|",
+                         targets[t]->id(), "|", MathModeName(evaluated_mode), "|",
+                         sibling == nullptr ? "" : sibling->id());
+        auto it = memo_.find(memo_key);
+        if (it != memo_.end()) {
+          ++hits_;
+          (*evaluations)[t][g][slot] = it->second;
+          continue;
         }
+        ++misses_;
+        pending.push_back({t, g, slot, sibling, std::move(memo_key)});
       }
     }
   }
-  // A large GEMM takes no correction: it has no row in the batch.
-  std::vector<float> batch;
-  batch.reserve(pending.size() * mlp::kFeatureCount);
-  constexpr size_t kNoRow = ~size_t{0};
-  std::vector<size_t> row_of(pending.size(), kNoRow);
-  size_t rows = 0;
+  return pending;
+}
+
+absl::StatusOr<VaryingPredictor::FeatureBatch> VaryingPredictor::PrepareEvaluations(
+    const std::vector<Group>& groups, const v1::DeviceSpec& origin,
+    const std::vector<const v1::DeviceSpec*>& targets,
+    const std::vector<PendingEvaluation>& pending, const StopCondition& stop,
+    EvaluationGrid* evaluations) const {
+  FeatureBatch batch;
+  batch.features.reserve(pending.size() * mlp::kFeatureCount);
+  batch.row_of.assign(pending.size(), kNoRow);
   for (size_t p = 0; p < pending.size(); ++p) {
     if (p % kOperationsPerStopCheck == 0) {
-      HABITAT_RETURN_IF_ERROR(stop->Check("computing kernel-varying features"));
+      HABITAT_RETURN_IF_ERROR(stop.Check("computing kernel-varying features"));
     }
-    const auto [t, g, slot, sibling] = pending[p];
-    const Group& group = groups[g];
-    const v1::DeviceSpec& target = *targets[t];
-    const MathMode target_mode =
-        EvaluatedMode(mlp::TargetMathMode(group.origin_mode, target), slot);
-    Evaluation& e = evaluations[t][g][slot];
-    // After a change of math mode the pass is moved as one in the target's
-    // mode on both GPUs, from what it would take on the origin in that mode.
-    if (target_mode != group.origin_mode) {
-      HABITAT_ASSIGN_OR_RETURN(
-          e.mode_change_extra_ns,
-          mlp::ModeChangeExtraNs(group.signature.family, group.signature.config, group.origin_mode,
-                                 target_mode, group.backward, origin,
-                                 model_->large_gemm_typical()));
-    }
+    const PendingEvaluation& next = pending[p];
     HABITAT_ASSIGN_OR_RETURN(
-        e.large_gemm_ns,
-        LargeGemmRooflineOnTarget(*model_, group.signature.family, group.signature.config,
-                                  group.origin_mode, target_mode, group.backward, target,
-                                  sibling != nullptr));
-    if (e.large_gemm_ns == 0 && SplitAtRoofline(*model_, group.signature.family, group.origin_mode,
-                                                target_mode, target, sibling != nullptr)) {
-      HABITAT_ASSIGN_OR_RETURN(
-          e.origin_roofline_ns,
-          mlp::SustainedRooflineNs(group.signature.family, group.signature.config, target_mode,
-                                   group.backward, origin));
-      HABITAT_ASSIGN_OR_RETURN(
-          e.target_roofline_ns,
-          mlp::SustainedRooflineNs(group.signature.family, group.signature.config, target_mode,
-                                   group.backward, target));
-      e.latency_ratio = LatencyRatio(origin, target);
-    } else if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
-      // No correction: a large GEMM (features.h), or a target whose trained
-      // sibling is the origin itself.
-      HABITAT_ASSIGN_OR_RETURN(
-          e.roofline_ratio,
-          mlp::RooflineRatio(group.signature.family, group.signature.config, target_mode,
-                             target_mode, group.backward, origin, target));
-    } else {
-      row_of[p] = rows++;
-      const v1::DeviceSpec& evaluated = sibling != nullptr ? *sibling : target;
-      HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
-          group.signature.family, group.signature.config, target_mode, target_mode, group.backward,
-          origin, evaluated, static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns,
-          &batch, &e.roofline_ratio));
-      if (sibling != nullptr) {
-        HABITAT_ASSIGN_OR_RETURN(
-            const double step,
-            mlp::RooflineRatio(group.signature.family, group.signature.config, target_mode,
-                               target_mode, group.backward, *sibling, target));
-        e.roofline_ratio *= step;
-      }
-    }
-    HABITAT_ASSIGN_OR_RETURN(
-        e.floor_ns, mlp::FloorNs(group.signature.family, group.signature.config, target_mode,
-                                 group.backward, target));
+        const bool has_row,
+        PrepareEvaluation(groups[next.group], next, origin, *targets[next.target], &batch.features,
+                          &(*evaluations)[next.target][next.group][next.slot]));
+    if (has_row) batch.row_of[p] = batch.rows++;
   }
-  if (!pending.empty()) {
-    std::vector<double> out;
-    if (rows > 0) {
-      HABITAT_ASSIGN_OR_RETURN(out, EvaluateInChunks(batch, rows, *stop));
-    }
-    absl::MutexLock lock(&mu_);
-    // Bounded by dropping everything: signatures recur across requests in
-    // bursts (the same model re-uploaded), so recency tracking buys little.
-    if (memo_.size() + pending.size() > memo_entries_) memo_.clear();
-    for (size_t p = 0; p < pending.size(); ++p) {
-      Evaluation& e = evaluations[pending[p].target][pending[p].group][pending[p].slot];
-      e.log2_correction = row_of[p] == kNoRow ? 0 : out[row_of[p]];
-      if (memo_entries_ > 0) memo_.insert_or_assign(std::move(pending_keys[p]), e);
-    }
-  }
+  return batch;
+}
 
-  // 3. Apply each group's evaluations to its passes, the fp32 one bounding
-  // a TF32 pass, never below the target's floor.
+absl::StatusOr<bool> VaryingPredictor::PrepareEvaluation(
+    const Group& group, const PendingEvaluation& pending, const v1::DeviceSpec& origin,
+    const v1::DeviceSpec& target, std::vector<float>* features, Evaluation* evaluation) const {
+  const mlp::Family family = group.signature.family;
+  const mlp::OpConfig& config = group.signature.config;
+  const v1::DeviceSpec* sibling = pending.sibling;
+  const MathMode target_mode =
+      EvaluatedMode(mlp::TargetMathMode(group.origin_mode, target), pending.slot);
+  Evaluation& e = *evaluation;
+  bool has_row = false;
+  // After a change of math mode the pass is moved as one in the target's
+  // mode on both GPUs, from what it would take on the origin in that mode.
+  if (target_mode != group.origin_mode) {
+    HABITAT_ASSIGN_OR_RETURN(
+        e.mode_change_extra_ns,
+        mlp::ModeChangeExtraNs(family, config, group.origin_mode, target_mode, group.backward,
+                               origin, model_->large_gemm_typical()));
+  }
+  HABITAT_ASSIGN_OR_RETURN(
+      e.large_gemm_ns,
+      LargeGemmRooflineOnTarget(*model_, family, config, group.origin_mode, target_mode,
+                                group.backward, target, sibling != nullptr));
+  if (e.large_gemm_ns == 0 && SplitAtRoofline(*model_, family, group.origin_mode, target_mode,
+                                              target, sibling != nullptr)) {
+    HABITAT_ASSIGN_OR_RETURN(
+        e.origin_roofline_ns,
+        mlp::SustainedRooflineNs(family, config, target_mode, group.backward, origin));
+    HABITAT_ASSIGN_OR_RETURN(
+        e.target_roofline_ns,
+        mlp::SustainedRooflineNs(family, config, target_mode, group.backward, target));
+    e.latency_ratio = LatencyRatio(origin, target);
+  } else if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
+    // No correction: a large GEMM (features.h), or a target whose trained
+    // sibling is the origin itself.
+    HABITAT_ASSIGN_OR_RETURN(e.roofline_ratio,
+                             mlp::RooflineRatio(family, config, target_mode, target_mode,
+                                                group.backward, origin, target));
+  } else {
+    has_row = true;
+    const v1::DeviceSpec& evaluated = sibling != nullptr ? *sibling : target;
+    HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
+        family, config, target_mode, target_mode, group.backward, origin, evaluated,
+        static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns, features,
+        &e.roofline_ratio));
+    if (sibling != nullptr) {
+      HABITAT_ASSIGN_OR_RETURN(const double step,
+                               mlp::RooflineRatio(family, config, target_mode, target_mode,
+                                                  group.backward, *sibling, target));
+      e.roofline_ratio *= step;
+    }
+  }
+  HABITAT_ASSIGN_OR_RETURN(e.floor_ns,
+                           mlp::FloorNs(family, config, target_mode, group.backward, target));
+  return has_row;
+}
+
+absl::Status VaryingPredictor::EvaluateAndMemoize(const FeatureBatch& batch,
+                                                  const StopCondition& stop,
+                                                  std::vector<PendingEvaluation>* pending,
+                                                  EvaluationGrid* evaluations) const {
+  if (pending->empty()) return absl::OkStatus();
+  std::vector<double> out;
+  if (batch.rows > 0) {
+    HABITAT_ASSIGN_OR_RETURN(out, EvaluateInChunks(batch.features, batch.rows, stop));
+  }
+  absl::MutexLock lock(&mu_);
+  // Bounded by dropping everything: signatures recur across requests in
+  // bursts (the same model re-uploaded), so recency tracking buys little.
+  if (memo_.size() + pending->size() > memo_entries_) memo_.clear();
+  for (size_t p = 0; p < pending->size(); ++p) {
+    PendingEvaluation& done = (*pending)[p];
+    Evaluation& e = (*evaluations)[done.target][done.group][done.slot];
+    e.log2_correction = batch.row_of[p] == kNoRow ? 0 : out[batch.row_of[p]];
+    if (memo_entries_ > 0) memo_.insert_or_assign(std::move(done.memo_key), e);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<VaryingPassTable> VaryingPredictor::ApplyToPasses(
+    const std::vector<Group>& groups, const EvaluationGrid& evaluations,
+    const v1::DeviceSpec& origin, const std::vector<const v1::DeviceSpec*>& targets,
+    const Siblings* siblings) const {
   std::vector<VaryingPassTable> tables(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     const v1::DeviceSpec& target = *targets[t];
@@ -408,51 +461,65 @@ absl::StatusOr<std::vector<VaryingPassTable>> VaryingPredictor::PredictTrace(
     for (size_t g = 0; g < groups.size(); ++g) {
       const Group& group = groups[g];
       const Evaluations& e = evaluations[t][g];
-      const mlp::Family family = group.signature.family;
-      VaryingPassPrediction prediction;
-      prediction.origin_mode = group.origin_mode;
-      prediction.target_mode = mlp::TargetMathMode(group.origin_mode, target);
-      prediction.target_in_training =
-          model_->TrainedOn(family, prediction.target_mode, target.id());
-      prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
-      prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;
-      prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
-      if (const v1::DeviceSpec* sibling =
-              TrainedSibling(siblings_of(t), family, prediction.target_mode, target)) {
-        prediction.sibling_id = sibling->id();
-        prediction.expected_error_percent = std::hypot(
-            model_->ExpectedErrorPercent(family, sibling->id()), kSiblingStepErrorPercent);
-      }
-      // Moving to another math mode is a second, independent step.
-      if (prediction.target_mode != group.origin_mode) {
-        prediction.expected_error_percent =
-            std::hypot(prediction.expected_error_percent,
-                       model_->ModeChangeErrorPercent(family, group.origin_mode));
-      }
-      prediction.floor_ns = CallFloorNs(e[kPrimary].floor_ns, group.signature.direction_factor);
+      const VaryingPassPrediction shared =
+          GroupPrediction(group, e[kPrimary], origin, target, SiblingsOf(siblings, t));
       for (const auto& pass : group.passes) {
-        ModelValue value = Apply(e[kPrimary], group.origin_mode, prediction.target_mode,
-                                 group.signature.direction_factor, pass.time_ns);
-        bool fp32_bound = false;
-        if (EvaluatedSlots(prediction.target_mode) > kFp32Bound) {
-          const ModelValue fp32 = Apply(e[kFp32Bound], group.origin_mode, MathMode::kFp32,
-                                        group.signature.direction_factor, pass.time_ns);
-          fp32_bound = fp32.ns < value.ns;
-          if (fp32_bound) value = fp32;
-        }
-        const Nanoseconds raw = static_cast<Nanoseconds>(std::llround(value.ns));
-        VaryingPassPrediction& out = tables[t][VaryingPassKey(pass.op_index, group.backward)];
-        out = prediction;
-        out.large_gemm = value.large_gemm;
-        out.split_at_roofline = value.split_at_roofline;
-        out.capped_at_ceiling = value.capped_at_ceiling;
-        out.fp32_bound = fp32_bound;
-        out.clamped_to_floor = raw < prediction.floor_ns;
-        out.predicted_ns = std::max(raw, prediction.floor_ns);
+        tables[t][VaryingPassKey(pass.op_index, group.backward)] =
+            PassPrediction(shared, e, group.signature.direction_factor, pass.time_ns);
       }
     }
   }
   return tables;
+}
+
+VaryingPassPrediction VaryingPredictor::GroupPrediction(
+    const Group& group, const Evaluation& primary, const v1::DeviceSpec& origin,
+    const v1::DeviceSpec& target, const std::vector<const v1::DeviceSpec*>* siblings) const {
+  const mlp::Family family = group.signature.family;
+  VaryingPassPrediction prediction;
+  prediction.origin_mode = group.origin_mode;
+  prediction.target_mode = mlp::TargetMathMode(group.origin_mode, target);
+  prediction.target_in_training = model_->TrainedOn(family, prediction.target_mode, target.id());
+  prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
+  prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;
+  prediction.expected_error_percent = model_->ExpectedErrorPercent(family, target.id());
+  if (const v1::DeviceSpec* sibling =
+          TrainedSibling(siblings, family, prediction.target_mode, target)) {
+    prediction.sibling_id = sibling->id();
+    prediction.expected_error_percent =
+        std::hypot(model_->ExpectedErrorPercent(family, sibling->id()), kSiblingStepErrorPercent);
+  }
+  // Moving to another math mode is a second, independent step.
+  if (prediction.target_mode != group.origin_mode) {
+    prediction.expected_error_percent =
+        std::hypot(prediction.expected_error_percent,
+                   model_->ModeChangeErrorPercent(family, group.origin_mode));
+  }
+  prediction.floor_ns = CallFloorNs(primary.floor_ns, group.signature.direction_factor);
+  return prediction;
+}
+
+VaryingPassPrediction VaryingPredictor::PassPrediction(const VaryingPassPrediction& shared,
+                                                       const Evaluations& e, int direction_factor,
+                                                       Nanoseconds origin_ns) const {
+  ModelValue value =
+      Apply(e[kPrimary], shared.origin_mode, shared.target_mode, direction_factor, origin_ns);
+  bool fp32_bound = false;
+  if (EvaluatedSlots(shared.target_mode) > kFp32Bound) {
+    const ModelValue fp32 =
+        Apply(e[kFp32Bound], shared.origin_mode, MathMode::kFp32, direction_factor, origin_ns);
+    fp32_bound = fp32.ns < value.ns;
+    if (fp32_bound) value = fp32;
+  }
+  const Nanoseconds raw = static_cast<Nanoseconds>(std::llround(value.ns));
+  VaryingPassPrediction out = shared;
+  out.large_gemm = value.large_gemm;
+  out.split_at_roofline = value.split_at_roofline;
+  out.capped_at_ceiling = value.capped_at_ceiling;
+  out.fp32_bound = fp32_bound;
+  out.clamped_to_floor = raw < shared.floor_ns;
+  out.predicted_ns = std::max(raw, shared.floor_ns);
+  return out;
 }
 
 }  // namespace habitat

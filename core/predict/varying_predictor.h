@@ -224,6 +224,54 @@ class VaryingPredictor {
                                        mlp::Family family, MathMode mode,
                                        const v1::DeviceSpec& target) const;
 
+  // PredictTrace's stages, in order (varying_predictor.cc): group the
+  // covered passes by signature, look their evaluations up in the memo,
+  // prepare the rest (the model's rows for those it corrects), evaluate and
+  // memoize them, and apply each group's evaluations to its passes.
+  struct Group;
+  struct PendingEvaluation;
+  struct FeatureBatch;
+  using Evaluations = std::array<Evaluation, 2>;                 // by slot: primary, fp32 bound
+  using EvaluationGrid = std::vector<std::vector<Evaluations>>;  // [target][group]
+  using Siblings = std::vector<std::vector<const v1::DeviceSpec*>>;
+  absl::StatusOr<std::vector<Group>> GroupCoveredPasses(const v1::Trace& trace,
+                                                        const v1::DeviceSpec& origin,
+                                                        const StopCondition& stop) const;
+  std::vector<PendingEvaluation> LookUpMemo(const std::vector<Group>& groups,
+                                            const v1::DeviceSpec& origin,
+                                            const std::vector<const v1::DeviceSpec*>& targets,
+                                            const Siblings* siblings,
+                                            EvaluationGrid* evaluations) const;
+  absl::StatusOr<FeatureBatch> PrepareEvaluations(const std::vector<Group>& groups,
+                                                  const v1::DeviceSpec& origin,
+                                                  const std::vector<const v1::DeviceSpec*>& targets,
+                                                  const std::vector<PendingEvaluation>& pending,
+                                                  const StopCondition& stop,
+                                                  EvaluationGrid* evaluations) const;
+  // Fills `evaluation` but its correction; true when it appended the row
+  // the model corrects it by to `features`.
+  absl::StatusOr<bool> PrepareEvaluation(const Group& group, const PendingEvaluation& pending,
+                                         const v1::DeviceSpec& origin, const v1::DeviceSpec& target,
+                                         std::vector<float>* features,
+                                         Evaluation* evaluation) const;
+  absl::Status EvaluateAndMemoize(const FeatureBatch& batch, const StopCondition& stop,
+                                  std::vector<PendingEvaluation>* pending,
+                                  EvaluationGrid* evaluations) const;
+  // The fp32 evaluation bounds a TF32 pass; no pass is below the target's
+  // floor.
+  std::vector<VaryingPassTable> ApplyToPasses(const std::vector<Group>& groups,
+                                              const EvaluationGrid& evaluations,
+                                              const v1::DeviceSpec& origin,
+                                              const std::vector<const v1::DeviceSpec*>& targets,
+                                              const Siblings* siblings) const;
+  // What every pass of `group` shares on `target`: modes, training
+  // coverage, expected error, floor.
+  VaryingPassPrediction GroupPrediction(const Group& group, const Evaluation& primary,
+                                        const v1::DeviceSpec& origin, const v1::DeviceSpec& target,
+                                        const std::vector<const v1::DeviceSpec*>* siblings) const;
+  VaryingPassPrediction PassPrediction(const VaryingPassPrediction& shared, const Evaluations& e,
+                                       int direction_factor, Nanoseconds origin_ns) const;
+
   std::shared_ptr<const mlp::KernelVaryingModel> model_;
   const size_t memo_entries_;
   mutable absl::Mutex mu_;

@@ -437,9 +437,9 @@ absl::Status CheckFrameworks(const habitat::v1::FrameworkVersions& frameworks,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
+// What the trace says of itself, before its operations: version, origin,
+// names, batch size, precision, operation count and iteration times.
+absl::Status CheckTraceHeader(const Trace& trace, const TraceLimits& limits) {
   if (trace.format_version() > 1) {
     return Invalid("format_version",
                    absl::StrCat("is ", trace.format_version(),
@@ -481,43 +481,37 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
                                                    limits.max_operations));
   }
   HABITAT_RETURN_IF_ERROR(CheckDuration("iteration_wall_ns", trace.iteration_wall_ns(), limits));
-  HABITAT_RETURN_IF_ERROR(
-      CheckDuration("iteration_gpu_busy_ns", trace.iteration_gpu_busy_ns(), limits));
+  return CheckDuration("iteration_gpu_busy_ns", trace.iteration_gpu_busy_ns(), limits);
+}
 
-  int64_t total_kernels = 0;
-  for (int i = 0; i < trace.operations_size(); ++i) {
-    const Operation& op = trace.operations(i);
-    const std::string field = absl::StrCat("operations[", i, "]");
-    HABITAT_RETURN_IF_ERROR(CheckName(field + ".name", op.name(), limits, true));
-    HABITAT_RETURN_IF_ERROR(CheckArguments(field, op, limits));
-    HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".cpu_start_ns", op.cpu_start_ns(), limits, true));
-    HABITAT_RETURN_IF_ERROR(
-        CheckDuration(field + ".cpu_duration_ns", op.cpu_duration_ns(), limits));
-    // The producer's backward ended before this accumulation began, and
-    // operations are in the order they began: an earlier operation.
-    if (op.has_gradient_producer() && op.gradient_producer() >= static_cast<uint32_t>(i)) {
-      return Invalid(field + ".gradient_producer",
-                     i == 0 ? absl::StrCat("is ", op.gradient_producer(),
-                                           "; it must name an earlier operation, and the first "
-                                           "operation has none")
-                            : absl::StrCat("is ", op.gradient_producer(),
-                                           "; it must name an earlier operation (0 to ", i - 1,
-                                           "), whose backward produced the gradient this one "
-                                           "accumulates"));
-    }
-    HABITAT_RETURN_IF_ERROR(CheckPass(field + ".forward", op.forward(), limits, &total_kernels));
-    if (op.has_backward()) {
-      HABITAT_RETURN_IF_ERROR(
-          CheckPass(field + ".backward", op.backward(), limits, &total_kernels));
-    }
-    HABITAT_RETURN_IF_ERROR(CheckTotalKernels(total_kernels, limits));
+// Operation `i`, its passes' kernels added to `total_kernels`.
+absl::Status CheckOperation(const Operation& op, int i, const TraceLimits& limits,
+                            int64_t* total_kernels) {
+  const std::string field = absl::StrCat("operations[", i, "]");
+  HABITAT_RETURN_IF_ERROR(CheckName(field + ".name", op.name(), limits, true));
+  HABITAT_RETURN_IF_ERROR(CheckArguments(field, op, limits));
+  HABITAT_RETURN_IF_ERROR(CheckOffset(field + ".cpu_start_ns", op.cpu_start_ns(), limits, true));
+  HABITAT_RETURN_IF_ERROR(CheckDuration(field + ".cpu_duration_ns", op.cpu_duration_ns(), limits));
+  // The producer's backward ended before this accumulation began, and
+  // operations are in the order they began: an earlier operation.
+  if (op.has_gradient_producer() && op.gradient_producer() >= static_cast<uint32_t>(i)) {
+    return Invalid(field + ".gradient_producer",
+                   i == 0 ? absl::StrCat("is ", op.gradient_producer(),
+                                         "; it must name an earlier operation, and the first "
+                                         "operation has none")
+                          : absl::StrCat("is ", op.gradient_producer(),
+                                         "; it must name an earlier operation (0 to ", i - 1,
+                                         "), whose backward produced the gradient this one "
+                                         "accumulates"));
   }
-  HABITAT_RETURN_IF_ERROR(
-      CheckTotalKernels(total_kernels + trace.unattributed_kernels_size(), limits));
-  for (int i = 0; i < trace.unattributed_kernels_size(); ++i) {
-    HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat("unattributed_kernels[", i, "]"),
-                                        trace.unattributed_kernels(i), limits));
+  HABITAT_RETURN_IF_ERROR(CheckPass(field + ".forward", op.forward(), limits, total_kernels));
+  if (op.has_backward()) {
+    HABITAT_RETURN_IF_ERROR(CheckPass(field + ".backward", op.backward(), limits, total_kernels));
   }
+  return CheckTotalKernels(*total_kernels, limits);
+}
+
+absl::Status CheckHostEvents(const Trace& trace, const TraceLimits& limits) {
   if (trace.host_events_size() > limits.max_host_events) {
     return absl::InvalidArgumentError(absl::StrCat("host_events has ", trace.host_events_size(),
                                                    " entries; the limit (max_host_events) is ",
@@ -531,6 +525,24 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
     HABITAT_RETURN_IF_ERROR(
         CheckDuration(field + ".cpu_duration_ns", trace.host_events(i).cpu_duration_ns(), limits));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
+  HABITAT_RETURN_IF_ERROR(CheckTraceHeader(trace, limits));
+  int64_t total_kernels = 0;
+  for (int i = 0; i < trace.operations_size(); ++i) {
+    HABITAT_RETURN_IF_ERROR(CheckOperation(trace.operations(i), i, limits, &total_kernels));
+  }
+  HABITAT_RETURN_IF_ERROR(
+      CheckTotalKernels(total_kernels + trace.unattributed_kernels_size(), limits));
+  for (int i = 0; i < trace.unattributed_kernels_size(); ++i) {
+    HABITAT_RETURN_IF_ERROR(CheckKernel(absl::StrCat("unattributed_kernels[", i, "]"),
+                                        trace.unattributed_kernels(i), limits));
+  }
+  HABITAT_RETURN_IF_ERROR(CheckHostEvents(trace, limits));
   if (trace.has_math()) HABITAT_RETURN_IF_ERROR(CheckMath(trace.math(), limits));
   if (trace.has_memory()) HABITAT_RETURN_IF_ERROR(CheckMemory(trace, limits));
   HABITAT_RETURN_IF_ERROR(CheckMetadata(trace, limits));

@@ -1,10 +1,14 @@
 // Server-side limits of a real in-process habitat-server: concurrent RPCs
-// (--max_concurrent_rpcs) and the per-request time cap
-// (--max_request_seconds). The trace-size limits are in bad_input_test.
+// (--max_concurrent_rpcs), the per-request time cap (--max_request_seconds)
+// and the ranges Start refuses. The trace-size limits are in bad_input_test.
 #include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -142,6 +146,77 @@ TEST_F(LimitsTest, GenerousLimitsLetRealRequestsThrough) {
   auto predicted = client_->Predict(request);
   ASSERT_TRUE(predicted.ok()) << predicted.status();
   EXPECT_GE(predicted->predictions_size(), 10);
+}
+
+// Start owns the range of every option (habitat-server passes its flags
+// through), and its messages name the flags: one case per range.
+TEST(StartRangeTest, EachOptionOutOfRangeIsRefusedNamingItsFlag) {
+  constexpr int64_t kMib = int64_t{1} << 20;
+  const absl::Duration past_limit = absl::Seconds(int64_t{1000000000}) + absl::Nanoseconds(1);
+  using Change = std::function<void(ServerOptions&)>;
+  const std::pair<Change, std::string> cases[] = {
+      {[](ServerOptions& o) { o.max_receive_message_bytes = 0; },
+       "--max_message_mb must be 1..2047"},
+      // What habitat-server passes for --max_message_mb=2048 or more.
+      {[](ServerOptions& o) { o.max_receive_message_bytes = std::numeric_limits<int>::max(); },
+       "--max_message_mb must be 1..2047"},
+      {[](ServerOptions& o) { o.max_concurrent_rpcs = -1; }, "--max_concurrent_rpcs must be >= 0"},
+      // What habitat-server passes for --max_request_seconds=nan.
+      {[](ServerOptions& o) { o.max_request_time = -absl::InfiniteDuration(); },
+       "--max_request_seconds must be >= 0"},
+      {[&](ServerOptions& o) { o.request_memory_bytes = ((int64_t{1} << 30) + 1) * kMib; },
+       "--request_memory_mib must be 0..2^30"},
+      {[](ServerOptions& o) { o.request_memory_bytes = -1; },
+       "--request_memory_mib must be 0..2^30"},
+      {[](ServerOptions& o) { o.work_threads = -1; }, "--work_threads must be >= 0"},
+      {[](ServerOptions& o) { o.trace_retention_days = -1; },
+       "--trace_retention_days must be >= 0 (got -1)"},
+      {[](ServerOptions& o) { o.tenant_quota.max_traces = -1; },
+       "--tenant_max_traces and --tenant_max_mib must be >= 0"},
+      {[](ServerOptions& o) { o.tenant_quota.max_bytes = -kMib; },
+       "--tenant_max_traces and --tenant_max_mib must be >= 0"},
+      {[&](ServerOptions& o) { o.tenant_quota.max_bytes = ((int64_t{1} << 40) + 1) * kMib; },
+       "--tenant_max_mib at most 2^40"},
+      {[](ServerOptions& o) { o.backend.max_predict_work = -1; },
+       "--max_predict_work must be >= 0"},
+      {[](ServerOptions& o) { o.backend.trace_limits.max_operations = 0; },
+       "--max_trace_operations must be >= 1 (got 0)"},
+      {[](ServerOptions& o) { o.backend.trace_limits.max_kernels_per_pass = 0; },
+       "--max_trace_kernels_per_pass must be >= 1 (got 0)"},
+      {[](ServerOptions& o) { o.backend.trace_limits.max_total_kernels = 0; },
+       "--max_trace_kernels must be >= 1 (got 0)"},
+      {[](ServerOptions& o) { o.backend.trace_limits.max_host_events = -3; },
+       "--max_trace_host_events must be >= 1 (got -3)"},
+      {[](ServerOptions& o) { o.backend.trace_limits.max_name_bytes = 0; },
+       "--max_trace_name_bytes must be >= 1 (got 0)"},
+      {[&](ServerOptions& o) {
+         o.connections.grpc_memory_quota_bytes = ((int64_t{1} << 30) + 1) * kMib;
+       },
+       "--grpc_memory_quota_mb must be 0..2^30"},
+      {[&](ServerOptions& o) { o.connections.max_idle = past_limit; },
+       "--max_connection_idle_seconds must be 0..1e9 seconds"},
+      {[&](ServerOptions& o) { o.connections.max_age = past_limit; },
+       "--max_connection_age_seconds must be 0..1e9 seconds"},
+      {[&](ServerOptions& o) { o.connections.max_age_grace = past_limit; },
+       "--max_connection_age_grace_seconds must be 0..1e9 seconds"},
+      {[&](ServerOptions& o) { o.connections.handshake_timeout = past_limit; },
+       "--handshake_timeout_seconds must be 0..1e9 seconds"},
+      {[&](ServerOptions& o) { o.connections.min_client_ping_interval = past_limit; },
+       "--min_client_ping_interval_seconds must be 0..1e9 seconds"},
+      {[&](ServerOptions& o) { o.connections.self_probe_interval = -absl::InfiniteDuration(); },
+       "--self_probe_seconds must be 0..1e9 seconds"},
+  };
+  for (const auto& [change, expected] : cases) {
+    ServerOptions options;
+    options.address = "127.0.0.1:0";
+    options.metrics_address = "";
+    options.backend.data_dir = HABITAT_DATA_DIR;
+    change(options);
+    auto server = PredictionServer::Start(options);
+    ASSERT_FALSE(server.ok()) << expected;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << expected;
+    EXPECT_THAT(std::string(server.status().message()), HasSubstr(expected));
+  }
 }
 
 }  // namespace

@@ -362,5 +362,33 @@ TEST_F(TraceStoreBinaryTest, BadStoreFlagsStopTheServerWithExitCode1) {
   }
 }
 
+// The flags reach PredictionServer::Start unchecked, which refuses them; a
+// value too large for its option is saturated, NaN made negative, neither
+// wrapped into range.
+TEST_F(TraceStoreBinaryTest, OutOfRangeFlagsStopTheServerWithExitCode1) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--max_message_mb=2048", "--max_message_mb must be 1..2047"},
+      {"--max_message_mb=0", "--max_message_mb must be 1..2047"},
+      {"--request_memory_mib=9223372036854775807", "--request_memory_mib must be 0..2^30"},
+      {"--tenant_max_mib=-9223372036854775807",
+       "--tenant_max_traces and --tenant_max_mib must be >= 0"},
+      {"--max_request_seconds=nan", "--max_request_seconds must be >= 0"},
+      {"--self_probe_seconds=nan", "--self_probe_seconds must be 0..1e9 seconds"},
+      {"--handshake_timeout_seconds=1e10", "--handshake_timeout_seconds must be 0..1e9 seconds"},
+      {"--max_trace_operations=0", "--max_trace_operations must be >= 1 (got 0)"},
+      {"--cache_mib=-1", "--cache_mib must be >= 0"},
+  };
+  for (const auto& [flag, message] : cases) {
+    ChildProcess server({HABITAT_SERVER_BINARY, "--address=127.0.0.1:0", "--metrics_address=",
+                         "--store=memory", absl::StrCat("--data_dir=", HABITAT_DATA_DIR), flag},
+                        tmp_.Sub("range.out"), tmp_.Sub("range.err"));
+    const int status = server.Wait(absl::Seconds(30));
+    ASSERT_NE(status, -1) << flag;
+    ASSERT_TRUE(WIFEXITED(status)) << flag;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << flag;
+    EXPECT_THAT(server.Stderr(), HasSubstr("cannot start: " + message)) << flag;
+  }
+}
+
 }  // namespace
 }  // namespace habitat
