@@ -245,8 +245,15 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
                                options_.max_upload_bytes, " bytes"));
   }
 
+  return Upload(name, path, *file, *std::move(trace), *local_id, state, server_error);
+}
+
+SpoolUploader::Outcome SpoolUploader::Upload(const std::string& name, const std::string& path,
+                                             const FileContents& file, habitat::v1::Trace trace,
+                                             const std::string& local_id, FileState& state,
+                                             absl::Status& server_error) {
   habitat::v1::UploadTraceRequest request;
-  *request.mutable_trace() = std::move(*trace);
+  *request.mutable_trace() = std::move(trace);
   if (client_ == nullptr) {
     auto client = connect_();
     if (!client.ok()) return RetryFile(name, state, client.status());
@@ -274,13 +281,13 @@ SpoolUploader::Outcome SpoolUploader::ProcessFile(const SpoolEntry& entry, FileS
     if (absl::IsUnauthenticated(ack.status())) client_.reset();
     return RetryFile(name, state, ack.status());
   }
-  if (ack->trace_id() != *local_id) {
+  if (ack->trace_id() != local_id) {
     // Still safe (the receipt keeps the server's id; a recovery then
     // re-uploads instead of trusting it), but worth knowing.
     Log(absl::StrCat("note: server id ", ack->trace_id(), " for ", name,
-                     " differs from the local content id ", *local_id));
+                     " differs from the local content id ", local_id));
   }
-  if (absl::Status status = Acknowledge(name, *file, *ack); !status.ok()) {
+  if (absl::Status status = Acknowledge(name, file, *ack); !status.ok()) {
     return RetryFile(name, state, status);
   }
   UpdateStats([&](SpoolStats& s) {

@@ -147,6 +147,11 @@ class SpoolUploader {
                 std::unique_ptr<PredictionClient> client, int lock_fd);
 
   Outcome ProcessFile(const SpoolEntry& entry, FileState& state, absl::Status& server_error);
+  // ProcessFile's second half: sends a parsed trace of content id `local_id`
+  // and acknowledges the server's answer.
+  Outcome Upload(const std::string& name, const std::string& path, const FileContents& file,
+                 habitat::v1::Trace trace, const std::string& local_id, FileState& state,
+                 absl::Status& server_error);
   Outcome Reject(const std::string& name, FileState& state, const std::string& reason);
   Outcome RetryFile(const std::string& name, FileState& state, const absl::Status& error);
   // Receipt, then delete: the order that makes a crash in between harmless.
