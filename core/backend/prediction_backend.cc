@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "core/backend/request_budget.h"
+#include "core/predict/fsdp_prediction.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
 
@@ -144,6 +145,9 @@ absl::Status ReadParallel(const v1::PredictRequest& request, PredictionQuery* qu
       return absl::InvalidArgumentError(
           absl::StrCat("parallel[", i, "].bucket_cap_bytes must be in [0, ", kMaxBucketCapBytes,
                        "], got ", c.bucket_cap_bytes()));
+    }
+    if (absl::Status modelled = CheckModelledParallelism(c); !modelled.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "]: ", modelled.message()));
     }
   }
   query->parallel.assign(request.parallel().begin(), request.parallel().end());

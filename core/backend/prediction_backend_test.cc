@@ -550,5 +550,35 @@ TEST_F(BackendTest, DataParallelStepsForEveryGpuNamedOrNot) {
   EXPECT_EQ(backend_->Predict(request).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(BackendTest, FullyShardedStepsAndTheUnmodelledKindsRefused) {
+  v1::PredictRequest request;
+  *request.mutable_trace() = AgentTraceWithMemory();
+  request.add_devices("H100-SXM");
+  v1::ParallelConfig* config = request.add_parallel();
+  config->set_gpus_per_node(4);
+  config->set_kind(v1::ParallelConfig::KIND_FULLY_SHARDED);
+  auto sharded = backend_->Predict(request);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  const v1::ParallelPrediction& p = sharded->predictions(0).parallel(0);
+  EXPECT_TRUE(p.unavailable().empty()) << p.unavailable();
+  EXPECT_EQ(p.kind(), v1::ParallelConfig::KIND_FULLY_SHARDED);
+  EXPECT_GT(p.peak_memory_bytes_per_gpu(), 0);
+  EXPECT_GT(p.step_ns(), 0);
+
+  for (v1::ParallelConfig::Kind kind :
+       {v1::ParallelConfig::KIND_HYBRID_SHARDED, v1::ParallelConfig::KIND_TENSOR_PARALLEL,
+        v1::ParallelConfig::KIND_PIPELINE_PARALLEL}) {
+    config->set_kind(kind);
+    const absl::Status refused = backend_->Predict(request).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << kind;
+    EXPECT_NE(refused.message().find("not modelled"), std::string::npos) << refused;
+  }
+  config->set_kind(v1::ParallelConfig::KIND_FULLY_SHARDED);
+  config->set_cpu_offload(true);
+  const absl::Status offload = backend_->Predict(request).status();
+  EXPECT_EQ(offload.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(offload.message().find("CPU offload"), std::string::npos) << offload;
+}
+
 }  // namespace
 }  // namespace habitat

@@ -190,6 +190,31 @@ absl::StatusOr<int64_t> BroadcastNs(const AllReduceShape& shape, const LinkConst
                 (n - 1) * FlatHopLatencyNs(shape, link), shape.bytes, link);
 }
 
+namespace {
+
+// One pass of the ring: each GPU's share moves N-1 steps, (N-1)/N of the
+// buffer through every GPU. All-gather and reduce-scatter are the two
+// halves of the ring all-reduce.
+absl::StatusOr<int64_t> RingHalfNs(const AllReduceShape& shape, const LinkConstants& link) {
+  if (absl::Status s = ValidateAllReduce(shape, link); !s.ok()) return s;
+  if (NothingToExchange(shape)) return 0;
+  const int64_t n = static_cast<int64_t>(shape.ranks_per_node) * shape.nodes;
+  const double moved = static_cast<double>(n - 1) / n * shape.bytes;
+  return Finish(TransferNs(moved, FlatBandwidthGbps(shape, link)),
+                (n - 1) * FlatHopLatencyNs(shape, link), shape.bytes, link);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> RingAllGatherNs(const AllReduceShape& shape, const LinkConstants& link) {
+  return RingHalfNs(shape, link);
+}
+
+absl::StatusOr<int64_t> RingReduceScatterNs(const AllReduceShape& shape,
+                                            const LinkConstants& link) {
+  return RingHalfNs(shape, link);
+}
+
 double AllReduceBusBandwidthGbps(int64_t bytes, int64_t time_ns, int total_ranks) {
   if (time_ns <= 0 || total_ranks < 2) return 0;
   const double algbw = static_cast<double>(bytes) / time_ns;

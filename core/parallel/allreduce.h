@@ -1,5 +1,8 @@
 // Time of one NCCL all-reduce of a buffer across the GPUs of a data-parallel
-// job, from link constants (docs/multi_gpu.md, section 2, steps 3 and 4).
+// job, from link constants (docs/multi_gpu.md, section 2, steps 3 and 4),
+// and of the all-gather and reduce-scatter that sharded data parallelism
+// (FSDP) runs on the same links (docs/multi_gpu.md, "Fully sharded data
+// parallel").
 //
 // Units: bytes, integer nanoseconds, and bandwidths in GB/s with GB = 10^9
 // bytes as nccl-tests reports them, so bytes / (GB/s) is nanoseconds.
@@ -115,6 +118,18 @@ absl::StatusOr<int64_t> AllReduceNs(AllReduceAlgorithm algorithm, const AllReduc
 // bytes / min(B_intra, n_l * B_nic) + (N-1) hops. Same validation and
 // zero cases as the all-reduces.
 absl::StatusOr<int64_t> BroadcastNs(const AllReduceShape& shape, const LinkConstants& link);
+
+// NCCL's ring all-gather and reduce-scatter of a buffer of `shape.bytes`
+// (the unsharded size: the all-gather's output, the reduce-scatter's
+// input), each GPU holding or receiving bytes / N: every GPU sends and
+// receives (N-1)/N of the buffer (nccl-tests: busbw = algbw x (N-1)/N),
+// taken at the all-reduce's bus bandwidth, as NCCL's ring runs at the same
+// bus bandwidth for all three:
+// (N-1)/N * bytes / min(B_intra, n_l * B_nic) + (N-1) hops, plus the fill
+// as the all-reduces have it. NVLS and tree variants are not modelled.
+// Same validation and zero cases as the all-reduces.
+absl::StatusOr<int64_t> RingAllGatherNs(const AllReduceShape& shape, const LinkConstants& link);
+absl::StatusOr<int64_t> RingReduceScatterNs(const AllReduceShape& shape, const LinkConstants& link);
 
 // nccl-tests' all-reduce bus bandwidth of a time, GB/s; 0 for time <= 0 or
 // fewer than 2 ranks.

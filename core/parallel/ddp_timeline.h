@@ -37,6 +37,12 @@ struct SingleGpuIteration {
   int64_t forward_ns = 0;
   // Predicted durations of the backward operations, in execution order.
   std::vector<int64_t> backward_op_ns;
+  // Indexed like backward_op_ns: the forward time of the operation whose
+  // backward pass backward_op_ns[j] is, with the operations without a
+  // backward pass that follow it in the forward. Part of forward_ns (which
+  // also holds kernels no operation claimed); empty when not read. DDP does
+  // not use it; the FSDP timeline splits the forward by it.
+  std::vector<int64_t> forward_op_ns;
   // Parameters with gradients. Gradient-ready order is by ready_after_op;
   // gradients of one operation keep this vector's order, so pass them in
   // the order the trace saw them become ready.

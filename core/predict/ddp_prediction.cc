@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/time_units.h"
+#include "core/predict/fsdp_prediction.h"
 #include "core/predict/op_traffic.h"
 #include "core/pricing/price_catalog.h"
 #include "core/trace/op_classification.h"
@@ -73,6 +74,18 @@ void Accumulate(int64_t value, int64_t* total) {
       std::min(static_cast<double>(*total) + static_cast<double>(value), kSaturation));
 }
 
+// Kernels no operation claimed ran somewhere in the iteration; counting
+// them with the forward keeps the single-GPU step equal to the GPU time.
+void AddUnclaimedToForward(const v1::DevicePrediction& prediction, SingleGpuIteration* it) {
+  int64_t attributed = 0;
+  Accumulate(it->forward_ns, &attributed);
+  for (int64_t ns : it->backward_op_ns) Accumulate(ns, &attributed);
+  Accumulate(it->optimizer_ns, &attributed);
+  if (prediction.gpu_time_ns() > attributed) {
+    Accumulate(prediction.gpu_time_ns() - attributed, &it->forward_ns);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
@@ -98,7 +111,11 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
                &it.backward_op_ns[j]);
     position[backward_ops[j]] = static_cast<int>(j);
   }
+  it.forward_op_ns.assign(backward_ops.size(), 0);
   size_t cursor = 0;  // the backward operation the last gradient followed
+  // The forward operation with a backward pass that ran last, as its place
+  // in the backward order; before the first one, the first one's.
+  int forward_slot = static_cast<int>(backward_ops.size()) - 1;
   for (int i = 0; i < trace.operations_size(); ++i) {
     const v1::Operation& op = trace.operations(i);
     const v1::OperationPrediction& predicted = prediction.operations(i);
@@ -111,6 +128,10 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
     }
     if (!IsAccumulateGrad(op)) {
       Accumulate(predicted.predicted_forward_ns(), &it.forward_ns);
+      if (position[i] >= 0) forward_slot = position[i];
+      if (forward_slot >= 0) {
+        Accumulate(predicted.predicted_forward_ns(), &it.forward_op_ns[forward_slot]);
+      }
       if (HasRunningStats(op)) {
         it.buffers += kBuffersPerBatchNorm;
         Accumulate(GradientBytes(op.arguments(3).tensor()), &it.buffer_bytes);
@@ -141,15 +162,7 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
         "the trace has no gradients to all-reduce (no AccumulateGrad operations after a "
         "backward pass): data-parallel training needs a training iteration");
   }
-  // Kernels no operation claimed ran somewhere in the iteration; counting
-  // them with the forward keeps the single-GPU step equal to the GPU time.
-  int64_t attributed = 0;
-  Accumulate(it.forward_ns, &attributed);
-  for (int64_t ns : it.backward_op_ns) Accumulate(ns, &attributed);
-  Accumulate(it.optimizer_ns, &attributed);
-  if (prediction.gpu_time_ns() > attributed) {
-    Accumulate(prediction.gpu_time_ns() - attributed, &it.forward_ns);
-  }
+  AddUnclaimedToForward(prediction, &it);
   return out;
 }
 
@@ -169,15 +182,7 @@ const v1::GpuPrice* InstanceOf(const v1::PriceCatalog* catalog, const std::strin
   return best;
 }
 
-// The links of `config` on `device`, the network from `instance`: the usual
-// one and, where the bandwidth is known only as a range, the slow end (a
-// PCIe link at the lowest node published for it, Interconnect.
-// allreduce_busbw_low_gbps; a network at kNetworkEfficiencyLow of its line
-// rate). FAILED_PRECONDITION saying what data is missing.
-struct Links {
-  LinkConstants usual;
-  std::optional<LinkConstants> slow;
-};
+}  // namespace
 
 absl::StatusOr<Links> LinksFor(const v1::DeviceSpec& device, const v1::ParallelConfig& config,
                                const v1::GpuPrice* instance, const std::string& catalog) {
@@ -236,6 +241,8 @@ absl::StatusOr<Links> LinksFor(const v1::DeviceSpec& device, const v1::ParallelC
   return out;
 }
 
+namespace {
+
 // The step's timeline on `link`, DDP's constants from `device`.
 absl::StatusOr<DdpStepPrediction> StepOn(const TraceIteration& iteration,
                                          const v1::DeviceSpec& device,
@@ -258,21 +265,16 @@ absl::StatusOr<DdpStepPrediction> StepOn(const TraceIteration& iteration,
 // Exposed communication of the step on `device`, and, where its bandwidth
 // is known only as a range, how far the step moves between the usual and the
 // slow end.
-struct Communication {
-  int64_t exposed_ns = 0;
-  int64_t span_ns = 0;
-  int buckets = 0;
-};
-
-absl::StatusOr<Communication> CommunicationOn(const TraceIteration& iteration,
-                                              const v1::DeviceSpec& device,
-                                              const v1::ParallelConfig& config,
-                                              const Links& links) {
+absl::StatusOr<ParallelCommunication> DdpCommunicationOn(const TraceIteration& iteration,
+                                                         const v1::DeviceSpec& device,
+                                                         const v1::ParallelConfig& config,
+                                                         const Links& links) {
   auto usual = StepOn(iteration, device, config, links.usual);
   if (!usual.ok()) return usual.status();
-  Communication out;
+  ParallelCommunication out;
   out.exposed_ns = std::max<int64_t>(0, usual->exposed_comm_ns);
   out.buckets = usual->num_buckets;
+  out.added_ns = out.exposed_ns;
   if (!links.slow) return out;
   auto slowest = StepOn(iteration, device, config, *links.slow);
   if (!slowest.ok()) return slowest.status();
@@ -280,11 +282,12 @@ absl::StatusOr<Communication> CommunicationOn(const TraceIteration& iteration,
   const int64_t slow_exposed = std::max<int64_t>(out.exposed_ns, slowest->exposed_comm_ns);
   out.span_ns = slow_exposed - out.exposed_ns;
   out.exposed_ns += out.span_ns / 2;
+  out.added_ns = out.exposed_ns;
   return out;
 }
 
 // Half the span of a step's bandwidth range, percent of the step.
-double RangeSpanPercent(const Communication& comm, int64_t step_ns) {
+double RangeSpanPercent(const ParallelCommunication& comm, int64_t step_ns) {
   return step_ns > 0
              ? 100.0 * static_cast<double>(comm.span_ns) / 2.0 / static_cast<double>(step_ns)
              : 0.0;
@@ -312,7 +315,13 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
   v1::ParallelConfig normalised = config;
   normalised.set_nodes(nodes);
   const v1::GpuPrice* instance = InstanceOf(catalog, device.id(), config.gpus_per_node(), kind);
-  Communication comm;
+  const bool sharded = config.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED;
+  out.set_kind(config.kind());
+  ParallelCommunication comm;
+  if (absl::Status modelled = CheckModelledParallelism(config); !modelled.ok()) {
+    out.set_unavailable(std::string(modelled.message()));
+    return out;
+  }
   if (config.gpus_per_node() * nodes > 1) {
     if (!iteration.ok()) {
       out.set_unavailable(std::string(iteration.status().message()));
@@ -323,7 +332,8 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
       out.set_unavailable(std::string(links.status().message()));
       return out;
     }
-    auto predicted = CommunicationOn(*iteration, device, normalised, *links);
+    auto predicted = sharded ? FsdpCommunicationOn(*iteration, normalised, *links)
+                             : DdpCommunicationOn(*iteration, device, normalised, *links);
     if (!predicted.ok()) {
       out.set_unavailable(std::string(predicted.status().message()));
       return out;
@@ -332,11 +342,15 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
     out.set_buckets(static_cast<uint32_t>(comm.buckets));
     out.set_bandwidth_range(links->slow.has_value());
     const AllReduceShape node{0, static_cast<int>(config.gpus_per_node()), static_cast<int>(nodes)};
-    out.set_nvls(NvlsEligible(node, links->usual));
+    out.set_nvls(!sharded && NvlsEligible(node, links->usual));
+    out.set_fsdp_units(static_cast<uint32_t>(comm.fsdp_units));
+    out.set_unsharded_in_flight_bytes(comm.unsharded_in_flight_bytes);
   }
-  // The communication the backward pass cannot hide lengthens the step as
-  // the host replay measured it (a host-bound step may in fact hide some).
-  const int64_t step_ns = single.wall_time_ns() + comm.exposed_ns;
+  // What the timeline adds to the GPU step (the communication the compute
+  // cannot hide; for FSDP less the optimizer work each GPU no longer does)
+  // changes the step as the host replay measured it (a host-bound step may
+  // in fact hide some).
+  const int64_t step_ns = single.wall_time_ns() + comm.added_ns;
   out.set_step_ns(step_ns);
   out.set_expected_error_percent(ParallelExpectedErrorPercent(
       single, config.gpus_per_node() * nodes, RangeSpanPercent(comm, step_ns)));

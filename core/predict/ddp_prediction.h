@@ -1,6 +1,7 @@
-// Data-parallel (DDP) steps of a predicted trace: the single-GPU iteration
-// DDP overlaps with, read from a trace and its per-operation predictions on
-// one GPU, and the step on N of that GPU (core/parallel/ddp_timeline.h).
+// Data-parallel (DDP; FSDP through fsdp_prediction.h) steps of a predicted
+// trace: the single-GPU iteration they overlap with, read from a trace and
+// its per-operation predictions on one GPU, and the DDP step on N of that
+// GPU (core/parallel/ddp_timeline.h).
 //
 // The trace has no per-parameter record; what it has suffices:
 //   * each parameter's gradient is an AccumulateGrad operation, in the order
@@ -18,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,38 @@ inline constexpr double kDdpHostBoundErrorPercent = 20.0;
 // sum of squares). With one GPU in all, the GPU's own.
 double ParallelExpectedErrorPercent(const habitat::v1::DevicePrediction& single, uint32_t gpus,
                                     double range_span_percent = 0);
+
+// The links of a configuration on a GPU, the network from its catalog
+// instance: the usual one and, where the bandwidth is known only as a range,
+// the slow end (a PCIe link at the lowest node published for it,
+// Interconnect.allreduce_busbw_low_gbps; a network at kNetworkEfficiencyLow
+// of its line rate).
+struct Links {
+  LinkConstants usual;
+  std::optional<LinkConstants> slow;
+};
+
+// FAILED_PRECONDITION saying what data is missing; `instance` may be null
+// (then more than one node cannot be predicted), `catalog` is its name.
+absl::StatusOr<Links> LinksFor(const habitat::v1::DeviceSpec& device,
+                               const habitat::v1::ParallelConfig& config,
+                               const habitat::v1::GpuPrice* instance, const std::string& catalog);
+
+// What communication does to one step of either kind, on the usual links
+// and, where the bandwidth is a range, the middle of its two ends.
+struct ParallelCommunication {
+  // Added to the single-GPU GPU step: DDP's exposed communication and
+  // copies; for FSDP also less the optimizer's share each GPU no longer
+  // runs, so it may be negative.
+  int64_t added_ns = 0;
+  // Communication the compute does not hide.
+  int64_t exposed_ns = 0;
+  // How far added_ns moves between the usual and the slow end.
+  int64_t span_ns = 0;
+  int buckets = 0;     // DDP
+  int fsdp_units = 0;  // FSDP
+  int64_t unsharded_in_flight_bytes = 0;
+};
 
 // DevicePrediction.parallel for one configuration on `device`:
 // `single` is the GPU's prediction (batch_size and wall time set) and

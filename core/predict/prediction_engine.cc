@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "core/predict/batch_scaling.h"
 #include "core/predict/ddp_prediction.h"
+#include "core/predict/fsdp_prediction.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/memory_prediction.h"
 #include "core/predict/varying_predictor.h"
@@ -169,7 +170,8 @@ bool AsksForOneNodeOf(const std::vector<v1::ParallelConfig>& configs, uint32_t g
 
 // DevicePrediction.parallel: the request's configurations, then one node of
 // each other multi-GPU instance size the catalog offers this GPU in, with
-// the request's bucket cap and NVLS setting (its first configuration's).
+// the request's bucket cap, NVLS setting and kind (its first
+// configuration's).
 void AddParallel(const absl::StatusOr<TraceIteration>& iteration, const DeviceSpec& target,
                  const PredictionQuery& query, DevicePrediction* prediction) {
   std::vector<v1::ParallelConfig> configs = query.parallel;
@@ -178,6 +180,8 @@ void AddParallel(const absl::StatusOr<TraceIteration>& iteration, const DeviceSp
     if (!query.parallel.empty()) {
       node.set_bucket_cap_bytes(query.parallel.front().bucket_cap_bytes());
       node.set_disable_nvls(query.parallel.front().disable_nvls());
+      node.set_kind(query.parallel.front().kind());
+      node.set_fsdp_units(query.parallel.front().fsdp_units());
     }
     for (uint32_t gpus : CatalogInstanceSizes(*query.catalog, target.id())) {
       if (AsksForOneNodeOf(query.parallel, gpus)) continue;
@@ -377,6 +381,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
       const size_t t = group.targets[i];
       predictions[t] = std::move(part.predictions[i]);
       AddMemory(memory, group.batch, *targets[t], largest[t], &predictions[t]);
+      if (memory.has_value()) AddFsdpMemory(*memory, group.batch, &predictions[t]);
     }
     for (KindedWarning& warning : part.warnings) {
       for (const DeviceSpec* target : group_targets) warning.device_ids.push_back(target->id());

@@ -131,7 +131,13 @@ class ParallelPrediction:
     step_ns is then the middle of the steps at the lowest published and the
     usual bandwidth, and the expected error spans both. Where the configuration could not be predicted (no interconnect data,
     more GPUs than a node holds, no network figure for several nodes)
-    `unavailable` says why and the times are 0."""
+    `unavailable` says why and the times are 0. `kind` is the
+    configuration's ("KIND_DATA_PARALLEL", "KIND_FULLY_SHARDED"); for FSDP
+    fsdp_units the units the parameters were cut into,
+    unsharded_in_flight_bytes the two largest units' parameters, and
+    peak_memory_bytes_per_gpu the predicted peak on each GPU (0: no memory
+    data). The FSDP model is not validated against measured steps
+    (docs/multi_gpu.md, section 6)."""
     gpus_per_node: int
     nodes: int
     step_ns: int
@@ -147,6 +153,10 @@ class ParallelPrediction:
     nvls: bool
     expected_error_percent: float
     bandwidth_range: bool
+    kind: str
+    fsdp_units: int
+    unsharded_in_flight_bytes: int
+    peak_memory_bytes_per_gpu: int
 
 
 @dataclass(frozen=True)

@@ -146,13 +146,17 @@ class ResultsTest(unittest.TestCase):
                 scaling_efficiency=0.891, samples_per_second=10370.4,
                 instance_type="p5e.48xlarge", has_price=True, price_per_node_hour=43.26,
                 cost_per_1000_samples=0.0123456, buckets=4, unavailable="", nvls=False,
-                expected_error_percent=10.04, bandwidth_range=False),
+                expected_error_percent=10.04, bandwidth_range=False,
+                kind="KIND_DATA_PARALLEL", fsdp_units=0, unsharded_in_flight_bytes=0,
+                peak_memory_bytes_per_gpu=0),
             habitat_client.ParallelPrediction(
                 gpus_per_node=16, nodes=1, step_ns=0, exposed_communication_ns=0,
                 scaling_efficiency=0.0, samples_per_second=0.0, instance_type="",
                 has_price=False, price_per_node_hour=0.0, cost_per_1000_samples=0.0,
                 buckets=0, unavailable="H200 nodes hold at most 8 GPUs", nvls=False,
-                expected_error_percent=0.0, bandwidth_range=False)))
+                expected_error_percent=0.0, bandwidth_range=False,
+                kind="KIND_DATA_PARALLEL", fsdp_units=0, unsharded_in_flight_bytes=0,
+                peak_memory_bytes_per_gpu=0)))
         self.assertTrue(result.device("H100-SXM").parallel[0].nvls)
         self.assertEqual(result.device("T4").parallel[0].unavailable,
                          "T4: no interconnect data\x07")

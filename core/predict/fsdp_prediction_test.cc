@@ -1,0 +1,203 @@
+// FSDP steps and memory read from a real GPT-2 iteration (H100,
+// tests/testdata/agent_suite/h100_memory), and the configurations no model
+// represents.
+#include "core/predict/fsdp_prediction.h"
+
+#include <memory>
+#include <string>
+
+#include "core/devices/device_database.h"
+#include "core/parallel/fsdp_timeline.h"
+#include "core/predict/prediction_engine.h"
+#include "core/predict/test_fixtures.h"
+#include "core/pricing/price_catalog.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace habitat {
+namespace {
+
+namespace v1 = habitat::v1;
+using ::testing::HasSubstr;
+
+TEST(ModelledParallelismTest, OnlyDdpAndFsdpWithoutOffloadAreModelled) {
+  v1::ParallelConfig config;
+  EXPECT_TRUE(CheckModelledParallelism(config).ok());
+  config.set_kind(v1::ParallelConfig::KIND_FULLY_SHARDED);
+  EXPECT_TRUE(CheckModelledParallelism(config).ok());
+  config.set_cpu_offload(true);
+  EXPECT_THAT(CheckModelledParallelism(config).message(), HasSubstr("CPU offload"));
+  config.set_cpu_offload(false);
+  config.set_kind(v1::ParallelConfig::KIND_HYBRID_SHARDED);
+  EXPECT_THAT(CheckModelledParallelism(config).message(), HasSubstr("hybrid sharding"));
+  for (v1::ParallelConfig::Kind kind :
+       {v1::ParallelConfig::KIND_TENSOR_PARALLEL, v1::ParallelConfig::KIND_PIPELINE_PARALLEL}) {
+    config.set_kind(kind);
+    const absl::Status s = CheckModelledParallelism(config);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("not modelled"));
+  }
+}
+
+TEST(FsdpMemoryTest, StateAndParameterSizedWorkAreShardedActivationsAreNot) {
+  MemoryModel model;
+  model.start_bytes = 800;
+  model.traced_batch = 8;
+  model.candidates = {{400, 1000}, {1600, 100}};
+  // 800 / 4 + max(400 / 4 + 1000, 1600 / 4 + 100) + 50 in flight.
+  EXPECT_EQ(FsdpPeakBytesPerGpu(model, 8, 4, 50), 200 + 1100 + 50);
+  // Twice the batch doubles the activations.
+  EXPECT_EQ(FsdpPeakBytesPerGpu(model, 16, 4, 50), 200 + 2100 + 50);
+  // On one GPU the parameter-sized candidate is the higher.
+  EXPECT_EQ(FsdpPeakBytesPerGpu(model, 8, 1, 0), 800 + 1700);
+}
+
+class FsdpEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto devices =
+        DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    devices_ = std::make_unique<DeviceDatabase>(*std::move(devices));
+    auto trace = testing::LoadAgentFixture("h100_memory", "gpt2_b8_fp32");
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    trace_ = *std::move(trace);
+  }
+
+  // One H100 prediction with the given configurations.
+  v1::DevicePrediction OnH100(const std::vector<v1::ParallelConfig>& configs) {
+    PredictionEngine engine(devices_.get(), nullptr);
+    PredictionQuery query;
+    query.devices = {"H100-SXM"};
+    query.parallel = configs;
+    auto response = engine.Predict(trace_, "", query);
+    EXPECT_TRUE(response.ok()) << response.status();
+    if (!response.ok() || response->predictions_size() != 1) return {};
+    return response->predictions(0);
+  }
+
+  static v1::ParallelConfig Config(uint32_t gpus, v1::ParallelConfig::Kind kind) {
+    v1::ParallelConfig config;
+    config.set_gpus_per_node(gpus);
+    config.set_kind(kind);
+    return config;
+  }
+
+  std::unique_ptr<DeviceDatabase> devices_;
+  v1::Trace trace_;
+};
+
+TEST_F(FsdpEngineTest, FourH100sHoldLessPerGpuThanDdpAndComputeBoundsTheStep) {
+  const v1::DevicePrediction p = OnH100({Config(4, v1::ParallelConfig::KIND_DATA_PARALLEL),
+                                         Config(4, v1::ParallelConfig::KIND_FULLY_SHARDED),
+                                         Config(8, v1::ParallelConfig::KIND_FULLY_SHARDED)});
+  ASSERT_EQ(p.parallel_size(), 3);
+  ASSERT_TRUE(p.has_memory());
+  const v1::ParallelPrediction& ddp = p.parallel(0);
+  const v1::ParallelPrediction& fsdp = p.parallel(1);
+  const v1::ParallelPrediction& fsdp8 = p.parallel(2);
+  ASSERT_TRUE(ddp.unavailable().empty()) << ddp.unavailable();
+  ASSERT_TRUE(fsdp.unavailable().empty()) << fsdp.unavailable();
+  EXPECT_EQ(ddp.kind(), v1::ParallelConfig::KIND_DATA_PARALLEL);
+  EXPECT_EQ(fsdp.kind(), v1::ParallelConfig::KIND_FULLY_SHARDED);
+  EXPECT_EQ(ddp.peak_memory_bytes_per_gpu(), 0);  // DDP's is DevicePrediction.memory
+  EXPECT_EQ(fsdp.buckets(), 0u);
+  EXPECT_GT(fsdp.fsdp_units(), 1u);
+  EXPECT_LE(fsdp.fsdp_units(), static_cast<uint32_t>(kDefaultFsdpUnits));
+  // Each GPU holds a quarter of the state, not the whole model.
+  EXPECT_GT(fsdp.peak_memory_bytes_per_gpu(), 0);
+  EXPECT_LT(fsdp.peak_memory_bytes_per_gpu(), p.memory().peak_allocated_bytes());
+  EXPECT_LT(fsdp8.peak_memory_bytes_per_gpu(), fsdp.peak_memory_bytes_per_gpu());
+  // GPT-2's 124M fp32 parameters: about 0.5 GB, two units of them in flight.
+  EXPECT_GT(fsdp.unsharded_in_flight_bytes(), 0);
+  EXPECT_LT(fsdp.unsharded_in_flight_bytes(), int64_t{500'000'000});
+
+  // The step is the timeline's over the single-GPU GPU step, never shorter
+  // than the compute it runs (the optimizer shared by four).
+  auto breakdown =
+      PredictOnDevice(trace_, *devices_->Find("H100-SXM"), *devices_->Find("H100-SXM"));
+  ASSERT_TRUE(breakdown.ok()) << breakdown.status();
+  auto iteration = IterationFromTrace(trace_, *breakdown);
+  ASSERT_TRUE(iteration.ok()) << iteration.status();
+  const int64_t optimizer = iteration->iteration.optimizer_ns;
+  const int64_t compute = p.wall_time_ns() - optimizer + optimizer / 4;
+  EXPECT_GT(fsdp.exposed_communication_ns(), 0);
+  EXPECT_EQ(fsdp.step_ns(), compute + fsdp.exposed_communication_ns());
+  EXPECT_GT(fsdp.step_ns(), p.wall_time_ns() - optimizer);
+  EXPECT_GT(fsdp.samples_per_second(), 0);
+}
+
+TEST_F(FsdpEngineTest, TheForwardSplitsByBackwardOperation) {
+  auto breakdown =
+      PredictOnDevice(trace_, *devices_->Find("H100-SXM"), *devices_->Find("H100-SXM"));
+  ASSERT_TRUE(breakdown.ok()) << breakdown.status();
+  auto read = IterationFromTrace(trace_, *breakdown);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const SingleGpuIteration& it = read->iteration;
+  ASSERT_EQ(it.forward_op_ns.size(), it.backward_op_ns.size());
+  int64_t split = 0;
+  for (int64_t ns : it.forward_op_ns) split += ns;
+  // All of the operations' forward time; only unclaimed kernels stay out.
+  EXPECT_LE(split, it.forward_ns);
+  EXPECT_GT(split, it.forward_ns * 9 / 10);
+  auto units = FsdpUnitsByBytes(it, kDefaultFsdpUnits);
+  ASSERT_TRUE(units.ok()) << units.status();
+  int64_t unit_bytes = 0;
+  for (const FsdpUnit& unit : units->units) unit_bytes += unit.bytes;
+  EXPECT_EQ(unit_bytes, read->gradient_bytes);
+}
+
+TEST_F(FsdpEngineTest, OneGpuIsTheSingleGpuStep) {
+  const v1::DevicePrediction p = OnH100({Config(1, v1::ParallelConfig::KIND_FULLY_SHARDED)});
+  ASSERT_EQ(p.parallel_size(), 1);
+  EXPECT_EQ(p.parallel(0).step_ns(), p.wall_time_ns());
+  EXPECT_EQ(p.parallel(0).exposed_communication_ns(), 0);
+}
+
+TEST_F(FsdpEngineTest, MoreUnitsGatherSmallerPieces) {
+  v1::ParallelConfig four = Config(4, v1::ParallelConfig::KIND_FULLY_SHARDED);
+  four.set_fsdp_units(4);
+  v1::ParallelConfig many = four;
+  many.set_fsdp_units(32);
+  const v1::DevicePrediction p = OnH100({four, many});
+  ASSERT_EQ(p.parallel_size(), 2);
+  EXPECT_LE(p.parallel(0).fsdp_units(), 4u);
+  EXPECT_GT(p.parallel(1).fsdp_units(), p.parallel(0).fsdp_units());
+  EXPECT_LT(p.parallel(1).unsharded_in_flight_bytes(), p.parallel(0).unsharded_in_flight_bytes());
+  EXPECT_LT(p.parallel(1).peak_memory_bytes_per_gpu(), p.parallel(0).peak_memory_bytes_per_gpu());
+}
+
+TEST_F(FsdpEngineTest, TheCatalogsInstancesTakeTheRequestsKind) {
+  auto catalogs =
+      CatalogSet::LoadFromDirectory(std::string(HABITAT_DATA_DIR) + "/catalogs", *devices_);
+  ASSERT_TRUE(catalogs.ok()) << catalogs.status();
+  PredictionEngine engine(devices_.get(), nullptr);
+  PredictionQuery query;
+  query.devices = {"H100-SXM"};
+  query.catalog = *catalogs->Get("aws");
+  query.price_kind = v1::PRICE_KIND_ON_DEMAND;
+  query.catalog_instances = true;
+  v1::ParallelConfig two = Config(2, v1::ParallelConfig::KIND_FULLY_SHARDED);
+  two.set_fsdp_units(4);
+  query.parallel = {two};
+  auto response = engine.Predict(trace_, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::DevicePrediction& p = response->predictions(0);
+  // The request's 2 GPUs, then the catalog's 8 (p5.48xlarge).
+  ASSERT_GE(p.parallel_size(), 2);
+  for (const v1::ParallelPrediction& q : p.parallel()) {
+    EXPECT_EQ(q.kind(), v1::ParallelConfig::KIND_FULLY_SHARDED) << q.gpus_per_node();
+    EXPECT_LE(q.fsdp_units(), 4u) << q.gpus_per_node();
+    EXPECT_GT(q.peak_memory_bytes_per_gpu(), 0) << q.gpus_per_node();
+  }
+}
+
+TEST_F(FsdpEngineTest, AnUnmodelledKindIsUnavailableWithItsReason) {
+  const v1::DevicePrediction p = OnH100({Config(4, v1::ParallelConfig::KIND_TENSOR_PARALLEL)});
+  ASSERT_EQ(p.parallel_size(), 1);
+  EXPECT_THAT(p.parallel(0).unavailable(), HasSubstr("not modelled"));
+  EXPECT_EQ(p.parallel(0).step_ns(), 0);
+}
+
+}  // namespace
+}  // namespace habitat
