@@ -372,6 +372,33 @@ TEST(CliCommandsTest, NoNvlsCostsTheH100sAllReducesWithoutIt) {
   EXPECT_THAT(alone.err, HasSubstr("give --gpus N too"));
 }
 
+TEST(CliCommandsTest, ParallelFsdpAddsShardedRowsWithMemoryPerGpu) {
+  CliRun fsdp = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "4",
+                         "--parallel", "fsdp", "--fsdp-units", "8"});
+  ASSERT_EQ(fsdp.code, kExitOk) << fsdp.err;
+  EXPECT_THAT(fsdp.out, HasSubstr("DDP or FSDP over NCCL"));
+  EXPECT_THAT(fsdp.out, HasSubstr("GiB/GPU"));
+  EXPECT_THAT(fsdp.out, ContainsRegex("\n  H100-SXM +4F"));
+  CliRun json = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "4",
+                         "--parallel", "FSDP", "--format", "json"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"kind\": \"KIND_FULLY_SHARDED\""));
+  EXPECT_THAT(json.out, HasSubstr("\"peak_memory_bytes_per_gpu\""));
+  // DDP stays the default and keeps its section unchanged.
+  CliRun ddp = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "4"});
+  ASSERT_EQ(ddp.code, kExitOk) << ddp.err;
+  EXPECT_THAT(ddp.out, Not(HasSubstr("GiB/GPU")));
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--parallel", "fsdp"},
+        {"--gpus", "4", "--parallel", "tp"},
+        {"--gpus", "4", "--fsdp-units", "8"}}) {
+    std::vector<std::string> args = {"predict", AgentTraceWithMemory()};
+    args.insert(args.end(), bad.begin(), bad.end());
+    CliRun run = Habitat(args);
+    EXPECT_EQ(run.code, kExitUsage) << bad[0] << " " << bad[1];
+  }
+}
+
 // The table goes to stdout, its warnings to stderr: one line per kind of
 // warning (as many as the JSON's structured_warnings), naming its GPUs.
 TEST(CliCommandsTest, WarningsAreOneLinePerKindOnStderr) {
@@ -484,6 +511,7 @@ TEST(CliCommandsTest, TablesFitIn100Columns) {
       {"predict", AgentTraceWithMemory(), "--fit"},
       {"predict", AgentTraceWithMemory(), "--fit", "--catalog", "lambda"},
       {"predict", transformer, "--gpus", "8", "--nodes", "2"},
+      {"predict", transformer, "--gpus", "8", "--parallel", "fsdp"},
       {"predict", resnet, "--devices", "A100-SXM-80GB,H200,T4", "--breakdown", "--top", "5"},
   };
   for (const auto& args : runs) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli_output.h"
@@ -69,6 +70,10 @@ constexpr char kPredictUsage[] =
     "                         N GPUs of each kind in one node, each at the batch above\n"
     "  --nodes M              ... on M such nodes (the network from the catalog's instance)\n"
     "  --bucket-mb B          DDP's bucket_cap_mb (default 25)\n"
+    "  --parallel ddp|fsdp    with --gpus: DDP (default) or FSDP2 (fully_shard: parameters,\n"
+    "                         gradients and optimizer state sharded; peak memory per GPU)\n"
+    "  --fsdp-units U         with --parallel fsdp: the units the parameters are cut into, in\n"
+    "                         forward order (default 16; one per transformer block as wrapped)\n"
     "  --no-nvls              all-reduces without NVLink SHARP (as NCCL_NVLS_ENABLE=0);\n"
     "                         by default NVLS is used where the node has it and it is\n"
     "                         faster, as NCCL does\n"
@@ -121,14 +126,28 @@ absl::Status AddParallelOptions(const CliArgs& args, v1::PredictRequest* request
   HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> nodes, args.GetInt("nodes", 1, kMaxNodes));
   HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> bucket_mb,
                            args.GetInt("bucket-mb", 1, kMaxBucketCapBytes >> 20));
-  if (!gpus.has_value() && (nodes.has_value() || bucket_mb.has_value() || args.Has("no-nvls"))) {
+  HABITAT_ASSIGN_OR_RETURN(std::optional<int64_t> fsdp_units,
+                           args.GetInt("fsdp-units", 1, kMaxFsdpUnits));
+  if (!gpus.has_value() &&
+      (nodes.has_value() || bucket_mb.has_value() || args.Has("no-nvls") || args.Has("parallel"))) {
     return absl::InvalidArgumentError(
-        "--nodes, --bucket-mb and --no-nvls describe a data-parallel configuration: give "
-        "--gpus N too");
+        "--nodes, --bucket-mb, --no-nvls and --parallel describe a data-parallel "
+        "configuration: give --gpus N too");
+  }
+  const std::string kind = absl::AsciiStrToLower(args.Get("parallel"));
+  if (!kind.empty() && kind != "ddp" && kind != "fsdp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--parallel takes ddp or fsdp, not '", args.Get("parallel"),
+                     "' (hybrid sharding, tensor and pipeline parallelism are not modelled)"));
+  }
+  if (fsdp_units.has_value() && kind != "fsdp") {
+    return absl::InvalidArgumentError("--fsdp-units N cuts an FSDP model; give --parallel fsdp");
   }
   if (gpus.has_value()) {
     v1::ParallelConfig* config = request->add_parallel();
     config->set_gpus_per_node(static_cast<uint32_t>(*gpus));
+    if (kind == "fsdp") config->set_kind(v1::ParallelConfig::KIND_FULLY_SHARDED);
+    if (fsdp_units.has_value()) config->set_fsdp_units(static_cast<uint32_t>(*fsdp_units));
     if (nodes.has_value()) config->set_nodes(static_cast<uint32_t>(*nodes));
     if (bucket_mb.has_value()) config->set_bucket_cap_bytes(*bucket_mb << 20);
     config->set_disable_nvls(args.Has("no-nvls"));
@@ -195,26 +214,14 @@ void ChooseCatalog(const CliArgs& args, v1::PredictRequest* request) {
 }
 
 // predict's options: the service's and the trace's, then its own.
-const std::vector<OptionSpec> kPredictOptions = ConcatOptions({kServiceOptions,
-                                                               kTraceOptions,
-                                                               {{"devices", true},
-                                                                {"catalog", true},
-                                                                {"catalog-file", true},
-                                                                {"spot", false},
-                                                                {"breakdown", false},
-                                                                {"top", true},
-                                                                {"host-speed", true},
-                                                                {"fit", false},
-                                                                {"fit-step", true},
-                                                                {"plot", true},
-                                                                {"gpus", true},
-                                                                {"nodes", true},
-                                                                {"bucket-mb", true},
-                                                                {"no-nvls", false},
-                                                                {"instances", false},
-                                                                {"explain", false},
-                                                                {"quiet", false, 'q'},
-                                                                {kTracedBatchFlag, true}}});
+const std::vector<OptionSpec> kPredictOptions = ConcatOptions(
+    {kServiceOptions,
+     kTraceOptions,
+     {{"devices", true},    {"catalog", true},  {"catalog-file", true}, {"spot", false},
+      {"breakdown", false}, {"top", true},      {"host-speed", true},   {"fit", false},
+      {"fit-step", true},   {"plot", true},     {"gpus", true},         {"nodes", true},
+      {"bucket-mb", true},  {"no-nvls", false}, {"parallel", true},     {"fsdp-units", true},
+      {"instances", false}, {"explain", false}, {"quiet", false, 'q'},  {kTracedBatchFlag, true}}});
 
 // How the table mode prints its warnings on stderr: one line per kind
 // (`explain`: with each warning's full text), or none with -q.

@@ -446,6 +446,33 @@ std::vector<std::string> ParallelCells(const v1::ParallelPrediction& c, int cost
           c.has_price() ? absl::StrFormat("%.*f", cost_decimals, c.cost_per_1000_samples()) : "-"};
 }
 
+// True where a configuration of `sorted` is fully sharded: the section
+// then marks those rows and adds their memory per GPU.
+bool AnyFullySharded(const std::vector<const DevicePrediction*>& sorted) {
+  return std::any_of(sorted.begin(), sorted.end(), [](const auto* p) {
+    return std::any_of(p->parallel().begin(), p->parallel().end(), [](const auto& c) {
+      return c.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED;
+    });
+  });
+}
+
+// The GPUs cell: per node (x nodes), then the markers of the legend.
+std::string GpusCell(const v1::ParallelPrediction& c) {
+  return absl::StrCat(c.nodes() > 1 ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
+                                    : absl::StrCat(c.gpus_per_node()),
+                      c.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED ? "F" : "",
+                      c.nvls() ? "+" : "", c.bandwidth_range() ? "~" : "");
+}
+
+// The predicted peak per GPU of a fully sharded configuration, in GiB.
+std::string MemoryPerGpuCell(const v1::ParallelPrediction& c) {
+  if (!c.unavailable().empty()) return "";
+  if (c.kind() != v1::ParallelConfig::KIND_FULLY_SHARDED || c.peak_memory_bytes_per_gpu() <= 0) {
+    return "-";
+  }
+  return absl::StrFormat("%.1f", static_cast<double>(c.peak_memory_bytes_per_gpu()) / (1 << 30));
+}
+
 // The data-parallel section: one line per GPU and configuration, in the
 // table's order; empty when nothing asked for one.
 std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
@@ -454,25 +481,29 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
                    [](const auto* p) { return p->parallel_size() > 0; })) {
     return "";
   }
+  const bool sharded = AnyFullySharded(sorted);
   std::vector<TextColumn> columns = {
       {"GPU", true, {}},        {"GPUs", false, {}},    {"step ms", false, {}},
       {"±err", false, {}},      {"comm ms", false, {}}, {"eff.", false, {}},
       {"smp/s", false, {}},     {"instance", true, {}}, {unit + "/node-h", false, {}},
       {unit + "/1k", false, {}}};
+  if (sharded) columns.push_back({"GiB/GPU", false, {}});
   std::vector<std::string> tails;
   for (const auto* p : sorted) {
     for (const v1::ParallelPrediction& c : p->parallel()) {
       columns[0].cells.push_back(Truncate(Printable(p->device_id()), 24));
-      columns[1].cells.push_back(absl::StrCat(c.nodes() > 1
-                                                  ? absl::StrCat(c.gpus_per_node(), "x", c.nodes())
-                                                  : absl::StrCat(c.gpus_per_node()),
-                                              c.nvls() ? "+" : "", c.bandwidth_range() ? "~" : ""));
+      columns[1].cells.push_back(GpusCell(c));
       std::vector<std::string> cells = ParallelCells(c, cost_decimals);
+      if (sharded) cells.push_back(MemoryPerGpuCell(c));
       for (size_t i = 0; i < cells.size(); ++i) columns[i + 2].cells.push_back(cells[i]);
       tails.push_back(Printable(c.unavailable()));
     }
   }
-  std::string out = "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch above):\n";
+  std::string out = sharded
+                        ? "\ndata-parallel steps (PyTorch DDP or FSDP over NCCL, each GPU at its "
+                          "batch above):\n"
+                        : "\ndata-parallel steps (PyTorch DDP over NCCL, each GPU at its batch "
+                          "above):\n";
   out += RenderColumns(columns, "  ", &tails, 2);
   out +=
       "  GPUs: per node (x nodes); step ms: the GPU's wall time above plus the all-reduce time\n"
@@ -483,6 +514,13 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
       "        '~': bandwidth known as a range (PCIe: the server's; a network: the fabric's):\n"
       "        the step is the middle of those at its lowest published and usual end;\n"
       "        ±err spans both\n";
+  if (sharded) {
+    out +=
+        "        'F': FSDP2 (fully_shard): comm ms the all-gathers and reduce-scatters the\n"
+        "        step does not hide; its host work is not modelled and the step is not yet\n"
+        "        checked against measured FSDP steps (docs/multi_gpu.md)\n"
+        "  GiB/GPU: predicted peak of PyTorch's allocated memory on each GPU (FSDP rows)\n";
+  }
   out += absl::StrCat("  instance: the catalog's instance with that many of the GPU; ", unit,
                       "/node-h: its price\n  ", unit, "/1k: cost per 1,000 samples\n");
   return out;

@@ -146,6 +146,10 @@ absl::Status ReadParallel(const v1::PredictRequest& request, PredictionQuery* qu
           absl::StrCat("parallel[", i, "].bucket_cap_bytes must be in [0, ", kMaxBucketCapBytes,
                        "], got ", c.bucket_cap_bytes()));
     }
+    if (c.fsdp_units() > kMaxFsdpUnits) {
+      return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "].fsdp_units must be at most ",
+                                                     kMaxFsdpUnits, ", got ", c.fsdp_units()));
+    }
     if (absl::Status modelled = CheckModelledParallelism(c); !modelled.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "]: ", modelled.message()));
     }

@@ -28,11 +28,13 @@ inline constexpr double kMinTargetHostSpeed = 0.01;
 inline constexpr double kMaxTargetHostSpeed = 100.0;
 
 // Bounds of PredictRequest.parallel: configurations per request, GPUs per
-// node, nodes, and the bucket cap (DDP's bucket_cap_mb in bytes).
+// node, nodes, the bucket cap (DDP's bucket_cap_mb in bytes) and FSDP's
+// units (more than any model has layers).
 inline constexpr int kMaxParallelConfigs = 16;
 inline constexpr uint32_t kMaxGpusPerNode = 64;
 inline constexpr uint32_t kMaxNodes = 4096;
 inline constexpr int64_t kMaxBucketCapBytes = int64_t{1} << 40;
+inline constexpr uint32_t kMaxFsdpUnits = 4096;
 
 // The catalog name that asks for no prices, in a request or as the
 // default.

@@ -578,6 +578,11 @@ TEST_F(BackendTest, FullyShardedStepsAndTheUnmodelledKindsRefused) {
   const absl::Status offload = backend_->Predict(request).status();
   EXPECT_EQ(offload.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(offload.message().find("CPU offload"), std::string::npos) << offload;
+  config->set_cpu_offload(false);
+  config->set_fsdp_units(kMaxFsdpUnits + 1);
+  const absl::Status units = backend_->Predict(request).status();
+  EXPECT_EQ(units.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(units.message().find("fsdp_units must be at most"), std::string::npos) << units;
 }
 
 }  // namespace
