@@ -22,10 +22,16 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "testing/health_check.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::CheckHealth;
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 
 constexpr char kToken[] = "Watch-token-0123456789abcdef";
 constexpr int kMaxConnections = 4;
