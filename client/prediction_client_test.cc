@@ -3,10 +3,6 @@
 // tests/integration/server_integration_test.cc.
 #include "client/prediction_client.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <memory>
 
@@ -18,25 +14,13 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
+#include "testing/ports.h"
 
 namespace habitat {
 namespace {
 
+using ::habitat::testing::UnusedPort;
 using ::testing::HasSubstr;
-
-// A loopback port with nothing listening: bind one, read its number, close.
-int UnusedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 TEST(PredictionClientTest, RejectsBadOptions) {
   EXPECT_EQ(PredictionClient::Connect("").status().code(), absl::StatusCode::kInvalidArgument);

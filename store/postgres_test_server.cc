@@ -1,14 +1,11 @@
 #include "store/postgres_test_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,25 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/child_process.h"
+#include "testing/ports.h"
 
 namespace habitat::testing {
 namespace {
-
-// A loopback port nothing listens on now.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 // Waits up to `timeout` for `pid`; its wait status, or -1.
 int WaitFor(pid_t pid, absl::Duration timeout) {
@@ -143,7 +125,7 @@ absl::StatusOr<std::unique_ptr<PostgresTestServer>> PostgresTestServer::Start() 
        ::chown(server->socket_dir_.c_str(), server->uid_, server->gid_) != 0)) {
     return absl::UnavailableError(absl::StrCat("chown ", server->dir_, ": ", std::strerror(errno)));
   }
-  server->port_ = FreePort();
+  server->port_ = UnusedPort();
 
   // initdb, as the unprivileged user; --no-sync: a test cluster need not
   // survive power loss.

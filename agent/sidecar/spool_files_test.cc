@@ -13,13 +13,14 @@
 #include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 
 namespace habitat::agent {
 namespace {
 
-using ::habitat::agent::testing::FilesWithSuffix;
-using ::habitat::agent::testing::TempDir;
 using ::habitat::agent::testing::WriteSpoolBytes;
+using ::habitat::testing::FilesWithSuffix;
+using ::habitat::testing::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -35,7 +36,7 @@ void Touch(const std::string& path, absl::Time when) {
 }
 
 TEST(ListSpoolTest, TakesOnlyCompleteRegularTraceFilesOldestFirst) {
-  TempDir dir;
+  ScratchDir dir;
   for (const char* name : {"b.trace", "a.trace", "c.trace.tmp", "a.trace.done", ".hidden.trace",
                            "x.json", "d.trace.123.tmp", ".trace"}) {
     WriteSpoolBytes(dir.path(), name, "x");
@@ -63,7 +64,7 @@ TEST(ListSpoolTest, MissingDirectoryIsAnErrorNamingIt) {
 // The spool's writes go through the shared atomic writer, whose temporary
 // ends in ".tmp" (swept at start-up, never taken for a trace).
 TEST(SpoolFilesTest, WritesReplaceAtomicallyAndLeaveNoTemporary) {
-  TempDir dir;
+  ScratchDir dir;
   ASSERT_TRUE(WriteFileAtomically(dir.Sub("r.done"), "one").ok());
   ASSERT_TRUE(WriteFileAtomically(dir.Sub("r.done"), "two").ok());
   EXPECT_EQ(Slurp(dir.Sub("r.done")), "two");
@@ -72,7 +73,7 @@ TEST(SpoolFilesTest, WritesReplaceAtomicallyAndLeaveNoTemporary) {
 }
 
 TEST(SpoolFilesTest, ReadTellsAVanishedFileFromAnUnreadableOne) {
-  TempDir dir;
+  ScratchDir dir;
   EXPECT_EQ(ReadSpoolFile(dir.Sub("gone.trace")).status().code(), absl::StatusCode::kNotFound);
   WriteSpoolBytes(dir.path(), "t.trace", "abc");
   auto read = ReadSpoolFile(dir.Sub("t.trace"));
@@ -90,7 +91,7 @@ TEST(SpoolFilesTest, ReadTellsAVanishedFileFromAnUnreadableOne) {
 }
 
 TEST(SpoolFilesTest, RemoveDurablyToleratesAMissingFile) {
-  TempDir dir;
+  ScratchDir dir;
   WriteSpoolBytes(dir.path(), "t.trace", "abc");
   EXPECT_TRUE(RemoveDurably(dir.path(), "t.trace").ok());
   EXPECT_TRUE(RemoveDurably(dir.path(), "t.trace").ok());
@@ -98,7 +99,7 @@ TEST(SpoolFilesTest, RemoveDurablyToleratesAMissingFile) {
 }
 
 TEST(SpoolFilesTest, MoveToRejectedKeepsEarlierRejectsOfTheSameName) {
-  TempDir dir;
+  ScratchDir dir;
   WriteSpoolBytes(dir.path(), "bad.trace", "first");
   auto first = MoveToRejected(dir.path(), "bad.trace", "reason one");
   ASSERT_TRUE(first.ok()) << first.status();

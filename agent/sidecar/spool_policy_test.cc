@@ -8,6 +8,7 @@
 #include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/kineto_fixtures.h"
 
 namespace habitat::agent {
 namespace {
@@ -60,7 +61,7 @@ TEST(ClassifyTest, PermanentServerDownAndRetryable) {
 class ParseSpoolTraceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto traces = testing::LoadFixtureTraces(1);
+    auto traces = ::habitat::testing::LoadFixtureTraces(1);
     ASSERT_TRUE(traces.ok()) << traces.status();
     trace_ = new v1::Trace((*traces)[0]);
     ASSERT_TRUE(trace_->SerializeToString(&bytes_));

@@ -22,6 +22,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
+#include "testing/files.h"
+#include "testing/ports.h"
 
 #ifndef HABITAT_DATA_DIR
 #error "HABITAT_DATA_DIR must be defined"
@@ -31,12 +33,12 @@ namespace habitat::agent {
 namespace {
 
 using ::habitat::agent::testing::DistinctTraces;
-using ::habitat::agent::testing::FilesWithSuffix;
 using ::habitat::agent::testing::IdOf;
-using ::habitat::agent::testing::TempDir;
-using ::habitat::agent::testing::UnusedPort;
 using ::habitat::agent::testing::WriteSpoolBytes;
 using ::habitat::agent::testing::WriteSpoolTrace;
+using ::habitat::testing::FilesWithSuffix;
+using ::habitat::testing::ScratchDir;
+using ::habitat::testing::UnusedPort;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -148,7 +150,7 @@ class SpoolTest : public ::testing::Test {
   }
 
   static std::vector<v1::Trace>* traces_;
-  TempDir tmp_;
+  ScratchDir tmp_;
   std::string spool_, store_, address_;
   int port_ = 0;
   std::unique_ptr<PredictionClient> client_;

@@ -5,12 +5,12 @@
 // A profiled step runs slower on the host than an unprofiled one: for every
 // op the profiler records (cpu_op, with record_shapes its input shapes) it
 // runs its entry and exit callbacks, and CUPTI records every CUDA runtime
-// call. A host-bound iteration's wall time grows by all of it (on the
-// committed H100 fixtures a median 45 %, at most 174 %). The cost per event
-// scales with the host's speed, so it is counted in units of the trace's own
-// "sibling gap": the median gap between consecutive cpu_ops nested in one
-// cpu_op, where little but the profiler's exit callback of the one and entry
-// callback of the next runs.
+// call. A host-bound iteration's wall time grows by all of it (how much on
+// the committed H100 fixtures: docs/profiled_wall_time.md, first section).
+// The cost per event scales with the host's speed, so it is counted in units
+// of the trace's own "sibling gap": the median gap between consecutive
+// cpu_ops nested in one cpu_op, where little but the profiler's exit
+// callback of the one and entry callback of the next runs.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +30,14 @@ namespace kineto {
 // the lent H200 (torch 2.11.0+cu130, record_shapes=True, profile_memory
 // False, with_stack False), profiled and unprofiled steps interleaved in one
 // profiler session: least squares over loops of views, allocations, adds,
-// stream queries, linears and small MLP training steps gave 3.07 us per
-// cpu_op, 1.16 us per kernel launch and 0.55 us per other runtime call, at a
-// sibling gap of 1.67 us (the models captured on the same machine: 1.70 us).
-// Script and output: eval/profiled_wall/measure_profiler_cost_interleaved.py,
-// eval/profiled_wall/results/2026-11-29_h200/; derivation and the check
-// against the committed H200 and H100 fixtures: docs/profiled_wall_time.md.
-// profile_memory's [memory] events cost nothing measurable there (-18 ns per
-// event), so they are not counted.
+// stream queries, linears and small MLP training steps, per event in ns,
+// divided by the loops' sibling gap. Script and output:
+// eval/profiled_wall/measure_profiler_cost_interleaved.py,
+// eval/profiled_wall/results/2026-11-29_h200/; the measured costs, the
+// derivation and the check against the committed H200 and H100 fixtures:
+// docs/profiled_wall_time.md, "Where the constants come from".
+// profile_memory's [memory] events cost nothing measurable there, so they
+// are not counted.
 struct ProfilerCostModel {
   double per_cpu_op = 1.84;
   double per_launch = 0.69;        // a runtime/driver call that launched GPU work

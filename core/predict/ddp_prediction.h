@@ -67,26 +67,27 @@ inline constexpr double kNetworkEfficiency = 0.94;
 // bandwidth_range).
 inline constexpr double kNetworkEfficiencyLow = 0.66;
 
-// Host time from a bucket's last gradient to its all-reduce's launch: a lone
-// torch.distributed all-reduce call took 24-35 us on an H100 host
-// (eval/multi_gpu/results).
+// Host time from a bucket's last gradient to its all-reduce's launch: what a
+// lone torch.distributed all-reduce call took on an H100 host
+// (docs/multi_gpu.md, section 1; eval/multi_gpu/results).
 inline constexpr int64_t kDdpBucketHostNs = 30'000;
 
 // GPU time of one small copy kernel on GPUs without a measured
-// kernel_fixed_latency_ns: the H100's and H200's are 1.46 and 1.23 us
-// (data/devices.textproto), and each kernel DDP added to a step on 2 and 4
-// H100s took 1.5-1.8 us (docs/multi_gpu.md, section 5). Older GPUs' small
+// kernel_fixed_latency_ns: near the H100's and H200's
+// (data/devices.textproto) and what each kernel DDP added to a step on 2
+// and 4 H100s took (docs/multi_gpu.md, section 5). Older GPUs' small
 // kernels are not measured here; they are not faster than Hopper's.
 inline constexpr int64_t kDefaultCopyKernelNs = 1500;
 
 // How far measured data-parallel steps were from predicted ones when the
 // origin was the target (eval/multi_gpu/compare.py on 2 and 4 H100s and
 // H200s: results/compare_2026-11-28.md and compare_h200_2026-11-28.md,
-// "expected error"), the larger of the two GPUs' MAPE: 2.8 % (H100) and
-// 11.8 % (H200) for steps whose predicted single-GPU iteration is not
-// host-bound (DevicePrediction.host_bound), 12.8 and 19.2 % for those that
-// are. Both move with DDP's host work (hooks, copies, launches; not
-// modelled: eval/multi_gpu/ddp_host_cost.py) and the host's own noise.
+// "expected error"), the larger of the two GPUs' MAPE, apart for steps
+// whose predicted single-GPU iteration is host-bound
+// (DevicePrediction.host_bound); the figures: docs/multi_gpu.md, "Expected
+// error of a step". Both move with DDP's host work (hooks, copies,
+// launches; not modelled: eval/multi_gpu/ddp_host_cost.py) and the host's
+// own noise.
 inline constexpr double kDdpErrorPercent = 12.0;
 inline constexpr double kDdpHostBoundErrorPercent = 20.0;
 

@@ -12,21 +12,22 @@
 namespace habitat {
 
 // Kernel-alike operations wave-scaled across GPU architectures: ScaleKernel's
-// MAPE over all sizes is 9.4 % held out and 10.0 % leave-one-operator-out on
-// the NeuSight GPUs, 11.2 % on H100 <-> H200 kernel durations
-// (docs/kernel_alike_accuracy.md).
+// MAPE over all sizes, held out and leave-one-operator-out on the NeuSight
+// GPUs and on H100 <-> H200 kernel durations (docs/kernel_alike_accuracy.md,
+// "Summary").
 inline constexpr double kKernelAlikeErrorPercent = 10.0;
 
 // Kernel-varying passes the model does not cover (launch-bound, or no
 // signature it understands), wave-scaled across architectures, where the
 // target runs other kernels. Not measured for wave scaling itself; the
-// closest measured method, scaling by the GPUs' peak-FLOPS ratio, is off by
-// 52-84 % on the pre-Hopper GPUs held out (docs/kernel_varying_accuracy.md).
+// closest measured method is scaling by the GPUs' peak-FLOPS ratio
+// (docs/kernel_varying_accuracy.md, "peak FLOPS" column of the held-out
+// tables; docs/accuracy.md, section 4).
 inline constexpr double kKernelVaryingWaveScaledErrorPercent = 50.0;
 
 // Targets with the origin's compute units (SameComputeUnits: H100 SXM <->
-// H200, A100 40GB <-> 80GB): same kernels, every operation wave-scaled. GPU
-// time MAPE 1.6-2.3 % over the H100 <-> H200 fixtures and agent captures
+// H200, A100 40GB <-> 80GB): same kernels, every operation wave-scaled: the
+// GPU time MAPE over the H100 <-> H200 fixtures and agent captures
 // (docs/accuracy.md, sections 2 and 2d).
 inline constexpr double kSameComputeUnitsErrorPercent = 2.0;
 

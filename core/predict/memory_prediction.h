@@ -8,12 +8,10 @@
 // read the allocator around each pass, the candidates and their split come
 // from those readings (memory_timeline.h); otherwise the one candidate is
 // the traced peak, all of it taken to grow with the batch (activations,
-// their gradients, temporaries). Against the H100 batch_memory fixtures (7
-// models in fp32 and bf16, b/2, 2b and 4b predicted from b) the peak is off
-// by 0.7 % on average and 3.0 % at worst per pass, 5.3 % and 14.1 % from the
-// start and peak alone (docs/memory_prediction.md). Memory is taken to be
-// the same on every GPU: the same allocations, only library workspaces
-// differ.
+// their gradients, temporaries). How far off the peak is, per pass and
+// from the start and peak alone, against the H100 batch_memory fixtures:
+// docs/memory_prediction.md, section "Evaluation". Memory is taken to be the
+// same on every GPU: the same allocations, only library workspaces differ.
 #pragma once
 
 #include <cstdint>
@@ -30,28 +28,30 @@ namespace habitat {
 
 // Expected absolute error of a predicted peak, percent, per doubling or
 // halving of the batch. From the start and the peak alone: the fixtures'
-// MAPE (4.9 at 1/2, 4.6 at 2x, 6.5 at 4x). From per-pass readings the MAPE
-// is 0.9 at 1/2, 0.4 at 2x and 0.8 at 4x; the figure is the largest error
-// at 4x (3.0) per doubling, since the fit headroom below rests on it and
-// the allocator's fragmentation at large batches is not in the peak.
+// MAPE. From per-pass readings: the largest single error at 4x per
+// doubling, not the (lower) MAPE, since the fit headroom below rests on it
+// and the allocator's fragmentation at large batches is not in the peak.
+// The measured errors: docs/memory_prediction.md, section "Evaluation".
 inline constexpr double kMemoryErrorPercentPerDoubling = 5.0;
 inline constexpr double kPerPassMemoryErrorPercentPerDoubling = 1.5;
 
 // A batch fits when its batch-dependent part, with twice its expected
 // error added, fits: the headroom under which no batch predicted to fit the
-// H100 ran out of memory in the fixtures' largest-batch runs (two of 14
-// did with none), at the price of four predicted one step too small.
+// H100 ran out of memory in the fixtures' largest-batch runs (some did
+// with none), at the price of a few predicted one step too small
+// (docs/memory_prediction.md, sections "The model" and "Evaluation").
 inline constexpr double kMemoryFitHeadroomErrors = 2.0;
 
 // Device memory outside PyTorch's allocator: the CUDA context and library
-// handles. 0.78-0.79 GiB on the H100 with torch 2.11 and CUDA 13 (the
-// out-of-memory messages in tests/testdata/batch_memory), rounded up.
+// handles, as measured on the H100 from the out-of-memory messages in
+// tests/testdata/batch_memory (docs/memory_prediction.md, section "The
+// model"), rounded up.
 inline constexpr int64_t kCudaContextReserveBytes = int64_t{1} << 30;
 
 // The driver's total as a share of the datasheet capacity, for GPUs with
-// no driver report in the spec database: HBM GPUs report 98.97 % (H100)
-// and 99.15 % (H200); GDDR cards with ECC on lose a sixteenth more, so the
-// lower figure is the safe default.
+// no driver report in the spec database: GDDR cards with ECC on report
+// less than HBM GPUs (docs/memory_prediction.md, section "The model"), so
+// their share is the safe default.
 inline constexpr double kDefaultDriverMemoryShare = 0.93;
 
 // What the trace says about its memory.

@@ -87,9 +87,10 @@ struct VaryingPassPrediction {
   // Set when the target is not in the training data for the pass but a GPU
   // with the same chip is (SameChip): the model predicted the pass on that
   // GPU, and the ratio of the two GPUs' sustained rooflines moved it to the
-  // target (their clocks, power limits and memory differ; on the one pair
-  // measured, H100 SXM and H200, that ratio alone is within 3-10 % MAPE per
-  // family in fp32, the trees 12-15 %). target_in_training stays false.
+  // target (their clocks, power limits and memory differ; how close that
+  // ratio alone comes on the one pair measured, H100 SXM and H200:
+  // docs/kernel_varying_accuracy.md, "A GPU outside the training data with a
+  // sibling in it"). target_in_training stays false.
   std::string sibling_id;
   bool origin_in_training = false;
   // The error the held-out evaluation measured for the family on this
@@ -102,8 +103,8 @@ struct VaryingPassPrediction {
 // The error (MAPE, %) the step from a trained sibling to the target adds:
 // the sustained-roofline ratio between the H100 SXM and the H200 (the one
 // same-chip pair with measurements on both) on held-out configurations,
-// fp32, worst family (bmm 10.1; linear 3.4, conv2d 4.5, sdpa 3.5;
-// docs/kernel_varying_accuracy.md).
+// fp32, worst family (docs/kernel_varying_accuracy.md, table "H100 <->
+// H200", sustained roofline column).
 inline constexpr double kSiblingStepErrorPercent = 10.1;
 
 // Whether two GPUs carry the same chip: architecture, compute capability,

@@ -89,15 +89,20 @@ def step_counts(trace):
     return out
 
 
-def make_workloads(torch, n):
-    """(name, loop, profiler options) for each workload; each loop runs n ops."""
+def workload_loops(torch, n, linear_weights_need_grad=True):
+    """The loops both profiler-cost scripts time, by name; each runs n ops.
+
+    linear_weights_need_grad: "linears" multiplies by weights that need a
+    gradient, under torch.no_grad() (this script's first run); without it
+    the weights need none and no no_grad() is entered (the interleaved run).
+    """
     import torch.nn.functional as F
 
     dev = torch.device("cuda")
     x = torch.zeros(16, device=dev)
     a = torch.randn(8, 8, device=dev)
-    w = torch.randn(8, 8, device=dev, requires_grad=True)
-    b = torch.randn(8, device=dev, requires_grad=True)
+    w = torch.randn(8, 8, device=dev, requires_grad=linear_weights_need_grad)
+    b = torch.randn(8, device=dev, requires_grad=linear_weights_need_grad)
     mlp = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(32, 32),
                                                               torch.nn.GELU())]).to(dev)
     opt = torch.optim.Adam(mlp.parameters(), lr=1e-4)
@@ -111,10 +116,16 @@ def make_workloads(torch, n):
         for _ in range(n):
             x.add_(1.0)
 
+    def linear_loop():
+        for _ in range(n // 4):
+            F.linear(a, w, b)
+
     def linears():        # aten::linear > aten::t > ..., aten::addmm: nested ops, a launch
-        with torch.no_grad():
-            for _ in range(n // 4):
-                F.linear(a, w, b)
+        if linear_weights_need_grad:
+            with torch.no_grad():
+                linear_loop()
+        else:
+            linear_loop()
 
     def allocs():         # aten::empty: an allocation and a free each
         for _ in range(n):
@@ -126,11 +137,47 @@ def make_workloads(torch, n):
             mlp(inp).square().mean().backward()
             opt.step()
 
-    return [("views", views, {}), ("adds", adds, {}), ("linears", linears, {}),
-            ("mlp_steps", mlp_steps, {}), ("allocs", allocs, {}),
-            ("allocs_profile_memory", allocs, {"profile_memory": True}),
-            ("mlp_steps_profile_memory", mlp_steps, {"profile_memory": True}),
-            ("linears_no_shapes", linears, {"record_shapes": False})]
+    return {"views": views, "adds": adds, "linears": linears, "allocs": allocs,
+            "mlp_steps": mlp_steps}
+
+
+def make_workloads(torch, n):
+    """(name, loop, profiler options) for each workload; each loop runs n ops."""
+    loops = workload_loops(torch, n)
+    return [("views", loops["views"], {}), ("adds", loops["adds"], {}),
+            ("linears", loops["linears"], {}), ("mlp_steps", loops["mlp_steps"], {}),
+            ("allocs", loops["allocs"], {}),
+            ("allocs_profile_memory", loops["allocs"], {"profile_memory": True}),
+            ("mlp_steps_profile_memory", loops["mlp_steps"], {"profile_memory": True}),
+            ("linears_no_shapes", loops["linears"], {"record_shapes": False})]
+
+
+def timed(torch, fn):
+    """Host time (ns) of fn(), the GPU synchronised before and after."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter_ns()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter_ns() - t0
+
+
+def run_environment(torch, script):
+    """Where and how the measurement ran: the head of the output JSON."""
+    return {
+        "script": script,
+        "command": " ".join(sys.argv),
+        "captured_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "hostname": socket.gethostname(), "python": platform.python_version(),
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "device_name": torch.cuda.get_device_name(0),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def measure(torch, name, fn, options, reps, scratch):
@@ -138,17 +185,10 @@ def measure(torch, name, fn, options, reps, scratch):
     session, the profiled steps in it, and their event counts."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    def timed(fn):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        fn()
-        torch.cuda.synchronize()
-        return time.perf_counter_ns() - t0
-
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    before = [timed(fn) for _ in range(reps)]
+    before = [timed(torch, fn) for _ in range(reps)]
     path = os.path.join(scratch, f"{name}.json")
     wait, warmup, active = 1, 2, 5
     profiled = []
@@ -158,11 +198,11 @@ def measure(torch, name, fn, options, reps, scratch):
                  profile_memory=options.get("profile_memory", False), with_stack=False,
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
         for i in range(wait + warmup + active):
-            t = timed(fn)
+            t = timed(torch, fn)
             if i >= wait + warmup:
                 profiled.append(t)
             prof.step()
-    after = [timed(fn) for _ in range(reps)]
+    after = [timed(torch, fn) for _ in range(reps)]
     with open(path) as f:
         steps = step_counts(json.load(f))
     os.unlink(path)
@@ -237,19 +277,11 @@ def main() -> int:
     print(json.dumps(fit, indent=1), flush=True)
 
     doc = {
-        "script": "eval/profiled_wall/measure_profiler_cost.py",
-        "command": " ".join(sys.argv),
-        "captured_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "hostname": socket.gethostname(), "python": platform.python_version(),
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-        "device_name": torch.cuda.get_device_name(0),
-        "cpu_count": os.cpu_count(),
+        **run_environment(torch, "eval/profiled_wall/measure_profiler_cost.py"),
         "inner_ops": n, "reps": args.reps,
         "fit": fit, "workloads": results,
     }
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_json(args.out, doc)
     return 0
 
 

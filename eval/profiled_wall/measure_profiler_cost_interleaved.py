@@ -24,12 +24,11 @@ import argparse
 import collections
 import json
 import os
-import platform
-import socket
 import statistics
 import sys
 import tempfile
-import time
+
+from measure_profiler_cost import run_environment, timed, workload_loops, write_json
 
 
 def sibling_gaps(events):
@@ -79,46 +78,19 @@ def counts(trace):
 
 
 def make_workloads(torch, n):
-    """(name, loop, profile_memory) for each workload; each loop runs n ops."""
-    import torch.nn.functional as F
-
-    dev = torch.device("cuda")
-    x = torch.zeros(16, device=dev)
-    a = torch.randn(8, 8, device=dev)
-    w = torch.randn(8, 8, device=dev)
-    b = torch.randn(8, device=dev)
+    """(name, loop, profile_memory) for each workload; each loop runs n ops.
+    The loops are measure_profiler_cost.py's ("empties" are its "allocs";
+    here the linear weights need no gradient), and "queries": one CUDA
+    runtime call each (cudaStreamQuery), no op, no GPU work."""
+    loops = workload_loops(torch, n, linear_weights_need_grad=False)
     stream = torch.cuda.current_stream()
-    mlp = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(32, 32),
-                                                              torch.nn.GELU())]).to(dev)
-    opt = torch.optim.Adam(mlp.parameters(), lr=1e-4)
-    inp = torch.randn(4, 32, device=dev)
 
-    def views():       # one cpu_op each (aten::view), nothing else
-        for _ in range(n):
-            x.view(-1)
-
-    def empties():     # one cpu_op each (aten::empty): an allocation and a free
-        for _ in range(n):
-            torch.empty(1024, device=dev)
-
-    def adds():        # one cpu_op and one kernel launch each (aten::add_)
-        for _ in range(n):
-            x.add_(1.0)
-
-    def queries():     # one CUDA runtime call each (cudaStreamQuery), no op, no GPU work
+    def queries():
         for _ in range(n):
             stream.query()
 
-    def linears():     # aten::linear > aten::t > aten::transpose > aten::as_strided, aten::addmm
-        for _ in range(n // 4):
-            F.linear(a, w, b)
-
-    def mlp_steps():   # forward, backward on the autograd thread, Adam
-        for _ in range(max(1, n // 100)):
-            opt.zero_grad(set_to_none=True)
-            mlp(inp).square().mean().backward()
-            opt.step()
-
+    views, empties, adds = loops["views"], loops["allocs"], loops["adds"]
+    linears, mlp_steps = loops["linears"], loops["mlp_steps"]
     return [("views", views, False), ("empties", empties, False), ("adds", adds, False),
             ("queries", queries, False), ("linears", linears, False),
             ("mlp_steps", mlp_steps, False), ("empties_profile_memory", empties, True),
@@ -129,13 +101,6 @@ def measure(torch, name, fn, profile_memory, n_cycles, scratch):
     """One workload's row: per cycle the unprofiled and the profiled step's
     host time and the profiled step's event counts, and their medians."""
     from torch.profiler import ProfilerActivity, profile, schedule
-
-    def timed(fn):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        fn()
-        torch.cuda.synchronize()
-        return time.perf_counter_ns() - t0
 
     for _ in range(3):
         fn()
@@ -153,11 +118,11 @@ def measure(torch, name, fn, profile_memory, n_cycles, scratch):
                  record_shapes=True, profile_memory=profile_memory, with_stack=False,
                  on_trace_ready=ready) as prof:
         for _ in range(n_cycles):
-            unprofiled = timed(fn)
+            unprofiled = timed(torch, fn)
             prof.step()
-            timed(fn)
+            timed(torch, fn)
             prof.step()
-            profiled = timed(fn)
+            profiled = timed(torch, fn)
             prof.step()
             cycles.append({"unprofiled_ns": unprofiled, "profiled_ns": profiled})
     for cycle, path in zip(cycles, traces):
@@ -239,16 +204,9 @@ def main() -> int:
                for name, fn, profile_memory in make_workloads(torch, n)]
     fit = fit_costs(results)
     print(json.dumps(fit, indent=1), flush=True)
-    doc = {"script": "eval/profiled_wall/measure_profiler_cost_interleaved.py",
-           "command": " ".join(sys.argv),
-           "captured_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "hostname": socket.gethostname(), "python": platform.python_version(),
-           "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-           "device_name": torch.cuda.get_device_name(0), "cpu_count": os.cpu_count(),
+    doc = {**run_environment(torch, "eval/profiled_wall/measure_profiler_cost_interleaved.py"),
            "inner_ops": n, "cycles": args.cycles, "fit": fit, "workloads": results}
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_json(args.out, doc)
     return 0
 
 

@@ -20,11 +20,17 @@
 #include "grpc/support/alloc.h"
 #include "grpc/support/time.h"
 #include "gtest/gtest.h"
+#include "testing/health_check.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 #include "zlib.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::CheckHealth;
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 
 // What the bomb inflates to, and the server's message limit: 256 times it.
 constexpr size_t kInflatedBytes = size_t{256} << 20;

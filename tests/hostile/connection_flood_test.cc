@@ -14,11 +14,16 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/health_check.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
 
+using ::habitat::testing::CheckHealth;
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using State = IdleConnection::State;

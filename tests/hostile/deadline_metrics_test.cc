@@ -14,10 +14,15 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
+#include "testing/metrics.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::HttpGet;
+using ::habitat::testing::ServerProcess;
 
 // Calls at deadlines from about as long as a cold prediction of every GPU
 // down to a fraction of it, each on a trace the cache has not seen, so some
@@ -47,7 +52,7 @@ TEST(DeadlineMetricsTest, CallsPastTheirDeadlineAreNotCountedAsOk) {
 
   ServerProcess server({{"--metrics_address=127.0.0.1:0"}});
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();
-  const int metrics_port = MetricsPort(server);
+  const int metrics_port = server.metrics_port();
   ASSERT_GT(metrics_port, 0) << server.Stderr();
   auto stub = v1::PredictionService::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));

@@ -14,18 +14,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
-#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/async_stream.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "testing/health_check.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::CheckHealth;
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 
 constexpr char kToken[] = "Watch-token-0123456789abcdef";
 constexpr int kMaxConnections = 4;
@@ -37,18 +43,16 @@ class HealthWatch {
     grpc::ChannelArguments args;
     args.SetInt("grpc.use_local_subchannel_pool", 1);
     channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    stub_ = std::make_unique<grpc::GenericStub>(channel_);
+    stub_ = grpc::health::v1::Health::NewStub(channel_);
     if (!token.empty()) context_.AddMetadata("authorization", absl::StrCat("Bearer ", token));
     context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-    call_ = stub_->PrepareCall(&context_, "/grpc.health.v1.Health/Watch", &cq_);
+    // The empty service name: the whole server. The request goes out with
+    // the start of the call.
+    call_ = stub_->PrepareAsyncWatch(&context_, grpc::health::v1::HealthCheckRequest(), &cq_);
     // One operation at a time: gRPC refuses overlapping ones.
     call_->StartCall(Tag(kStart));
     pending_ = 1;
     if (!Await(kStart)) return;
-    grpc::Slice empty("");  // HealthCheckRequest{}: the whole server
-    call_->WriteLast(grpc::ByteBuffer(&empty, 1), grpc::WriteOptions(), Tag(kWrite));
-    pending_ = 1;
-    Await(kWrite);
     call_->Read(&response_, Tag(kRead));
     pending_ = 1;
   }
@@ -70,10 +74,14 @@ class HealthWatch {
     return finished_;
   }
   int messages() const { return messages_; }
+  // The serving status the last message carried.
+  grpc::health::v1::HealthCheckResponse::ServingStatus last_status() const {
+    return response_.status();
+  }
   const grpc::Status& status() const { return status_; }
 
  private:
-  enum Op { kStart = 1, kWrite, kRead, kFinish };
+  enum Op { kStart = 1, kRead, kFinish };
   static void* Tag(Op op) { return reinterpret_cast<void*>(static_cast<intptr_t>(op)); }
 
   // Waits (at most 5 s) for the one pending operation, `op`.
@@ -111,11 +119,11 @@ class HealthWatch {
   }
 
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<grpc::GenericStub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> stub_;
   grpc::ClientContext context_;
   grpc::CompletionQueue cq_;
-  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
-  grpc::ByteBuffer response_;
+  std::unique_ptr<grpc::ClientAsyncReaderInterface<grpc::health::v1::HealthCheckResponse>> call_;
+  grpc::health::v1::HealthCheckResponse response_;
   grpc::Status status_;
   int pending_ = 0;
   int messages_ = 0;
@@ -170,6 +178,7 @@ TEST_F(HealthWatchTest, ProbesAndTenantsKeepWatchAndCheck) {
   for (HealthWatch* watch : {&probe, &tenant}) {
     watch->WaitFirst(absl::Seconds(5));
     EXPECT_EQ(watch->messages(), 1) << watch->status().error_message();
+    EXPECT_EQ(watch->last_status(), grpc::health::v1::HealthCheckResponse::SERVING);
     EXPECT_FALSE(watch->Ended(absl::Milliseconds(200)));
   }
 }

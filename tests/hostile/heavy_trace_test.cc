@@ -19,10 +19,16 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
+#include "testing/metrics.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::HttpGet;
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 
 // The real ResNet-50 trace, its operations repeated to this many (the
 // default limit is 200,000) and its host events with them.
@@ -40,7 +46,7 @@ double InFlight(int metrics_port) {
   return std::regex_search(scrape, match, line) ? std::stod(match[1]) : -1;
 }
 
-class HeavyTraceTest : public testing::Test {
+class HeavyTraceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = std::make_unique<ServerProcess>(ServerSpec{
@@ -76,7 +82,7 @@ class HeavyTraceTest : public testing::Test {
 };
 
 TEST_F(HeavyTraceTest, WorkStopsSoonAfterTheClientsDeadline) {
-  const int metrics_port = MetricsPort(*server_);
+  const int metrics_port = server_->metrics_port();
   ASSERT_GT(metrics_port, 0) << server_->Stderr();
   const absl::Duration deadline = absl::Milliseconds(300);
   const absl::Time start = absl::Now();
@@ -98,7 +104,7 @@ TEST_F(HeavyTraceTest, WorkStopsSoonAfterTheClientsDeadline) {
 }
 
 TEST_F(HeavyTraceTest, ShutdownHonoursItsGrace) {
-  const int metrics_port = MetricsPort(*server_);
+  const int metrics_port = server_->metrics_port();
   ASSERT_GT(metrics_port, 0) << server_->Stderr();
   std::atomic<int> code{-1};
   std::thread call([&] { code = PredictById(absl::Seconds(60)).error_code(); });

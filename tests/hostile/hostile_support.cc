@@ -4,132 +4,20 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <regex>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/child_process.h"
 #include "common/file_io.h"
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "grpcpp/channel.h"
-#include "grpcpp/client_context.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
+#include "testing/health_check.h"
 
 namespace habitat::hostile {
-namespace {
-
-std::string TempPath(const std::string& stem) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(dir != nullptr ? dir : "/tmp", "/", stem, "-XXXXXX");
-  std::vector<char> buffer(pattern.begin(), pattern.end());
-  buffer.push_back('\0');
-  const int fd = mkstemp(buffer.data());
-  if (fd >= 0) close(fd);
-  return std::string(buffer.data());
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-}  // namespace
-
-ServerProcess::ServerProcess(const ServerSpec& spec) {
-  stderr_path_ = TempPath("habitat-hostile-server");
-  // HABITAT_HOSTILE_SERVER runs the suite against another build (e.g. an
-  // older one, to see a test fail there).
-  const char* binary = std::getenv("HABITAT_HOSTILE_SERVER");
-  std::vector<std::string> args = {binary != nullptr ? binary : HABITAT_SERVER_BINARY,
-                                   "--address=127.0.0.1:0",
-                                   "--health_address=127.0.0.1:0",
-                                   "--metrics_address=",
-                                   "--store=memory",
-                                   "--models_dir=none",
-                                   absl::StrCat("--data_dir=", HABITAT_DATA_DIR)};
-  args.insert(args.end(), spec.flags.begin(), spec.flags.end());
-  ChildOptions options;
-  options.stderr_path = stderr_path_;
-  if (spec.nofile > 0) options.limits = {{RLIMIT_NOFILE, static_cast<rlim_t>(spec.nofile)}};
-  absl::StatusOr<pid_t> pid = StartChild(args, options);
-  if (pid.ok()) pid_ = *pid;
-}
-
-ServerProcess::~ServerProcess() {
-  if (pid_ > 0 && !reaped_) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  unlink(stderr_path_.c_str());
-}
-
-bool ServerProcess::WaitServing(absl::Duration timeout) {
-  const std::regex serving(R"(serving on port (\d+) .*health-only port (\d+))");
-  const absl::Time end = absl::Now() + timeout;
-  while (absl::Now() < end) {
-    std::smatch match;
-    const std::string err = Stderr();
-    if (std::regex_search(err, match, serving)) {
-      port_ = std::stoi(match[1].str());
-      health_port_ = std::stoi(match[2].str());
-      return true;
-    }
-    if (!Alive()) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
-}
-
-std::string ServerProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
-std::string ServerProcess::health_address() const {
-  return absl::StrCat("127.0.0.1:", health_port_);
-}
-
-bool ServerProcess::Alive() {
-  if (pid_ <= 0 || reaped_) return false;
-  int status = 0;
-  if (waitpid(pid_, &status, WNOHANG) == pid_) {
-    reaped_ = true;
-    return false;
-  }
-  return true;
-}
-
-long ServerProcess::PeakRssKib() const {
-  const std::string status = ReadFile(absl::StrCat("/proc/", pid_, "/status"));
-  std::smatch match;
-  static const std::regex hwm(R"(VmHWM:\s+(\d+) kB)");
-  if (!std::regex_search(status, match, hwm)) return -1;
-  return std::stol(match[1].str());
-}
-
-std::string ServerProcess::Stderr() const { return ReadFile(stderr_path_); }
-
-bool ServerProcess::WaitForStderr(const std::string& needle, absl::Duration timeout) const {
-  const absl::Time end = absl::Now() + timeout;
-  do {
-    if (Stderr().find(needle) != std::string::npos) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  } while (absl::Now() < end);
-  return false;
-}
 
 habitat::v1::Trace RepeatedAgentTrace(int operations, bool with_host_events) {
   auto bytes = habitat::ReadFile(
@@ -154,29 +42,11 @@ habitat::v1::Trace RepeatedAgentTrace(int operations, bool with_host_events) {
   return trace;
 }
 
-absl::StatusOr<int> CheckHealth(const std::string& address, absl::Duration deadline) {
-  // A connection of its own each time, not one shared through gRPC's
-  // global subchannel pool, so each check exercises the listener.
-  grpc::ChannelArguments args;
-  args.SetInt("grpc.use_local_subchannel_pool", 1);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  auto stub = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  grpc::health::v1::HealthCheckResponse response;
-  const grpc::Status status =
-      stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-  }
-  return static_cast<int>(response.status());
-}
-
 bool WaitForHealth(const std::string& address, int want, absl::Duration timeout,
                    std::string* last) {
   const absl::Time end = absl::Now() + timeout;
   do {
-    auto health = CheckHealth(address, absl::Seconds(2));
+    auto health = testing::CheckHealth(address, absl::Seconds(2));
     if (last != nullptr) {
       *last = health.ok() ? absl::StrCat("status ", *health) : health.status().ToString();
     }
@@ -309,39 +179,6 @@ absl::StatusOr<std::map<int, uint32_t>> IdleConnection::ReadSettings(absl::Durat
     if (n > 0) bytes.append(buffer, static_cast<size_t>(n));
   }
   return absl::DeadlineExceededError("no SETTINGS frame in time");
-}
-
-int MetricsPort(const ServerProcess& server) {
-  std::smatch match;
-  static const std::regex kPort("metrics on port ([0-9]+)");
-  const std::string log = server.Stderr();
-  return std::regex_search(log, match, kPort) ? std::stoi(match[1]) : 0;
-}
-
-std::string HttpGet(int port, const std::string& path, absl::Duration timeout) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  const absl::Time give_up = absl::Now() + timeout;
-  timeval tv = absl::ToTimeval(timeout);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-  std::string response;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
-      send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size())) {
-    char buffer[4096];
-    while (absl::Now() < give_up) {
-      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-      if (n <= 0) break;  // closed (HTTP/1.0: the end of the body), error or timeout
-      response.append(buffer, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return response;
 }
 
 }  // namespace habitat::hostile

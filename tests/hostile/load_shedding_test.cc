@@ -18,10 +18,16 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
+#include "testing/metrics.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::HttpGet;
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 
 constexpr int kMaxConcurrent = 4;
 constexpr int kCalls = 16;
@@ -70,9 +76,9 @@ TEST(LoadSheddingTest, CallsBeyondTheLimitAreRefusedAtOnce) {
   // limit must be refused, not queued.
   EXPECT_GE(refused.load(), kCalls / 2) << ok << " OK";
 
-  const std::string scrape = HttpGet(MetricsPort(server), "/metrics", absl::Seconds(5));
-  EXPECT_THAT(scrape, testing::HasSubstr("\nhabitat_rpcs_queued 0"));
-  EXPECT_THAT(scrape, testing::HasSubstr("\nhabitat_rpcs_in_flight 0"));
+  const std::string scrape = HttpGet(server.metrics_port(), "/metrics", absl::Seconds(5));
+  EXPECT_THAT(scrape, ::testing::HasSubstr("\nhabitat_rpcs_queued 0"));
+  EXPECT_THAT(scrape, ::testing::HasSubstr("\nhabitat_rpcs_in_flight 0"));
 }
 
 }  // namespace

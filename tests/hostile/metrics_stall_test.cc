@@ -13,11 +13,15 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/metrics.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
 
+using ::habitat::testing::HttpGet;
+using ::habitat::testing::ServerProcess;
 using ::testing::MatchesRegex;
 
 // The number of silent connections: more than civetweb's default workers,
@@ -35,7 +39,7 @@ std::string StatusLineOfScrape(int port, absl::Duration timeout) {
 TEST(MetricsStallTest, SilentConnectionsDoNotHoldUpAScrape) {
   ServerProcess server({{"--metrics_address=127.0.0.1:0"}});
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();
-  const int port = MetricsPort(server);
+  const int port = server.metrics_port();
   ASSERT_GT(port, 0) << server.Stderr();
   ASSERT_THAT(StatusLineOfScrape(port, kScrapeDeadline), MatchesRegex("HTTP/1\\.[01] 200.*"));
 
@@ -67,7 +71,7 @@ TEST(MetricsStallTest, ReconnectingHalfOpenConnectionsFromOnePeerDoNotStallScrap
   constexpr int kScrapes = 4;
   ServerProcess server({{"--metrics_address=127.0.0.1:0"}});
   ASSERT_TRUE(server.WaitServing()) << server.Stderr();
-  const int port = MetricsPort(server);
+  const int port = server.metrics_port();
   ASSERT_GT(port, 0) << server.Stderr();
 
   std::atomic<bool> stop{false};

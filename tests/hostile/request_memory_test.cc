@@ -15,10 +15,14 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 
 // Resident set size now, in KiB; -1 if unknown.
 long RssKib(pid_t pid) {
@@ -42,7 +46,7 @@ v1::UploadTraceRequest ArgumentHeavyUpload(int operations) {
   return upload;
 }
 
-class RequestMemoryTest : public testing::Test {
+class RequestMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = std::make_unique<ServerProcess>(ServerSpec{{"--work_threads=2"}});
@@ -70,7 +74,7 @@ TEST_F(RequestMemoryTest, AnUploadTooLargeOnceParsedIsRefusedBeforeParsing) {
   ASSERT_LT(upload.ByteSizeLong(), size_t{32} << 20);
   const grpc::Status status = Upload(upload);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-  EXPECT_THAT(status.error_message(), testing::HasSubstr("(--request_memory_mib) by "));
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("(--request_memory_mib) by "));
   ASSERT_TRUE(server_->Alive());
   std::fprintf(stderr, "%s\npeak RSS %ld KiB, at start %ld KiB\n", status.error_message().c_str(),
                server_->PeakRssKib(), baseline_kib_);

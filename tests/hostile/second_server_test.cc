@@ -9,11 +9,13 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
 
+using ::habitat::testing::ServerProcess;
 using ::testing::HasSubstr;
 
 // Waits (bounded) for "cannot start" and the process's exit; true when both

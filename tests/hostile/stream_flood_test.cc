@@ -14,10 +14,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "testing/server_process.h"
 #include "tests/hostile/hostile_support.h"
 
 namespace habitat::hostile {
 namespace {
+
+using ::habitat::testing::ServerProcess;
+using ::habitat::testing::ServerSpec;
 
 constexpr int kConnections = 4;
 constexpr int kStreamsPerConnection = 5000;

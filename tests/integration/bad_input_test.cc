@@ -23,8 +23,8 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
+#include "testing/kineto_fixtures.h"
 #include "tests/integration/raw_grpc.h"
-#include "tests/integration/test_support.h"
 
 namespace habitat {
 namespace {

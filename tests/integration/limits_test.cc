@@ -16,7 +16,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
-#include "tests/integration/test_support.h"
+#include "testing/kineto_fixtures.h"
+#include "testing/metrics.h"
 
 namespace habitat {
 namespace {

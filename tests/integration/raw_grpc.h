@@ -1,7 +1,7 @@
 // Raw unary gRPC calls for the bad-input and security tests: bytes in, bytes
 // out, over any channel (plaintext or TLS) with any metadata, so tests can
 // send what no well-behaved client would (truncated protobuf, garbage) and
-// talk to services without generated stubs (grpc.health.v1).
+// talk to services without generated stubs (server reflection).
 #pragma once
 
 #include <chrono>
@@ -47,18 +47,6 @@ inline RawResult RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
     }
   }
   return result;
-}
-
-// grpc.health.v1.Health/Check of the whole server: the ServingStatus
-// (1 SERVING, 2 NOT_SERVING), or -1 with `status` set when the call failed.
-inline int HealthCheckOn(const std::shared_ptr<grpc::Channel>& channel,
-                         grpc::Status* status = nullptr) {
-  RawResult result = RawUnaryCall(channel, "/grpc.health.v1.Health/Check", "", {}, 10);
-  if (status != nullptr) *status = result.status;
-  if (!result.status.ok()) return -1;
-  // HealthCheckResponse { ServingStatus status = 1; }: empty when UNKNOWN.
-  if (result.response.size() == 2 && result.response[0] == 0x08) return result.response[1];
-  return result.response.empty() ? 0 : -1;
 }
 
 }  // namespace habitat::testing

@@ -26,8 +26,10 @@
 #include "gtest/gtest.h"
 #include "habitat/v1/prediction_service.grpc.pb.h"
 #include "server/prediction_server.h"
+#include "testing/health_check.h"
+#include "testing/kineto_fixtures.h"
+#include "testing/metrics.h"
 #include "tests/integration/raw_grpc.h"
-#include "tests/integration/test_support.h"
 
 namespace habitat {
 namespace {
@@ -234,8 +236,10 @@ TEST_F(SecurityTest, TlsServerAcceptsTlsClientsAndRejectsPlaintext) {
   Caller untrusting(TlsChannel(*pki_, server_->port(), "", "other_ca.pem"));
   EXPECT_EQ(untrusting.ListDevices().error_code(), grpc::StatusCode::UNAVAILABLE);
   // Health is a gRPC service on the same port: over TLS.
-  EXPECT_EQ(testing::HealthCheckOn(TlsChannel(*pki_, server_->port())), 1);
-  EXPECT_EQ(testing::HealthCheckOn(PlainChannel(server_->port())), -1);
+  EXPECT_EQ(
+      testing::CheckHealth(TlsChannel(*pki_, server_->port()), absl::Seconds(10)).value_or(-1), 1);
+  EXPECT_EQ(testing::CheckHealth(PlainChannel(server_->port()), absl::Seconds(10)).value_or(-1),
+            -1);
   // Metrics stay plain HTTP on their own port.
   auto metrics = testing::ScrapeMetrics(server_->metrics_port());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
@@ -261,7 +265,8 @@ TEST_F(SecurityTest, PlaintextHealthPortServesOnlyHealthForProbes) {
   ASSERT_NO_FATAL_FAILURE(Start(options));
   ASSERT_GT(server_->health_port(), 0);
   auto probe = PlainChannel(server_->health_port());
-  EXPECT_EQ(testing::HealthCheckOn(probe), 1);  // no certificate, no token
+  EXPECT_EQ(testing::CheckHealth(probe, absl::Seconds(10)).value_or(-1),
+            1);  // no certificate, no token
   // Nothing else is served there: not the prediction service, not reflection.
   Caller on_health_port(probe, kAlphaToken);
   EXPECT_EQ(on_health_port.ListDevices().error_code(), grpc::StatusCode::UNIMPLEMENTED);
@@ -271,7 +276,7 @@ TEST_F(SecurityTest, PlaintextHealthPortServesOnlyHealthForProbes) {
 
   // Draining: the probe port reports NOT_SERVING or is gone.
   server_->Shutdown(absl::Seconds(1));
-  const int after = testing::HealthCheckOn(probe);
+  const int after = testing::CheckHealth(probe, absl::Seconds(10)).value_or(-1);
   EXPECT_NE(after, 1);
   server_->Wait();
   server_.reset();
@@ -347,7 +352,7 @@ TEST_F(SecurityTest, TokensAuthenticateAndTenantsAreIsolated) {
             grpc::StatusCode::UNAUTHENTICATED);
   // Probes need no token, and neither does reflection (it only describes
   // the public API): ServerReflectionRequest{list_services: ""}.
-  EXPECT_EQ(testing::HealthCheckOn(channel), 1);
+  EXPECT_EQ(testing::CheckHealth(channel, absl::Seconds(10)).value_or(-1), 1);
   auto reflection = testing::RawUnaryCall(
       channel, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
       std::string("\x3a\x00", 2));
@@ -485,7 +490,7 @@ TEST_F(SecurityTest, ServerBinaryWithTlsTokensAndSighupReload) {
   const int port = std::stoi(ports[1].str());
   const int health_port = std::stoi(ports[2].str());
 
-  EXPECT_EQ(testing::HealthCheckOn(PlainChannel(health_port)), 1);
+  EXPECT_EQ(testing::CheckHealth(PlainChannel(health_port), absl::Seconds(10)).value_or(-1), 1);
   auto channel = TlsChannel(*pki_, port, "client");
   EXPECT_TRUE(Caller(channel, kAlphaToken).ListDevices().ok());
   EXPECT_EQ(Caller(channel).ListDevices().error_code(), grpc::StatusCode::UNAUTHENTICATED);

@@ -5,11 +5,9 @@
 // gtest_discover_tests runs every TEST in its own process, so each test
 // starts its own server and checks metric *deltas*, never totals.
 #include <sqlite3.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -26,7 +24,10 @@
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
 #include "store/trace_store_factory.h"
-#include "tests/integration/test_support.h"
+#include "testing/files.h"
+#include "testing/health_check.h"
+#include "testing/kineto_fixtures.h"
+#include "testing/metrics.h"
 
 namespace habitat {
 namespace {
@@ -533,14 +534,14 @@ TEST_F(ServerIntegrationTest, MetricsCountPredictionsByMethodAndDevice) {
 }
 
 TEST_F(ServerIntegrationTest, HealthCheckServesAndMetricsCountRequests) {
-  auto health = testing::HealthCheck(address_, "");
+  auto health = testing::CheckHealth(address_, absl::Seconds(10));
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(*health, 1);  // SERVING
-  auto unknown = testing::HealthCheck(address_, "no.such.Service");
+  auto unknown = testing::CheckHealth(address_, absl::Seconds(10), "no.such.Service");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   // Clients that check the service they call by name (grpc-health-probe
   // -service=..., service-config health checking) get the same answer.
-  auto named = testing::HealthCheck(address_, "habitat.v1.PredictionService");
+  auto named = testing::CheckHealth(address_, absl::Seconds(10), "habitat.v1.PredictionService");
   ASSERT_TRUE(named.ok()) << named.status();
   EXPECT_EQ(*named, 1);
 
@@ -561,9 +562,10 @@ TEST_F(ServerIntegrationTest, HealthCheckServesAndMetricsCountRequests) {
   // gone; either way a new call does not succeed with SERVING.
   server_->Shutdown(absl::Seconds(1));
   server_->Wait();
-  auto after_shutdown = testing::HealthCheck(address_, "");
+  auto after_shutdown = testing::CheckHealth(address_, absl::Seconds(10));
   EXPECT_FALSE(after_shutdown.ok() && *after_shutdown == 1);
-  auto named_after_shutdown = testing::HealthCheck(address_, "habitat.v1.PredictionService");
+  auto named_after_shutdown =
+      testing::CheckHealth(address_, absl::Seconds(10), "habitat.v1.PredictionService");
   EXPECT_FALSE(named_after_shutdown.ok() && *named_after_shutdown == 1);
   server_.reset();
 }
@@ -571,9 +573,8 @@ TEST_F(ServerIntegrationTest, HealthCheckServesAndMetricsCountRequests) {
 // habitat_stored_traces counts what the store holds from start-up on, and
 // follows a periodic retention sweep without waiting for an upload.
 TEST(StoredTracesMetricTest, CountsAnExistingStoreAndFollowsRetention) {
-  char dir_template[] = "/tmp/habitat_stored_traces_XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string db_path = absl::StrCat(dir_template, "/traces.db");
+  const testing::ScratchDir dir;
+  const std::string db_path = dir.Sub("traces.db");
   const std::string spec = "sqlite:" + db_path;
   auto trace = testing::LoadFixtureTrace(testing::kFixtureTrace);
   ASSERT_TRUE(trace.ok()) << trace.status();
@@ -630,7 +631,6 @@ TEST(StoredTracesMetricTest, CountsAnExistingStoreAndFollowsRetention) {
   (*server)->Shutdown(absl::Seconds(1));
   (*server)->Wait();
   server->reset();
-  std::filesystem::remove_all(dir_template);
 }
 
 }  // namespace

@@ -20,15 +20,18 @@
 #include "client/prediction_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/test_support.h"
+#include "testing/child_process.h"
+#include "testing/files.h"
+#include "testing/metrics.h"
+#include "testing/ports.h"
 
 namespace habitat {
 namespace {
 
-using ::habitat::agent::testing::ChildProcess;
 using ::habitat::agent::testing::DistinctTraces;
-using ::habitat::agent::testing::TempDir;
-using ::habitat::agent::testing::UnusedPort;
+using ::habitat::testing::ChildProcess;
+using ::habitat::testing::ScratchDir;
+using ::habitat::testing::UnusedPort;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -92,7 +95,7 @@ class TraceStoreBinaryTest : public ::testing::Test {
     return value == std::string::npos ? -1 : std::stod(text->substr(value + 23));
   }
 
-  TempDir tmp_;
+  ScratchDir tmp_;
   const int port_ = UnusedPort();
   const std::string address_ = absl::StrCat("127.0.0.1:", port_);
   int generation_ = 0;

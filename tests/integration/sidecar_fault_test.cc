@@ -16,18 +16,21 @@
 #include "agent/sidecar/spool_test_support.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/child_process.h"
+#include "testing/files.h"
+#include "testing/ports.h"
 
 namespace habitat::agent {
 namespace {
 
-using ::habitat::agent::testing::ChildProcess;
 using ::habitat::agent::testing::DistinctTraces;
-using ::habitat::agent::testing::FilesWithSuffix;
 using ::habitat::agent::testing::IdOf;
-using ::habitat::agent::testing::ReadWholeFile;
-using ::habitat::agent::testing::TempDir;
-using ::habitat::agent::testing::UnusedPort;
 using ::habitat::agent::testing::WriteSpoolTrace;
+using ::habitat::testing::ChildProcess;
+using ::habitat::testing::FilesWithSuffix;
+using ::habitat::testing::ReadWholeFile;
+using ::habitat::testing::ScratchDir;
+using ::habitat::testing::UnusedPort;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
@@ -37,7 +40,7 @@ TEST(SidecarFaultTest, HundredTracesThroughThreeServerKillsAreStoredExactlyOnce)
   auto traces = DistinctTraces(/*fixtures=*/10, kTraces);
   ASSERT_TRUE(traces.ok()) << traces.status();
   const absl::Time test_start = absl::Now();
-  TempDir tmp;
+  ScratchDir tmp;
   const std::string spool = tmp.Sub("spool");
   const std::string store = tmp.Sub("store");
   ASSERT_EQ(::mkdir(spool.c_str(), 0755), 0);

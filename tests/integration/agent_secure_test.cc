@@ -15,14 +15,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
+#include "testing/child_process.h"
+#include "testing/files.h"
+#include "testing/kineto_fixtures.h"
 
 namespace habitat::agent {
 namespace {
 
-using ::habitat::agent::testing::ChildProcess;
-using ::habitat::agent::testing::FilesWithSuffix;
-using ::habitat::agent::testing::TempDir;
 using ::habitat::agent::testing::WriteSpoolTrace;
+using ::habitat::testing::ChildProcess;
+using ::habitat::testing::FilesWithSuffix;
+using ::habitat::testing::ScratchDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -37,7 +40,7 @@ struct Result {
 class AgentSecureTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto traces = testing::LoadFixtureTraces(2);
+    auto traces = ::habitat::testing::LoadFixtureTraces(2);
     ASSERT_TRUE(traces.ok()) << traces.status();
     traces_ = new std::vector<v1::Trace>(std::move(*traces));
   }
@@ -93,7 +96,7 @@ class AgentSecureTest : public ::testing::Test {
   }
 
   static std::vector<v1::Trace>* traces_;
-  TempDir tmp_;
+  ScratchDir tmp_;
   std::unique_ptr<PredictionServer> server_;
   std::string address_;
 };

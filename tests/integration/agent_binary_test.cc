@@ -10,16 +10,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/prediction_server.h"
+#include "testing/child_process.h"
+#include "testing/files.h"
+#include "testing/kineto_fixtures.h"
 
 namespace habitat::agent {
 namespace {
 
-using ::habitat::agent::testing::ChildProcess;
-using ::habitat::agent::testing::FilesWithSuffix;
 using ::habitat::agent::testing::IdOf;
-using ::habitat::agent::testing::TempDir;
 using ::habitat::agent::testing::WriteSpoolBytes;
 using ::habitat::agent::testing::WriteSpoolTrace;
+using ::habitat::testing::ChildProcess;
+using ::habitat::testing::FilesWithSuffix;
+using ::habitat::testing::ScratchDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
@@ -33,7 +36,7 @@ struct Result {
 class AgentBinaryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto traces = testing::LoadFixtureTraces(3);
+    auto traces = ::habitat::testing::LoadFixtureTraces(3);
     ASSERT_TRUE(traces.ok()) << traces.status();
     traces_ = new std::vector<v1::Trace>(std::move(*traces));
   }
@@ -61,7 +64,7 @@ class AgentBinaryTest : public ::testing::Test {
   }
 
   static std::vector<v1::Trace>* traces_;
-  TempDir tmp_;
+  ScratchDir tmp_;
   std::unique_ptr<PredictionServer> server_;
   std::string address_;
 };
