@@ -388,10 +388,9 @@ TEST(CliCommandsTest, ParallelFsdpAddsShardedRowsWithMemoryPerGpu) {
   CliRun ddp = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "4"});
   ASSERT_EQ(ddp.code, kExitOk) << ddp.err;
   EXPECT_THAT(ddp.out, Not(HasSubstr("GiB/GPU")));
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--parallel", "fsdp"},
-        {"--gpus", "4", "--parallel", "tp"},
-        {"--gpus", "4", "--fsdp-units", "8"}}) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--parallel", "fsdp"},
+                                              {"--gpus", "4", "--parallel", "tp"},
+                                              {"--gpus", "4", "--fsdp-units", "8"}}) {
     std::vector<std::string> args = {"predict", AgentTraceWithMemory()};
     args.insert(args.end(), bad.begin(), bad.end());
     CliRun run = Habitat(args);

@@ -147,8 +147,9 @@ absl::Status ReadParallel(const v1::PredictRequest& request, PredictionQuery* qu
                        "], got ", c.bucket_cap_bytes()));
     }
     if (c.fsdp_units() > kMaxFsdpUnits) {
-      return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "].fsdp_units must be at most ",
-                                                     kMaxFsdpUnits, ", got ", c.fsdp_units()));
+      return absl::InvalidArgumentError(absl::StrCat("parallel[", i,
+                                                     "].fsdp_units must be at most ", kMaxFsdpUnits,
+                                                     ", got ", c.fsdp_units()));
     }
     if (absl::Status modelled = CheckModelledParallelism(c); !modelled.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "]: ", modelled.message()));
