@@ -83,7 +83,10 @@ int64_t FsdpPeakBytesPerGpu(const MemoryModel& model, uint32_t batch, uint32_t g
   const double ratio = static_cast<double>(batch) / std::max<uint32_t>(model.traced_batch, 1);
   double above_start = 0;
   for (const MemoryPoint& p : model.candidates) {
-    above_start = std::max(above_start, p.fixed_bytes / shards + p.batch_bytes * ratio);
+    // Autocast's copies are of the gathered, whole parameters: not divided.
+    const double sharded = p.fixed_bytes - p.replicated_bytes;
+    above_start =
+        std::max(above_start, sharded / shards + p.replicated_bytes + p.batch_bytes * ratio);
   }
   const double bytes = static_cast<double>(model.start_bytes) / shards + above_start +
                        static_cast<double>(unsharded_in_flight_bytes);

@@ -33,8 +33,10 @@ absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& 
 // Peak allocated bytes on each of `gpus` GPUs at `batch`: what the trace
 // held at the start (parameters, optimizer state, gradients kept) and the
 // parameter-sized part of each candidate peak (gradients, optimizer
-// temporaries: memory_timeline.h's fixed part) divided among the GPUs, the
-// batch part (activations) whole, plus `unsharded_in_flight_bytes`.
+// temporaries: memory_timeline.h's fixed part) divided among the GPUs, but
+// autocast's copies of the weights (its replicated part: copies of the
+// gathered parameters) and the batch part (activations) whole, plus
+// `unsharded_in_flight_bytes`.
 int64_t FsdpPeakBytesPerGpu(const MemoryModel& model, uint32_t batch, uint32_t gpus,
                             int64_t unsharded_in_flight_bytes);
 

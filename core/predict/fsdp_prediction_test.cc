@@ -52,6 +52,17 @@ TEST(FsdpMemoryTest, StateAndParameterSizedWorkAreShardedActivationsAreNot) {
   EXPECT_EQ(FsdpPeakBytesPerGpu(model, 8, 1, 0), 800 + 1700);
 }
 
+TEST(FsdpMemoryTest, AutocastCopiesOfTheGatheredWeightsAreNotSharded) {
+  MemoryModel model;
+  model.start_bytes = 800;
+  model.traced_batch = 8;
+  // 400 of the 1600 fixed bytes are autocast's weight copies.
+  model.candidates = {{1600, 100, 400}};
+  // 800 / 4 + (1200 / 4 + 400 + 100).
+  EXPECT_EQ(FsdpPeakBytesPerGpu(model, 8, 4, 0), 200 + 300 + 400 + 100);
+  EXPECT_EQ(FsdpPeakBytesPerGpu(model, 8, 1, 0), 800 + 1600 + 100);
+}
+
 class FsdpEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -86,17 +86,29 @@ void AddGap(double gap, bool first, bool after_fixed, bool forward_to_backward,
   split->batch += gap;
 }
 
-// The candidates no other is at least as high as in both parts (at every
-// batch another is at least as high): a handful of the thousands of passes,
-// in increasing batch part.
+// True where `a` is at least as high as `b` at every batch and over any
+// number of GPUs sharing the parameters: in the batch part, the replicated
+// part and the rest of the fixed part.
+bool Dominates(const MemoryPoint& a, const MemoryPoint& b) {
+  return a.batch_bytes >= b.batch_bytes && a.replicated_bytes >= b.replicated_bytes &&
+         a.fixed_bytes - a.replicated_bytes >= b.fixed_bytes - b.replicated_bytes;
+}
+
+// The candidates no other dominates: a handful of the thousands of passes,
+// in increasing batch part. Taken in decreasing batch part (then total), a
+// point can only be dominated by one taken before it.
 std::vector<MemoryPoint> Undominated(std::vector<MemoryPoint> points) {
   std::sort(points.begin(), points.end(), [](const MemoryPoint& a, const MemoryPoint& b) {
-    return a.batch_bytes != b.batch_bytes ? a.batch_bytes > b.batch_bytes
-                                          : a.fixed_bytes > b.fixed_bytes;
+    if (a.batch_bytes != b.batch_bytes) return a.batch_bytes > b.batch_bytes;
+    if (a.fixed_bytes != b.fixed_bytes) return a.fixed_bytes > b.fixed_bytes;
+    return a.replicated_bytes > b.replicated_bytes;
   });
   std::vector<MemoryPoint> kept;
   for (const MemoryPoint& p : points) {
-    if (kept.empty() || p.fixed_bytes > kept.back().fixed_bytes) kept.push_back(p);
+    if (std::none_of(kept.begin(), kept.end(),
+                     [&p](const MemoryPoint& k) { return Dominates(k, p); })) {
+      kept.push_back(p);
+    }
   }
   std::reverse(kept.begin(), kept.end());
   return kept;
@@ -144,7 +156,9 @@ std::optional<std::vector<MemoryPoint>> PeakCandidates(const v1::Trace& trace) {
     highest = std::max(highest, high);
     const double rise = std::max(0.0, high - before);
     const double rise_fixed = fixed ? rise : std::min(rise, own_fixed);
-    points.push_back({split.fixed + rise_fixed, split.batch + rise - rise_fixed});
+    const bool copies = !fixed && !pass.backward() && own_fixed > 0;
+    points.push_back({split.fixed + rise_fixed, split.batch + rise - rise_fixed,
+                      autocast_held + (copies ? rise_fixed : 0)});
 
     const double change = after - before;
     if (fixed) {

@@ -26,15 +26,19 @@ namespace habitat {
 
 // One candidate peak, bytes above the iteration's start at the traced
 // batch: `fixed_bytes` (may be negative: memory freed) + `batch_bytes`
-// (>= 0, grows with the batch).
+// (>= 0, grows with the batch). `replicated_bytes`, part of `fixed_bytes`,
+// are autocast's low-precision copies of the weights held at that point:
+// copies of whole parameters, which sharding the parameters over N GPUs
+// (FSDP) does not divide, as it divides the rest of the fixed part.
 struct MemoryPoint {
   double fixed_bytes = 0;
   double batch_bytes = 0;
+  double replicated_bytes = 0;
 };
 
-// The candidates no other candidate dominates (at least as high in both
-// parts), in increasing batch part: the start itself ({0, 0}) or one
-// above it first. nullopt when
+// The candidates no other candidate dominates (at least as high in the
+// batch part, the replicated part and the rest of the fixed part), in
+// increasing batch part: the start itself ({0, 0}) or one above it first. nullopt when
 // the trace has no pass readings, or when they do not reach the traced peak
 // (it was set outside any recorded pass), so that they cannot say where it
 // moves.

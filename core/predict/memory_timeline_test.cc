@@ -140,6 +140,9 @@ TEST(MemoryTimelineTest, AutocastCopiesOfTheWeightsAreFixed) {
   ASSERT_EQ(candidates->size(), 2u);
   EXPECT_DOUBLE_EQ((*candidates)[1].fixed_bytes, 256 - 512);
   EXPECT_DOUBLE_EQ((*candidates)[1].batch_bytes, 1000);
+  // Of the fixed part, the copy is a whole weight's: sharding keeps it.
+  EXPECT_DOUBLE_EQ((*candidates)[1].replicated_bytes, 256);
+  EXPECT_DOUBLE_EQ((*candidates)[0].replicated_bytes, 0);
 }
 
 TEST(MemoryTimelineTest, APeakOutsideEveryPassFallsBackToTheWholePeak) {
