@@ -178,7 +178,7 @@ TEST(CliOutputTest, BreakdownShowsMathModesAndTheHardwareLimit) {
   fallback->set_index(3);
   fallback->set_name("aten::conv2d");
   fallback->set_predicted_forward_ns(6000000);
-  fallback->set_method(v1::PREDICTION_METHOD_MLP);
+  fallback->set_method(v1::PREDICTION_METHOD_KERNEL_VARYING);
   fallback->set_origin_math_mode("tf32");
   fallback->set_target_math_mode("fp32");
   fallback->set_at_hardware_limit(true);
@@ -186,7 +186,7 @@ TEST(CliOutputTest, BreakdownShowsMathModesAndTheHardwareLimit) {
   same->set_index(4);
   same->set_name("aten::linear");
   same->set_predicted_forward_ns(3000000);
-  same->set_method(v1::PREDICTION_METHOD_MLP);
+  same->set_method(v1::PREDICTION_METHOD_KERNEL_VARYING);
   same->set_origin_math_mode("bf16");
   same->set_target_math_mode("bf16");
   auto* alike = p->add_operations();
@@ -197,8 +197,8 @@ TEST(CliOutputTest, BreakdownShowsMathModesAndTheHardwareLimit) {
   TableOptions options;
   options.breakdown = true;
   const std::string table = FormatPredictionTable(response, {}, options);
-  EXPECT_THAT(table, HasSubstr("60.0%  mlp^     tf32>fp32\n"));
-  EXPECT_THAT(table, HasSubstr("30.0%  mlp      bf16\n"));
+  EXPECT_THAT(table, HasSubstr("60.0%  trees^   tf32>fp32\n"));
+  EXPECT_THAT(table, HasSubstr("30.0%  trees    bf16\n"));
   EXPECT_THAT(table, HasSubstr("10.0%  wave\n"));  // no mode, no trailing blanks
   EXPECT_THAT(table, HasSubstr("  ^ at_hardware_limit: predicted faster than"));
   EXPECT_THAT(table, HasSubstr("  mode: math mode on the origin GPU"));
@@ -239,7 +239,7 @@ TEST(CliOutputTest, JsonPrints64BitIntegersAsNumbers) {
   v1::PredictResponse response;
   auto* p = AddPrediction(&response, "A", 1, 329115595);
   auto* total = p->add_method_totals();
-  total->set_method(v1::PREDICTION_METHOD_MLP);
+  total->set_method(v1::PREDICTION_METHOD_KERNEL_VARYING);
   total->set_predicted_ns(254348847);
   p->add_operations()->set_predicted_forward_ns(1234);
   auto json = FormatJson(response);
@@ -247,7 +247,8 @@ TEST(CliOutputTest, JsonPrints64BitIntegersAsNumbers) {
   EXPECT_THAT(*json, HasSubstr("\"gpu_time_ns\": 329115595,"));  // not "329115595"
   EXPECT_THAT(*json, HasSubstr("\"predicted_ns\": 254348847"));  // in a repeated message
   EXPECT_THAT(*json, HasSubstr("\"predicted_forward_ns\": 1234,"));
-  EXPECT_THAT(*json, HasSubstr("\"method\": \"PREDICTION_METHOD_MLP\""));  // enums stay names
+  EXPECT_THAT(*json,
+              HasSubstr("\"method\": \"PREDICTION_METHOD_MLP\""));  // enums stay names
   EXPECT_THAT(*json, HasSubstr("\"device_id\": \"A\""));
 }
 

@@ -23,8 +23,8 @@ const char* MethodName(v1::PredictionMethod method) {
   switch (method) {
     case v1::PREDICTION_METHOD_WAVE_SCALING:
       return "wave";
-    case v1::PREDICTION_METHOD_MLP:
-      return "mlp";
+    case v1::PREDICTION_METHOD_KERNEL_VARYING:
+      return "trees";
     case v1::PREDICTION_METHOD_UNSCALED:
       return "unscaled";
     case v1::PREDICTION_METHOD_MEASURED:

@@ -7,7 +7,7 @@ Reads models/kernel_varying/{manifest.json, model.json.gz} (models/train.py)
 and writes parity_reference.json: passes over every family, math mode
 (including modes the target lacks, which fall back), pass direction and a
 spread of GPU pairs, with the features, roofline ratio, floor, large-GEMM
-roofline and model output the C++ side (core/mlp, kernel_varying_model_test)
+roofline and model output the C++ side (core/kernel_varying, kernel_varying_model_test)
 must reproduce.
 The booster is read back from the gzipped file the server loads, so the
 reference checks that file, not the in-memory model of training.

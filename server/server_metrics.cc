@@ -43,7 +43,7 @@ const char* MethodLabel(int method) {
   switch (method) {
     case 1:
       return "wave_scaling";
-    case 2:
+    case 2:  // kernel-varying: the label the dashboards already know
       return "mlp";
     case 3:
       return "unscaled";

@@ -2,7 +2,7 @@
 // matmul throughput of each math mode, the mode it runs a pass in, the
 // bandwidth a streaming kernel reaches and the SM clock it holds under
 // load. The one owner of these rates for the scaling rules (core/scaling)
-// and the kernel-varying model's features (core/mlp), whose Python twin is
+// and the kernel-varying model's features (core/kernel_varying), whose Python twin is
 // models/habitat_models/features.py: change both or neither. Where the
 // figures come from: docs/gpu_efficiency_sources.md.
 #pragma once

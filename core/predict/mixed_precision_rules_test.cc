@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "core/mlp/features.h"
+#include "core/kernel_varying/features.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/test_fixtures.h"
 #include "core/predict/varying_predictor.h"
@@ -43,8 +43,8 @@ class MixedPrecisionRulesTest : public ::testing::Test {
   }
 
   static double BandwidthRatio() {
-    return mlp::StreamingBandwidthGbps(**devices_->Get("H200")) /
-           mlp::StreamingBandwidthGbps(**devices_->Get("RTX3090"));
+    return kernel_varying::StreamingBandwidthGbps(**devices_->Get("H200")) /
+           kernel_varying::StreamingBandwidthGbps(**devices_->Get("RTX3090"));
   }
 
   static DeviceDatabase* devices_;
@@ -85,13 +85,15 @@ TEST_F(MixedPrecisionRulesTest, UncoveredConvolutionsAreNotAllMovedByTheBandwidt
 // 10.0x of the sustained throughputs.
 TEST_F(MixedPrecisionRulesTest, LargeFp16GemmsOffTheTrainingDataMoveByTheSustainedRoofline) {
   const v1::DevicePrediction p = OnRtx3090("vit_base_patch32_224_b512_fp16");
-  const double sustained = mlp::SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
-                           mlp::SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
+  const double sustained =
+      kernel_varying::SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
+      kernel_varying::SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
   int64_t origin = 0;
   int64_t predicted = 0;
   int linears = 0;
   for (const auto& op : p.operations()) {
-    if (op.name() != "aten::linear" || op.method() != v1::PREDICTION_METHOD_MLP) continue;
+    if (op.name() != "aten::linear" || op.method() != v1::PREDICTION_METHOD_KERNEL_VARYING)
+      continue;
     ++linears;
     EXPECT_EQ(op.target_math_mode(), "fp16");
     origin += op.origin_forward_ns() + op.origin_backward_ns();

@@ -191,7 +191,7 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
   out->set_at_hardware_limit(at_limit);
   out->set_expected_error_percent(error.percent());
   if (from_model > 0) {
-    out->set_method(v1::PREDICTION_METHOD_MLP);
+    out->set_method(v1::PREDICTION_METHOD_KERNEL_VARYING);
     out->set_predictor_trained_on_target(all_trained);
     return;
   }

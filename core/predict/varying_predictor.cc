@@ -9,8 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
-#include "core/mlp/features.h"
-#include "core/mlp/op_signature.h"
+#include "core/kernel_varying/features.h"
+#include "core/kernel_varying/op_signature.h"
 #include "core/scaling/wave_scaling.h"
 #include "core/trace/math_mode.h"
 #include "core/trace/op_classification.h"
@@ -52,17 +52,19 @@ bool SameChip(const v1::DeviceSpec& a, const v1::DeviceSpec& b) {
 
 namespace {
 
-std::string GroupKey(const mlp::OpSignature& signature, MathMode origin_mode, bool backward) {
-  return absl::StrCat(mlp::FamilyName(signature.family), "|", absl::StrJoin(signature.config, ","),
-                      "|", MathModeName(origin_mode), "|", backward ? "b" : "f", "|",
-                      signature.direction_factor);
+std::string GroupKey(const kernel_varying::OpSignature& signature, MathMode origin_mode,
+                     bool backward) {
+  return absl::StrCat(kernel_varying::FamilyName(signature.family), "|",
+                      absl::StrJoin(signature.config, ","), "|", MathModeName(origin_mode), "|",
+                      backward ? "b" : "f", "|", signature.direction_factor);
 }
 
 // What the origin ran: an inferred mode it has no units for (TF32 by
 // PyTorch's default on a V100) ran in fp32.
-MathMode OriginMathMode(const v1::Trace& trace, const v1::Operation& op, mlp::Family family,
-                        const v1::DeviceSpec& origin) {
-  return mlp::TargetMathMode(InferOpMathMode(trace, op, mlp::IsCudnnFamily(family)).mode, origin);
+MathMode OriginMathMode(const v1::Trace& trace, const v1::Operation& op,
+                        kernel_varying::Family family, const v1::DeviceSpec& origin) {
+  return kernel_varying::TargetMathMode(
+      InferOpMathMode(trace, op, kernel_varying::IsCudnnFamily(family)).mode, origin);
 }
 
 bool IsFullPrecision(MathMode mode) { return mode == MathMode::kFp32 || mode == MathMode::kTf32; }
@@ -89,19 +91,19 @@ Nanoseconds CallFloorNs(double floor_ns_per_direction, int direction_factor) {
 std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace, const v1::Operation& op,
                                                     bool backward, const v1::DeviceSpec& origin,
                                                     const v1::DeviceSpec& target) {
-  auto signature = mlp::ExtractOpSignature(op);
+  auto signature = kernel_varying::ExtractOpSignature(op);
   if (!signature.ok() || !signature->has_value()) return std::nullopt;
-  const mlp::OpSignature& s = **signature;
+  const kernel_varying::OpSignature& s = **signature;
   VaryingPassLimit limit;
   limit.origin_mode = OriginMathMode(trace, op, s.family, origin);
   // The op's mode comes from its forward kernels first; a backward that ran
   // in the other full-precision mode is bounded in its own.
   const std::optional<MathMode> own = PassKernelMathMode(backward ? op.backward() : op.forward());
   if (own.has_value() && IsFullPrecision(*own) && IsFullPrecision(limit.origin_mode)) {
-    limit.origin_mode = mlp::TargetMathMode(*own, origin);
+    limit.origin_mode = kernel_varying::TargetMathMode(*own, origin);
   }
-  limit.target_mode = mlp::TargetMathMode(limit.origin_mode, target);
-  auto floor = mlp::FloorNs(s.family, s.config, limit.target_mode, backward, target);
+  limit.target_mode = kernel_varying::TargetMathMode(limit.origin_mode, target);
+  auto floor = kernel_varying::FloorNs(s.family, s.config, limit.target_mode, backward, target);
   if (!floor.ok()) return std::nullopt;
   limit.floor_ns = CallFloorNs(*floor, s.direction_factor);
   return limit;
@@ -109,12 +111,12 @@ std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace, cons
 
 absl::StatusOr<std::unique_ptr<VaryingPredictor>> VaryingPredictor::Load(
     const std::string& model_dir, size_t memo_entries) {
-  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<mlp::KernelVaryingModel> model,
-                           mlp::KernelVaryingModel::Load(model_dir));
+  HABITAT_ASSIGN_OR_RETURN(std::unique_ptr<kernel_varying::KernelVaryingModel> model,
+                           kernel_varying::KernelVaryingModel::Load(model_dir));
   return std::make_unique<VaryingPredictor>(std::move(model), memo_entries);
 }
 
-VaryingPredictor::VaryingPredictor(std::shared_ptr<const mlp::KernelVaryingModel> model,
+VaryingPredictor::VaryingPredictor(std::shared_ptr<const kernel_varying::KernelVaryingModel> model,
                                    size_t memo_entries)
     : model_(std::move(model)), memo_entries_(memo_entries) {}
 
@@ -141,8 +143,9 @@ absl::StatusOr<std::vector<double>> VaryingPredictor::EvaluateInChunks(
     if (first > 0) HABITAT_RETURN_IF_ERROR(stop.Check("evaluating the kernel-varying model"));
     const size_t count = std::min(kRowsPerChunk, rows - first);
     const std::vector<float> chunk(
-        batch.begin() + static_cast<std::ptrdiff_t>(first * mlp::kFeatureCount),
-        batch.begin() + static_cast<std::ptrdiff_t>((first + count) * mlp::kFeatureCount));
+        batch.begin() + static_cast<std::ptrdiff_t>(first * kernel_varying::kFeatureCount),
+        batch.begin() +
+            static_cast<std::ptrdiff_t>((first + count) * kernel_varying::kFeatureCount));
     HABITAT_ASSIGN_OR_RETURN(std::vector<double> part,
                              model_->PredictLog2Corrections(chunk, count));
     out.insert(out.end(), part.begin(), part.end());
@@ -155,20 +158,23 @@ absl::StatusOr<std::vector<double>> VaryingPredictor::EvaluateInChunks(
 // mode): a large GEMM takes no correction (or, after a change of math mode
 // or in TF32, is the typical multiple of its roofline) and is never above
 // its ceiling (at least the sustained roofline, so above the floor).
-absl::StatusOr<double> LargeGemmRooflineOnTarget(const mlp::KernelVaryingModel& model,
-                                                 mlp::Family family, const mlp::OpConfig& config,
+absl::StatusOr<double> LargeGemmRooflineOnTarget(const kernel_varying::KernelVaryingModel& model,
+                                                 kernel_varying::Family family,
+                                                 const kernel_varying::OpConfig& config,
                                                  MathMode origin_mode, MathMode target_mode,
                                                  bool backward, const v1::DeviceSpec& target,
                                                  bool via_sibling) {
-  HABITAT_ASSIGN_OR_RETURN(const double fp32_tensors,
-                           mlp::LargeGemmRooflineNs(family, config, target_mode, backward, target));
+  HABITAT_ASSIGN_OR_RETURN(
+      const double fp32_tensors,
+      kernel_varying::LargeGemmRooflineNs(family, config, target_mode, backward, target));
   if (fp32_tensors > 0 || via_sibling || target_mode != origin_mode ||
       model.TrainedOn(family, target_mode, target.id())) {
     return fp32_tensors;
   }
   // The trees would extrapolate to a GPU they have no tensor-core
   // measurements of; a large GEMM keeps the origin's efficiency.
-  return mlp::LargeTensorCoreGemmRooflineNs(family, config, target_mode, backward, target);
+  return kernel_varying::LargeTensorCoreGemmRooflineNs(family, config, target_mode, backward,
+                                                       target);
 }
 
 namespace {
@@ -178,9 +184,12 @@ namespace {
 // would extrapolate. Convolutions keep the trees: their time depends on the
 // algorithm cuDNN picks, which the roofline does not see (held-out fp32
 // data in docs/mixed_precision_accuracy.md).
-bool SplitAtRoofline(const mlp::KernelVaryingModel& model, mlp::Family family, MathMode origin_mode,
-                     MathMode target_mode, const v1::DeviceSpec& target, bool via_sibling) {
-  if (family == mlp::Family::kConv2d || family == mlp::Family::kConvTranspose2d) return false;
+bool SplitAtRoofline(const kernel_varying::KernelVaryingModel& model, kernel_varying::Family family,
+                     MathMode origin_mode, MathMode target_mode, const v1::DeviceSpec& target,
+                     bool via_sibling) {
+  if (family == kernel_varying::Family::kConv2d ||
+      family == kernel_varying::Family::kConvTranspose2d)
+    return false;
   return !via_sibling && target_mode == origin_mode &&
          (target_mode == MathMode::kFp16 || target_mode == MathMode::kBf16) &&
          !model.TrainedOn(family, target_mode, target.id());
@@ -229,8 +238,8 @@ VaryingPredictor::ModelValue VaryingPredictor::Apply(const Evaluation& e, MathMo
 }
 
 const v1::DeviceSpec* VaryingPredictor::TrainedSibling(
-    const std::vector<const v1::DeviceSpec*>* candidates, mlp::Family family, MathMode mode,
-    const v1::DeviceSpec& target) const {
+    const std::vector<const v1::DeviceSpec*>* candidates, kernel_varying::Family family,
+    MathMode mode, const v1::DeviceSpec& target) const {
   if (candidates == nullptr || model_->TrainedOn(family, mode, target.id())) return nullptr;
   for (const v1::DeviceSpec* sibling : *candidates) {
     if (model_->TrainedOn(family, mode, sibling->id())) return sibling;
@@ -241,7 +250,7 @@ const v1::DeviceSpec* VaryingPredictor::TrainedSibling(
 // The passes of one signature (family, configuration, directions) in one
 // math mode.
 struct VaryingPredictor::Group {
-  mlp::OpSignature signature;
+  kernel_varying::OpSignature signature;
   MathMode origin_mode = MathMode::kFp32;
   bool backward = false;
   std::vector<PassRef> passes;
@@ -293,7 +302,7 @@ absl::StatusOr<std::vector<VaryingPredictor::Group>> VaryingPredictor::GroupCove
     }
     const v1::Operation& op = trace.operations(i);
     if (ClassifyOperation(op.name()) != OpKind::kKernelVarying) continue;
-    auto signature = mlp::ExtractOpSignature(op);
+    auto signature = kernel_varying::ExtractOpSignature(op);
     // A damaged argument list is not the model's business: the engine
     // wave-scales the op's kernels and says so.
     if (!signature.ok() || !signature->has_value()) continue;
@@ -326,7 +335,8 @@ std::vector<VaryingPredictor::PendingEvaluation> VaryingPredictor::LookUpMemo(
   for (size_t t = 0; t < targets.size(); ++t) {
     if (!ModelPredicts(origin, *targets[t])) continue;
     for (size_t g = 0; g < groups.size(); ++g) {
-      const MathMode target_mode = mlp::TargetMathMode(groups[g].origin_mode, *targets[t]);
+      const MathMode target_mode =
+          kernel_varying::TargetMathMode(groups[g].origin_mode, *targets[t]);
       for (int slot = 0; slot < EvaluatedSlots(target_mode); ++slot) {
         const MathMode evaluated_mode = EvaluatedMode(target_mode, slot);
         // The sibling a pass goes through is part of what it was evaluated on.
@@ -356,7 +366,7 @@ absl::StatusOr<VaryingPredictor::FeatureBatch> VaryingPredictor::PrepareEvaluati
     const std::vector<PendingEvaluation>& pending, const StopCondition& stop,
     EvaluationGrid* evaluations) const {
   FeatureBatch batch;
-  batch.features.reserve(pending.size() * mlp::kFeatureCount);
+  batch.features.reserve(pending.size() * kernel_varying::kFeatureCount);
   batch.row_of.assign(pending.size(), kNoRow);
   for (size_t p = 0; p < pending.size(); ++p) {
     if (p % kOperationsPerStopCheck == 0) {
@@ -375,11 +385,11 @@ absl::StatusOr<VaryingPredictor::FeatureBatch> VaryingPredictor::PrepareEvaluati
 absl::StatusOr<bool> VaryingPredictor::PrepareEvaluation(
     const Group& group, const PendingEvaluation& pending, const v1::DeviceSpec& origin,
     const v1::DeviceSpec& target, std::vector<float>* features, Evaluation* evaluation) const {
-  const mlp::Family family = group.signature.family;
-  const mlp::OpConfig& config = group.signature.config;
+  const kernel_varying::Family family = group.signature.family;
+  const kernel_varying::OpConfig& config = group.signature.config;
   const v1::DeviceSpec* sibling = pending.sibling;
   const MathMode target_mode =
-      EvaluatedMode(mlp::TargetMathMode(group.origin_mode, target), pending.slot);
+      EvaluatedMode(kernel_varying::TargetMathMode(group.origin_mode, target), pending.slot);
   Evaluation& e = *evaluation;
   bool has_row = false;
   // After a change of math mode the pass is moved as one in the target's
@@ -387,8 +397,8 @@ absl::StatusOr<bool> VaryingPredictor::PrepareEvaluation(
   if (target_mode != group.origin_mode) {
     HABITAT_ASSIGN_OR_RETURN(
         e.mode_change_extra_ns,
-        mlp::ModeChangeExtraNs(family, config, group.origin_mode, target_mode, group.backward,
-                               origin, model_->large_gemm_typical()));
+        kernel_varying::ModeChangeExtraNs(family, config, group.origin_mode, target_mode,
+                                          group.backward, origin, model_->large_gemm_typical()));
   }
   HABITAT_ASSIGN_OR_RETURN(
       e.large_gemm_ns,
@@ -398,33 +408,33 @@ absl::StatusOr<bool> VaryingPredictor::PrepareEvaluation(
                                               target, sibling != nullptr)) {
     HABITAT_ASSIGN_OR_RETURN(
         e.origin_roofline_ns,
-        mlp::SustainedRooflineNs(family, config, target_mode, group.backward, origin));
+        kernel_varying::SustainedRooflineNs(family, config, target_mode, group.backward, origin));
     HABITAT_ASSIGN_OR_RETURN(
         e.target_roofline_ns,
-        mlp::SustainedRooflineNs(family, config, target_mode, group.backward, target));
+        kernel_varying::SustainedRooflineNs(family, config, target_mode, group.backward, target));
     e.latency_ratio = LatencyRatio(origin, target);
   } else if (e.large_gemm_ns > 0 || (sibling != nullptr && sibling->id() == origin.id())) {
     // No correction: a large GEMM (features.h), or a target whose trained
     // sibling is the origin itself.
     HABITAT_ASSIGN_OR_RETURN(e.roofline_ratio,
-                             mlp::RooflineRatio(family, config, target_mode, target_mode,
-                                                group.backward, origin, target));
+                             kernel_varying::RooflineRatio(family, config, target_mode, target_mode,
+                                                           group.backward, origin, target));
   } else {
     has_row = true;
     const v1::DeviceSpec& evaluated = sibling != nullptr ? *sibling : target;
-    HABITAT_RETURN_IF_ERROR(mlp::AppendFeatures(
+    HABITAT_RETURN_IF_ERROR(kernel_varying::AppendFeatures(
         family, config, target_mode, target_mode, group.backward, origin, evaluated,
         static_cast<double>(group.feature_origin_ns) + e.mode_change_extra_ns, features,
         &e.roofline_ratio));
     if (sibling != nullptr) {
-      HABITAT_ASSIGN_OR_RETURN(const double step,
-                               mlp::RooflineRatio(family, config, target_mode, target_mode,
-                                                  group.backward, *sibling, target));
+      HABITAT_ASSIGN_OR_RETURN(
+          const double step, kernel_varying::RooflineRatio(family, config, target_mode, target_mode,
+                                                           group.backward, *sibling, target));
       e.roofline_ratio *= step;
     }
   }
-  HABITAT_ASSIGN_OR_RETURN(e.floor_ns,
-                           mlp::FloorNs(family, config, target_mode, group.backward, target));
+  HABITAT_ASSIGN_OR_RETURN(
+      e.floor_ns, kernel_varying::FloorNs(family, config, target_mode, group.backward, target));
   return has_row;
 }
 
@@ -475,10 +485,10 @@ std::vector<VaryingPassTable> VaryingPredictor::ApplyToPasses(
 VaryingPassPrediction VaryingPredictor::GroupPrediction(
     const Group& group, const Evaluation& primary, const v1::DeviceSpec& origin,
     const v1::DeviceSpec& target, const std::vector<const v1::DeviceSpec*>* siblings) const {
-  const mlp::Family family = group.signature.family;
+  const kernel_varying::Family family = group.signature.family;
   VaryingPassPrediction prediction;
   prediction.origin_mode = group.origin_mode;
-  prediction.target_mode = mlp::TargetMathMode(group.origin_mode, target);
+  prediction.target_mode = kernel_varying::TargetMathMode(group.origin_mode, target);
   prediction.target_in_training = model_->TrainedOn(family, prediction.target_mode, target.id());
   prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
   prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;

@@ -1,13 +1,13 @@
 // Predicts the passes of kernel-varying operations (convolutions, matrix
-// multiplies, LSTMs, attention) with the trained model of core/mlp, for all
+// multiplies, LSTMs, attention) with the trained model of core/kernel_varying, for all
 // target GPUs of a request in one batched model call:
 //   predicted = max(floor, origin time * roofline ratio * 2 ** correction)
-// with the roofline ratio and the floor from core/mlp/features.h, each in
+// with the roofline ratio and the floor from core/kernel_varying/features.h, each in
 // the math mode the pass runs in on that GPU. A pass that runs in another
 // mode on the target than on the origin (no tensor cores of the origin's
 // mode there) is moved as a pass in the target's mode on both GPUs, from its
 // origin time plus the extra arithmetic that mode costs on the origin
-// (mlp::ModeChangeExtraNs): the origin's distance from its roofline in its
+// (kernel_varying::ModeChangeExtraNs): the origin's distance from its roofline in its
 // own mode says little of CUDA cores. A large fp32 GEMM on the
 // target takes no correction and is capped (features.h says why), or, when
 // the origin ran it in another mode or it runs in TF32, is the typical
@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/time_units.h"
-#include "core/mlp/kernel_varying_model.h"
+#include "core/kernel_varying/kernel_varying_model.h"
 #include "core/predict/stop_condition.h"
 #include "core/trace/math_mode.h"
 #include "habitat/v1/device.pb.h"
@@ -46,7 +46,7 @@ struct VaryingPassPrediction {
   // The model's value was below floor_ns, so the prediction is the floor.
   bool clamped_to_floor = false;
   // The pass is a large GEMM on fp32 tensors on the target
-  // (mlp::LargeGemmRooflineNs). In fp32 on both GPUs it moves by the
+  // (kernel_varying::LargeGemmRooflineNs). In fp32 on both GPUs it moves by the
   // sustained roofline ratio without the model's correction. If it ran in
   // another math mode on the origin (TF32 or bf16 on a GPU with those
   // units, fp32 here), the origin's distance from its roofline in that mode
@@ -56,7 +56,7 @@ struct VaryingPassPrediction {
   // roofline and at 1.0x its fp32 one). Both are predicted at the model's
   // large_gemm_typical times the target's sustained roofline. Also set for
   // a large fp16 or bf16 GEMM or convolution (an implicit GEMM;
-  // mlp::LargeTensorCoreGemmRooflineNs) in the
+  // kernel_varying::LargeTensorCoreGemmRooflineNs) in the
   // origin's mode on a target the model has no measurements of in that
   // mode: it moves by the sustained roofline ratio alone, under the same
   // ceiling.
@@ -114,13 +114,14 @@ bool SameChip(const v1::DeviceSpec& a, const v1::DeviceSpec& b);
 
 // The sustained roofline (ns, one direction) under which a pass counts as a
 // large GEMM on `target` in `target_mode`, else 0: a large GEMM on fp32
-// tensors (mlp::LargeGemmRooflineNs), or one in fp16/bf16 (a convolution
+// tensors (kernel_varying::LargeGemmRooflineNs), or one in fp16/bf16 (a convolution
 // too) run in the
 // origin's mode on a target `model` has no measurements of for the family
 // in that mode, and not predicted through a trained sibling
-// (mlp::LargeTensorCoreGemmRooflineNs). Errors as those.
-absl::StatusOr<double> LargeGemmRooflineOnTarget(const mlp::KernelVaryingModel& model,
-                                                 mlp::Family family, const mlp::OpConfig& config,
+// (kernel_varying::LargeTensorCoreGemmRooflineNs). Errors as those.
+absl::StatusOr<double> LargeGemmRooflineOnTarget(const kernel_varying::KernelVaryingModel& model,
+                                                 kernel_varying::Family family,
+                                                 const kernel_varying::OpConfig& config,
                                                  MathMode origin_mode, MathMode target_mode,
                                                  bool backward, const v1::DeviceSpec& target,
                                                  bool via_sibling);
@@ -159,7 +160,8 @@ class VaryingPredictor {
   // GPU, target).
   static absl::StatusOr<std::unique_ptr<VaryingPredictor>> Load(const std::string& model_dir,
                                                                 size_t memo_entries);
-  VaryingPredictor(std::shared_ptr<const mlp::KernelVaryingModel> model, size_t memo_entries);
+  VaryingPredictor(std::shared_ptr<const kernel_varying::KernelVaryingModel> model,
+                   size_t memo_entries);
 
   // One table per target, in order. Identical signatures in the same math
   // mode within the trace (e.g. the same layer repeated) are evaluated once,
@@ -175,7 +177,7 @@ class VaryingPredictor {
       const std::vector<const v1::DeviceSpec*>& targets, const StopCondition* stop = nullptr,
       const std::vector<std::vector<const v1::DeviceSpec*>>* siblings = nullptr) const;
 
-  const mlp::KernelVaryingModel& model() const { return *model_; }
+  const kernel_varying::KernelVaryingModel& model() const { return *model_; }
   // Model evaluations answered from the memo / computed, since start.
   int64_t memo_hits() const;
   int64_t memo_misses() const;
@@ -191,12 +193,12 @@ class VaryingPredictor {
     double roofline_ratio = 1;
     double floor_ns = 0;  // per direction, unrounded
     // Per direction, unrounded; 0 where the pass is not a large GEMM on
-    // fp32 tensors (mlp::LargeGemmRooflineNs), or in fp16/bf16 on a target
+    // fp32 tensors (kernel_varying::LargeGemmRooflineNs), or in fp16/bf16 on a target
     // outside the model's data in that mode
-    // (mlp::LargeTensorCoreGemmRooflineNs): its sustained roofline there.
+    // (kernel_varying::LargeTensorCoreGemmRooflineNs): its sustained roofline there.
     double large_gemm_ns = 0;
     // Per direction, unrounded: after a change of math mode, what the
-    // origin would take longer in the target's mode (mlp::ModeChangeExtraNs).
+    // origin would take longer in the target's mode (kernel_varying::ModeChangeExtraNs).
     double mode_change_extra_ns = 0;
     // Per direction, unrounded; 0 unless the pass is a GEMM below the
     // large-GEMM test, in fp16 or bf16, on a target the model has no
@@ -222,7 +224,7 @@ class VaryingPredictor {
   // `mode` is predicted on, or null: the target is not in the training data
   // for them and the sibling is.
   const v1::DeviceSpec* TrainedSibling(const std::vector<const v1::DeviceSpec*>* candidates,
-                                       mlp::Family family, MathMode mode,
+                                       kernel_varying::Family family, MathMode mode,
                                        const v1::DeviceSpec& target) const;
 
   // PredictTrace's stages, in order (varying_predictor.cc): group the
@@ -273,7 +275,7 @@ class VaryingPredictor {
   VaryingPassPrediction PassPrediction(const VaryingPassPrediction& shared, const Evaluations& e,
                                        int direction_factor, Nanoseconds origin_ns) const;
 
-  std::shared_ptr<const mlp::KernelVaryingModel> model_;
+  std::shared_ptr<const kernel_varying::KernelVaryingModel> model_;
   const size_t memo_entries_;
   mutable absl::Mutex mu_;
   mutable absl::flat_hash_map<std::string, Evaluation> memo_ ABSL_GUARDED_BY(mu_);

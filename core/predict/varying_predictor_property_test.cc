@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/devices/device_database.h"
-#include "core/mlp/features.h"
-#include "core/mlp/op_signature.h"
+#include "core/kernel_varying/features.h"
+#include "core/kernel_varying/op_signature.h"
 #include "core/predict/varying_predictor.h"
 #include "core/scaling/wave_scaling.h"
 #include "gtest/gtest.h"
@@ -23,33 +23,34 @@
 namespace habitat {
 namespace {
 
-using mlp::Family;
-using mlp::kB;
-using mlp::kBias;
-using mlp::kCausal;
-using mlp::kCIn;
-using mlp::kCOut;
-using mlp::kHeadDim;
-using mlp::kHeads;
-using mlp::kK;
-using mlp::kKernel;
-using mlp::kLayers;
-using mlp::kM;
-using mlp::kN;
-using mlp::kPadding;
-using mlp::kSeq;
-using mlp::kSize;
-using mlp::kStride;
+using kernel_varying::Family;
+using kernel_varying::kB;
+using kernel_varying::kBias;
+using kernel_varying::kCausal;
+using kernel_varying::kCIn;
+using kernel_varying::kCOut;
+using kernel_varying::kHeadDim;
+using kernel_varying::kHeads;
+using kernel_varying::kK;
+using kernel_varying::kKernel;
+using kernel_varying::kLayers;
+using kernel_varying::kM;
+using kernel_varying::kN;
+using kernel_varying::kPadding;
+using kernel_varying::kSeq;
+using kernel_varying::kSize;
+using kernel_varying::kStride;
 using v1::Argument;
 using v1::Operation;
 
 struct Shape {
   Family family;
-  mlp::OpConfig config{};
+  kernel_varying::OpConfig config{};
   bool bidirectional = false;  // LSTM only
 };
 
-Shape Make(Family family, std::initializer_list<std::pair<mlp::ConfigColumn, int64_t>> values,
+Shape Make(Family family,
+           std::initializer_list<std::pair<kernel_varying::ConfigColumn, int64_t>> values,
            bool bidirectional = false) {
   Shape s{family, {}, bidirectional};
   for (const auto& [column, value] : values) s.config[column] = value;
@@ -199,7 +200,7 @@ class OpWriter {
 };
 
 Operation Record(const Shape& s, const std::string& dtype) {
-  const mlp::OpConfig& c = s.config;
+  const kernel_varying::OpConfig& c = s.config;
   switch (s.family) {
     case Family::kLinear: {
       OpWriter w("aten::linear", dtype);
@@ -308,9 +309,9 @@ class VaryingPropertyTest : public ::testing::Test {
     auto devices = DeviceDatabase::LoadFromFile(HABITAT_DATA_DIR "/devices.textproto");
     ASSERT_TRUE(devices.ok()) << devices.status();
     devices_ = new DeviceDatabase(*std::move(devices));
-    auto model = mlp::KernelVaryingModel::Load(HABITAT_KERNEL_VARYING_DIR);
+    auto model = kernel_varying::KernelVaryingModel::Load(HABITAT_KERNEL_VARYING_DIR);
     ASSERT_TRUE(model.ok()) << model.status();
-    model_ = std::shared_ptr<const mlp::KernelVaryingModel>(std::move(*model));
+    model_ = std::shared_ptr<const kernel_varying::KernelVaryingModel>(std::move(*model));
   }
   static void TearDownTestSuite() {
     delete devices_;
@@ -318,18 +319,18 @@ class VaryingPropertyTest : public ::testing::Test {
   }
 
   static DeviceDatabase* devices_;
-  static std::shared_ptr<const mlp::KernelVaryingModel> model_;
+  static std::shared_ptr<const kernel_varying::KernelVaryingModel> model_;
 };
 
 DeviceDatabase* VaryingPropertyTest::devices_ = nullptr;
-std::shared_ptr<const mlp::KernelVaryingModel> VaryingPropertyTest::model_;
+std::shared_ptr<const kernel_varying::KernelVaryingModel> VaryingPropertyTest::model_;
 
 TEST_F(VaryingPropertyTest,
        BetweenTheFloorAndTheLargeGemmCeilingExactlyWhenTheRatioAndModelWouldNotBe) {
   const std::vector<Shape> shapes = Sweep();
   // The recorded operations read back as the sweep's configurations.
   for (const Shape& s : shapes) {
-    auto signature = mlp::ExtractOpSignature(Record(s, "float"));
+    auto signature = kernel_varying::ExtractOpSignature(Record(s, "float"));
     ASSERT_TRUE(signature.ok() && signature->has_value()) << DescribeConfig(s.family, s.config);
     EXPECT_EQ((*signature)->config, s.config) << DescribeConfig(s.family, s.config);
     EXPECT_EQ((*signature)->direction_factor, s.bidirectional ? 2 : 1);
@@ -343,9 +344,9 @@ TEST_F(VaryingPropertyTest,
   // tensor cores only, and one with all but measured TF32.
   for (const char* origin_id : {"H100-SXM", "T4", "A100-SXM-80GB"}) {
     const v1::DeviceSpec& origin = **devices_->Get(origin_id);
-    for (MathMode mode : mlp::kAllMathModes) {
+    for (MathMode mode : kernel_varying::kAllMathModes) {
       // The origin runs what its units allow (bf16 on a T4 runs fp32).
-      const MathMode origin_mode = mlp::TargetMathMode(mode, origin);
+      const MathMode origin_mode = kernel_varying::TargetMathMode(mode, origin);
       for (Nanoseconds time_ns : {Nanoseconds{1'000}, Nanoseconds{20'000}, Nanoseconds{300'000},
                                   Nanoseconds{30'000'000}, Nanoseconds{3'000'000'000}}) {
         const v1::Trace trace = SweepTrace(shapes, mode, time_ns);
@@ -384,7 +385,7 @@ TEST_F(VaryingPropertyTest,
           for (size_t i = 0; i < shapes.size(); ++i) {
             const Shape& s = shapes[i];
             const int directions = s.bidirectional ? 2 : 1;
-            const MathMode target_mode = mlp::TargetMathMode(origin_mode, target);
+            const MathMode target_mode = kernel_varying::TargetMathMode(origin_mode, target);
             for (bool backward : {false, true}) {
               const std::string where = absl::StrCat(
                   DescribeConfig(s.family, s.config), " ", MathModeName(mode),
@@ -399,7 +400,8 @@ TEST_F(VaryingPropertyTest,
               const VaryingPassPrediction& p = it->second;
               EXPECT_EQ(p.origin_mode, origin_mode) << where;
               EXPECT_EQ(p.target_mode, target_mode) << where;
-              auto floor = mlp::FloorNs(s.family, s.config, target_mode, backward, target);
+              auto floor =
+                  kernel_varying::FloorNs(s.family, s.config, target_mode, backward, target);
               ASSERT_TRUE(floor.ok()) << where << ": " << floor.status();
               const Nanoseconds floor_ns = static_cast<Nanoseconds>(std::ceil(*floor * directions));
               EXPECT_GT(floor_ns, 0) << where;
@@ -421,14 +423,14 @@ TEST_F(VaryingPropertyTest,
                 // mode, from what it would take on the origin in that mode.
                 double extra_ns = 0;
                 if (evaluated != origin_mode) {
-                  auto extra =
-                      mlp::ModeChangeExtraNs(s.family, s.config, origin_mode, evaluated, backward,
-                                             origin, model_->large_gemm_typical());
+                  auto extra = kernel_varying::ModeChangeExtraNs(s.family, s.config, origin_mode,
+                                                                 evaluated, backward, origin,
+                                                                 model_->large_gemm_typical());
                   ASSERT_TRUE(extra.ok()) << where << ": " << extra.status();
                   extra_ns = *extra;
                 }
                 c.extra_call_ns = extra_ns * directions;
-                ASSERT_TRUE(mlp::AppendFeatures(
+                ASSERT_TRUE(kernel_varying::AppendFeatures(
                                 s.family, s.config, evaluated, evaluated, backward, origin, target,
                                 static_cast<double>(time_ns / directions) + extra_ns, &rows,
                                 &c.ratio)
@@ -451,15 +453,15 @@ TEST_F(VaryingPropertyTest,
                 // A GEMM below the large-GEMM test, in fp16/bf16 as on the
                 // origin, on a target without data in that mode: its
                 // roofline share by the roofline ratio, the rest as latency.
-                const bool gemm =
-                    s.family != mlp::Family::kConv2d && s.family != mlp::Family::kConvTranspose2d;
+                const bool gemm = s.family != kernel_varying::Family::kConv2d &&
+                                  s.family != kernel_varying::Family::kConvTranspose2d;
                 if (gemm && large_ns == 0 && evaluated == origin_mode &&
                     (evaluated == MathMode::kFp16 || evaluated == MathMode::kBf16) &&
                     !model_->TrainedOn(s.family, evaluated, target.id())) {
-                  auto r_o =
-                      mlp::SustainedRooflineNs(s.family, s.config, evaluated, backward, origin);
-                  auto r_t =
-                      mlp::SustainedRooflineNs(s.family, s.config, evaluated, backward, target);
+                  auto r_o = kernel_varying::SustainedRooflineNs(s.family, s.config, evaluated,
+                                                                 backward, origin);
+                  auto r_t = kernel_varying::SustainedRooflineNs(s.family, s.config, evaluated,
+                                                                 backward, target);
                   ASSERT_TRUE(r_o.ok() && r_t.ok()) << where;
                   const double latency = origin.sm_count() * SustainedClockMhz(origin) /
                                          (target.sm_count() * SustainedClockMhz(target));

@@ -13,8 +13,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "core/mlp/features.h"
-#include "core/mlp/op_signature.h"
+#include "core/kernel_varying/features.h"
+#include "core/kernel_varying/op_signature.h"
 #include "core/predict/batch_scaling.h"
 #include "core/predict/expected_error.h"
 #include "core/predict/prediction_engine.h"
@@ -29,7 +29,7 @@ namespace {
 // at a GPU's sustained throughput in a mode.
 constexpr double kMatmulFlop = 2.0 * 8192 * 8192 * 8192;
 double SustainedMatmulNs(const v1::DeviceSpec& device, MathMode mode) {
-  return kMatmulFlop / (mlp::SustainedTflops(device, mode) * 1e3);
+  return kMatmulFlop / (kernel_varying::SustainedTflops(device, mode) * 1e3);
 }
 
 class VaryingPredictorTest : public ::testing::Test {
@@ -75,7 +75,7 @@ TEST_F(VaryingPredictorTest, ConvolutionsComeFromTheModelAndSayWhetherItKnowsThe
     int from_model = 0;
     for (const auto& op : prediction.operations()) {
       if (op.name() != "aten::conv2d") continue;
-      if (op.method() != v1::PREDICTION_METHOD_MLP) {
+      if (op.method() != v1::PREDICTION_METHOD_KERNEL_VARYING) {
         // Only launch-bound convolutions fall back to wave scaling.
         EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_WAVE_SCALING) << id;
         EXPECT_LT(op.origin_forward_ns(), varying_->model().min_origin_ns()) << id;
@@ -95,7 +95,7 @@ TEST_F(VaryingPredictorTest, ConvolutionsComeFromTheModelAndSayWhetherItKnowsThe
   // The H200 differs from the H100 only in memory: same kernels, so its
   // convolutions are wave-scaled, not sent to the model.
   for (const auto& op : For(*response, "H200").operations()) {
-    EXPECT_NE(op.method(), v1::PREDICTION_METHOD_MLP) << op.name();
+    EXPECT_NE(op.method(), v1::PREDICTION_METHOD_KERNEL_VARYING) << op.name();
   }
   // An older, slower GPU takes longer for the same convolutions.
   EXPECT_GT(For(*response, "T4").gpu_time_ns(), 3 * For(*response, "H200").gpu_time_ns());
@@ -147,18 +147,19 @@ TEST_F(VaryingPredictorTest, SameComputeTargetGetsNothingFromTheModel) {
 // (family, origin mode, target mode).
 std::map<std::string, int> CheckTable(const VaryingPassTable& table, const v1::Trace& trace,
                                       const v1::DeviceSpec& origin, const v1::DeviceSpec& target,
-                                      const mlp::KernelVaryingModel& model) {
+                                      const kernel_varying::KernelVaryingModel& model) {
   std::map<std::string, int> kinds;
   for (const auto& [key, pass] : table) {
     const v1::Operation& op = trace.operations(key / 2);
     const bool backward = key % 2 == 1;
-    auto signature = mlp::ExtractOpSignature(op);
+    auto signature = kernel_varying::ExtractOpSignature(op);
     EXPECT_TRUE(signature.ok() && signature->has_value()) << op.name();
     if (!signature.ok() || !signature->has_value()) continue;
-    const mlp::Family family = (*signature)->family;
+    const kernel_varying::Family family = (*signature)->family;
     const std::string where = absl::StrCat(op.name(), " #", key / 2, " -> ", target.id());
-    EXPECT_EQ(pass.target_mode, mlp::TargetMathMode(pass.origin_mode, target)) << where;
-    auto floor = mlp::FloorNs(family, (*signature)->config, pass.target_mode, backward, target);
+    EXPECT_EQ(pass.target_mode, kernel_varying::TargetMathMode(pass.origin_mode, target)) << where;
+    auto floor =
+        kernel_varying::FloorNs(family, (*signature)->config, pass.target_mode, backward, target);
     EXPECT_TRUE(floor.ok()) << floor.status();
     if (!floor.ok()) continue;
     EXPECT_EQ(pass.floor_ns,
@@ -182,8 +183,8 @@ std::map<std::string, int> CheckTable(const VaryingPassTable& table, const v1::T
     EXPECT_EQ(pass.trained_on_target, model.TrainedOn(family, pass.target_mode, target.id()) &&
                                           model.TrainedOn(family, pass.origin_mode, origin.id()))
         << where;
-    ++kinds[absl::StrCat(mlp::FamilyName(family), " ", MathModeName(pass.origin_mode), "->",
-                         MathModeName(pass.target_mode))];
+    ++kinds[absl::StrCat(kernel_varying::FamilyName(family), " ", MathModeName(pass.origin_mode),
+                         "->", MathModeName(pass.target_mode))];
   }
   return kinds;
 }
@@ -299,7 +300,7 @@ TEST_F(VaryingPredictorTest, Tf32OnTheH100RunsFp32OnAV100AndTheResponseSaysSo) {
     EXPECT_GT(op.expected_error_percent(), 0) << op.index();
     ++fallbacks;
     fallback_origin_ns += op.origin_forward_ns() + op.origin_backward_ns();
-    if (op.method() == v1::PREDICTION_METHOD_MLP) ++from_model;
+    if (op.method() == v1::PREDICTION_METHOD_KERNEL_VARYING) ++from_model;
   }
   EXPECT_EQ(fallbacks, 53);
   EXPECT_GT(from_model, 40);
@@ -342,7 +343,7 @@ TEST_F(VaryingPredictorTest, ModelPredictionsTakeTheModelsErrorWeightedByPassTim
   ASSERT_TRUE(prediction.ok()) << prediction.status();
   int checked = 0;
   for (const auto& op : prediction->operations()) {
-    if (op.method() != v1::PREDICTION_METHOD_MLP) continue;
+    if (op.method() != v1::PREDICTION_METHOD_KERNEL_VARYING) continue;
     double weighted = 0, total = 0;
     for (bool backward : {false, true}) {
       const Nanoseconds ns = backward ? op.predicted_backward_ns() : op.predicted_forward_ns();
@@ -373,7 +374,7 @@ TEST_F(VaryingPredictorTest, ModelPredictionBelowTheFloorIsClampedAndFlagged) {
   auto prediction = PredictOnDevice(trace, **origin, **a100, std::nullopt, &(*tables)[0]);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
   const auto& op = prediction->operations(0);
-  EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_MLP);
+  EXPECT_EQ(op.method(), v1::PREDICTION_METHOD_KERNEL_VARYING);
   EXPECT_TRUE(op.at_hardware_limit());
   EXPECT_EQ(op.predicted_forward_ns(), pass.floor_ns);
   EXPECT_EQ(op.origin_math_mode(), "fp32");
@@ -441,8 +442,8 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmMovesByTheSustainedThroughputsAlone) {
   EXPECT_FALSE(pass.capped_at_ceiling);
   EXPECT_FALSE(pass.clamped_to_floor);
   const double expected = static_cast<double>(origin_ns) *
-                          mlp::SustainedTflops(**origin, MathMode::kFp32) /
-                          mlp::SustainedTflops(**v100, MathMode::kFp32);
+                          kernel_varying::SustainedTflops(**origin, MathMode::kFp32) /
+                          kernel_varying::SustainedTflops(**v100, MathMode::kFp32);
   EXPECT_NEAR(static_cast<double>(pass.predicted_ns), expected, 2.0);
   auto prediction = PredictOnDevice(trace, **origin, **v100, std::nullopt, &(*tables)[0]);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
@@ -508,7 +509,7 @@ TEST_F(VaryingPredictorTest, LargeTf32GemmOnAnotherArchitectureRunsAtTheTypicalM
   // GPU, and the H100's distance from its TF32 roofline is its own
   // kernels'. No TF32 throughput is measured for the 3090: the response
   // says what is assumed.
-  ASSERT_EQ(mlp::MeasuredGemmTflops(**devices_->Get("RTX3090"), MathMode::kTf32), 0);
+  ASSERT_EQ(kernel_varying::MeasuredGemmTflops(**devices_->Get("RTX3090"), MathMode::kTf32), 0);
   auto prediction =
       ExpectTf32GemmAtTheTypicalMultiple(*devices_, *varying_, "RTX3090", MathMode::kTf32);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
@@ -599,7 +600,7 @@ TEST_F(VaryingPredictorTest, UntrainedTargetIsPredictedOnItsTrainedSameChipSibli
     EXPECT_FALSE(on_sxm2.target_in_training);
     const VaryingPassPrediction& on_pcie = (*tables)[1].at(key);
     const v1::Operation& op = trace_.operations(key / 2);
-    auto signature = mlp::ExtractOpSignature(op);
+    auto signature = kernel_varying::ExtractOpSignature(op);
     ASSERT_TRUE(signature.ok() && signature->has_value());
     double error =
         std::hypot(varying_->model().ExpectedErrorPercent((*signature)->family, "V100-PCIE-32GB"),
@@ -610,8 +611,9 @@ TEST_F(VaryingPredictorTest, UntrainedTargetIsPredictedOnItsTrainedSameChipSibli
     }
     EXPECT_DOUBLE_EQ(on_sxm2.expected_error_percent, error);
     if (on_sxm2.clamped_to_floor || on_pcie.clamped_to_floor || on_sxm2.large_gemm) continue;
-    auto step = mlp::RooflineRatio((*signature)->family, (*signature)->config, MathMode::kFp32,
-                                   MathMode::kFp32, key % 2 == 1, pcie, sxm2);
+    auto step =
+        kernel_varying::RooflineRatio((*signature)->family, (*signature)->config, MathMode::kFp32,
+                                      MathMode::kFp32, key % 2 == 1, pcie, sxm2);
     ASSERT_TRUE(step.ok()) << step.status();
     EXPECT_NEAR(static_cast<double>(on_sxm2.predicted_ns),
                 static_cast<double>(on_pcie.predicted_ns) * *step,
@@ -724,12 +726,12 @@ TEST_F(VaryingPredictorTest, HalfGemmOutsideTheDataMovesItsRooflineAndItsLatency
   auto origin = devices_->Get("H200");
   auto target = devices_->Get("RTX3090");
   ASSERT_TRUE(origin.ok() && target.ok());
-  auto signature = mlp::ExtractOpSignature(SmallHalfMatmul(1).operations(0));
+  auto signature = kernel_varying::ExtractOpSignature(SmallHalfMatmul(1).operations(0));
   ASSERT_TRUE(signature.ok() && signature->has_value());
   ASSERT_FALSE(varying_->model().TrainedOn((*signature)->family, MathMode::kFp16, "RTX3090"));
   auto roofline = [&](const v1::DeviceSpec& d) {
-    return *mlp::SustainedRooflineNs((*signature)->family, (*signature)->config, MathMode::kFp16,
-                                     false, d);
+    return *kernel_varying::SustainedRooflineNs((*signature)->family, (*signature)->config,
+                                                MathMode::kFp16, false, d);
   };
   const double r_o = roofline(**origin), r_t = roofline(**target);
   const double latency = (*origin)->sm_count() * SustainedClockMhz(**origin) /

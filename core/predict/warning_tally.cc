@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/mlp/features.h"
+#include "core/kernel_varying/features.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/operation_scaling.h"
 #include "core/pricing/price_catalog.h"
@@ -98,7 +98,8 @@ std::string GiB(int64_t bytes) {
 
 }  // namespace
 
-static_assert(mlp::kMathModeCount == 4, "WarningTally::kModes is the number of math modes");
+static_assert(kernel_varying::kMathModeCount == 4,
+              "WarningTally::kModes is the number of math modes");
 
 absl::string_view WarningSummary(absl::string_view kind) {
   const size_t i = KindOrder(kind);
@@ -119,19 +120,19 @@ void WarningTally::Add(const OperationPrediction& op, const VaryingNotes& notes)
   if (notes.origin_mode.has_value() && *notes.origin_mode != *notes.target_mode) {
     fallback_[ModeIndex(*notes.origin_mode)].Add(origin_ns);
   }
-  if (op.method() == v1::PREDICTION_METHOD_MLP && notes.origin_outside_training) {
+  if (op.method() == v1::PREDICTION_METHOD_KERNEL_VARYING && notes.origin_outside_training) {
     origin_untrained_[ModeIndex(*notes.origin_mode)].Add(origin_ns);
   }
-  if (op.method() == v1::PREDICTION_METHOD_MLP && notes.target_outside_training) {
+  if (op.method() == v1::PREDICTION_METHOD_KERNEL_VARYING && notes.target_outside_training) {
     target_untrained_[ModeIndex(*notes.target_mode)].Add(origin_ns);
   }
-  if (op.method() == v1::PREDICTION_METHOD_MLP && notes.split_at_roofline) {
+  if (op.method() == v1::PREDICTION_METHOD_KERNEL_VARYING && notes.split_at_roofline) {
     split_[ModeIndex(*notes.target_mode)].Add(origin_ns);
   }
   if (op.at_hardware_limit()) at_limit_.Add(origin_ns);
   if (notes.large_gemm) large_gemms_[ModeIndex(notes.large_gemm_mode)].Add(origin_ns);
   if (notes.fp32_bound) fp32_bound_.Add(origin_ns);
-  if (op.method() == v1::PREDICTION_METHOD_MLP && !notes.sibling.empty()) {
+  if (op.method() == v1::PREDICTION_METHOD_KERNEL_VARYING && !notes.sibling.empty()) {
     via_sibling_.Add(origin_ns);
     sibling_ = notes.sibling;
   }
@@ -163,7 +164,7 @@ void WarningTally::Write(const DeviceSpec& origin, const DeviceSpec& target,
 
 void WarningTally::WriteMathModeWarnings(const DeviceSpec& origin, Nanoseconds origin_total,
                                          DevicePrediction* prediction) const {
-  for (MathMode mode : mlp::kAllMathModes) {
+  for (MathMode mode : kernel_varying::kAllMathModes) {
     const OpShare& share = fallback_[ModeIndex(mode)];
     if (share.operations == 0) continue;
     // TargetMathMode's rule: a GPU without units of the mode runs fp32.
@@ -196,7 +197,7 @@ void WarningTally::WriteTrainingWarnings(const DeviceSpec& origin, Nanoseconds o
                                        "origin", origin.id(), "ran in"}}) {
     OpShare all;
     std::vector<std::string> modes;
-    for (MathMode mode : mlp::kAllMathModes) {
+    for (MathMode mode : kernel_varying::kAllMathModes) {
       const OpShare& share = (*u.by_mode)[ModeIndex(mode)];
       if (share.operations == 0) continue;
       all.operations += share.operations;
@@ -215,7 +216,7 @@ void WarningTally::WriteTrainingWarnings(const DeviceSpec& origin, Nanoseconds o
             absl::StrJoin(modes, ", ")),
         prediction);
   }
-  for (MathMode mode : mlp::kAllMathModes) {
+  for (MathMode mode : kernel_varying::kAllMathModes) {
     const OpShare& share = split_[ModeIndex(mode)];
     if (share.operations == 0) continue;
     AddDeviceWarning(
@@ -253,9 +254,9 @@ void WarningTally::WriteLimitWarnings(const DeviceSpec& target, Nanoseconds orig
             at_limit_.operations, Percent(at_limit_.origin_ns, origin_total)),
         prediction);
   }
-  for (MathMode mode : mlp::kAllMathModes) {
+  for (MathMode mode : kernel_varying::kAllMathModes) {
     const OpShare& share = large_gemms_[ModeIndex(mode)];
-    if (share.operations == 0 || mlp::MeasuredGemmTflops(target, mode) > 0) continue;
+    if (share.operations == 0 || kernel_varying::MeasuredGemmTflops(target, mode) > 0) continue;
     AddDeviceWarning(
         warning_kind::kAssumedGemmThroughput,
         absl::StrFormat(
@@ -263,7 +264,7 @@ void WarningTally::WriteLimitWarnings(const DeviceSpec& target, Nanoseconds orig
             "GPU, moved by its sustained %s GEMM throughput, which no measurement gives for "
             "it: %.2f of its datasheet peak is assumed",
             share.operations, Percent(share.origin_ns, origin_total), DisplayModeName(mode),
-            DisplayModeName(mode), mlp::kDefaultSustainedFraction),
+            DisplayModeName(mode), kernel_varying::kDefaultSustainedFraction),
         prediction);
   }
   if (capped_.operations > 0) {

@@ -1,7 +1,7 @@
 """Features of the kernel-varying predictor.
 
-The C++ server computes the same vector (core/mlp/features.cc); the parity
-test (core/mlp/mlp_predictor_test.cc) checks both against
+The C++ server computes the same vector (core/kernel_varying/features.cc); the parity
+test (core/kernel_varying/mlp_predictor_test.cc) checks both against
 models/kernel_varying/parity_reference.json. Change both or neither, and bump
 FEATURE_VERSION.
 

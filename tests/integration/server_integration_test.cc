@@ -492,7 +492,7 @@ TEST_F(ServerIntegrationTest, UploadRejectsInvalidTraces) {
 TEST_F(ServerIntegrationTest, MetricsCountPredictionsByMethodAndDevice) {
   const std::map<int, std::string> method_labels = {
       {v1::PREDICTION_METHOD_WAVE_SCALING, "wave_scaling"},
-      {v1::PREDICTION_METHOD_MLP, "mlp"},
+      {v1::PREDICTION_METHOD_KERNEL_VARYING, "mlp"},
       {v1::PREDICTION_METHOD_UNSCALED, "unscaled"},
       {v1::PREDICTION_METHOD_MEASURED, "measured"}};
   PredictRequest request = InlineRequest();

@@ -160,7 +160,7 @@ int Run(std::string* store_dir) {
                absl::StrJoin(methods, ", ").c_str());
   const std::string models_dir = absl::GetFlag(FLAGS_server_models_dir);
   if (server != nullptr && !models_dir.empty() && models_dir != "none" &&
-      by_method[v1::PREDICTION_METHOD_MLP] == 0) {
+      by_method[v1::PREDICTION_METHOD_KERNEL_VARYING] == 0) {
     std::fprintf(stderr,
                  "load_test: the server has --models_dir=%s but predicted no "
                  "operation with the kernel-varying predictor\n",

@@ -1,18 +1,18 @@
 // Cost of the kernel-varying path per request: features for one pass, and
 // one batched call of the trained trees over the parity reference's rows.
-//   build/core/mlp/kernel_varying_benchmark
+//   build/core/kernel_varying/kernel_varying_benchmark
 #include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "common/file_io.h"
 #include "core/devices/device_database.h"
-#include "core/mlp/features.h"
-#include "core/mlp/kernel_varying_model.h"
+#include "core/kernel_varying/features.h"
+#include "core/kernel_varying/kernel_varying_model.h"
 #include "nlohmann/json.hpp"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 namespace {
 
 const std::string kModelDir = HABITAT_KERNEL_VARYING_DIR;
@@ -100,7 +100,7 @@ void BM_PredictLog2Corrections(benchmark::State& state) {
 BENCHMARK(BM_PredictLog2Corrections)->Arg(1)->Arg(64)->Arg(1024)->Arg(4096);
 
 }  // namespace
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat
 
 BENCHMARK_MAIN();

@@ -12,11 +12,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/time_units.h"
-#include "core/mlp/op_config.h"
+#include "core/kernel_varying/op_config.h"
 #include "core/trace/math_mode.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 
 class KernelVaryingModel {
  public:
@@ -69,5 +69,5 @@ class KernelVaryingModel {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

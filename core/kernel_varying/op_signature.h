@@ -15,11 +15,11 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "core/mlp/op_config.h"
+#include "core/kernel_varying/op_config.h"
 #include "habitat/v1/trace.pb.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 
 struct OpSignature {
   Family family = Family::kLinear;
@@ -37,5 +37,5 @@ struct OpSignature {
 // damaged).
 absl::StatusOr<std::optional<OpSignature>> ExtractOpSignature(const habitat::v1::Operation& op);
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

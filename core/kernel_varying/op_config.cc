@@ -1,10 +1,10 @@
-#include "core/mlp/op_config.h"
+#include "core/kernel_varying/op_config.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 namespace {
 
 constexpr std::array<absl::string_view, kFamilyCount> kFamilyNames = {
@@ -55,5 +55,5 @@ std::string DescribeConfig(Family family, const OpConfig& config) {
   return out;
 }
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

@@ -1,4 +1,4 @@
-#include "core/mlp/features.h"
+#include "core/kernel_varying/features.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "core/scaling/wave_scaling.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 namespace {
 
 using habitat::v1::DeviceSpec;
@@ -356,5 +356,5 @@ absl::Status AppendFeatures(Family family, const OpConfig& config, MathMode orig
   return absl::OkStatus();
 }
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

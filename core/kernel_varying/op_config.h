@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 
 // Same order as FAMILIES in features.py (the one-hot features follow it).
 enum class Family { kLinear, kBmm, kConv2d, kConvTranspose2d, kLstm, kSdpa };
@@ -61,5 +61,5 @@ bool IsCudnnFamily(Family family);
 // "conv2d{b=16 c_in=3 ...}" with the non-zero columns, for messages and tests.
 std::string DescribeConfig(Family family, const OpConfig& config);
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

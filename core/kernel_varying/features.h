@@ -25,12 +25,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/devices/device_rates.h"
-#include "core/mlp/op_config.h"
+#include "core/kernel_varying/op_config.h"
 #include "core/trace/math_mode.h"
 #include "habitat/v1/device.pb.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 
 // FEATURE_VERSION in features.py; the model manifest must carry the same.
 inline constexpr int kFeatureVersion = 2;
@@ -58,7 +58,7 @@ absl::StatusOr<MathMode> ParseMathMode(absl::string_view name);
 const std::vector<std::string>& FeatureNames();
 
 // The GPU's rates have one owner, core/devices/device_rates.h; these names
-// keep the callers that spell them mlp:: compiling.
+// keep the callers that spell them kernel_varying:: compiling.
 using ::habitat::kDefaultSustainedFraction;
 using ::habitat::MeasuredGemmTflops;
 using ::habitat::PeakTflops;
@@ -168,5 +168,5 @@ absl::Status AppendFeatures(Family family, const OpConfig& config, MathMode orig
                             const habitat::v1::DeviceSpec& target, double origin_ns,
                             std::vector<float>* out, double* roofline_ratio);
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

@@ -1,4 +1,4 @@
-#include "core/mlp/kernel_varying_model.h"
+#include "core/kernel_varying/kernel_varying_model.h"
 
 #include <xgboost/c_api.h>
 
@@ -19,11 +19,11 @@
 #include "common/file_io.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "core/mlp/features.h"
+#include "core/kernel_varying/features.h"
 #include "nlohmann/json.hpp"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 
 namespace {
 
@@ -96,9 +96,9 @@ absl::Status CheckList(const json& doc, const std::string& path, absl::string_vi
                        const std::vector<std::string>& expected) {
   HABITAT_ASSIGN_OR_RETURN(std::vector<std::string> got, StringList(doc, path, field));
   if (got != expected) {
-    return ManifestError(
-        path, absl::StrCat(field, " [", absl::StrJoin(got, ", "), "] differ from core/mlp's [",
-                           absl::StrJoin(expected, ", "), "]"));
+    return ManifestError(path, absl::StrCat(field, " [", absl::StrJoin(got, ", "),
+                                            "] differ from core/kernel_varying's [",
+                                            absl::StrJoin(expected, ", "), "]"));
   }
   return absl::OkStatus();
 }
@@ -229,10 +229,10 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Man
   auto version = doc.find("feature_version");
   if (version == doc.end() || !version->is_number_integer() ||
       version->get<int64_t>() != kFeatureVersion) {
-    return ManifestError(
-        path,
-        absl::StrCat("feature_version is ", version == doc.end() ? "missing" : version->dump(),
-                     ", this build computes version ", kFeatureVersion, " (core/mlp/features.h)"));
+    return ManifestError(path, absl::StrCat("feature_version is ",
+                                            version == doc.end() ? "missing" : version->dump(),
+                                            ", this build computes version ", kFeatureVersion,
+                                            " (core/kernel_varying/features.h)"));
   }
   HABITAT_RETURN_IF_ERROR(CheckList(doc, path, "feature_names", FeatureNames()));
   std::vector<std::string> families, modes;
@@ -344,9 +344,9 @@ absl::StatusOr<Booster> LoadBooster(const std::string& model_path, const std::st
   }
   bst_ulong features = 0;
   if (XGBoosterGetNumFeature(handle, &features) != 0 || features != kFeatureCount) {
-    return absl::InvalidArgumentError(absl::StrCat(model_path, ": the model takes ", features,
-                                                   " features, core/mlp/features.h computes ",
-                                                   kFeatureCount));
+    return absl::InvalidArgumentError(
+        absl::StrCat(model_path, ": the model takes ", features,
+                     " features, core/kernel_varying/features.h computes ", kFeatureCount));
   }
   // The first prediction configures the learner; do it here, on one thread,
   // so that predictions proper only read the model (XGBoost documents tree
@@ -444,5 +444,5 @@ double KernelVaryingModel::large_gemm_typical() const { return impl_->manifest.l
 
 const std::string& KernelVaryingModel::model_sha256() const { return impl_->manifest.model_sha256; }
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

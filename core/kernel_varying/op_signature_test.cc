@@ -2,7 +2,7 @@
 // (ResNet-50, Inception v3, Transformer, GNMT, DCGAN on an H100 and an
 // H200), checked by hand against the models' definitions, and the rules for
 // variants outside training and for damaged arguments.
-#include "core/mlp/op_signature.h"
+#include "core/kernel_varying/op_signature.h"
 
 #include <filesystem>
 #include <map>
@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 namespace {
 
 namespace fs = std::filesystem;
@@ -565,5 +565,5 @@ TEST(OpSignatureRulesTest, OtherOpsAndShapelessTraces) {
 }
 
 }  // namespace
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

@@ -3,7 +3,7 @@
 // DCGAN's first transposed conv, GNMT's LSTM, the Transformer's attention);
 // kernel_varying_model_test.cc checks every feature against the training
 // side's own numbers.
-#include "core/mlp/features.h"
+#include "core/kernel_varying/features.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 namespace {
 
 using ::testing::HasSubstr;
@@ -397,5 +397,5 @@ TEST(FeaturesTest, RejectsBadDevicesModesAndTimes) {
 }
 
 }  // namespace
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

@@ -1,4 +1,4 @@
-#include "core/mlp/op_signature.h"
+#include "core/kernel_varying/op_signature.h"
 
 #include <array>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "common/status_macros.h"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 namespace {
 
 using habitat::v1::Argument;
@@ -481,5 +481,5 @@ absl::StatusOr<std::optional<OpSignature>> ExtractOpSignature(const Operation& o
   return Dispatch(op, args);
 }
 
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat

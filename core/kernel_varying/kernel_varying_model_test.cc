@@ -4,7 +4,7 @@
 // the same numbers. Also the model's loading errors, its manifest accessors
 // and its use from many threads.
 
-#include "core/mlp/kernel_varying_model.h"
+#include "core/kernel_varying/kernel_varying_model.h"
 
 #include <cmath>
 #include <filesystem>
@@ -21,13 +21,13 @@
 #include "common/file_io.h"
 #include "common/sha256.h"
 #include "core/devices/device_database.h"
-#include "core/mlp/features.h"
+#include "core/kernel_varying/features.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace habitat {
-namespace mlp {
+namespace kernel_varying {
 namespace {
 
 namespace fs = std::filesystem;
@@ -401,8 +401,9 @@ TEST_F(DamagedModelTest, OtherFeatureNamesFamiliesOrModes) {
   manifest_["families"].erase(6);
   manifest_["modes"] = {"fp32", "bf16"};
   WriteManifest();
-  EXPECT_THAT(Load().message(), HasSubstr("modes [fp32, bf16] differ from core/mlp's [fp32, "
-                                          "tf32, fp16, bf16]"));
+  EXPECT_THAT(Load().message(),
+              HasSubstr("modes [fp32, bf16] differ from core/kernel_varying's [fp32, "
+                        "tf32, fp16, bf16]"));
 }
 
 TEST_F(DamagedModelTest, CoverageMissingOrMalformed) {
@@ -517,9 +518,10 @@ TEST_F(DamagedModelTest, ModelOfOtherFeatures) {
   const std::string count = absl::StrCat("\"num_feature\":\"", kFeatureCount, "\"");
   ASSERT_NE(text.find(count), std::string::npos);
   WriteModel(*Gzip(absl::StrReplaceAll(text, {{count, "\"num_feature\":\"47\""}})));
-  EXPECT_THAT(Load().message(),
-              HasSubstr(model_file_ + ": the model takes 47 features, core/mlp/features.h "
-                                      "computes 35"));
+  EXPECT_THAT(
+      Load().message(),
+      HasSubstr(model_file_ + ": the model takes 47 features, core/kernel_varying/features.h "
+                              "computes 35"));
 }
 
 TEST_F(DamagedModelTest, UncompressedModelLoadsToo) {
@@ -529,5 +531,5 @@ TEST_F(DamagedModelTest, UncompressedModelLoadsToo) {
 }
 
 }  // namespace
-}  // namespace mlp
+}  // namespace kernel_varying
 }  // namespace habitat
