@@ -74,6 +74,8 @@ def _is_batch(value) -> bool:
 MAX_GPUS_PER_NODE = 64
 MAX_NODES = 4096
 MAX_BUCKET_CAP_MB = 1 << 20
+# The server's kMaxFsdpUnits (--fsdp-units U).
+MAX_FSDP_UNITS = 4096
 
 
 def _check_int(name: str, value, largest: int) -> None:
@@ -81,10 +83,26 @@ def _check_int(name: str, value, largest: int) -> None:
         raise ValueError(f"{name} must be an integer within [1, {largest}], got {value!r}")
 
 
+def _parallel_kind(parallel: Optional[str], fsdp_units: Optional[int]) -> str:
+    """"ddp" or "fsdp" from parallel= (None: ddp), as the CLI's --parallel;
+    fsdp_units= only with "fsdp"."""
+    kind = "ddp" if parallel is None else str(parallel).lower()
+    if kind not in ("ddp", "fsdp"):
+        raise ValueError(f"parallel must be 'ddp' or 'fsdp', not {parallel!r} (hybrid sharding, "
+                         "tensor and pipeline parallelism are not modelled)")
+    if fsdp_units is not None:
+        if kind != "fsdp":
+            raise ValueError("fsdp_units cuts an FSDP model: pass parallel='fsdp' with it")
+        _check_int("fsdp_units", fsdp_units, MAX_FSDP_UNITS)
+    return kind
+
+
 def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances,
-                  disable_nvls=False) -> None:
+                  disable_nvls=False, parallel=None, fsdp_units=None) -> None:
     """PredictRequest.parallel and catalog_instances, as the CLI's --gpus N
-    [--nodes M] [--bucket-mb B] [--no-nvls] and --instances set them."""
+    [--nodes M] [--bucket-mb B] [--no-nvls] [--parallel ddp|fsdp]
+    [--fsdp-units U] and --instances set them."""
+    kind = _parallel_kind(parallel, fsdp_units)
     if not isinstance(catalog_instances, bool):
         raise ValueError(f"catalog_instances must be True or False, got {catalog_instances!r}")
     if not isinstance(disable_nvls, bool):
@@ -96,9 +114,9 @@ def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instance
     if bucket_cap_mb is not None:
         _check_int("bucket_cap_mb", bucket_cap_mb, MAX_BUCKET_CAP_MB)
     if gpus_per_node is None and (nodes is not None or bucket_cap_mb is not None
-                                  or disable_nvls):
-        raise ValueError("nodes, bucket_cap_mb and disable_nvls describe a data-parallel "
-                         "configuration: give gpus_per_node too")
+                                  or disable_nvls or parallel is not None):
+        raise ValueError("nodes, bucket_cap_mb, disable_nvls and parallel describe a "
+                         "data-parallel configuration: give gpus_per_node too")
     if gpus_per_node is not None:
         config = request.parallel.add()
         config.gpus_per_node = gpus_per_node
@@ -107,6 +125,10 @@ def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instance
         if bucket_cap_mb is not None:
             config.bucket_cap_bytes = bucket_cap_mb << 20
         config.disable_nvls = disable_nvls
+        if kind == "fsdp":
+            config.kind = type(config).KIND_FULLY_SHARDED
+        if fsdp_units is not None:
+            config.fsdp_units = fsdp_units
     request.catalog_instances = catalog_instances
 
 
@@ -136,7 +158,8 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                           gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                           bucket_cap_mb: Optional[int] = None,
                           catalog_instances: bool = False, disable_nvls: bool = False,
-                          traced_batch_size: Optional[int] = None):
+                          traced_batch_size: Optional[int] = None,
+                          parallel: Optional[str] = None, fsdp_units: Optional[int] = None):
     """The habitat.v1.PredictRequest message Client.predict sends; see there."""
     batch_size = _traced_batch(batch_size, traced_batch_size)
     PredictRequest = _messages.messages()["PredictRequest"]
@@ -164,7 +187,7 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
         request.fit.SetInParent()  # set even with step 0 (powers of two)
         request.fit.batch_step = fit_batch_step or 0
     _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances,
-                  disable_nvls)
+                  disable_nvls, parallel, fsdp_units)
     if isinstance(devices, str):
         devices = [devices]
     if devices is not None:
@@ -324,7 +347,8 @@ class Client:
                         fit_batch_step: Optional[int] = None,
                         gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                         bucket_cap_mb: Optional[int] = None, catalog_instances: bool = False,
-                        disable_nvls: bool = False, traced_batch_size: Optional[int] = None):
+                        disable_nvls: bool = False, traced_batch_size: Optional[int] = None,
+                        parallel: Optional[str] = None, fsdp_units: Optional[int] = None):
         """As predict, returning the habitat.v1.PredictResponse message."""
         request = build_predict_request(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
@@ -334,7 +358,7 @@ class Client:
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
             catalog_instances=catalog_instances, disable_nvls=disable_nvls,
-            traced_batch_size=traced_batch_size)
+            traced_batch_size=traced_batch_size, parallel=parallel, fsdp_units=fsdp_units)
         return self._call("Predict", request, "PredictResponse")
 
     def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
@@ -348,7 +372,9 @@ class Client:
                 bucket_cap_mb: Optional[int] = None,
                 catalog_instances: bool = False,
                 disable_nvls: bool = False,
-                traced_batch_size: Optional[int] = None) -> PredictionResult:
+                traced_batch_size: Optional[int] = None,
+                parallel: Optional[str] = None,
+                fsdp_units: Optional[int] = None) -> PredictionResult:
         """Predicts one iteration of `trace` or of an uploaded `trace_id` on
         `devices` (ids from list_devices; None: every listed GPU).
 
@@ -388,8 +414,12 @@ class Client:
         catalog's instance); bucket_cap_mb (1 to 2**20; `--bucket-mb B`):
         DDP's bucket_cap_mb (default 25); disable_nvls (`--no-nvls`): the
         all-reduces without NVLink SHARP (as NCCL_NVLS_ENABLE=0; by default
-        NVLS where the node has it and it is faster, as NCCL does). nodes,
-        bucket_cap_mb or disable_nvls without gpus_per_node is a ValueError. catalog_instances (`--instances`):
+        NVLS where the node has it and it is faster, as NCCL does);
+        parallel="fsdp" (`--parallel fsdp`): PyTorch FSDP2 instead of DDP,
+        with the predicted peak memory per GPU, its parameters cut into
+        fsdp_units units (`--fsdp-units U`, 1 to 4096; default 16). nodes,
+        bucket_cap_mb, disable_nvls or parallel without gpus_per_node is a
+        ValueError. catalog_instances (`--instances`):
         also predict one node of every multi-GPU instance type the catalog
         offers each GPU in. The steps are in each DevicePrediction's
         `parallel` (ParallelPrediction: step, exposed communication,
@@ -410,7 +440,7 @@ class Client:
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
             catalog_instances=catalog_instances, disable_nvls=disable_nvls,
-            traced_batch_size=traced_batch_size))
+            traced_batch_size=traced_batch_size, parallel=parallel, fsdp_units=fsdp_units))
         _report_warnings(result)
         return result
 

@@ -183,6 +183,10 @@ class ClientTest(unittest.TestCase):
                           request.parallel[0].disable_nvls), (1, 1 << 20, False))
         request = build(TRACE_GZ, gpus_per_node=8, disable_nvls=True)
         self.assertTrue(request.parallel[0].disable_nvls)
+        self.assertEqual(request.parallel[0].kind, 0)  # DDP unless asked
+        request = build(TRACE_GZ, gpus_per_node=4, parallel="FSDP", fsdp_units=24)
+        self.assertEqual((request.parallel[0].kind, request.parallel[0].fsdp_units),
+                         (type(request.parallel[0]).KIND_FULLY_SHARDED, 24))
         # Through Client.predict and predict_message.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -225,6 +229,11 @@ class ClientTest(unittest.TestCase):
             (dict(trace=TRACE_GZ, nodes=2), "give gpus_per_node too"),
             (dict(trace=TRACE_GZ, bucket_cap_mb=25), "give gpus_per_node too"),
             (dict(trace=TRACE_GZ, disable_nvls=True), "give gpus_per_node too"),
+            (dict(trace=TRACE_GZ, parallel="fsdp"), "give gpus_per_node too"),
+            (dict(trace=TRACE_GZ, gpus_per_node=4, parallel="tp"), "not modelled"),
+            (dict(trace=TRACE_GZ, gpus_per_node=4, fsdp_units=8), "pass parallel='fsdp'"),
+            (dict(trace=TRACE_GZ, gpus_per_node=4, parallel="fsdp", fsdp_units=0),
+             r"fsdp_units must be an integer within \[1, 4096\]"),
             (dict(trace=TRACE_GZ, gpus_per_node=8, disable_nvls=1),
              "disable_nvls must be True or False"),
             (dict(trace=TRACE_GZ, nodes=2, bucket_cap_mb=25, catalog_instances=True),
