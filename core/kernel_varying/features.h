@@ -57,15 +57,6 @@ absl::StatusOr<MathMode> ParseMathMode(absl::string_view name);
 // feature_names() of features.py, in order.
 const std::vector<std::string>& FeatureNames();
 
-// The GPU's rates have one owner, core/devices/device_rates.h; these names
-// keep the callers that spell them kernel_varying:: compiling.
-using ::habitat::kDefaultSustainedFraction;
-using ::habitat::MeasuredGemmTflops;
-using ::habitat::PeakTflops;
-using ::habitat::StreamingBandwidthGbps;
-using ::habitat::SustainedTflops;
-using ::habitat::TargetMathMode;
-
 // The minimum work of one pass (work() in features.py): FLOP and DRAM bytes
 // the op must do, not what its kernels happen to do. INVALID_ARGUMENT for a
 // negative column or a convolution with stride 0.

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "core/devices/device_rates.h"
 #include "core/kernel_varying/features.h"
 #include "core/predict/prediction_engine.h"
 #include "core/predict/test_fixtures.h"
@@ -43,8 +44,8 @@ class MixedPrecisionRulesTest : public ::testing::Test {
   }
 
   static double BandwidthRatio() {
-    return kernel_varying::StreamingBandwidthGbps(**devices_->Get("H200")) /
-           kernel_varying::StreamingBandwidthGbps(**devices_->Get("RTX3090"));
+    return StreamingBandwidthGbps(**devices_->Get("H200")) /
+           StreamingBandwidthGbps(**devices_->Get("RTX3090"));
   }
 
   static DeviceDatabase* devices_;
@@ -85,9 +86,8 @@ TEST_F(MixedPrecisionRulesTest, UncoveredConvolutionsAreNotAllMovedByTheBandwidt
 // 10.0x of the sustained throughputs.
 TEST_F(MixedPrecisionRulesTest, LargeFp16GemmsOffTheTrainingDataMoveByTheSustainedRoofline) {
   const v1::DevicePrediction p = OnRtx3090("vit_base_patch32_224_b512_fp16");
-  const double sustained =
-      kernel_varying::SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
-      kernel_varying::SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
+  const double sustained = SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
+                           SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
   int64_t origin = 0;
   int64_t predicted = 0;
   int linears = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
+#include "core/devices/device_rates.h"
 #include "core/kernel_varying/features.h"
 #include "core/kernel_varying/op_signature.h"
 #include "core/scaling/wave_scaling.h"
@@ -63,8 +64,8 @@ std::string GroupKey(const kernel_varying::OpSignature& signature, MathMode orig
 // PyTorch's default on a V100) ran in fp32.
 MathMode OriginMathMode(const v1::Trace& trace, const v1::Operation& op,
                         kernel_varying::Family family, const v1::DeviceSpec& origin) {
-  return kernel_varying::TargetMathMode(
-      InferOpMathMode(trace, op, kernel_varying::IsCudnnFamily(family)).mode, origin);
+  return TargetMathMode(InferOpMathMode(trace, op, kernel_varying::IsCudnnFamily(family)).mode,
+                        origin);
 }
 
 bool IsFullPrecision(MathMode mode) { return mode == MathMode::kFp32 || mode == MathMode::kTf32; }
@@ -100,9 +101,9 @@ std::optional<VaryingPassLimit> VaryingPassLimitFor(const v1::Trace& trace, cons
   // in the other full-precision mode is bounded in its own.
   const std::optional<MathMode> own = PassKernelMathMode(backward ? op.backward() : op.forward());
   if (own.has_value() && IsFullPrecision(*own) && IsFullPrecision(limit.origin_mode)) {
-    limit.origin_mode = kernel_varying::TargetMathMode(*own, origin);
+    limit.origin_mode = TargetMathMode(*own, origin);
   }
-  limit.target_mode = kernel_varying::TargetMathMode(limit.origin_mode, target);
+  limit.target_mode = TargetMathMode(limit.origin_mode, target);
   auto floor = kernel_varying::FloorNs(s.family, s.config, limit.target_mode, backward, target);
   if (!floor.ok()) return std::nullopt;
   limit.floor_ns = CallFloorNs(*floor, s.direction_factor);
@@ -335,8 +336,7 @@ std::vector<VaryingPredictor::PendingEvaluation> VaryingPredictor::LookUpMemo(
   for (size_t t = 0; t < targets.size(); ++t) {
     if (!ModelPredicts(origin, *targets[t])) continue;
     for (size_t g = 0; g < groups.size(); ++g) {
-      const MathMode target_mode =
-          kernel_varying::TargetMathMode(groups[g].origin_mode, *targets[t]);
+      const MathMode target_mode = TargetMathMode(groups[g].origin_mode, *targets[t]);
       for (int slot = 0; slot < EvaluatedSlots(target_mode); ++slot) {
         const MathMode evaluated_mode = EvaluatedMode(target_mode, slot);
         // The sibling a pass goes through is part of what it was evaluated on.
@@ -389,7 +389,7 @@ absl::StatusOr<bool> VaryingPredictor::PrepareEvaluation(
   const kernel_varying::OpConfig& config = group.signature.config;
   const v1::DeviceSpec* sibling = pending.sibling;
   const MathMode target_mode =
-      EvaluatedMode(kernel_varying::TargetMathMode(group.origin_mode, target), pending.slot);
+      EvaluatedMode(TargetMathMode(group.origin_mode, target), pending.slot);
   Evaluation& e = *evaluation;
   bool has_row = false;
   // After a change of math mode the pass is moved as one in the target's
@@ -488,7 +488,7 @@ VaryingPassPrediction VaryingPredictor::GroupPrediction(
   const kernel_varying::Family family = group.signature.family;
   VaryingPassPrediction prediction;
   prediction.origin_mode = group.origin_mode;
-  prediction.target_mode = kernel_varying::TargetMathMode(group.origin_mode, target);
+  prediction.target_mode = TargetMathMode(group.origin_mode, target);
   prediction.target_in_training = model_->TrainedOn(family, prediction.target_mode, target.id());
   prediction.origin_in_training = model_->TrainedOn(family, group.origin_mode, origin.id());
   prediction.trained_on_target = prediction.target_in_training && prediction.origin_in_training;

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/devices/device_database.h"
+#include "core/devices/device_rates.h"
 #include "core/kernel_varying/features.h"
 #include "core/kernel_varying/op_signature.h"
 #include "core/predict/varying_predictor.h"
@@ -346,7 +347,7 @@ TEST_F(VaryingPropertyTest,
     const v1::DeviceSpec& origin = **devices_->Get(origin_id);
     for (MathMode mode : kernel_varying::kAllMathModes) {
       // The origin runs what its units allow (bf16 on a T4 runs fp32).
-      const MathMode origin_mode = kernel_varying::TargetMathMode(mode, origin);
+      const MathMode origin_mode = TargetMathMode(mode, origin);
       for (Nanoseconds time_ns : {Nanoseconds{1'000}, Nanoseconds{20'000}, Nanoseconds{300'000},
                                   Nanoseconds{30'000'000}, Nanoseconds{3'000'000'000}}) {
         const v1::Trace trace = SweepTrace(shapes, mode, time_ns);
@@ -385,7 +386,7 @@ TEST_F(VaryingPropertyTest,
           for (size_t i = 0; i < shapes.size(); ++i) {
             const Shape& s = shapes[i];
             const int directions = s.bidirectional ? 2 : 1;
-            const MathMode target_mode = kernel_varying::TargetMathMode(origin_mode, target);
+            const MathMode target_mode = TargetMathMode(origin_mode, target);
             for (bool backward : {false, true}) {
               const std::string where = absl::StrCat(
                   DescribeConfig(s.family, s.config), " ", MathModeName(mode),

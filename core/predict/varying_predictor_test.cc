@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "core/devices/device_rates.h"
 #include "core/kernel_varying/features.h"
 #include "core/kernel_varying/op_signature.h"
 #include "core/predict/batch_scaling.h"
@@ -29,7 +30,7 @@ namespace {
 // at a GPU's sustained throughput in a mode.
 constexpr double kMatmulFlop = 2.0 * 8192 * 8192 * 8192;
 double SustainedMatmulNs(const v1::DeviceSpec& device, MathMode mode) {
-  return kMatmulFlop / (kernel_varying::SustainedTflops(device, mode) * 1e3);
+  return kMatmulFlop / (SustainedTflops(device, mode) * 1e3);
 }
 
 class VaryingPredictorTest : public ::testing::Test {
@@ -157,7 +158,7 @@ std::map<std::string, int> CheckTable(const VaryingPassTable& table, const v1::T
     if (!signature.ok() || !signature->has_value()) continue;
     const kernel_varying::Family family = (*signature)->family;
     const std::string where = absl::StrCat(op.name(), " #", key / 2, " -> ", target.id());
-    EXPECT_EQ(pass.target_mode, kernel_varying::TargetMathMode(pass.origin_mode, target)) << where;
+    EXPECT_EQ(pass.target_mode, TargetMathMode(pass.origin_mode, target)) << where;
     auto floor =
         kernel_varying::FloorNs(family, (*signature)->config, pass.target_mode, backward, target);
     EXPECT_TRUE(floor.ok()) << floor.status();
@@ -442,8 +443,8 @@ TEST_F(VaryingPredictorTest, LargeFp32GemmMovesByTheSustainedThroughputsAlone) {
   EXPECT_FALSE(pass.capped_at_ceiling);
   EXPECT_FALSE(pass.clamped_to_floor);
   const double expected = static_cast<double>(origin_ns) *
-                          kernel_varying::SustainedTflops(**origin, MathMode::kFp32) /
-                          kernel_varying::SustainedTflops(**v100, MathMode::kFp32);
+                          SustainedTflops(**origin, MathMode::kFp32) /
+                          SustainedTflops(**v100, MathMode::kFp32);
   EXPECT_NEAR(static_cast<double>(pass.predicted_ns), expected, 2.0);
   auto prediction = PredictOnDevice(trace, **origin, **v100, std::nullopt, &(*tables)[0]);
   ASSERT_TRUE(prediction.ok()) << prediction.status();
@@ -509,7 +510,7 @@ TEST_F(VaryingPredictorTest, LargeTf32GemmOnAnotherArchitectureRunsAtTheTypicalM
   // GPU, and the H100's distance from its TF32 roofline is its own
   // kernels'. No TF32 throughput is measured for the 3090: the response
   // says what is assumed.
-  ASSERT_EQ(kernel_varying::MeasuredGemmTflops(**devices_->Get("RTX3090"), MathMode::kTf32), 0);
+  ASSERT_EQ(MeasuredGemmTflops(**devices_->Get("RTX3090"), MathMode::kTf32), 0);
   auto prediction =
       ExpectTf32GemmAtTheTypicalMultiple(*devices_, *varying_, "RTX3090", MathMode::kTf32);
   ASSERT_TRUE(prediction.ok()) << prediction.status();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/devices/device_rates.h"
 #include "core/kernel_varying/features.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/operation_scaling.h"
@@ -256,7 +257,7 @@ void WarningTally::WriteLimitWarnings(const DeviceSpec& target, Nanoseconds orig
   }
   for (MathMode mode : kernel_varying::kAllMathModes) {
     const OpShare& share = large_gemms_[ModeIndex(mode)];
-    if (share.operations == 0 || kernel_varying::MeasuredGemmTflops(target, mode) > 0) continue;
+    if (share.operations == 0 || MeasuredGemmTflops(target, mode) > 0) continue;
     AddDeviceWarning(
         warning_kind::kAssumedGemmThroughput,
         absl::StrFormat(
@@ -264,7 +265,7 @@ void WarningTally::WriteLimitWarnings(const DeviceSpec& target, Nanoseconds orig
             "GPU, moved by its sustained %s GEMM throughput, which no measurement gives for "
             "it: %.2f of its datasheet peak is assumed",
             share.operations, Percent(share.origin_ns, origin_total), DisplayModeName(mode),
-            DisplayModeName(mode), kernel_varying::kDefaultSustainedFraction),
+            DisplayModeName(mode), kDefaultSustainedFraction),
         prediction);
   }
   if (capped_.operations > 0) {
