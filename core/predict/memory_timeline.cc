@@ -1,6 +1,8 @@
 #include "core/predict/memory_timeline.h"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -86,29 +88,37 @@ void AddGap(double gap, bool first, bool after_fixed, bool forward_to_backward,
   split->batch += gap;
 }
 
-// True where `a` is at least as high as `b` at every batch and over any
-// number of GPUs sharing the parameters: in the batch part, the replicated
-// part and the rest of the fixed part.
-bool Dominates(const MemoryPoint& a, const MemoryPoint& b) {
-  return a.batch_bytes >= b.batch_bytes && a.replicated_bytes >= b.replicated_bytes &&
-         a.fixed_bytes - a.replicated_bytes >= b.fixed_bytes - b.replicated_bytes;
-}
-
-// The candidates no other dominates: a handful of the thousands of passes,
-// in increasing batch part. Taken in decreasing batch part (then total), a
-// point can only be dominated by one taken before it.
+// The candidates no other is at least as high as at every batch and over
+// any number of GPUs sharing the parameters (in the batch part, the
+// replicated part and the rest of the fixed part): a handful of the
+// thousands of passes, in increasing batch part. Taken in decreasing batch
+// part (then fixed, then replicated), a point can only be dominated by one
+// taken before it; those kept so far stand in a staircase over (the rest of
+// the fixed part, replicated), so each test and insertion is logarithmic.
 std::vector<MemoryPoint> Undominated(std::vector<MemoryPoint> points) {
   std::sort(points.begin(), points.end(), [](const MemoryPoint& a, const MemoryPoint& b) {
     if (a.batch_bytes != b.batch_bytes) return a.batch_bytes > b.batch_bytes;
     if (a.fixed_bytes != b.fixed_bytes) return a.fixed_bytes > b.fixed_bytes;
     return a.replicated_bytes > b.replicated_bytes;
   });
+  // Sharded part -> replicated part of the kept points that no other kept
+  // point beats in both: replicated decreases as the sharded part grows, so
+  // the first entry at or past a sharded part holds the most replicated
+  // bytes of all at or past it.
+  std::map<double, double> staircase;
   std::vector<MemoryPoint> kept;
   for (const MemoryPoint& p : points) {
-    if (std::none_of(kept.begin(), kept.end(),
-                     [&p](const MemoryPoint& k) { return Dominates(k, p); })) {
-      kept.push_back(p);
+    const double sharded = p.fixed_bytes - p.replicated_bytes;
+    const auto above = staircase.lower_bound(sharded);
+    if (above != staircase.end() && above->second >= p.replicated_bytes) continue;
+    kept.push_back(p);
+    // Drop the steps it beats in both (at or below its sharded part, no
+    // more replicated), then take its own.
+    auto next = staircase.upper_bound(sharded);
+    while (next != staircase.begin() && std::prev(next)->second <= p.replicated_bytes) {
+      next = staircase.erase(std::prev(next));
     }
+    staircase.emplace(sharded, p.replicated_bytes);
   }
   std::reverse(kept.begin(), kept.end());
   return kept;
