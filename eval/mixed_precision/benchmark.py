@@ -53,13 +53,21 @@ def measured(timm_dir: str, layout: str) -> dict:
         return {r["model"]: r for r in csv.DictReader(f)}
 
 
-def predict(cli: str, trace: Path, target: str) -> dict:
-    """The CLI's JSON prediction of `trace` for the target."""
-    out = subprocess.run([cli, "predict", str(trace), "--devices", target,
+def predict_each(cli: str, trace: Path, targets) -> dict:
+    """{GPU id: the CLI's JSON prediction of `trace` there}, one run for
+    all `targets`."""
+    out = subprocess.run([cli, "predict", str(trace), "--devices", ",".join(targets),
                           "--catalog", "none", "--format", "json"],
                          capture_output=True, text=True, check=True)
-    (prediction,) = json.loads(out.stdout)["predictions"]
-    return prediction
+    got = {p["device_id"]: p for p in json.loads(out.stdout)["predictions"]}
+    if set(got) != set(targets):
+        raise RuntimeError(f"{trace}: predicted {sorted(got)}, asked for {sorted(targets)}")
+    return got
+
+
+def predict(cli: str, trace: Path, target: str) -> dict:
+    """The CLI's JSON prediction of `trace` for the target."""
+    return predict_each(cli, trace, [target])[target]
 
 
 def baseline_ratios(devices: dict, origin: str, target: str) -> dict:

@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from benchmark import FAMILIES, families, mape, predict, write_outputs  # noqa: E402
+from benchmark import FAMILIES, families, mape, predict_each, write_outputs  # noqa: E402
 
 MEASURED = HERE / "timm_infer"
 # Target GPU -> the file of its measured steps on current software.
@@ -80,7 +80,7 @@ def rows_for(args) -> list:
 
     def one(c):
         trace = results / "infer_nchw" / f"{c['model']}.trace.gz"
-        return c, {t: predict(args.cli, trace, t) for t in TARGETS}
+        return c, predict_each(args.cli, trace, list(TARGETS))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(one, caps))
