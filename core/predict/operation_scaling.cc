@@ -50,9 +50,11 @@ Nanoseconds ScaleMemory(const MemoryActivity& memory, const DeviceSpec& origin,
 // pass's estimated DRAM bytes, shared among its kernels by duration, stand in
 // for counters so that ScaleKernel can tell memory-bound kernels from others.
 // `options` may fix gamma (see PredictOperation).
+// `auxiliary_only`: predict only the pass's auxiliary kernels
+// (IsAuxiliaryKernel), as their share of the pass's time.
 ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpec& target,
                      std::optional<uint64_t> estimated_bytes = std::nullopt,
-                     const ScalingOptions& options = {}) {
+                     const ScalingOptions& options = {}, bool auxiliary_only = false) {
   ScaledPass result;
   Nanoseconds measured = 0;
   Nanoseconds predicted = 0;
@@ -63,6 +65,7 @@ ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpe
   ScalingOptions kernel_options = options;
   for (const auto& kernel : pass.kernels()) {
     measured += kernel.duration_ns();
+    if (auxiliary_only && !IsAuxiliaryKernel(kernel.name())) continue;
     kernel_options.estimated_dram_bytes.reset();
     if (estimated_bytes.has_value() && kernel_total_ns > 0 && kernel.duration_ns() > 0) {
       kernel_options.estimated_dram_bytes =
@@ -81,18 +84,27 @@ ScaledPass ScalePass(const Pass& pass, const DeviceSpec& origin, const DeviceSpe
   }
   for (const auto& memory : pass.memory()) {
     measured += memory.duration_ns();
-    predicted += ScaleMemory(memory, origin, target);
+    if (!auxiliary_only) predicted += ScaleMemory(memory, origin, target);
   }
   if (measured > 0 && pass.time_ns() > 0) {
     result.predicted_ns =
         SaturatingRound(static_cast<double>(pass.time_ns()) * static_cast<double>(predicted) /
                         static_cast<double>(measured));
-  } else if (measured > 0) {
+  } else if (measured > 0 || auxiliary_only) {
     result.predicted_ns = predicted;
   } else {
     result.predicted_ns = pass.time_ns();
   }
   return result;
+}
+
+// The auxiliary kernels of a pass (IsAuxiliaryKernel) on `target`, as a
+// share of the pass's time, scaled as the kernels of a kernel-alike
+// operation are: gamma from the bandwidth they reach, with the pass's
+// estimated bytes shared among all its kernels by duration.
+Nanoseconds ScaleAuxiliaryKernels(const Pass& pass, const DeviceSpec& origin,
+                                  const DeviceSpec& target, std::optional<uint64_t> bytes) {
+  return ScalePass(pass, origin, target, bytes, {}, /*auxiliary_only=*/true).predicted_ns;
 }
 
 std::string PassName(const Operation& op) {
@@ -171,6 +183,15 @@ void PredictVaryingOperation(const v1::Trace& trace, const Operation& op, uint32
       all_trained = all_trained && pass.trained_on_target;
       at_limit = NoteModelPass(pass, notes) || at_limit;
       predicted = pass.predicted_ns;
+      if (pass.auxiliary_apart) {
+        predicted = SaturatingAdd(
+            predicted, ScaleAuxiliaryKernels(backward ? op.backward() : op.forward(), origin,
+                                             target, facts.dram_bytes[backward ? 1 : 0]));
+        if (predicted < pass.floor_ns) {
+          predicted = pass.floor_ns;
+          at_limit = true;
+        }
+      }
       pass_error = pass.expected_error_percent;
     } else {
       predicted =

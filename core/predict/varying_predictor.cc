@@ -22,6 +22,8 @@ namespace {
 struct PassRef {
   int op_index;
   Nanoseconds time_ns;
+  // AuxiliaryKernelShare of the pass.
+  double auxiliary_share = 0;
 };
 
 // FeatureBatch::row_of of an evaluation without a row.
@@ -196,6 +198,13 @@ bool SplitAtRoofline(const kernel_varying::KernelVaryingModel& model, kernel_var
          !model.TrainedOn(family, target_mode, target.id());
 }
 
+// A large GEMM after a change of math mode, or in TF32, is the model's
+// typical multiple of its roofline: the origin's distance from its own
+// roofline says nothing of the target's.
+bool LargeGemmIsTypical(MathMode origin_mode, MathMode target_mode) {
+  return target_mode != origin_mode || target_mode == MathMode::kTf32;
+}
+
 // What latency-bound work takes on the target over the origin: the ratio of
 // SM count times the clock held under load.
 double LatencyRatio(const v1::DeviceSpec& origin, const v1::DeviceSpec& target) {
@@ -224,8 +233,7 @@ VaryingPredictor::ModelValue VaryingPredictor::Apply(const Evaluation& e, MathMo
   }
   out.large_gemm = e.large_gemm_ns > 0;
   const double call_roofline_ns = e.large_gemm_ns * direction_factor;
-  const bool typical =
-      out.large_gemm && (target_mode != origin_mode || target_mode == MathMode::kTf32);
+  const bool typical = out.large_gemm && LargeGemmIsTypical(origin_mode, target_mode);
   const double scale =
       out.large_gemm ? e.roofline_ratio : e.roofline_ratio * std::exp2(e.log2_correction);
   const double moved_ns =
@@ -316,7 +324,8 @@ absl::StatusOr<std::vector<VaryingPredictor::Group>> VaryingPredictor::GroupCove
       auto [it, inserted] = group_index.try_emplace(key, groups.size());
       if (inserted)
         groups.push_back(Group{**signature, origin_mode, backward, {}, 0, std::move(key)});
-      groups[it->second].passes.push_back(PassRef{i, time_ns});
+      groups[it->second].passes.push_back(
+          PassRef{i, time_ns, AuxiliaryKernelShare(backward ? op.backward() : op.forward())});
     }
   }
   for (auto& group : groups) {
@@ -474,8 +483,8 @@ std::vector<VaryingPassTable> VaryingPredictor::ApplyToPasses(
       const VaryingPassPrediction shared =
           GroupPrediction(group, e[kPrimary], origin, target, SiblingsOf(siblings, t));
       for (const auto& pass : group.passes) {
-        tables[t][VaryingPassKey(pass.op_index, group.backward)] =
-            PassPrediction(shared, e, group.signature.direction_factor, pass.time_ns);
+        tables[t][VaryingPassKey(pass.op_index, group.backward)] = PassPrediction(
+            shared, e, group.signature.direction_factor, pass.time_ns, pass.auxiliary_share);
       }
     }
   }
@@ -509,9 +518,25 @@ VaryingPassPrediction VaryingPredictor::GroupPrediction(
   return prediction;
 }
 
+bool VaryingPredictor::MovesByRoofline(const Evaluation& e, MathMode origin_mode,
+                                       MathMode target_mode) {
+  if (e.latency_ratio > 0) return true;
+  return e.large_gemm_ns > 0 && !LargeGemmIsTypical(origin_mode, target_mode);
+}
+
 VaryingPassPrediction VaryingPredictor::PassPrediction(const VaryingPassPrediction& shared,
                                                        const Evaluations& e, int direction_factor,
-                                                       Nanoseconds origin_ns) const {
+                                                       Nanoseconds origin_ns,
+                                                       double auxiliary_share) const {
+  // A pass moved by a roofline ratio moves only its GEMM or convolution
+  // kernels so: its layout and elementwise kernels stream memory on every
+  // GPU, and the engine wave-scales them (auxiliary_apart).
+  const bool apart =
+      auxiliary_share > 0 && MovesByRoofline(e[kPrimary], shared.origin_mode, shared.target_mode);
+  if (apart) {
+    origin_ns = static_cast<Nanoseconds>(
+        std::llround(static_cast<double>(origin_ns) * (1.0 - auxiliary_share)));
+  }
   ModelValue value =
       Apply(e[kPrimary], shared.origin_mode, shared.target_mode, direction_factor, origin_ns);
   bool fp32_bound = false;
@@ -527,8 +552,11 @@ VaryingPassPrediction VaryingPredictor::PassPrediction(const VaryingPassPredicti
   out.split_at_roofline = value.split_at_roofline;
   out.capped_at_ceiling = value.capped_at_ceiling;
   out.fp32_bound = fp32_bound;
-  out.clamped_to_floor = raw < shared.floor_ns;
-  out.predicted_ns = std::max(raw, shared.floor_ns);
+  out.auxiliary_apart = apart;
+  // Apart, the floor bounds the whole pass: the engine applies it after
+  // adding the auxiliary kernels.
+  out.clamped_to_floor = !apart && raw < shared.floor_ns;
+  out.predicted_ns = apart ? raw : std::max(raw, shared.floor_ns);
   return out;
 }
 

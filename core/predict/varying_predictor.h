@@ -70,6 +70,12 @@ struct VaryingPassPrediction {
   // roofline share moved by the roofline ratio and the rest by SM count x
   // sustained clock (VaryingPredictor::Apply).
   bool split_at_roofline = false;
+  // The pass moved by a roofline ratio (split_at_roofline, or large_gemm
+  // keeping the origin's efficiency) and has auxiliary kernels
+  // (IsAuxiliaryKernel): predicted_ns covers the rest of the pass, not
+  // raised to floor_ns; the engine adds those kernels, wave-scaled as
+  // kernel-alike ones, and keeps the sum at or above floor_ns.
+  bool auxiliary_apart = false;
   // The pass runs in TF32 on the target, and the same pass in fp32 there
   // was predicted faster: the prediction is that one (a GPU's TF32
   // throughput is at least its fp32 one, so allowing TF32 does not slow a
@@ -272,8 +278,14 @@ class VaryingPredictor {
   VaryingPassPrediction GroupPrediction(const Group& group, const Evaluation& primary,
                                         const v1::DeviceSpec& origin, const v1::DeviceSpec& target,
                                         const std::vector<const v1::DeviceSpec*>* siblings) const;
+  // `auxiliary_share`: AuxiliaryKernelShare of the pass.
   VaryingPassPrediction PassPrediction(const VaryingPassPrediction& shared, const Evaluations& e,
-                                       int direction_factor, Nanoseconds origin_ns) const;
+                                       int direction_factor, Nanoseconds origin_ns,
+                                       double auxiliary_share) const;
+  // Whether `e` moves a pass by a roofline ratio (split at its roofline, or
+  // a large GEMM keeping the origin's efficiency) rather than by the trees
+  // or a typical multiple.
+  static bool MovesByRoofline(const Evaluation& e, MathMode origin_mode, MathMode target_mode);
 
   std::shared_ptr<const kernel_varying::KernelVaryingModel> model_;
   const size_t memo_entries_;

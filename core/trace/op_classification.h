@@ -28,4 +28,15 @@ bool IsAccumulateGrad(const habitat::v1::Operation& op);
 // The optimizer's step: torch's foreach kernels and "Optimizer." ranges.
 bool IsOptimizerStep(const habitat::v1::Operation& op);
 
+// A kernel a kernel-varying operation launches around its GEMM or
+// convolution that does no arithmetic of its own: cuDNN's layout transforms
+// (NCHW <-> NHWC for tensor cores, padding, slicing) and ATen's elementwise,
+// copy and reduction kernels (bias add, autocast casts, contiguous copies,
+// bias gradient). They stream memory on every GPU, whatever the GEMM does.
+bool IsAuxiliaryKernel(absl::string_view kernel_name);
+
+// The share of `pass`'s device time (kernels and memory activities) its
+// auxiliary kernels take, in [0, 1]; 0 for a pass without device activity.
+double AuxiliaryKernelShare(const habitat::v1::Pass& pass);
+
 }  // namespace habitat
