@@ -398,6 +398,23 @@ TEST(CliCommandsTest, ParallelFsdpAddsShardedRowsWithMemoryPerGpu) {
   }
 }
 
+// --fit with FSDP predicts each GPU at the batch that fits it sharded, and
+// the legend says so; a configuration that fits no batch is marked '!'.
+TEST(CliCommandsTest, FitWithFsdpFitsTheShards) {
+  CliRun fit = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM,T4", "--gpus",
+                        "4", "--parallel", "fsdp", "--fit"});
+  ASSERT_EQ(fit.code, kExitOk) << fit.err;
+  EXPECT_THAT(fit.out, HasSubstr("batch: the largest batch per GPU whose predicted peak fits each "
+                                 "GPU of the first\n         FSDP configuration below"));
+  EXPECT_THAT(fit.out, HasSubstr("GiB/GPU"));
+  CliRun json = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "4",
+                         "--parallel", "fsdp", "--fit", "--format", "json"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"largest_fitting_batch\""));
+  EXPECT_THAT(json.out, HasSubstr("\"fits_memory\": true"));
+  EXPECT_THAT(json.out, HasSubstr("\"fewest_gpus_to_fit\": 1"));
+}
+
 // The table goes to stdout, its warnings to stderr: one line per kind of
 // warning (as many as the JSON's structured_warnings), naming its GPUs.
 TEST(CliCommandsTest, WarningsAreOneLinePerKindOnStderr) {

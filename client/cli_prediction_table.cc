@@ -66,6 +66,15 @@ bool IsFit(const PredictResponse& response) {
   return response.batch_size() == 0 && response.predictions_size() > 0;
 }
 
+// A fit whose batches fit the GPUs of the request's first configuration,
+// fully sharded (the engine's sharded fit).
+bool IsShardedFit(const PredictResponse& response) {
+  if (!IsFit(response)) return false;
+  const DevicePrediction& first = response.predictions(0);
+  return first.parallel_size() > 0 &&
+         first.parallel(0).kind() == v1::ParallelConfig::KIND_FULLY_SHARDED;
+}
+
 // The origin whose wall time comes from a torch.profiler step, imported
 // without --wall-ns: the engine warns so on it (one warning, "profiled:"),
 // and its row says "profiled" (docs/profiled_wall_time.md).
@@ -396,7 +405,11 @@ std::string TableLegend(const PredictResponse& response,
         "  ! host-bound: the GPU would idle for more than %.0f%% of the wall time\n",
         100.0 * kHostBoundIdleShare);
   }
-  if (IsFit(response)) {
+  if (IsShardedFit(response)) {
+    out +=
+        "  batch: the largest batch per GPU whose predicted peak fits each GPU of the first\n"
+        "         FSDP configuration below\n";
+  } else if (IsFit(response)) {
     out += "  batch: the largest batch whose predicted peak memory fits the GPU\n";
   }
   if (any([](const auto* p) { return p->has_memory(); })) {
@@ -470,7 +483,8 @@ std::string MemoryPerGpuCell(const v1::ParallelPrediction& c) {
   if (c.kind() != v1::ParallelConfig::KIND_FULLY_SHARDED || c.peak_memory_bytes_per_gpu() <= 0) {
     return "-";
   }
-  return absl::StrFormat("%.1f", static_cast<double>(c.peak_memory_bytes_per_gpu()) / (1 << 30));
+  return absl::StrFormat("%.1f%s", static_cast<double>(c.peak_memory_bytes_per_gpu()) / (1 << 30),
+                         c.fits_memory() ? "" : "!");
 }
 
 // The data-parallel section: one line per GPU and configuration, in the
@@ -519,7 +533,8 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
         "        'F': FSDP2 (fully_shard): comm ms the all-gathers and reduce-scatters the\n"
         "        step does not hide; its host work is not modelled and the step is not yet\n"
         "        checked against measured FSDP steps (docs/multi_gpu.md)\n"
-        "  GiB/GPU: predicted peak of PyTorch's allocated memory on each GPU (FSDP rows)\n";
+        "  GiB/GPU: predicted peak of PyTorch's allocated memory on each GPU (FSDP rows);\n"
+        "        '!': with headroom for its expected error, more than a GPU leaves a process\n";
   }
   out += absl::StrCat("  instance: the catalog's instance with that many of the GPU; ", unit,
                       "/node-h: its price\n  ", unit, "/1k: cost per 1,000 samples\n");

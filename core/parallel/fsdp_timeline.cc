@@ -78,20 +78,6 @@ absl::Status ValidateStepInput(const FsdpIteration& iteration, const FsdpConfig&
   return absl::OkStatus();
 }
 
-int64_t TwoLargest(const std::vector<FsdpUnit>& units) {
-  int64_t first = 0;
-  int64_t second = 0;
-  for (const FsdpUnit& unit : units) {
-    if (unit.bytes > first) {
-      second = first;
-      first = unit.bytes;
-    } else if (unit.bytes > second) {
-      second = unit.bytes;
-    }
-  }
-  return first + second;
-}
-
 // The one NCCL stream: a collective issued at `issue_ns` starts once the
 // stream is free and returns its end.
 struct CommStream {
@@ -165,7 +151,7 @@ absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteratio
   std::vector<int64_t> gather(units.size(), 0);
   std::vector<int64_t> scatter(units.size(), 0);
   if (ranks > 1) {
-    p.unsharded_in_flight_bytes = TwoLargest(units);
+    p.unsharded_in_flight_bytes = UnshardedInFlightBytes(iteration);
     for (size_t u = 0; u < units.size(); ++u) {
       const AllReduceShape shape{units[u].bytes, config.ranks_per_node, config.nodes};
       absl::StatusOr<int64_t> ag = RingAllGatherNs(shape, config.link);
@@ -205,6 +191,20 @@ absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteratio
   p.step_ns = p.backward_end_ns + p.sharded_optimizer_ns;
   p.exposed_comm_ns = p.step_ns - p.compute_ns;
   return p;
+}
+
+int64_t UnshardedInFlightBytes(const FsdpIteration& iteration) {
+  int64_t first = 0;
+  int64_t second = 0;
+  for (const FsdpUnit& unit : iteration.units) {
+    if (unit.bytes > first) {
+      second = first;
+      first = unit.bytes;
+    } else if (unit.bytes > second) {
+      second = unit.bytes;
+    }
+  }
+  return first + second;
 }
 
 }  // namespace habitat

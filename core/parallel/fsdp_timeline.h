@@ -80,6 +80,10 @@ struct FsdpStepPrediction {
   int64_t unsharded_in_flight_bytes = 0;
 };
 
+// The two largest units' unsharded bytes: FSDP holds at most two units
+// gathered at once (the one computing and the one prefetched).
+int64_t UnshardedInFlightBytes(const FsdpIteration& iteration);
+
 // The timeline:
 //   forward: unit 0's all-gather is exposed; unit u+1's all-gather starts
 //     when unit u's compute starts (prefetch one ahead, as FSDP2's implicit

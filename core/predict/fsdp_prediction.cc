@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/parallel/fsdp_timeline.h"
+#include "core/predict/warning_tally.h"
 
 namespace habitat {
 namespace {
@@ -20,6 +21,14 @@ absl::StatusOr<FsdpStepPrediction> StepOn(const FsdpIteration& units,
   fsdp.nodes = static_cast<int>(std::max<uint32_t>(config.nodes(), 1));
   fsdp.link = link;
   return PredictFsdpStep(units, fsdp);
+}
+
+// The units `config` cuts the parameters into. More units than layers
+// come out one per layer, so a cap changes nothing.
+int UnitsOf(const v1::ParallelConfig& config) {
+  return config.fsdp_units() > 0
+             ? static_cast<int>(std::min<uint32_t>(config.fsdp_units(), 1u << 20))
+             : kDefaultFsdpUnits;
 }
 
 }  // namespace
@@ -52,11 +61,7 @@ absl::Status CheckModelledParallelism(const v1::ParallelConfig& config) {
 absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& iteration,
                                                           const v1::ParallelConfig& config,
                                                           const Links& links) {
-  // More units than layers come out one per layer, so a cap changes nothing.
-  const int num_units = config.fsdp_units() > 0
-                            ? static_cast<int>(std::min<uint32_t>(config.fsdp_units(), 1u << 20))
-                            : kDefaultFsdpUnits;
-  absl::StatusOr<FsdpIteration> units = FsdpUnitsByBytes(iteration.iteration, num_units);
+  absl::StatusOr<FsdpIteration> units = FsdpUnitsByBytes(iteration.iteration, UnitsOf(config));
   if (!units.ok()) return units.status();
   absl::StatusOr<FsdpStepPrediction> usual = StepOn(*units, config, links.usual);
   if (!usual.ok()) return usual.status();
@@ -77,29 +82,90 @@ absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& 
   return out;
 }
 
-int64_t FsdpPeakBytesPerGpu(const MemoryModel& model, uint32_t batch, uint32_t gpus,
-                            int64_t unsharded_in_flight_bytes) {
+namespace {
+
+// FsdpPeakBytesPerGpu with the batch-dependent bytes times `headroom`.
+double FsdpPeakPerGpu(const MemoryModel& model, uint32_t batch, uint32_t gpus,
+                      int64_t unsharded_in_flight_bytes, double headroom) {
   const double shards = std::max<uint32_t>(gpus, 1);
   const double ratio = static_cast<double>(batch) / std::max<uint32_t>(model.traced_batch, 1);
   double above_start = 0;
   for (const MemoryPoint& p : model.candidates) {
     // Autocast's copies are of the gathered, whole parameters: not divided.
     const double sharded = p.fixed_bytes - p.replicated_bytes;
-    above_start =
-        std::max(above_start, sharded / shards + p.replicated_bytes + p.batch_bytes * ratio);
+    above_start = std::max(
+        above_start, sharded / shards + p.replicated_bytes + p.batch_bytes * ratio * headroom);
   }
-  const double bytes = static_cast<double>(model.start_bytes) / shards + above_start +
-                       static_cast<double>(unsharded_in_flight_bytes);
-  constexpr double kMax = 9.0e18;  // below INT64_MAX
-  return static_cast<int64_t>(std::min(std::round(bytes), kMax));
+  return static_cast<double>(model.start_bytes) / shards + above_start +
+         static_cast<double>(unsharded_in_flight_bytes);
 }
 
-void AddFsdpMemory(const MemoryModel& model, uint32_t batch, v1::DevicePrediction* prediction) {
+}  // namespace
+
+int64_t FsdpPeakBytesPerGpu(const MemoryModel& model, uint32_t batch, uint32_t gpus,
+                            int64_t unsharded_in_flight_bytes) {
+  constexpr double kMax = 9.0e18;  // below INT64_MAX
+  return static_cast<int64_t>(std::min(
+      std::round(FsdpPeakPerGpu(model, batch, gpus, unsharded_in_flight_bytes, 1.0)), kMax));
+}
+
+bool FsdpFitsMemory(const MemoryModel& model, uint32_t batch, uint32_t gpus,
+                    int64_t unsharded_in_flight_bytes, int64_t usable) {
+  return FsdpPeakPerGpu(model, batch, gpus, unsharded_in_flight_bytes,
+                        MemoryFitHeadroom(model, batch)) <= static_cast<double>(usable);
+}
+
+int64_t FsdpInFlightBytes(const v1::Trace& trace, const v1::ParallelConfig& config) {
+  if (config.gpus_per_node() * std::max<uint32_t>(config.nodes(), 1) <= 1) return 0;
+  // Units are cut by parameter bytes alone: any times will do.
+  v1::DevicePrediction timeless;
+  for (int i = 0; i < trace.operations_size(); ++i) timeless.add_operations();
+  absl::StatusOr<TraceIteration> iteration = IterationFromTrace(trace, timeless);
+  if (!iteration.ok()) return 0;
+  absl::StatusOr<FsdpIteration> units = FsdpUnitsByBytes(iteration->iteration, UnitsOf(config));
+  return units.ok() ? UnshardedInFlightBytes(*units) : 0;
+}
+
+FsdpFit FitFsdp(const MemoryModel& model, int64_t usable, uint32_t step, uint32_t gpus,
+                int64_t unsharded_in_flight_bytes) {
+  FsdpFit fit;
+  fit.largest_batch = LargestBatchWhere(model, step, [&](uint32_t batch) {
+    return FsdpFitsMemory(model, batch, gpus, unsharded_in_flight_bytes, usable);
+  });
+  const uint32_t smallest = SmallestGridBatch(model, step);
+  if (smallest == 0) return fit;
+  // Fewer GPUs gather the same units: the bytes in flight stay.
+  for (uint32_t g = 1; g <= std::max<uint32_t>(gpus, 1); g *= 2) {
+    if (FsdpFitsMemory(model, smallest, g, unsharded_in_flight_bytes, usable)) {
+      fit.fewest_gpus = g;
+      break;
+    }
+    if (g > (1u << 30)) break;
+  }
+  // Batch 0: the state and the units in flight alone.
+  fit.needs_activation_checkpointing =
+      fit.largest_batch == 0 &&
+      FsdpPeakPerGpu(model, 0, gpus, unsharded_in_flight_bytes, 1.0) <= static_cast<double>(usable);
+  return fit;
+}
+
+void AddFsdpMemory(const MemoryModel& model, uint32_t batch, int64_t usable,
+                   std::optional<uint32_t> fit_step, v1::DevicePrediction* prediction) {
   for (v1::ParallelPrediction& p : *prediction->mutable_parallel()) {
     if (p.kind() != v1::ParallelConfig::KIND_FULLY_SHARDED || !p.unavailable().empty()) continue;
+    const uint32_t gpus = p.gpus_per_node() * std::max<uint32_t>(p.nodes(), 1);
     p.set_peak_memory_bytes_per_gpu(
-        FsdpPeakBytesPerGpu(model, batch, p.gpus_per_node() * std::max<uint32_t>(p.nodes(), 1),
-                            p.unsharded_in_flight_bytes()));
+        FsdpPeakBytesPerGpu(model, batch, gpus, p.unsharded_in_flight_bytes()));
+    p.set_fits_memory(FsdpFitsMemory(model, batch, gpus, p.unsharded_in_flight_bytes(), usable));
+    if (fit_step.has_value()) {
+      const FsdpFit fit = FitFsdp(model, usable, *fit_step, gpus, p.unsharded_in_flight_bytes());
+      p.set_largest_fitting_batch(fit.largest_batch);
+      p.set_fewest_gpus_to_fit(fit.fewest_gpus);
+      p.set_needs_activation_checkpointing(fit.needs_activation_checkpointing);
+    }
+    if (!p.fits_memory()) {
+      AddFsdpOutOfMemoryWarning(p, batch, usable, fit_step.has_value(), prediction);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,9 +41,32 @@ absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& 
 int64_t FsdpPeakBytesPerGpu(const MemoryModel& model, uint32_t batch, uint32_t gpus,
                             int64_t unsharded_in_flight_bytes);
 
-// Sets ParallelPrediction.peak_memory_bytes_per_gpu on each available
-// fully sharded configuration of `prediction`, at `batch`.
-void AddFsdpMemory(const MemoryModel& model, uint32_t batch,
-                   habitat::v1::DevicePrediction* prediction);
+// Whether `batch` fits on each of `gpus` GPUs with `usable` bytes each:
+// FsdpPeakBytesPerGpu with its batch part times MemoryFitHeadroom.
+bool FsdpFitsMemory(const MemoryModel& model, uint32_t batch, uint32_t gpus,
+                    int64_t unsharded_in_flight_bytes, int64_t usable);
+
+// The units in flight (UnshardedInFlightBytes) of `config`'s units of
+// `trace`'s parameters, which do not depend on any GPU's times; 0 where the
+// trace has no gradients (an inference trace) or one GPU in all.
+int64_t FsdpInFlightBytes(const habitat::v1::Trace& trace,
+                          const habitat::v1::ParallelConfig& config);
+
+// What a fit finds for FSDP on `gpus` GPUs of `usable` bytes each, on the
+// fit's batch grid (`step`, LargestFittingBatch's).
+struct FsdpFit {
+  uint32_t largest_batch = 0;  // per GPU; 0: none fits
+  uint32_t fewest_gpus = 0;    // ParallelPrediction.fewest_gpus_to_fit
+  bool needs_activation_checkpointing = false;
+};
+FsdpFit FitFsdp(const MemoryModel& model, int64_t usable, uint32_t step, uint32_t gpus,
+                int64_t unsharded_in_flight_bytes);
+
+// On each available fully sharded configuration of `prediction`, at
+// `batch`: ParallelPrediction.peak_memory_bytes_per_gpu and fits_memory
+// (against `usable` bytes), and with a fit (`fit_step` set) what FitFsdp
+// finds; a configuration that does not fit gets a warning saying what does.
+void AddFsdpMemory(const MemoryModel& model, uint32_t batch, int64_t usable,
+                   std::optional<uint32_t> fit_step, habitat::v1::DevicePrediction* prediction);
 
 }  // namespace habitat

@@ -63,6 +63,38 @@ TEST(FsdpMemoryTest, AutocastCopiesOfTheGatheredWeightsAreNotSharded) {
   EXPECT_EQ(FsdpPeakBytesPerGpu(model, 8, 1, 0), 800 + 1600 + 100);
 }
 
+// A fit with FSDP on four GPUs: the batches that fit are a prefix of the
+// grid, the fewest GPUs is the first power of two the smallest batch fits,
+// and a GPU that holds the sharded state but not one batch's activations
+// says that checkpointing them is what is missing.
+TEST(FsdpFitTest, LargestBatchFewestGpusAndCheckpointing) {
+  MemoryModel model;
+  model.start_bytes = 8000;
+  model.traced_batch = 8;
+  model.candidates = {{4000, 1000}};
+  const int64_t in_flight = 500;
+  // Per GPU on 4: 2000 + 1000 + 500 of state, and the activations.
+  const int64_t usable = 8000;
+  const FsdpFit fit = FitFsdp(model, usable, 0, 4, in_flight);
+  ASSERT_GT(fit.largest_batch, 0u);
+  EXPECT_TRUE(FsdpFitsMemory(model, fit.largest_batch, 4, in_flight, usable));
+  EXPECT_FALSE(FsdpFitsMemory(model, 2 * fit.largest_batch, 4, in_flight, usable));
+  EXPECT_FALSE(fit.needs_activation_checkpointing);
+  // One GPU holds 8000 + 4000 of state alone; two hold 4000 + 2000 + 500.
+  EXPECT_EQ(fit.fewest_gpus, 2u);
+  EXPECT_EQ(FitFsdp(model, usable, 0, 1, in_flight).largest_batch, 0u);
+
+  // 3600 holds the state on 4 (3500) but not batch 1's activations.
+  const FsdpFit tight = FitFsdp(model, 3600, 0, 4, in_flight);
+  EXPECT_EQ(tight.largest_batch, 0u);
+  EXPECT_EQ(tight.fewest_gpus, 0u);
+  EXPECT_TRUE(tight.needs_activation_checkpointing);
+  // 3000 does not hold even the state.
+  EXPECT_FALSE(FitFsdp(model, 3000, 0, 4, in_flight).needs_activation_checkpointing);
+  // On the fit's grid (multiples of 3).
+  EXPECT_EQ(FitFsdp(model, usable, 3, 4, in_flight).largest_batch % 3, 0u);
+}
+
 class FsdpEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -208,6 +240,29 @@ TEST_F(FsdpEngineTest, AnUnmodelledKindIsUnavailableWithItsReason) {
   ASSERT_EQ(p.parallel_size(), 1);
   EXPECT_THAT(p.parallel(0).unavailable(), HasSubstr("not modelled"));
   EXPECT_EQ(p.parallel(0).step_ns(), 0);
+}
+
+// A fit asking for FSDP on four L4s predicts each GPU at the largest batch
+// per GPU that fits them sharded, which is at least what fits one L4 whole,
+// and says so on the configuration.
+TEST_F(FsdpEngineTest, AShardedFitPredictsTheBatchThatFitsTheShards) {
+  PredictionEngine engine(devices_.get(), nullptr);
+  PredictionQuery query;
+  query.devices = {"L4"};
+  query.parallel = {Config(4, v1::ParallelConfig::KIND_FULLY_SHARDED)};
+  query.fit.emplace();
+  auto response = engine.Predict(trace_, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::DevicePrediction& p = response->predictions(0);
+  ASSERT_EQ(p.parallel_size(), 1);
+  const v1::ParallelPrediction& fsdp = p.parallel(0);
+  EXPECT_GT(fsdp.largest_fitting_batch(), 0u);
+  EXPECT_EQ(p.batch_size(), fsdp.largest_fitting_batch());
+  EXPECT_TRUE(fsdp.fits_memory());
+  EXPECT_EQ(fsdp.fewest_gpus_to_fit(), 1u);  // GPT-2 small fits one L4
+  EXPECT_GE(p.batch_size(), p.memory().largest_fitting_batch());
+  EXPECT_EQ(p.memory().largest_fitting_batch(),
+            LargestFittingBatch(*MemoryModelFor(trace_), p.memory().usable_bytes(), 0));
 }
 
 }  // namespace

@@ -86,9 +86,13 @@ int64_t UsableMemoryBytes(const v1::DeviceSpec& device) {
   return std::max<int64_t>(0, SaturatingBytes(total) - kCudaContextReserveBytes);
 }
 
+double MemoryFitHeadroom(const MemoryModel& model, uint32_t batch) {
+  return 1.0 + kMemoryFitHeadroomErrors * ErrorPercentAt(model, batch) / 100.0;
+}
+
 bool FitsMemory(const MemoryModel& model, uint32_t batch, int64_t usable) {
-  const double headroom = 1.0 + kMemoryFitHeadroomErrors * ErrorPercentAt(model, batch) / 100.0;
-  return static_cast<double>(model.start_bytes) + PeakAboveStart(model, batch, headroom) <=
+  return static_cast<double>(model.start_bytes) +
+             PeakAboveStart(model, batch, MemoryFitHeadroom(model, batch)) <=
          static_cast<double>(usable);
 }
 
@@ -126,18 +130,29 @@ BatchGrid GridFor(const MemoryModel& model, uint32_t step) {
 
 }  // namespace
 
-uint32_t LargestFittingBatch(const MemoryModel& model, int64_t usable, uint32_t step) {
+uint32_t LargestBatchWhere(const MemoryModel& model, uint32_t step,
+                           absl::FunctionRef<bool(uint32_t)> fits) {
   const BatchGrid grid = GridFor(model, step);
+  if (grid.last < grid.first || !fits(grid.At(grid.first))) return 0;
+  int64_t fitting = grid.first;
+  int64_t failing = grid.last + 1;
+  while (failing - fitting > 1) {
+    const int64_t mid = fitting + (failing - fitting) / 2;
+    (fits(grid.At(mid)) ? fitting : failing) = mid;
+  }
+  return grid.At(fitting);
+}
+
+uint32_t SmallestGridBatch(const MemoryModel& model, uint32_t step) {
+  const BatchGrid grid = GridFor(model, step);
+  return grid.last < grid.first ? 0 : grid.At(grid.first);
+}
+
+uint32_t LargestFittingBatch(const MemoryModel& model, int64_t usable, uint32_t step) {
   // The headroomed peak grows with the batch (its error term grows more
   // slowly than the batch), so the batches that fit are a prefix.
-  if (grid.last < grid.first || !FitsMemory(model, grid.At(grid.first), usable)) return 0;
-  int64_t fits = grid.first;
-  int64_t fails = grid.last + 1;
-  while (fails - fits > 1) {
-    const int64_t mid = fits + (fails - fits) / 2;
-    (FitsMemory(model, grid.At(mid), usable) ? fits : fails) = mid;
-  }
-  return grid.At(fits);
+  return LargestBatchWhere(model, step,
+                           [&](uint32_t batch) { return FitsMemory(model, batch, usable); });
 }
 
 v1::MemoryPrediction PredictMemory(const MemoryModel& model, uint32_t batch,

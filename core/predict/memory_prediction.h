@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "core/predict/memory_timeline.h"
 #include "habitat/v1/device.pb.h"
 #include "habitat/v1/prediction_service.pb.h"
@@ -82,8 +83,21 @@ double MemoryErrorPercent(const MemoryModel& model, uint32_t batch);
 // datasheet capacity derated) less kCudaContextReserveBytes.
 int64_t UsableMemoryBytes(const habitat::v1::DeviceSpec& device);
 
+// What the batch-dependent bytes at `batch` are multiplied by for a fit:
+// 1 + kMemoryFitHeadroomErrors expected errors.
+double MemoryFitHeadroom(const MemoryModel& model, uint32_t batch);
+
 // Whether `batch` fits in `usable` bytes with the headroom above.
 bool FitsMemory(const MemoryModel& model, uint32_t batch, int64_t usable);
+
+// The largest batch on LargestFittingBatch's grid for which `fits` holds, which it must
+// for a prefix of the grid (a peak that grows with the batch); 0 when it
+// holds for none.
+uint32_t LargestBatchWhere(const MemoryModel& model, uint32_t step,
+                           absl::FunctionRef<bool(uint32_t)> fits);
+
+// The grid's smallest batch; 0 when the grid is empty.
+uint32_t SmallestGridBatch(const MemoryModel& model, uint32_t step);
 
 // The largest batch on the grid (powers of two when `step` is 0, else
 // multiples of `step`) within kMaxBatchScale of the traced batch either

@@ -120,19 +120,44 @@ struct BatchGroup {
   std::vector<size_t> targets;  // indices into the resolved targets
 };
 
-// Each target's LargestFittingBatch (on the fit's grid, else powers of two),
-// computed once for the grouping and the memory prediction; 0s without a
-// memory model.
-std::vector<uint32_t> LargestFittingBatches(const std::optional<MemoryModel>& memory,
-                                            const PredictionQuery& query,
-                                            const std::vector<const DeviceSpec*>& targets) {
-  std::vector<uint32_t> largest(targets.size(), 0);
-  if (!memory.has_value()) return largest;
+// The request's first configuration when it is fully sharded and the
+// request asks for a fit: the batch then fits each of its GPUs sharded.
+const v1::ParallelConfig* ShardedFit(const PredictionQuery& query) {
+  if (!query.fit.has_value() || query.parallel.empty()) return nullptr;
+  const v1::ParallelConfig& first = query.parallel.front();
+  return first.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED ? &first : nullptr;
+}
+
+// Each target's largest fitting batch (on the fit's grid, else powers of
+// two), computed once for the grouping and the memory prediction; 0s
+// without a memory model.
+struct FittingBatches {
+  std::vector<uint32_t> one_gpu;  // LargestFittingBatch: the whole model on one GPU
+  // What a fit predicts each target at: one_gpu's, or with a sharded fit
+  // the largest per-GPU batch that fits its GPUs with FSDP.
+  std::vector<uint32_t> for_fit;
+};
+FittingBatches LargestFittingBatches(const v1::Trace& trace,
+                                     const std::optional<MemoryModel>& memory,
+                                     const PredictionQuery& query,
+                                     const std::vector<const DeviceSpec*>& targets) {
+  FittingBatches out{std::vector<uint32_t>(targets.size(), 0), {}};
+  out.for_fit = out.one_gpu;
+  if (!memory.has_value()) return out;
   const uint32_t step = query.fit.has_value() ? query.fit->batch_step() : 0;
+  const v1::ParallelConfig* sharded = ShardedFit(query);
+  const int64_t in_flight = sharded != nullptr ? FsdpInFlightBytes(trace, *sharded) : 0;
   for (size_t t = 0; t < targets.size(); ++t) {
-    largest[t] = LargestFittingBatch(*memory, UsableMemoryBytes(*targets[t]), step);
+    const int64_t usable = UsableMemoryBytes(*targets[t]);
+    out.one_gpu[t] = LargestFittingBatch(*memory, usable, step);
+    out.for_fit[t] =
+        sharded == nullptr
+            ? out.one_gpu[t]
+            : FitFsdp(*memory, usable, step,
+                      sharded->gpus_per_node() * std::max<uint32_t>(sharded->nodes(), 1), in_flight)
+                  .largest_batch;
   }
-  return largest;
+  return out;
 }
 
 // `largest`: LargestFittingBatches, one entry per target.
@@ -370,8 +395,10 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   HostScaleMemo host_scale;
   std::vector<DevicePrediction> predictions(targets.size());
   std::vector<KindedWarning> batch_warnings;
-  const std::vector<uint32_t> largest = LargestFittingBatches(memory, query, targets);
-  for (const BatchGroup& group : GroupByBatch(traced, query, largest)) {
+  const FittingBatches largest = LargestFittingBatches(traced, memory, query, targets);
+  const std::optional<uint32_t> fit_step =
+      query.fit.has_value() ? std::optional<uint32_t>(query.fit->batch_step()) : std::nullopt;
+  for (const BatchGroup& group : GroupByBatch(traced, query, largest.for_fit)) {
     std::vector<const DeviceSpec*> group_targets;
     for (size_t t : group.targets) group_targets.push_back(targets[t]);
     HABITAT_ASSIGN_OR_RETURN(BatchPredictions part,
@@ -380,8 +407,11 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
     for (size_t i = 0; i < group.targets.size(); ++i) {
       const size_t t = group.targets[i];
       predictions[t] = std::move(part.predictions[i]);
-      AddMemory(memory, group.batch, *targets[t], largest[t], &predictions[t]);
-      if (memory.has_value()) AddFsdpMemory(*memory, group.batch, &predictions[t]);
+      AddMemory(memory, group.batch, *targets[t], largest.one_gpu[t], &predictions[t]);
+      if (memory.has_value()) {
+        AddFsdpMemory(*memory, group.batch, UsableMemoryBytes(*targets[t]), fit_step,
+                      &predictions[t]);
+      }
     }
     for (KindedWarning& warning : part.warnings) {
       for (const DeviceSpec* target : group_targets) warning.device_ids.push_back(target->id());

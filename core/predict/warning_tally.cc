@@ -44,6 +44,8 @@ struct KindSummary {
 };
 constexpr KindSummary kKinds[] = {
     {warning_kind::kOutOfMemory, "the batch may not fit in the GPU's memory; not ranked"},
+    {warning_kind::kFsdpOutOfMemory,
+     "an FSDP configuration's batch may not fit in each GPU's memory (--fit finds one that does)"},
     {warning_kind::kProfiledHostTimeline,
      "wall times include the profiler's own host cost, which could not be taken out"},
     {warning_kind::kProfilerCostEstimated,
@@ -307,6 +309,31 @@ void AddOutOfMemoryWarning(uint32_t batch, DevicePrediction* prediction) {
                        : absl::StrCat("the largest batch that fits is ", m.largest_fitting_batch()),
                    "; it is not ranked"),
       prediction);
+}
+
+void AddFsdpOutOfMemoryWarning(const v1::ParallelPrediction& config, uint32_t batch, int64_t usable,
+                               bool fit, DevicePrediction* prediction) {
+  const uint32_t gpus = config.gpus_per_node() * std::max<uint32_t>(config.nodes(), 1);
+  std::string text = absl::StrCat("FSDP on ", gpus, " GPUs may run out of memory: batch ", batch,
+                                  " per GPU needs about ", GiB(config.peak_memory_bytes_per_gpu()),
+                                  " per GPU, with headroom for its error more than the ",
+                                  GiB(usable), " each leaves a process");
+  if (fit) {
+    if (config.largest_fitting_batch() > 0) {
+      absl::StrAppend(&text, "; the largest batch per GPU that fits is ",
+                      config.largest_fitting_batch());
+    } else if (config.needs_activation_checkpointing()) {
+      absl::StrAppend(&text,
+                      "; the sharded state fits but no batch's activations do: activation "
+                      "checkpointing (not modelled) may make it fit");
+    } else {
+      absl::StrAppend(&text, "; no batch fits");
+    }
+    if (config.largest_fitting_batch() == 0 && config.fewest_gpus_to_fit() > 0) {
+      absl::StrAppend(&text, " (it fits on ", config.fewest_gpus_to_fit(), " GPUs)");
+    }
+  }
+  AddDeviceWarning(warning_kind::kFsdpOutOfMemory, std::move(text), prediction);
 }
 
 KindedWarning NoMemoryPredictionWarning(const std::string& reason) {

@@ -28,6 +28,7 @@ struct VaryingNotes;
 namespace warning_kind {
 // Device-level (DevicePrediction.warnings).
 inline constexpr char kOutOfMemory[] = "out_of_memory";
+inline constexpr char kFsdpOutOfMemory[] = "fsdp_out_of_memory";
 inline constexpr char kProfiledHostTimeline[] = "profiled_host_timeline";
 inline constexpr char kProfilerCostEstimated[] = "profiler_cost_estimated";
 inline constexpr char kUnscaledOperations[] = "unscaled_operations";
@@ -137,6 +138,11 @@ std::optional<KindedWarning> ProfiledHostTimelineWarning(const habitat::v1::Trac
 // A GPU the batch does not fit (prediction->memory().fits() false), at
 // `batch`: says so on the prediction.
 void AddOutOfMemoryWarning(uint32_t batch, habitat::v1::DevicePrediction* prediction);
+// A fully sharded configuration `config` of `prediction` whose batch does
+// not fit each GPU's `usable` bytes (fits_memory false), at `batch`; with a
+// fit (`fit`) also what does.
+void AddFsdpOutOfMemoryWarning(const habitat::v1::ParallelPrediction& config, uint32_t batch,
+                               int64_t usable, bool fit, habitat::v1::DevicePrediction* prediction);
 // The trace gives no memory model, for `reason`.
 KindedWarning NoMemoryPredictionWarning(const std::string& reason);
 // Asked for spot prices where the catalog has only on-demand ones.

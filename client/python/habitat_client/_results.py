@@ -136,8 +136,13 @@ class ParallelPrediction:
     fsdp_units the units the parameters were cut into,
     unsharded_in_flight_bytes the two largest units' parameters, and
     peak_memory_bytes_per_gpu the predicted peak on each GPU (0: no memory
-    data). The FSDP model is not validated against measured steps
-    (docs/multi_gpu.md, section 6)."""
+    data), fits_memory whether it fits with headroom; with a fit,
+    largest_fitting_batch the largest batch per GPU that fits,
+    fewest_gpus_to_fit the fewest GPUs (powers of two up to this
+    configuration's) the smallest batch fits on, and
+    needs_activation_checkpointing that the sharded state fits but no
+    batch's activations do. The FSDP model is not validated against
+    measured steps (docs/multi_gpu.md, section 6)."""
     gpus_per_node: int
     nodes: int
     step_ns: int
@@ -157,6 +162,10 @@ class ParallelPrediction:
     fsdp_units: int
     unsharded_in_flight_bytes: int
     peak_memory_bytes_per_gpu: int
+    fits_memory: bool = False
+    largest_fitting_batch: int = 0
+    fewest_gpus_to_fit: int = 0
+    needs_activation_checkpointing: bool = False
 
 
 @dataclass(frozen=True)

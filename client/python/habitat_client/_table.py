@@ -92,6 +92,15 @@ def _is_fit(response: dict) -> bool:
     return response.get("batch_size", 0) == 0 and len(response.get("predictions", [])) > 0
 
 
+def _is_sharded_fit(response: dict) -> bool:
+    """A fit whose batches fit the GPUs of the request's first
+    configuration, fully sharded (the engine's sharded fit)."""
+    if not _is_fit(response):
+        return False
+    parallel = response["predictions"][0].get("parallel", [])
+    return bool(parallel) and parallel[0].get("kind") == "KIND_FULLY_SHARDED"
+
+
 def _last(rank: int) -> float:
     """Rank 0 (unranked: no price, or out of memory) sorts last."""
     return rank if rank > 0 else math.inf
@@ -369,7 +378,10 @@ def _table_legend(response: dict, predictions: list, unit: str) -> str:
     if any(not p["wall_time_is_gpu_time"] and p["host_bound"] for p in predictions):
         out += "  ! host-bound: the GPU would idle for more than " \
                f"{100 * HOST_BOUND_IDLE_SHARE:.0f}% of the wall time\n"
-    if fit:
+    if _is_sharded_fit(response):
+        out += "  batch: the largest batch per GPU whose predicted peak fits each GPU of the " \
+               "first\n         FSDP configuration below\n"
+    elif fit:
         out += "  batch: the largest batch whose predicted peak memory fits the GPU\n"
     if any(p.get("memory") is not None for p in predictions):
         out += "  GiB: predicted peak of PyTorch's allocated memory; '!': with headroom for its " \

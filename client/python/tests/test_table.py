@@ -78,6 +78,19 @@ class TableTest(unittest.TestCase):
         ids = [line.split()[1].rstrip("*") for line in table.splitlines()[5:10]]
         self.assertEqual(ids, ["H100-SXM", "H200", "T4", "A10G", "L4"])
 
+    def test_sharded_fit_says_its_batch_fits_the_shards(self):
+        """A fit whose first configuration is FSDP: the batch fits each of
+        its GPUs, as TableLegend says (client_server_test compares the two)."""
+        message = fit_response()
+        config = habitat_client.messages()["ParallelPrediction"](
+            gpus_per_node=4, kind="KIND_FULLY_SHARDED", largest_fitting_batch=256)
+        message.predictions[0].parallel.append(config)
+        table = habitat_client.format_table(habitat_client.to_dict(message))
+        self.assertIn("  batch: the largest batch per GPU whose predicted peak fits each GPU of "
+                      "the first\n         FSDP configuration below\n", table)
+        self.assertNotIn("batch: the largest batch whose predicted peak memory fits the GPU",
+                         table)
+
     def memory_response(self):
         """One batch (not a fit), memory predicted for all GPUs but T4;
         H100-SXM is out of memory (both ranks 0)."""
