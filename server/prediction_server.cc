@@ -282,9 +282,12 @@ class PredictionServer::Impl {
     limits.max_concurrent_rpcs = options.max_concurrent_rpcs;
     limits.max_request_time = options.max_request_time;
     limits.request_memory_bytes = options.request_memory_bytes;
-    work = std::make_unique<WorkQueue>(options.work_threads > 0
-                                           ? options.work_threads
-                                           : static_cast<int>(std::thread::hardware_concurrency()));
+    const int threads = options.work_threads > 0
+                            ? options.work_threads
+                            : static_cast<int>(std::thread::hardware_concurrency());
+    // With tenants, one worker is always left to the others.
+    work = std::make_unique<WorkQueue>(threads,
+                                       options.token_file.empty() ? 0 : std::max(1, threads - 1));
     service = std::make_unique<PredictionServiceImpl>(backend.get(), metrics.get(),
                                                       authenticator.get(), work.get(), limits);
   }

@@ -184,8 +184,10 @@ grpc::ServerUnaryReactor* PredictionServiceImpl::AdmitAndQueue(
     return Finish(context, reactor, rpc, started, *answered);
   }
   metrics_->AddQueued(1);
-  work_->Submit([this, context, reactor, rpc, started, slot = std::move(slot),
-                 request_context = *std::move(admitted), compute = std::move(compute)]() mutable {
+  std::string tenant = admitted->tenant;
+  work_->Submit(std::move(tenant), [this, context, reactor, rpc, started, slot = std::move(slot),
+                                    request_context = *std::move(admitted),
+                                    compute = std::move(compute)]() mutable {
     metrics_->AddQueued(-1);
     const absl::Status status =
         Guarded([&]() -> absl::Status { return std::move(compute)(request_context); });
