@@ -53,12 +53,14 @@ def measured(timm_dir: str, layout: str) -> dict:
         return {r["model"]: r for r in csv.DictReader(f)}
 
 
-def predict_each(cli: str, trace: Path, targets) -> dict:
+def predict_each(cli: str, trace: Path, targets, data_dir: str = "") -> dict:
     """{GPU id: the CLI's JSON prediction of `trace` there}, one run for
-    all `targets`."""
-    out = subprocess.run([cli, "predict", str(trace), "--devices", ",".join(targets),
-                          "--catalog", "none", "--format", "json"],
-                         capture_output=True, text=True, check=True)
+    all `targets`; `data_dir`, if set, is the CLI's --data-dir."""
+    cmd = [cli, "predict", str(trace), "--devices", ",".join(targets),
+           "--catalog", "none", "--format", "json"]
+    if data_dir:
+        cmd += ["--data-dir", data_dir]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     got = {p["device_id"]: p for p in json.loads(out.stdout)["predictions"]}
     if set(got) != set(targets):
         raise RuntimeError(f"{trace}: predicted {sorted(got)}, asked for {sorted(targets)}")

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Mixed precision across architectures on current software: timm's AMP
 inference steps captured on a Hopper GPU (capture_timm.py --mode infer)
-predicted for an RTX 4090 and an RTX 3090 through the product (`habitat
-predict`), against the steps timm measured there with PyTorch 2.9.1 and 2.4
-(timm_infer/README.md says what was timed).
+predicted for an RTX 4090, an RTX 3090 and an RTX 5090 through the product
+(`habitat predict`), against the steps timm measured there with PyTorch
+2.9.1, 2.4 and 2.9.1 (timm_infer/README.md says what was timed).
 
 The training benchmark (benchmark.py) compares with a 2022 software stack;
 this check compares with stacks of the origin's generation, so what it
@@ -14,7 +14,7 @@ the measured stack effect on one card (the same 3090 on PyTorch 1.12 and
 Run from the repository root after building:
     python3 eval/mixed_precision/infer_check.py \
         --results eval/mixed_precision/results/h200_2026-11-29_infer \
-        [--md OUT.md] [--csv OUT.csv]
+        [--md OUT.md] [--csv OUT.csv] [--cli HABITAT] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ MEASURED = HERE / "timm_infer"
 TARGETS = {
     "RTX4090": "infer-amp-nchw-pt291-cu128-rtx4090.csv",
     "RTX3090": "infer-amp-nchw-pt240-cu124-rtx3090.csv",
+    "RTX5090": "infer-amp-nchw-pt291-cu130-rtx5090.csv",
 }
 # The same card on two stacks: (label, older file, newer file).
 STACK_PAIRS = (
@@ -80,7 +81,7 @@ def rows_for(args) -> list:
 
     def one(c):
         trace = results / "infer_nchw" / f"{c['model']}.trace.gz"
-        return c, predict_each(args.cli, trace, list(TARGETS))
+        return c, predict_each(args.cli, trace, list(TARGETS), args.data_dir)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(one, caps))
@@ -139,17 +140,22 @@ def stack_effect() -> list:
 
 
 def pair_ratio(rows: list) -> list:
-    """Per model in both targets: predicted 3090/4090 step ratio over the
-    measured one (1 = the two targets' physics agree with each other)."""
+    """Per model in both targets of a pair: the predicted step ratio over
+    the measured one (1 = the two targets' physics agree with each other),
+    for the 3090 and the 5090 each against the 4090."""
     by = {}
     for r in rows:
         by.setdefault(r["model"], {})[r["target"]] = r
-    vals = [(d["RTX3090"]["predicted_ms"] / d["RTX4090"]["predicted_ms"])
-            / (d["RTX3090"]["measured_ms"] / d["RTX4090"]["measured_ms"])
-            for d in by.values() if len(d) == 2]
-    return [f"Predicted over measured RTX 3090 / RTX 4090 step ratio: median "
-            f"{statistics.median(vals):.2f} over {len(vals)} models "
-            f"(range {min(vals):.2f}–{max(vals):.2f})."]
+    lines = []
+    for slow, fast in (("RTX3090", "RTX4090"), ("RTX5090", "RTX4090")):
+        vals = [(d[slow]["predicted_ms"] / d[fast]["predicted_ms"])
+                / (d[slow]["measured_ms"] / d[fast]["measured_ms"])
+                for d in by.values() if slow in d and fast in d]
+        if vals:
+            lines.append(f"Predicted over measured RTX {slow[3:]} / RTX {fast[3:]} step ratio: "
+                         f"median {statistics.median(vals):.2f} over {len(vals)} models "
+                         f"(range {min(vals):.2f}–{max(vals):.2f}).")
+    return lines
 
 
 def table(rows: list) -> list:
@@ -167,6 +173,8 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", required=True, help="a capture_timm.py --mode infer folder")
     ap.add_argument("--cli", default=str(ROOT / "build" / "client" / "habitat"))
+    ap.add_argument("--data-dir", default="",
+                    help="passed to `habitat predict --data-dir` (else the CLI's own)")
     ap.add_argument("--md", default="", help="write the tables here (else stdout)")
     ap.add_argument("--csv", default="", help="also write the rows as CSV")
     args = ap.parse_args()
