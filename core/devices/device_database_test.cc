@@ -57,6 +57,7 @@ TEST(DeviceDatabaseTest, RealFileLoads) {
                          "RTX2080Ti",
                          "RTX3090",
                          "RTX4090",
+                         "RTX5090",
                          "A10G",
                          "A100-PCIE-40GB",
                          "A100-PCIE-80GB",
