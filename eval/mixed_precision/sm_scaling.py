@@ -24,15 +24,13 @@ import argparse
 import json
 import time
 
+from capture_timm import event_times_ns, log
+
 WARMUP = 5
 TIMED = 10
 PROFILED = 3
 DEFAULT_MODELS = ("mobilenetv2_100:256,tf_efficientnet_b0:256,resnet50d:256,vgg11:128,"
                   "vit_tiny_patch16_224:256,mixer_s16_224:256,convnext_small:128")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 class SmLimit:
@@ -77,15 +75,7 @@ def measure(step, limit: SmLimit) -> dict:
     with limit:
         for _ in range(WARMUP):
             step()
-        times = []
-        for _ in range(TIMED):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e6)
+        times = event_times_ns(step, TIMED)  # sorted
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(PROFILED):
@@ -97,7 +87,6 @@ def measure(step, limit: SmLimit) -> dict:
             k = kernels.setdefault(e.name, [0.0, 0])
             k[0] += e.device_time_total * 1e3 / PROFILED  # us -> ns per step
             k[1] += 1
-    times.sort()
     return {"step_ns_median": times[len(times) // 2], "step_ns": times,
             "kernels": {n: {"ns": v[0], "launches": v[1] / PROFILED} for n, v in kernels.items()}}
 
