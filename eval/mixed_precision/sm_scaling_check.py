@@ -4,11 +4,11 @@
 sm_scaling.py measured timm inference steps on an H200 whose kernels were
 given only N SMs (CUDA green contexts): same memory, clocks and software,
 fewer SMs. This predicts the same models' H200 inference traces
-(results/h200_2026-11-29_infer, batch 1024) for "an H200 with N SMs": the
+(results/h200_2026-11-29_infer, batch 1024, the measured run's) for "an H200 with N SMs": the
 H200's entry of data/devices.textproto with sm_count N and its peak and
 measured GEMM throughputs times N/132 (the SMs do the arithmetic; the
 memory figures stay). The step-time ratio to the whole H200, predicted
-against measured (at sm_scaling.py's batches), isolates how wave scaling
+against measured, isolates how wave scaling
 and the kernel-varying rules move work with the SM count alone.
 
     /usr/bin/python3 eval/mixed_precision/sm_scaling_check.py [--md OUT.md]
@@ -27,7 +27,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MEASURED = HERE / "results" / "h200_2026-11-29_sm_scaling" / "sm_scaling.json.gz"
+# The run at the traces' batch (1024); sm_scaling.json.gz beside it is the
+# same at 128-256.
+MEASURED = HERE / "results" / "h200_2026-11-29_sm_scaling" / "sm_scaling_b1024.json.gz"
 TRACES = HERE / "results" / "h200_2026-11-29_infer" / "infer_nchw"
 COMPUTE_FIELDS = re.compile(r"^(\s*(?:peak|measured)_(?:fp32|tf32|fp16|bf16|fp64)\w*): ([0-9.]+)$",
                             re.M)
@@ -67,8 +69,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default=str(ROOT / "build" / "client" / "habitat"))
     ap.add_argument("--md")
+    ap.add_argument("--measured", default=str(MEASURED))
     args = ap.parse_args()
-    measured = json.load(gzip.open(MEASURED))
+    measured = json.load(gzip.open(args.measured))
     full = measured["sm_count"]
     sms_list = sorted({r["sms"] for m in measured["models"] for r in m["runs"]
                        if r.get("sms") and "error" not in r})
