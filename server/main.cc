@@ -23,8 +23,8 @@
 #include "common/resource_dirs.h"
 #include "common/status_macros.h"
 #include "server/listen_address.h"
+#include "server/persistence/trace_store_factory.h"
 #include "server/prediction_server.h"
-#include "store/trace_store_factory.h"
 
 namespace {
 

@@ -25,6 +25,8 @@
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "server/connection_guard.h"
+#include "server/persistence/trace_retention.h"
+#include "server/persistence/trace_store_factory.h"
 #include "server/prediction_service.h"
 #include "server/process_metrics.h"
 #include "server/server_metrics.h"
@@ -32,8 +34,6 @@
 #include "server/token_auth.h"
 #include "server/watch_token_check.h"
 #include "server/work_queue.h"
-#include "store/trace_retention.h"
-#include "store/trace_store_factory.h"
 
 namespace habitat {
 namespace {

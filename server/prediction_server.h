@@ -82,7 +82,7 @@ struct ServerOptions {
   std::string token_file;
   BackendOptions backend;
   // Where uploaded traces are kept: a --store spec
-  // (store/trace_store_factory.h). Empty: memory.
+  // (server/persistence/trace_store_factory.h). Empty: memory.
   std::string store;
   // How much each tenant may keep in the store.
   TenantQuota tenant_quota;

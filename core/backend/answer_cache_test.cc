@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/file_io.h"
 #include "core/backend/prediction_backend.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

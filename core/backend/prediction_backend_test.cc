@@ -10,7 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "common/file_io.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

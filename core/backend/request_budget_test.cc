@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/backend/prediction_backend.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

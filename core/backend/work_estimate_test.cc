@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/backend/prediction_backend.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

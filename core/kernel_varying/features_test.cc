@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/devices/device_database.h"
+#include "core/testing/op_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,12 +19,7 @@ namespace kernel_varying {
 namespace {
 
 using ::testing::HasSubstr;
-
-OpConfig Config(std::initializer_list<std::pair<ConfigColumn, int64_t>> values) {
-  OpConfig c{};
-  for (const auto& [column, value] : values) c[column] = value;
-  return c;
-}
+using testing::OpConfigOf;
 
 const DeviceDatabase& Devices() {
   static const DeviceDatabase* db = [] {
@@ -107,7 +103,7 @@ TEST(MathModeTest, NamesRoundTrip) {
 
 TEST(ComputeWorkTest, LinearByHand) {
   // One row of models/data/H100-SXM.csv.gz: linear m=2 n=3584 k=542.
-  const OpConfig c = Config({{kM, 2}, {kN, 3584}, {kK, 542}, {kBias, 1}});
+  const OpConfig c = OpConfigOf({{kM, 2}, {kN, 3584}, {kK, 542}, {kBias, 1}});
   auto w = ComputeWork(Family::kLinear, c, MathMode::kFp32, false);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->flop, 2.0 * 2 * 3584 * 542);
@@ -122,7 +118,7 @@ TEST(ComputeWorkTest, LinearByHand) {
 }
 
 TEST(ComputeWorkTest, ResNet50FirstConvByHand) {
-  const OpConfig c = Config(
+  const OpConfig c = OpConfigOf(
       {{kB, 16}, {kCIn, 3}, {kCOut, 64}, {kKernel, 7}, {kStride, 2}, {kPadding, 3}, {kSize, 224}});
   auto w = ComputeWork(Family::kConv2d, c, MathMode::kTf32, false);
   ASSERT_TRUE(w.ok()) << w.status();
@@ -141,7 +137,7 @@ TEST(ComputeWorkTest, ConvOutputFloorsLikePython) {
   // (3 + 0 - 7) // 2 + 1 = -1 in Python (C++ division would give 0); both
   // clamp to 1, so the flop count has one output pixel.
   const OpConfig c =
-      Config({{kB, 1}, {kCIn, 8}, {kCOut, 8}, {kKernel, 7}, {kStride, 2}, {kSize, 3}});
+      OpConfigOf({{kB, 1}, {kCIn, 8}, {kCOut, 8}, {kKernel, 7}, {kStride, 2}, {kSize, 3}});
   auto w = ComputeWork(Family::kConv2d, c, MathMode::kFp32, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 2.0 * 8 * 8 * 49);
@@ -150,7 +146,7 @@ TEST(ComputeWorkTest, ConvOutputFloorsLikePython) {
 
 TEST(ComputeWorkTest, DcganFirstTransposedConvByHand) {
   const OpConfig c =
-      Config({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1}, {kSize, 1}});
+      OpConfigOf({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1}, {kSize, 1}});
   auto w = ComputeWork(Family::kConvTranspose2d, c, MathMode::kFp32, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 2.0 * 64 * 100 * 512 * 16);
@@ -165,7 +161,7 @@ TEST(ComputeWorkTest, DcganFirstTransposedConvByHand) {
 
 TEST(ComputeWorkTest, GnmtLstmByHand) {
   const OpConfig c =
-      Config({{kB, 32}, {kSeq, 50}, {kK, 1024}, {kN, 1024}, {kLayers, 1}, {kBias, 1}});
+      OpConfigOf({{kB, 32}, {kSeq, 50}, {kK, 1024}, {kN, 1024}, {kLayers, 1}, {kBias, 1}});
   auto w = ComputeWork(Family::kLstm, c, MathMode::kFp32, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 50.0 * 8 * 32 * 1024 * 2048);
@@ -185,7 +181,7 @@ TEST(ComputeWorkTest, GnmtLstmByHand) {
 }
 
 TEST(ComputeWorkTest, TransformerCausalAttentionByHand) {
-  const OpConfig c = Config({{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64}, {kCausal, 1}});
+  const OpConfig c = OpConfigOf({{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64}, {kCausal, 1}});
   auto w = ComputeWork(Family::kSdpa, c, MathMode::kBf16, false);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->flop, 4.0 * 32 * 8 * 50 * 50 * 64 / 2);
@@ -199,11 +195,12 @@ TEST(ComputeWorkTest, TransformerCausalAttentionByHand) {
 }
 
 TEST(ComputeWorkTest, RejectsNegativeColumnsAndZeroStride) {
-  auto negative =
-      ComputeWork(Family::kLinear, Config({{kM, -1}, {kN, 8}, {kK, 8}}), MathMode::kFp32, false);
+  auto negative = ComputeWork(Family::kLinear, OpConfigOf({{kM, -1}, {kN, 8}, {kK, 8}}),
+                              MathMode::kFp32, false);
   EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(negative.status().message(), HasSubstr("column m is negative"));
-  const OpConfig zero_stride = Config({{kB, 1}, {kCIn, 3}, {kCOut, 8}, {kKernel, 3}, {kSize, 8}});
+  const OpConfig zero_stride =
+      OpConfigOf({{kB, 1}, {kCIn, 3}, {kCOut, 8}, {kKernel, 3}, {kSize, 8}});
   EXPECT_THAT(ComputeWork(Family::kConv2d, zero_stride, MathMode::kFp32, false).status().message(),
               HasSubstr("stride must be at least 1"));
   EXPECT_THAT(GemmView(Family::kConv2d, zero_stride).status().message(),
@@ -211,7 +208,7 @@ TEST(ComputeWorkTest, RejectsNegativeColumnsAndZeroStride) {
 }
 
 TEST(MinArithmeticFlopTest, WinogradAndFftOnlyForStrideOneConvolutions) {
-  const OpConfig k3 = Config({{kB, 8}, {kCIn, 64}, {kCOut, 64}, {kKernel, 3}, {kStride, 1}});
+  const OpConfig k3 = OpConfigOf({{kB, 8}, {kCIn, 64}, {kCOut, 64}, {kKernel, 3}, {kStride, 1}});
   EXPECT_EQ(MinArithmeticFlop(Family::kConv2d, k3, 1000.0), 250.0);
   EXPECT_EQ(MinArithmeticFlop(Family::kConvTranspose2d, k3, 1000.0), 250.0);
   OpConfig k7 = k3;
@@ -224,12 +221,12 @@ TEST(MinArithmeticFlopTest, WinogradAndFftOnlyForStrideOneConvolutions) {
   strided[kStride] = 2;
   EXPECT_EQ(MinArithmeticFlop(Family::kConv2d, strided, 1000.0), 1000.0);
   EXPECT_EQ(
-      MinArithmeticFlop(Family::kLinear, Config({{kM, 3}, {kStride, 1}, {kKernel, 3}}), 1000.0),
+      MinArithmeticFlop(Family::kLinear, OpConfigOf({{kM, 3}, {kStride, 1}, {kKernel, 3}}), 1000.0),
       1000.0);
 }
 
 // A 4096^3 fp32 GEMM: compute-bound everywhere.
-const OpConfig kSquare = Config({{kM, 4096}, {kN, 4096}, {kK, 4096}});
+const OpConfig kSquare = OpConfigOf({{kM, 4096}, {kN, 4096}, {kK, 4096}});
 constexpr double kSquareFlop = 2.0 * 4096 * 4096 * 4096;
 constexpr double kSquareBytes = 4.0 * 3 * 4096 * 4096;
 
@@ -242,20 +239,20 @@ TEST(FloorNsTest, SquareGemmOnH100ByHand) {
   auto backward = FloorNs(Family::kLinear, kSquare, MathMode::kFp32, true, Gpu("H100-SXM"));
   EXPECT_EQ(*backward, 2 * kSquareFlop / 67e3);
   // Memory-bound: a 1-row GEMM reads the whole weight.
-  const OpConfig row = Config({{kM, 1}, {kN, 4096}, {kK, 4096}});
+  const OpConfig row = OpConfigOf({{kM, 1}, {kN, 4096}, {kK, 4096}});
   auto gemv = FloorNs(Family::kLinear, row, MathMode::kBf16, false, Gpu("H100-SXM"));
   EXPECT_EQ(*gemv, 2.0 * (4096 + 4096.0 * 4096 + 4096) / 3350);
   // No units of the mode: no floor (callers pass TargetMathMode's mode).
   EXPECT_EQ(*FloorNs(Family::kLinear, kSquare, MathMode::kTf32, false, Gpu("V100-PCIE-32GB")), 0);
   // Winograd: a stride-1 3x3 convolution may need a quarter of the
   // multiplies (60 us at the TF32 peak; its 112 MB take 33 us).
-  const OpConfig conv = Config({{kB, 32},
-                                {kCIn, 512},
-                                {kCOut, 512},
-                                {kKernel, 3},
-                                {kStride, 1},
-                                {kPadding, 1},
-                                {kSize, 28}});
+  const OpConfig conv = OpConfigOf({{kB, 32},
+                                    {kCIn, 512},
+                                    {kCOut, 512},
+                                    {kKernel, 3},
+                                    {kStride, 1},
+                                    {kPadding, 1},
+                                    {kSize, 28}});
   const double conv_flop = 2.0 * 32 * 512 * 28 * 28 * 512 * 9;
   EXPECT_DOUBLE_EQ(*FloorNs(Family::kConv2d, conv, MathMode::kTf32, false, Gpu("H100-SXM")),
                    conv_flop / 4 / 494.7e3);
@@ -267,13 +264,13 @@ TEST(FloorNsTest, SquareGemmOnH100ByHand) {
 // against 1.2 ms of traffic); in fp32 it does not (that rule is for linear
 // and bmm only), nor does its memory-bound first layer.
 TEST(LargeTensorCoreGemmTest, ConvolutionsAreImplicitGemms) {
-  const OpConfig vgg = Config({{kB, 384},
-                               {kCIn, 512},
-                               {kCOut, 512},
-                               {kKernel, 3},
-                               {kStride, 1},
-                               {kPadding, 1},
-                               {kSize, 28}});
+  const OpConfig vgg = OpConfigOf({{kB, 384},
+                                   {kCIn, 512},
+                                   {kCOut, 512},
+                                   {kKernel, 3},
+                                   {kStride, 1},
+                                   {kPadding, 1},
+                                   {kSize, 28}});
   const double flop = 2.0 * 384 * 28 * 28 * 512 * 512 * 9;
   auto fp16 =
       LargeTensorCoreGemmRooflineNs(Family::kConv2d, vgg, MathMode::kFp16, false, Gpu("RTX3090"));
@@ -281,7 +278,7 @@ TEST(LargeTensorCoreGemmTest, ConvolutionsAreImplicitGemms) {
   EXPECT_DOUBLE_EQ(*fp16, flop / 75.64e3);
   EXPECT_EQ(*LargeGemmRooflineNs(Family::kConv2d, vgg, MathMode::kFp32, false, Gpu("RTX3090")), 0);
   // The first layer (3 input channels) is bound by its 2.5 GB of output.
-  const OpConfig first = Config(
+  const OpConfig first = OpConfigOf(
       {{kB, 384}, {kCIn, 3}, {kCOut, 64}, {kKernel, 3}, {kStride, 1}, {kPadding, 1}, {kSize, 224}});
   EXPECT_EQ(*LargeTensorCoreGemmRooflineNs(Family::kConv2d, first, MathMode::kFp16, false,
                                            Gpu("RTX3090")),
@@ -340,8 +337,9 @@ TEST(FeaturesTest, Tf32GemmFromH100ToV100FallsBackToFp32) {
 TEST(FeaturesTest, TinyOpsSitOnTheOneNanosecondRoofline) {
   // A 1x1x1 GEMM: compute and memory both below 1 ns, so the roofline is
   // 1 ns on both GPUs, one tile, and origin times below 1 ns count as 1.
-  const Computed c = Features(Family::kLinear, Config({{kM, 1}, {kN, 1}, {kK, 1}}), MathMode::kBf16,
-                              MathMode::kBf16, false, "H100-SXM", "A100-SXM-80GB", 0.25);
+  const Computed c =
+      Features(Family::kLinear, OpConfigOf({{kM, 1}, {kN, 1}, {kK, 1}}), MathMode::kBf16,
+               MathMode::kBf16, false, "H100-SXM", "A100-SXM-80GB", 0.25);
   EXPECT_EQ(c.ratio, 1.0);
   EXPECT_EQ(c.row["origin_log2_roofline_ns"], 0.0f);
   EXPECT_EQ(c.row["log2_origin_over_roofline"], 0.0f);
@@ -352,7 +350,7 @@ TEST(FeaturesTest, TinyOpsSitOnTheOneNanosecondRoofline) {
 }
 
 TEST(FeaturesTest, RejectsBadDevicesModesAndTimes) {
-  const OpConfig c = Config({{kM, 64}, {kN, 64}, {kK, 64}});
+  const OpConfig c = OpConfigOf({{kM, 64}, {kN, 64}, {kK, 64}});
   std::vector<float> out;
   double ratio = -1;
   auto append = [&](MathMode origin_mode, MathMode target_mode, const habitat::v1::DeviceSpec& o,

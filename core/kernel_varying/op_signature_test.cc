@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "core/kineto/kineto_import.h"
+#include "core/testing/kineto_fixtures.h"
+#include "core/testing/op_builder.h"
 #include "core/trace/math_mode.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,11 +28,9 @@ using habitat::v1::Argument;
 using habitat::v1::Operation;
 using habitat::v1::Trace;
 using ::testing::HasSubstr;
-
-habitat::v1::Precision PrecisionOf(const std::string& name) {
-  return absl::EndsWith(name, "_bf16") ? habitat::v1::PRECISION_AMP_BF16
-                                       : habitat::v1::PRECISION_FP32;
-}
+using testing::OpBuilder;
+using testing::OpConfigOf;
+using testing::PrecisionOf;
 
 // Imports tests/testdata/kineto/<gpu>/<name>.json.gz once per process.
 const Trace& Fixture(const std::string& gpu, const std::string& name) {
@@ -76,12 +76,6 @@ std::vector<Found> OfFamily(const std::vector<Found>& all, Family family) {
   return out;
 }
 
-OpConfig Config(std::initializer_list<std::pair<ConfigColumn, int64_t>> values) {
-  OpConfig c{};
-  for (const auto& [column, value] : values) c[column] = value;
-  return c;
-}
-
 std::string Describe(const OpSignature& s) { return DescribeConfig(s.family, s.config); }
 
 TEST(OpSignatureFixtureTest, EveryFixtureExtractsWithoutError) {
@@ -114,19 +108,19 @@ TEST(OpSignatureFixtureTest, ResNet50FirstConvAndClassifier) {
   EXPECT_EQ(convs.size(), 53u);
   ASSERT_FALSE(convs.empty());
   EXPECT_EQ(convs[0].op->name(), "aten::conv2d");
-  EXPECT_EQ(convs[0].signature.config, Config({{kB, 16},
-                                               {kCIn, 3},
-                                               {kCOut, 64},
-                                               {kKernel, 7},
-                                               {kStride, 2},
-                                               {kPadding, 3},
-                                               {kSize, 224}}))
+  EXPECT_EQ(convs[0].signature.config, OpConfigOf({{kB, 16},
+                                                   {kCIn, 3},
+                                                   {kCOut, 64},
+                                                   {kKernel, 7},
+                                                   {kStride, 2},
+                                                   {kPadding, 3},
+                                                   {kSize, 224}}))
       << Describe(convs[0].signature);
   EXPECT_EQ(convs[0].signature.direction_factor, 1);
   const auto linear = OfFamily(all, Family::kLinear);
   ASSERT_EQ(linear.size(), 1u);
   EXPECT_EQ(linear[0].op->name(), "aten::linear");
-  EXPECT_EQ(linear[0].signature.config, Config({{kM, 16}, {kN, 1000}, {kK, 2048}, {kBias, 1}}));
+  EXPECT_EQ(linear[0].signature.config, OpConfigOf({{kM, 16}, {kN, 1000}, {kK, 2048}, {kBias, 1}}));
 }
 
 TEST(OpSignatureFixtureTest, AutocastConvWithFloatInputIsBf16) {
@@ -190,8 +184,8 @@ TEST(OpSignatureFixtureTest, GnmtLstmsAndAttention) {
             3);
   const auto bmm = OfFamily(all, Family::kBmm);
   ASSERT_EQ(bmm.size(), 2u);
-  EXPECT_EQ(bmm[0].signature.config, Config({{kB, 32}, {kM, 50}, {kN, 50}, {kK, 1024}}));
-  EXPECT_EQ(bmm[1].signature.config, Config({{kB, 32}, {kM, 50}, {kN, 1024}, {kK, 50}}));
+  EXPECT_EQ(bmm[0].signature.config, OpConfigOf({{kB, 32}, {kM, 50}, {kN, 50}, {kK, 1024}}));
+  EXPECT_EQ(bmm[1].signature.config, OpConfigOf({{kB, 32}, {kM, 50}, {kN, 1024}, {kK, 50}}));
 }
 
 TEST(OpSignatureFixtureTest, TransformerAttentionCausalFlag) {
@@ -202,7 +196,7 @@ TEST(OpSignatureFixtureTest, TransformerAttentionCausalFlag) {
   int causal = 0;
   for (const Found& f : sdpa) {
     EXPECT_EQ(InferOpMathMode(trace, *f.op, /*cudnn_family=*/false).mode, MathMode::kBf16);
-    OpConfig expected = Config({{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64}});
+    OpConfig expected = OpConfigOf({{kB, 32}, {kHeads, 8}, {kSeq, 50}, {kHeadDim, 64}});
     expected[kCausal] = f.signature.config[kCausal];
     EXPECT_EQ(f.signature.config, expected);
     causal += static_cast<int>(f.signature.config[kCausal]);
@@ -222,69 +216,20 @@ TEST(OpSignatureFixtureTest, DcganTransposedConvs) {
   const auto all = Signatures(Fixture("h200", "dcgan_b64_fp32"));
   const auto deconv = OfFamily(all, Family::kConvTranspose2d);
   ASSERT_EQ(deconv.size(), 5u);
-  EXPECT_EQ(deconv[0].signature.config,
-            Config({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1}, {kSize, 1}}));
-  EXPECT_EQ(deconv[1].signature.config, Config({{kB, 64},
-                                                {kCIn, 512},
-                                                {kCOut, 256},
-                                                {kKernel, 4},
-                                                {kStride, 2},
-                                                {kPadding, 1},
-                                                {kSize, 4}}));
+  EXPECT_EQ(
+      deconv[0].signature.config,
+      OpConfigOf({{kB, 64}, {kCIn, 100}, {kCOut, 512}, {kKernel, 4}, {kStride, 1}, {kSize, 1}}));
+  EXPECT_EQ(deconv[1].signature.config, OpConfigOf({{kB, 64},
+                                                    {kCIn, 512},
+                                                    {kCOut, 256},
+                                                    {kKernel, 4},
+                                                    {kStride, 2},
+                                                    {kPadding, 1},
+                                                    {kSize, 4}}));
   EXPECT_EQ(OfFamily(all, Family::kConv2d).size(), 15u);  // 5 per D pass, 3 passes
 }
 
 // Hand-made operations, for the rules the fixtures do not exercise.
-class OpBuilder {
- public:
-  explicit OpBuilder(const std::string& name) { op_.set_name(name); }
-  OpBuilder& Tensor(std::vector<int64_t> shape, const std::string& dtype = "float") {
-    Argument* a = Next();
-    a->mutable_tensor()->mutable_shape()->Add(shape.begin(), shape.end());
-    a->mutable_tensor()->set_dtype(dtype);
-    return *this;
-  }
-  OpBuilder& List(std::vector<std::vector<int64_t>> shapes) {
-    const int index = next_++;
-    for (size_t j = 0; j < shapes.size(); ++j) {
-      Argument* a = op_.add_arguments();
-      a->set_name(absl::StrCat(index, ".", j));
-      a->mutable_tensor()->mutable_shape()->Add(shapes[j].begin(), shapes[j].end());
-    }
-    return *this;
-  }
-  OpBuilder& Ints(std::vector<int64_t> v) {
-    Next()->mutable_integers()->mutable_values()->Add(v.begin(), v.end());
-    return *this;
-  }
-  OpBuilder& Scalar(double v) {
-    Next()->set_scalar(v);
-    return *this;
-  }
-  OpBuilder& Bool(bool v) {
-    Next()->set_boolean(v);
-    return *this;
-  }
-  OpBuilder& Text(const std::string& v) {
-    Next()->set_text(v);
-    return *this;
-  }
-  OpBuilder& None() {
-    Next()->set_none(true);
-    return *this;
-  }
-  absl::StatusOr<std::optional<OpSignature>> Extract() const { return ExtractOpSignature(op_); }
-
- private:
-  Argument* Next() {
-    Argument* a = op_.add_arguments();
-    a->set_name(absl::StrCat(next_++));
-    return a;
-  }
-  Operation op_;
-  int next_ = 0;
-};
-
 OpBuilder Conv2d(std::vector<int64_t> input, std::vector<int64_t> weight,
                  std::vector<int64_t> stride, std::vector<int64_t> padding,
                  std::vector<int64_t> dilation, double groups) {
@@ -293,58 +238,62 @@ OpBuilder Conv2d(std::vector<int64_t> input, std::vector<int64_t> weight,
   return b;
 }
 
-OpSignature Covered(const absl::StatusOr<std::optional<OpSignature>>& s) {
+OpSignature Covered(const Operation& op) {
+  const absl::StatusOr<std::optional<OpSignature>> s = ExtractOpSignature(op);
   EXPECT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(s.ok() && s->has_value());
   return s.ok() && s->has_value() ? **s : OpSignature();
 }
 
-void ExpectUncovered(const absl::StatusOr<std::optional<OpSignature>>& s) {
+void ExpectUncovered(const Operation& op) {
+  const absl::StatusOr<std::optional<OpSignature>> s = ExtractOpSignature(op);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE(s->has_value()) << Describe(**s);
 }
 
-void ExpectError(const absl::StatusOr<std::optional<OpSignature>>& s, const std::string& fragment) {
+void ExpectError(const Operation& op, const std::string& fragment) {
+  const absl::StatusOr<std::optional<OpSignature>> s = ExtractOpSignature(op);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr(fragment));
 }
 
 TEST(OpSignatureRulesTest, ConvVariantsOutsideTraining) {
-  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2).Extract());
-  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1).Extract());
-  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 32, 1, 7}, {1, 1}, {0, 3}, {1, 1}, 1).Extract());
-  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 1).Extract());
-  ExpectUncovered(Conv2d({8, 32, 28, 14}, {32, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).Extract());
+  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2).op());
+  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1).op());
+  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 32, 1, 7}, {1, 1}, {0, 3}, {1, 1}, 1).op());
+  ExpectUncovered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 1).op());
+  ExpectUncovered(Conv2d({8, 32, 28, 14}, {32, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).op());
   // The same conv in fp64 runs other kernels.
-  ASSERT_TRUE(Covered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).Extract())
-                  .config[kB] == 8);
+  ASSERT_TRUE(
+      Covered(Conv2d({8, 32, 28, 28}, {32, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).op()).config[kB] ==
+      8);
   ExpectUncovered(OpBuilder("aten::conv2d")
                       .Tensor({8, 32, 28, 28}, "double")
                       .Tensor({32, 32, 3, 3}, "double")
-                      .Extract());
+                      .op());
   // One value for both dimensions, as F.conv2d(stride=2) records it; an
   // unbatched [C, H, W] input is a batch of one.
-  const OpSignature s = Covered(Conv2d({32, 28, 28}, {64, 32, 3, 3}, {2}, {1}, {1}, 1).Extract());
-  EXPECT_EQ(s.config, Config({{kB, 1},
-                              {kCIn, 32},
-                              {kCOut, 64},
-                              {kKernel, 3},
-                              {kStride, 2},
-                              {kPadding, 1},
-                              {kSize, 28}}));
+  const OpSignature s = Covered(Conv2d({32, 28, 28}, {64, 32, 3, 3}, {2}, {1}, {1}, 1).op());
+  EXPECT_EQ(s.config, OpConfigOf({{kB, 1},
+                                  {kCIn, 32},
+                                  {kCOut, 64},
+                                  {kKernel, 3},
+                                  {kStride, 2},
+                                  {kPadding, 1},
+                                  {kSize, 28}}));
 }
 
 TEST(OpSignatureRulesTest, ConvStringPaddingAndConvolutionOp) {
   OpBuilder same("aten::conv2d");
   same.Tensor({2, 8, 16, 16}).Tensor({8, 8, 5, 5}).None().Ints({1, 1}).Text("same");
-  EXPECT_EQ(Covered(same.Extract()).config[kPadding], 2);
+  EXPECT_EQ(Covered(same.op()).config[kPadding], 2);
   OpBuilder valid("aten::conv2d");
   valid.Tensor({2, 8, 16, 16}).Tensor({8, 8, 5, 5}).None().Ints({2, 2}).Text("valid");
-  EXPECT_EQ(Covered(valid.Extract()).config[kPadding], 0);
+  EXPECT_EQ(Covered(valid.op()).config[kPadding], 0);
   OpBuilder strided_same("aten::conv2d");
   strided_same.Tensor({2, 8, 16, 16}).Tensor({8, 8, 5, 5}).None().Ints({2, 2}).Text("same");
-  ExpectError(strided_same.Extract(), "padding \"same\" needs stride 1");
+  ExpectError(strided_same.op(), "padding \"same\" needs stride 1");
 
   // aten::convolution(input, weight, bias, stride, padding, dilation,
   // transposed, output_padding, groups), as the fixtures record it.
@@ -358,14 +307,14 @@ TEST(OpSignatureRulesTest, ConvStringPaddingAndConvolutionOp) {
       .Bool(false)
       .Ints({0, 0})
       .Scalar(1);
-  EXPECT_EQ(Covered(conv.Extract()).config, Config({{kB, 16},
-                                                    {kCIn, 3},
-                                                    {kCOut, 64},
-                                                    {kKernel, 7},
-                                                    {kStride, 2},
-                                                    {kPadding, 3},
-                                                    {kSize, 224},
-                                                    {kBias, 1}}));
+  EXPECT_EQ(Covered(conv.op()).config, OpConfigOf({{kB, 16},
+                                                   {kCIn, 3},
+                                                   {kCOut, 64},
+                                                   {kKernel, 7},
+                                                   {kStride, 2},
+                                                   {kPadding, 3},
+                                                   {kSize, 224},
+                                                   {kBias, 1}}));
   OpBuilder transposed("aten::convolution");
   transposed.Tensor({4, 64, 8, 8})
       .Tensor({64, 32, 4, 4})
@@ -376,7 +325,7 @@ TEST(OpSignatureRulesTest, ConvStringPaddingAndConvolutionOp) {
       .Bool(true)
       .Ints({0, 0})
       .Scalar(1);
-  const OpSignature t = Covered(transposed.Extract());
+  const OpSignature t = Covered(transposed.op());
   EXPECT_EQ(t.family, Family::kConvTranspose2d);
   EXPECT_EQ(t.config[kCOut], 32);
   OpBuilder conv1d("aten::convolution");
@@ -389,7 +338,7 @@ TEST(OpSignatureRulesTest, ConvStringPaddingAndConvolutionOp) {
       .Bool(false)
       .Ints({0})
       .Scalar(1);
-  ExpectUncovered(conv1d.Extract());
+  ExpectUncovered(conv1d.op());
   OpBuilder output_padding("aten::conv_transpose2d");
   output_padding.Tensor({4, 64, 8, 8})
       .Tensor({64, 32, 3, 3})
@@ -399,21 +348,20 @@ TEST(OpSignatureRulesTest, ConvStringPaddingAndConvolutionOp) {
       .Ints({1, 1})
       .Scalar(1)
       .Ints({1, 1});
-  ExpectUncovered(output_padding.Extract());
+  ExpectUncovered(output_padding.op());
 }
 
 TEST(OpSignatureRulesTest, DamagedConvArgumentsAreErrors) {
-  ExpectError(Conv2d({8, 32, 28, 28}, {64, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).Extract(),
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1).op(),
               "does not fit input [8, 32, 28, 28]");
-  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3}, {1, 1}, {1, 1}, {1, 1}, 1).Extract(),
-              "is not 4-D");
-  ExpectError(Conv2d({8, 32, 28, 28}, {64, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4e15).Extract(),
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3}, {1, 1}, {1, 1}, {1, 1}, 1).op(), "is not 4-D");
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4e15).op(),
               "with groups 4000000000000000 does not fit");
-  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {0, 0}, {1, 1}, {1, 1}, 1).Extract(),
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {0, 0}, {1, 1}, {1, 1}, 1).op(),
               "stride must be at least 1");
-  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {1, 1, 1}, {1, 1}, {1, 1}, 1).Extract(),
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {1, 1, 1}, {1, 1}, {1, 1}, 1).op(),
               "has 3 values");
-  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {1, 1}, {-1, -1}, {1, 1}, 1).Extract(),
+  ExpectError(Conv2d({8, 32, 28, 28}, {64, 32, 3, 3}, {1, 1}, {-1, -1}, {1, 1}, 1).op(),
               "negative padding");
   ExpectError(OpBuilder("aten::conv2d")
                   .Tensor({8, 32, 28, 28})
@@ -421,66 +369,63 @@ TEST(OpSignatureRulesTest, DamagedConvArgumentsAreErrors) {
                   .None()
                   .Ints({1, 1})
                   .Text("full")
-                  .Extract(),
+                  .op(),
               "argument \"4\": is not an integer");
-  ExpectError(OpBuilder("aten::conv2d").Tensor({8, 32, 28, 28}).Extract(),
-              "argument \"1\": missing");
-  ExpectError(OpBuilder("aten::conv2d").Tensor({8, 32, 28, 28}).Scalar(3).Extract(),
+  ExpectError(OpBuilder("aten::conv2d").Tensor({8, 32, 28, 28}).op(), "argument \"1\": missing");
+  ExpectError(OpBuilder("aten::conv2d").Tensor({8, 32, 28, 28}).Scalar(3).op(),
               "argument \"1\": is not a tensor");
-  ExpectError(OpBuilder("aten::conv2d").Tensor({8, -32, 28, 28}).Tensor({1, 1, 1, 1}).Extract(),
+  ExpectError(OpBuilder("aten::conv2d").Tensor({8, -32, 28, 28}).Tensor({1, 1, 1, 1}).op(),
               "negative size");
 }
 
 TEST(OpSignatureRulesTest, MatrixProducts) {
   OpBuilder linear("aten::linear");
   linear.Tensor({50, 32, 512}).Tensor({1536, 512}).None();
-  EXPECT_EQ(Covered(linear.Extract()).config, Config({{kM, 1600}, {kN, 1536}, {kK, 512}}));
+  EXPECT_EQ(Covered(linear.op()).config, OpConfigOf({{kM, 1600}, {kN, 1536}, {kK, 512}}));
   OpBuilder vector_input("aten::linear");
   vector_input.Tensor({512}).Tensor({10, 512}).Tensor({10});
-  EXPECT_EQ(Covered(vector_input.Extract()).config,
-            Config({{kM, 1}, {kN, 10}, {kK, 512}, {kBias, 1}}));
-  ExpectError(OpBuilder("aten::linear").Tensor({16, 512}).Tensor({10, 256}).Extract(),
+  EXPECT_EQ(Covered(vector_input.op()).config,
+            OpConfigOf({{kM, 1}, {kN, 10}, {kK, 512}, {kBias, 1}}));
+  ExpectError(OpBuilder("aten::linear").Tensor({16, 512}).Tensor({10, 256}).op(),
               "does not fit input [16, 512]");
   ExpectError(OpBuilder("aten::linear")
                   .Tensor({int64_t{1} << 40, int64_t{1} << 40, 512})
                   .Tensor({10, 512})
-                  .Extract(),
+                  .op(),
               "implausibly large");
 
   OpBuilder addmm("aten::addmm");
   addmm.Tensor({1000}).Tensor({16, 2048}).Tensor({2048, 1000}).Scalar(1).Scalar(1);
-  EXPECT_EQ(Covered(addmm.Extract()).config,
-            Config({{kM, 16}, {kN, 1000}, {kK, 2048}, {kBias, 1}}));
-  ExpectError(OpBuilder("aten::mm").Tensor({16, 2048}).Tensor({1000, 2048}).Extract(),
+  EXPECT_EQ(Covered(addmm.op()).config, OpConfigOf({{kM, 16}, {kN, 1000}, {kK, 2048}, {kBias, 1}}));
+  ExpectError(OpBuilder("aten::mm").Tensor({16, 2048}).Tensor({1000, 2048}).op(),
               "do not multiply");
 
   // matmul: N-D x 2-D folds into one mm; equal batches are one bmm.
   OpBuilder folded("aten::matmul");
   folded.Tensor({32, 50, 1024}, "c10::BFloat16").Tensor({1024, 32000}, "c10::BFloat16");
-  const OpSignature f = Covered(folded.Extract());
+  const OpSignature f = Covered(folded.op());
   EXPECT_EQ(f.family, Family::kLinear);
-  EXPECT_EQ(f.config, Config({{kM, 1600}, {kN, 32000}, {kK, 1024}}));
+  EXPECT_EQ(f.config, OpConfigOf({{kM, 1600}, {kN, 32000}, {kK, 1024}}));
   OpBuilder batched("aten::matmul");
   batched.Tensor({4, 8, 128, 64}).Tensor({4, 8, 64, 128});
-  const OpSignature b = Covered(batched.Extract());
+  const OpSignature b = Covered(batched.op());
   EXPECT_EQ(b.family, Family::kBmm);
-  EXPECT_EQ(b.config, Config({{kB, 32}, {kM, 128}, {kN, 128}, {kK, 64}}));
-  ExpectUncovered(OpBuilder("aten::matmul").Tensor({4, 128, 64}).Tensor({64}).Extract());
-  ExpectUncovered(OpBuilder("aten::matmul").Tensor({4, 128, 64}).Tensor({1, 64, 32}).Extract());
-  ExpectUncovered(OpBuilder("aten::matmul").Tensor({128, 64}).Tensor({4, 64, 32}).Extract());
+  EXPECT_EQ(b.config, OpConfigOf({{kB, 32}, {kM, 128}, {kN, 128}, {kK, 64}}));
+  ExpectUncovered(OpBuilder("aten::matmul").Tensor({4, 128, 64}).Tensor({64}).op());
+  ExpectUncovered(OpBuilder("aten::matmul").Tensor({4, 128, 64}).Tensor({1, 64, 32}).op());
+  ExpectUncovered(OpBuilder("aten::matmul").Tensor({128, 64}).Tensor({4, 64, 32}).op());
 
   OpBuilder baddbmm("aten::baddbmm");
   baddbmm.Tensor({32, 50, 50}).Tensor({32, 50, 64}).Tensor({32, 64, 50}).Scalar(0).Scalar(1);
-  EXPECT_EQ(Covered(baddbmm.Extract()).config,
-            Config({{kB, 32}, {kM, 50}, {kN, 50}, {kK, 64}, {kBias, 1}}));
-  ExpectError(OpBuilder("aten::bmm").Tensor({32, 50, 64}).Tensor({16, 64, 50}).Extract(),
+  EXPECT_EQ(Covered(baddbmm.op()).config,
+            OpConfigOf({{kB, 32}, {kM, 50}, {kN, 50}, {kK, 64}, {kBias, 1}}));
+  ExpectError(OpBuilder("aten::bmm").Tensor({32, 50, 64}).Tensor({16, 64, 50}).op(),
               "do not batch-multiply");
   // Integer and fp64 products run other kernels.
+  ExpectUncovered(OpBuilder("aten::mm").Tensor({64, 64}, "double").Tensor({64, 64}, "double").op());
   ExpectUncovered(
-      OpBuilder("aten::mm").Tensor({64, 64}, "double").Tensor({64, 64}, "double").Extract());
-  ExpectUncovered(
-      OpBuilder("aten::mm").Tensor({64, 64}, "long int").Tensor({64, 64}, "long int").Extract());
-  ExpectUncovered(OpBuilder("aten::mm").Tensor({0, 64}).Tensor({64, 64}).Extract());
+      OpBuilder("aten::mm").Tensor({64, 64}, "long int").Tensor({64, 64}, "long int").op());
+  ExpectUncovered(OpBuilder("aten::mm").Tensor({0, 64}).Tensor({64, 64}).op());
 }
 
 TEST(OpSignatureRulesTest, Lstm) {
@@ -495,9 +440,9 @@ TEST(OpSignatureRulesTest, Lstm) {
       .Bool(true)
       .Bool(false)
       .Bool(false);
-  const OpSignature s = Covered(lstm.Extract());
+  const OpSignature s = Covered(lstm.op());
   EXPECT_EQ(s.config,
-            Config({{kB, 8}, {kSeq, 20}, {kK, 256}, {kN, 512}, {kLayers, 2}, {kBias, 1}}));
+            OpConfigOf({{kB, 8}, {kSeq, 20}, {kK, 256}, {kN, 512}, {kLayers, 2}, {kBias, 1}}));
   EXPECT_EQ(s.direction_factor, 1);
   // proj_size > 0: a fifth weight per layer.
   OpBuilder proj("aten::lstm");
@@ -510,11 +455,11 @@ TEST(OpSignatureRulesTest, Lstm) {
       .Bool(true)
       .Bool(false)
       .Bool(false);
-  ExpectUncovered(proj.Extract());
+  ExpectUncovered(proj.op());
   // Packed sequences: argument 1 is the batch-size tensor.
   OpBuilder packed("aten::lstm");
   packed.Tensor({100, 256}).Tensor({20}, "long int").List({{1, 8, 512}, {1, 8, 512}});
-  ExpectUncovered(packed.Extract());
+  ExpectUncovered(packed.op());
   OpBuilder wrong("aten::lstm");
   wrong.Tensor({20, 8, 256})
       .List({{1, 8, 512}, {1, 8, 512}})
@@ -525,7 +470,7 @@ TEST(OpSignatureRulesTest, Lstm) {
       .Bool(true)
       .Bool(false)
       .Bool(false);
-  ExpectError(wrong.Extract(), "does not fit input [20, 8, 256]");
+  ExpectError(wrong.op(), "does not fit input [20, 8, 256]");
   OpBuilder missing("aten::lstm");
   missing.Tensor({20, 8, 256})
       .List({{1, 8, 512}, {1, 8, 512}})
@@ -536,7 +481,7 @@ TEST(OpSignatureRulesTest, Lstm) {
       .Bool(true)
       .Bool(false)
       .Bool(false);
-  ExpectError(missing.Extract(), "2 parameter tensors, expected 8");
+  ExpectError(missing.op(), "2 parameter tensors, expected 8");
 }
 
 TEST(OpSignatureRulesTest, Attention) {
@@ -551,17 +496,18 @@ TEST(OpSignatureRulesTest, Attention) {
     b.Scalar(0).Bool(true).None().Bool(false);
     return b;
   };
-  const OpSignature s = Covered(sdpa({2, 16, 1024, 128}, {2, 16, 1024, 128}, false).Extract());
-  EXPECT_EQ(s.config, Config({{kB, 2}, {kHeads, 16}, {kSeq, 1024}, {kHeadDim, 128}, {kCausal, 1}}));
-  ExpectUncovered(sdpa({2, 16, 1024, 128}, {2, 16, 77, 128}, false).Extract());
-  ExpectUncovered(sdpa({2, 16, 1024, 128}, {2, 4, 1024, 128}, false).Extract());
-  ExpectUncovered(sdpa({2, 16, 64, 128}, {2, 16, 64, 128}, true).Extract());
-  ExpectError(sdpa({2, 16, 64, 128}, {16, 64, 128}, false).Extract(), "do not fit together");
+  const OpSignature s = Covered(sdpa({2, 16, 1024, 128}, {2, 16, 1024, 128}, false).op());
+  EXPECT_EQ(s.config,
+            OpConfigOf({{kB, 2}, {kHeads, 16}, {kSeq, 1024}, {kHeadDim, 128}, {kCausal, 1}}));
+  ExpectUncovered(sdpa({2, 16, 1024, 128}, {2, 16, 77, 128}, false).op());
+  ExpectUncovered(sdpa({2, 16, 1024, 128}, {2, 4, 1024, 128}, false).op());
+  ExpectUncovered(sdpa({2, 16, 64, 128}, {2, 16, 64, 128}, true).op());
+  ExpectError(sdpa({2, 16, 64, 128}, {16, 64, 128}, false).op(), "do not fit together");
 }
 
 TEST(OpSignatureRulesTest, OtherOpsAndShapelessTraces) {
-  ExpectUncovered(OpBuilder("aten::relu_").Tensor({16, 64, 56, 56}).Extract());
-  ExpectUncovered(OpBuilder("aten::conv2d").Extract());  // record_shapes off
+  ExpectUncovered(OpBuilder("aten::relu_").Tensor({16, 64, 56, 56}).op());
+  ExpectUncovered(OpBuilder("aten::conv2d").op());  // record_shapes off
 }
 
 }  // namespace

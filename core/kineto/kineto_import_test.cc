@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
 #include "common/time_units.h"
-#include "core/kineto/kineto_fixtures_testing.h"
+#include "core/testing/kineto_fixtures.h"
 #include "core/trace/trace_validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,14 +28,14 @@ namespace {
 
 using habitat::v1::Operation;
 using habitat::v1::Trace;
-using kineto_testing::Fixture;
-using kineto_testing::ListFixtures;
-using kineto_testing::Loaded;
-using kineto_testing::LoadFixture;
-using kineto_testing::Measurement;
-using kineto_testing::MetaInt;
-using kineto_testing::PrecisionOf;
 using nlohmann::json;
+using testing::Fixture;
+using testing::ListFixtures;
+using testing::Loaded;
+using testing::LoadFixture;
+using testing::Measurement;
+using testing::MetaInt;
+using testing::PrecisionOf;
 
 // Time during which more than one of the (start, duration) spans ran,
 // weighted by how many more: sum of durations minus length of the union.

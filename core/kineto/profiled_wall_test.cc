@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/kineto/kineto_fixtures_testing.h"
+#include "core/testing/kineto_fixtures.h"
 #include "gtest/gtest.h"
 #include "habitat/v1/trace.pb.h"
 #include "nlohmann/json.hpp"
@@ -18,12 +18,12 @@ namespace {
 
 using habitat::v1::Operation;
 using habitat::v1::Trace;
-using kineto_testing::Fixture;
-using kineto_testing::ListFixtures;
-using kineto_testing::LoadFixture;
-using kineto_testing::Measurement;
-using kineto_testing::MetaInt;
 using nlohmann::json;
+using testing::Fixture;
+using testing::ListFixtures;
+using testing::LoadFixture;
+using testing::Measurement;
+using testing::MetaInt;
 
 // Without a measured wall time the importer takes the profiler's estimated
 // cost out of the host timeline (core/kineto/profiler_cost.h) and replays

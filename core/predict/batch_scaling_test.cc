@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

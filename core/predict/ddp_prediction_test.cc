@@ -11,8 +11,8 @@
 #include "common/file_io.h"
 #include "core/devices/device_database.h"
 #include "core/predict/prediction_engine.h"
-#include "core/predict/test_fixtures.h"
 #include "core/pricing/price_catalog.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

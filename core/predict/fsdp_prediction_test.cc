@@ -9,8 +9,8 @@
 #include "core/devices/device_database.h"
 #include "core/parallel/fsdp_timeline.h"
 #include "core/predict/prediction_engine.h"
-#include "core/predict/test_fixtures.h"
 #include "core/pricing/price_catalog.h"
+#include "core/testing/trace_fixtures.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -13,8 +13,8 @@
 #include "core/devices/device_database.h"
 #include "core/kineto/kineto_import.h"
 #include "core/predict/prediction_engine.h"
-#include "core/predict/test_fixtures.h"
 #include "core/predict/warning_tally.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

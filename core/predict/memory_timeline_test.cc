@@ -12,7 +12,7 @@
 #include "common/file_io.h"
 #include "core/kineto/kineto_import.h"
 #include "core/predict/memory_prediction.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

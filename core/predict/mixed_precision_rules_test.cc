@@ -7,8 +7,8 @@
 #include "core/devices/device_rates.h"
 #include "core/kernel_varying/features.h"
 #include "core/predict/prediction_engine.h"
-#include "core/predict/test_fixtures.h"
 #include "core/predict/varying_predictor.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "core/predict/expected_error.h"
 #include "core/predict/host_replay.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "core/trace/trace_totals.h"
 #include "core/trace/trace_validation.h"
 #include "gtest/gtest.h"

@@ -19,6 +19,7 @@
 #include "core/kernel_varying/op_signature.h"
 #include "core/predict/varying_predictor.h"
 #include "core/scaling/wave_scaling.h"
+#include "core/testing/op_builder.h"
 #include "gtest/gtest.h"
 
 namespace habitat {
@@ -41,7 +42,7 @@ using kernel_varying::kPadding;
 using kernel_varying::kSeq;
 using kernel_varying::kSize;
 using kernel_varying::kStride;
-using v1::Argument;
+using testing::OpBuilder;
 using v1::Operation;
 
 struct Shape {
@@ -53,9 +54,7 @@ struct Shape {
 Shape Make(Family family,
            std::initializer_list<std::pair<kernel_varying::ConfigColumn, int64_t>> values,
            bool bidirectional = false) {
-  Shape s{family, {}, bidirectional};
-  for (const auto& [column, value] : values) s.config[column] = value;
-  return s;
+  return Shape{family, testing::OpConfigOf(values), bidirectional};
 }
 
 std::vector<Shape> Sweep() {
@@ -144,82 +143,28 @@ std::vector<Shape> Sweep() {
   };
 }
 
-// Builds the recorded operation ExtractOpSignature reads back as `shape`,
-// with tensors of `dtype`.
-class OpWriter {
- public:
-  OpWriter(const std::string& name, std::string dtype) : dtype_(std::move(dtype)) {
-    op_.set_name(name);
-  }
-  OpWriter& Tensor(std::vector<int64_t> shape) {
-    v1::TensorArgument* t = Next()->mutable_tensor();
-    t->mutable_shape()->Add(shape.begin(), shape.end());
-    t->set_dtype(dtype_);
-    return *this;
-  }
-  // A TensorList: Kineto records no dtype for its elements.
-  OpWriter& List(const std::vector<std::vector<int64_t>>& shapes) {
-    const int index = next_++;
-    for (size_t j = 0; j < shapes.size(); ++j) {
-      Argument* a = op_.add_arguments();
-      a->set_name(absl::StrCat(index, ".", j));
-      a->mutable_tensor()->mutable_shape()->Add(shapes[j].begin(), shapes[j].end());
-    }
-    return *this;
-  }
-  OpWriter& Ints(std::vector<int64_t> v) {
-    Next()->mutable_integers()->mutable_values()->Add(v.begin(), v.end());
-    return *this;
-  }
-  OpWriter& Int(int64_t v) {
-    Next()->set_integer(v);
-    return *this;
-  }
-  OpWriter& Scalar(double v) {
-    Next()->set_scalar(v);
-    return *this;
-  }
-  OpWriter& Bool(bool v) {
-    Next()->set_boolean(v);
-    return *this;
-  }
-  OpWriter& None() {
-    Next()->set_none(true);
-    return *this;
-  }
-  Operation Done() const { return op_; }
-
- private:
-  Argument* Next() {
-    Argument* a = op_.add_arguments();
-    a->set_name(absl::StrCat(next_++));
-    return a;
-  }
-  Operation op_;
-  std::string dtype_;
-  int next_ = 0;
-};
-
+// The recorded operation ExtractOpSignature reads back as `s`, with tensors
+// of `dtype`.
 Operation Record(const Shape& s, const std::string& dtype) {
   const kernel_varying::OpConfig& c = s.config;
   switch (s.family) {
     case Family::kLinear: {
-      OpWriter w("aten::linear", dtype);
+      OpBuilder w("aten::linear", dtype);
       w.Tensor({c[kM], c[kK]}).Tensor({c[kN], c[kK]});
       if (c[kBias] != 0) {
         w.Tensor({c[kN]});
       } else {
         w.None();
       }
-      return w.Done();
+      return w.op();
     }
     case Family::kBmm:
-      return OpWriter("aten::bmm", dtype)
+      return OpBuilder("aten::bmm", dtype)
           .Tensor({c[kB], c[kM], c[kK]})
           .Tensor({c[kB], c[kK], c[kN]})
-          .Done();
+          .op();
     case Family::kConv2d: {
-      OpWriter w("aten::conv2d", dtype);
+      OpBuilder w("aten::conv2d", dtype);
       w.Tensor({c[kB], c[kCIn], c[kSize], c[kSize]})
           .Tensor({c[kCOut], c[kCIn], c[kKernel], c[kKernel]});
       if (c[kBias] != 0) {
@@ -231,10 +176,10 @@ Operation Record(const Shape& s, const std::string& dtype) {
           .Ints({c[kPadding], c[kPadding]})
           .Ints({1, 1})
           .Int(1)
-          .Done();
+          .op();
     }
     case Family::kConvTranspose2d:
-      return OpWriter("aten::conv_transpose2d", dtype)
+      return OpBuilder("aten::conv_transpose2d", dtype)
           .Tensor({c[kB], c[kCIn], c[kSize], c[kSize]})
           .Tensor({c[kCIn], c[kCOut], c[kKernel], c[kKernel]})
           .None()
@@ -243,7 +188,7 @@ Operation Record(const Shape& s, const std::string& dtype) {
           .Ints({0, 0})
           .Int(1)
           .Ints({1, 1})
-          .Done();
+          .op();
     case Family::kLstm: {
       const int64_t directions = s.bidirectional ? 2 : 1;
       const int64_t h = c[kN];
@@ -256,7 +201,7 @@ Operation Record(const Shape& s, const std::string& dtype) {
           params.push_back({4 * h});
         }
       }
-      return OpWriter("aten::lstm", dtype)
+      return OpBuilder("aten::lstm", dtype)
           .Tensor({c[kSeq], c[kB], c[kK]})
           .List({{c[kLayers] * directions, c[kB], h}, {c[kLayers] * directions, c[kB], h}})
           .List(params)
@@ -266,18 +211,18 @@ Operation Record(const Shape& s, const std::string& dtype) {
           .Bool(true)
           .Bool(s.bidirectional)
           .Bool(false)
-          .Done();
+          .op();
     }
     case Family::kSdpa: {
       const std::vector<int64_t> qkv = {c[kB], c[kHeads], c[kSeq], c[kHeadDim]};
-      return OpWriter("aten::scaled_dot_product_attention", dtype)
+      return OpBuilder("aten::scaled_dot_product_attention", dtype)
           .Tensor(qkv)
           .Tensor(qkv)
           .Tensor(qkv)
           .None()
           .Scalar(0)
           .Bool(c[kCausal] != 0)
-          .Done();
+          .op();
     }
   }
   return Operation();

@@ -19,8 +19,8 @@
 #include "core/predict/batch_scaling.h"
 #include "core/predict/expected_error.h"
 #include "core/predict/prediction_engine.h"
-#include "core/predict/test_fixtures.h"
 #include "core/scaling/wave_scaling.h"
+#include "core/testing/trace_fixtures.h"
 #include "gtest/gtest.h"
 
 namespace habitat {

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "core/predict/prediction_engine.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/predict/test_fixtures.h"
+#include "core/testing/trace_fixtures.h"
 #include "core/trace/trace_id.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"

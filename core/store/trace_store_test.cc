@@ -1,6 +1,6 @@
 // The conformance suite on the memory and directory stores, and what is
 // particular to the directory store. The SQL stores run it beside their own
-// tests (store/).
+// tests (server/persistence/).
 #include "core/store/trace_store.h"
 
 #include <sys/stat.h>

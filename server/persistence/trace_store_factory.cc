@@ -1,12 +1,12 @@
-#include "store/trace_store_factory.h"
+#include "server/persistence/trace_store_factory.h"
 
 #include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "store/postgres_trace_store.h"
-#include "store/sqlite_trace_store.h"
+#include "server/persistence/postgres_trace_store.h"
+#include "server/persistence/sqlite_trace_store.h"
 
 namespace habitat {
 namespace {

@@ -1,4 +1,4 @@
-#include "store/postgres_trace_store.h"
+#include "server/persistence/postgres_trace_store.h"
 
 #include <endian.h>
 #include <libpq-fe.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "store/trace_codec.h"
+#include "server/persistence/trace_codec.h"
 
 namespace habitat {
 namespace {

@@ -1,4 +1,4 @@
-#include "store/sqlite_trace_store.h"
+#include "server/persistence/sqlite_trace_store.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "store/trace_codec.h"
+#include "server/persistence/trace_codec.h"
 
 namespace habitat {
 namespace {

@@ -1,4 +1,4 @@
-#include "store/trace_codec.h"
+#include "server/persistence/trace_codec.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"

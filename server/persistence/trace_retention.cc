@@ -1,4 +1,4 @@
-#include "store/trace_retention.h"
+#include "server/persistence/trace_retention.h"
 
 #include <cstdio>
 #include <string>

@@ -1,11 +1,11 @@
 // Retention on a real SQLite store with an injected clock: the start-up
 // sweep, the periodic sweeps, and a failing store.
-#include "store/trace_retention.h"
+#include "server/persistence/trace_retention.h"
 
 #include "absl/time/clock.h"
 #include "core/store/trace_store_conformance.h"
 #include "gtest/gtest.h"
-#include "store/sqlite_trace_store.h"
+#include "server/persistence/sqlite_trace_store.h"
 
 namespace habitat::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "store/postgres_test_server.h"
+#include "server/persistence/postgres_test_server.h"
 
 #include <fcntl.h>
 #include <glob.h>

@@ -1,4 +1,4 @@
-#include "store/trace_store_factory.h"
+#include "server/persistence/trace_store_factory.h"
 
 #include <map>
 

@@ -1,7 +1,7 @@
 // The conformance suite on the SQLite store, and what is particular to it:
 // the file's format, errors that name the file, and two stores (two server
 // processes) on one file.
-#include "store/sqlite_trace_store.h"
+#include "server/persistence/sqlite_trace_store.h"
 
 #include <sqlite3.h>
 

@@ -19,8 +19,8 @@
 #include "absl/synchronization/mutex.h"
 #include "core/store/trace_cache.h"
 #include "core/store/trace_store.h"
-#include "store/cached_count.h"
-#include "store/trace_codec.h"
+#include "server/persistence/cached_count.h"
+#include "server/persistence/trace_codec.h"
 
 struct sqlite3;
 struct sqlite3_stmt;

@@ -1,44 +1,27 @@
-// The committed real-GPU torch.profiler fixtures
-// (tests/testdata/kineto/<gpu>/<case>.json.gz) and what the capture script
-// measured for them (tests/testdata/measurements/<gpu>.json), for the Kineto
-// importer's tests. Test-only: reports failures through gtest.
-#pragma once
+#include "core/testing/kineto_fixtures.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <filesystem>
 #include <map>
-#include <ostream>
-#include <string>
 #include <system_error>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "common/file_io.h"
 #include "core/kineto/kineto_import.h"
 #include "gtest/gtest.h"
-#include "habitat/v1/trace.pb.h"
-#include "nlohmann/json.hpp"
+
+#ifndef HABITAT_TESTDATA_DIR
+#error "HABITAT_TESTDATA_DIR must be defined"
+#endif
 
 namespace habitat {
-namespace kineto_testing {
+namespace testing {
 
 using nlohmann::json;
 
-struct Fixture {
-  std::string gpu;   // "h100"
-  std::string name;  // "resnet50_b16_fp32"
-  std::string path;
-};
-
-// Keeps ctest's test names readable (gtest prints parameters' bytes otherwise).
-inline void PrintTo(const Fixture& fixture, std::ostream* os) {
-  *os << fixture.gpu << "/" << fixture.name;
-}
-
-inline std::vector<Fixture> ListFixtures() {
+std::vector<Fixture> ListFixtures() {
   std::vector<Fixture> out;
   const std::filesystem::path root = std::filesystem::path(HABITAT_TESTDATA_DIR) / "kineto";
   std::error_code ec;
@@ -57,8 +40,7 @@ inline std::vector<Fixture> ListFixtures() {
   return out;
 }
 
-// The capture script's record for the case; null json when absent.
-inline json Measurement(const Fixture& f) {
+json Measurement(const Fixture& f) {
   auto text = ReadFile(std::string(HABITAT_TESTDATA_DIR) + "/measurements/" + f.gpu + ".json");
   if (!text.ok()) return json();
   const json doc = json::parse(*text, nullptr, false);
@@ -74,13 +56,13 @@ inline json Measurement(const Fixture& f) {
   return json();
 }
 
-inline habitat::v1::Precision PrecisionOf(const std::string& case_name) {
+habitat::v1::Precision PrecisionOf(const std::string& case_name) {
   if (absl::EndsWith(case_name, "_bf16")) return habitat::v1::PRECISION_AMP_BF16;
   if (absl::EndsWith(case_name, "_fp16")) return habitat::v1::PRECISION_AMP_FP16;
   return habitat::v1::PRECISION_FP32;
 }
 
-inline int64_t MetaInt(const habitat::v1::Trace& t, const std::string& key) {
+int64_t MetaInt(const habitat::v1::Trace& t, const std::string& key) {
   auto it = t.metadata().find(key);
   int64_t v = -1;
   if (it == t.metadata().end() || !absl::SimpleAtoi(it->second, &v)) {
@@ -89,15 +71,7 @@ inline int64_t MetaInt(const habitat::v1::Trace& t, const std::string& key) {
   return v;
 }
 
-// A fixture read, parsed and imported (without a wall time, as
-// `habitat predict FILE` does), once for all tests.
-struct Loaded {
-  std::string text;
-  json raw;
-  habitat::v1::Trace trace;
-};
-
-inline const Loaded& LoadFixture(const Fixture& fixture) {
+const Loaded& LoadFixture(const Fixture& fixture) {
   static auto* cache = new std::map<std::string, Loaded>();
   auto it = cache->find(fixture.path);
   if (it != cache->end()) return it->second;
@@ -117,5 +91,5 @@ inline const Loaded& LoadFixture(const Fixture& fixture) {
   return cache->emplace(fixture.path, std::move(loaded)).first->second;
 }
 
-}  // namespace kineto_testing
+}  // namespace testing
 }  // namespace habitat

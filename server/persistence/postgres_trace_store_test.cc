@@ -1,7 +1,7 @@
 // The PostgreSQL store against a real server started from Debian's
 // binaries: the conformance suite, two replicas on one database, a server
 // restart under a live store, and connection errors.
-#include "store/postgres_trace_store.h"
+#include "server/persistence/postgres_trace_store.h"
 
 #include <libpq-fe.h>
 
@@ -12,8 +12,8 @@
 #include "core/store/trace_store_conformance.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "store/postgres_test_server.h"
-#include "store/trace_store_factory.h"
+#include "server/persistence/postgres_test_server.h"
+#include "server/persistence/trace_store_factory.h"
 
 namespace habitat::testing {
 namespace {
