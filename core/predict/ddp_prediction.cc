@@ -322,7 +322,7 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
     out.set_unavailable(std::string(modelled.message()));
     return out;
   }
-  if (config.gpus_per_node() * nodes > 1) {
+  if (GpusInAll(config) > 1) {
     if (!iteration.ok()) {
       out.set_unavailable(std::string(iteration.status().message()));
       return out;

@@ -18,6 +18,7 @@
 // profile without record_shapes) shows none, and the broadcast is left out.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,6 +31,13 @@
 #include "habitat/v1/trace.pb.h"
 
 namespace habitat {
+
+// Every GPU of a ParallelConfig or ParallelPrediction: GPUs per node times
+// nodes, where 0 nodes means 1.
+template <typename Config>
+uint32_t GpusInAll(const Config& config) {
+  return config.gpus_per_node() * std::max<uint32_t>(config.nodes(), 1);
+}
 
 struct TraceIteration {
   SingleGpuIteration iteration;

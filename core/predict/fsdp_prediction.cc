@@ -116,7 +116,7 @@ bool FsdpFitsMemory(const MemoryModel& model, uint32_t batch, uint32_t gpus,
 }
 
 int64_t FsdpInFlightBytes(const v1::Trace& trace, const v1::ParallelConfig& config) {
-  if (config.gpus_per_node() * std::max<uint32_t>(config.nodes(), 1) <= 1) return 0;
+  if (GpusInAll(config) <= 1) return 0;
   // Units are cut by parameter bytes alone: any times will do.
   v1::DevicePrediction timeless;
   for (int i = 0; i < trace.operations_size(); ++i) timeless.add_operations();
@@ -153,7 +153,7 @@ void AddFsdpMemory(const MemoryModel& model, uint32_t batch, int64_t usable,
                    std::optional<uint32_t> fit_step, v1::DevicePrediction* prediction) {
   for (v1::ParallelPrediction& p : *prediction->mutable_parallel()) {
     if (p.kind() != v1::ParallelConfig::KIND_FULLY_SHARDED || !p.unavailable().empty()) continue;
-    const uint32_t gpus = p.gpus_per_node() * std::max<uint32_t>(p.nodes(), 1);
+    const uint32_t gpus = GpusInAll(p);
     p.set_peak_memory_bytes_per_gpu(
         FsdpPeakBytesPerGpu(model, batch, gpus, p.unsharded_in_flight_bytes()));
     p.set_fits_memory(FsdpFitsMemory(model, batch, gpus, p.unsharded_in_flight_bytes(), usable));

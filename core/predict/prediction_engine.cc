@@ -153,9 +153,7 @@ FittingBatches LargestFittingBatches(const v1::Trace& trace,
     out.for_fit[t] =
         sharded == nullptr
             ? out.one_gpu[t]
-            : FitFsdp(*memory, usable, step,
-                      sharded->gpus_per_node() * std::max<uint32_t>(sharded->nodes(), 1), in_flight)
-                  .largest_batch;
+            : FitFsdp(*memory, usable, step, GpusInAll(*sharded), in_flight).largest_batch;
   }
   return out;
 }

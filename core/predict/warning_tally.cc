@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/devices/device_rates.h"
 #include "core/kernel_varying/features.h"
+#include "core/predict/ddp_prediction.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/operation_scaling.h"
 #include "core/pricing/price_catalog.h"
@@ -313,7 +314,7 @@ void AddOutOfMemoryWarning(uint32_t batch, DevicePrediction* prediction) {
 
 void AddFsdpOutOfMemoryWarning(const v1::ParallelPrediction& config, uint32_t batch, int64_t usable,
                                bool fit, DevicePrediction* prediction) {
-  const uint32_t gpus = config.gpus_per_node() * std::max<uint32_t>(config.nodes(), 1);
+  const uint32_t gpus = GpusInAll(config);
   std::string text = absl::StrCat("FSDP on ", gpus, " GPUs may run out of memory: batch ", batch,
                                   " per GPU needs about ", GiB(config.peak_memory_bytes_per_gpu()),
                                   " per GPU, with headroom for its error more than the ",
