@@ -2,6 +2,7 @@
 // autocast traces from an H200 (tests/testdata/agent_suite/h200_timm_amp;
 // docs/mixed_precision_accuracy.md has the benchmark they came from).
 #include <memory>
+#include <set>
 #include <string>
 
 #include "core/devices/device_rates.h"
@@ -43,6 +44,35 @@ class MixedPrecisionRulesTest : public ::testing::Test {
     return response->predictions(0);
   }
 
+  // The operations of `p` named `name` and predicted by `method` but the
+  // one at `skip_index`: both passes' origin and predicted times summed,
+  // and the target math modes they ran in.
+  struct Passes {
+    int64_t origin = 0;
+    int64_t predicted = 0;
+    int count = 0;
+    std::set<std::string> target_modes;
+    double ratio() const { return static_cast<double>(predicted) / static_cast<double>(origin); }
+  };
+  static Passes SumOf(const v1::DevicePrediction& p, const std::string& name,
+                      v1::PredictionMethod method, uint32_t skip_index = ~0u) {
+    Passes sum;
+    for (const auto& op : p.operations()) {
+      if (op.name() != name || op.method() != method || op.index() == skip_index) continue;
+      ++sum.count;
+      sum.target_modes.insert(op.target_math_mode());
+      sum.origin += op.origin_forward_ns() + op.origin_backward_ns();
+      sum.predicted += op.predicted_forward_ns() + op.predicted_backward_ns();
+    }
+    return sum;
+  }
+
+  // H200 over RTX 3090 sustained fp16 GEMM throughput.
+  static double SustainedFp16Ratio() {
+    return SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
+           SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
+  }
+
   static double BandwidthRatio() {
     return StreamingBandwidthGbps(**devices_->Get("H200")) /
            StreamingBandwidthGbps(**devices_->Get("RTX3090"));
@@ -62,18 +92,10 @@ std::shared_ptr<VaryingPredictor>* MixedPrecisionRulesTest::varying_ = nullptr;
 // as they were when such passes had no byte estimate, MobileNetV2 came out
 // 62 % slower than the 3090 measured.
 TEST_F(MixedPrecisionRulesTest, UncoveredConvolutionsAreNotAllMovedByTheBandwidthRatio) {
-  const v1::DevicePrediction p = OnRtx3090("mobilenetv2_100_b512_fp16");
-  int64_t origin = 0;
-  int64_t predicted = 0;
-  for (const auto& op : p.operations()) {
-    if (op.name() != "aten::conv2d" || op.method() != v1::PREDICTION_METHOD_WAVE_SCALING) {
-      continue;
-    }
-    origin += op.origin_forward_ns() + op.origin_backward_ns();
-    predicted += op.predicted_forward_ns() + op.predicted_backward_ns();
-  }
-  ASSERT_GT(origin, 20'000'000);  // 34 ms of depthwise convolutions
-  const double ratio = static_cast<double>(predicted) / static_cast<double>(origin);
+  const Passes convs = SumOf(OnRtx3090("mobilenetv2_100_b512_fp16"), "aten::conv2d",
+                             v1::PREDICTION_METHOD_WAVE_SCALING);
+  ASSERT_GT(convs.origin, 20'000'000);  // 34 ms of depthwise convolutions
+  const double ratio = convs.ratio();
   EXPECT_LT(ratio, 0.7 * BandwidthRatio());
   // Still slower: fewer SMs at a lower clock.
   EXPECT_GT(ratio, 1.5);
@@ -85,22 +107,12 @@ TEST_F(MixedPrecisionRulesTest, UncoveredConvolutionsAreNotAllMovedByTheBandwidt
 // model's large-GEMM ceiling; the trees had put them 14.7x slower, above the
 // 10.0x of the sustained throughputs.
 TEST_F(MixedPrecisionRulesTest, LargeFp16GemmsOffTheTrainingDataMoveByTheSustainedRoofline) {
-  const v1::DevicePrediction p = OnRtx3090("vit_base_patch32_224_b512_fp16");
-  const double sustained = SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
-                           SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
-  int64_t origin = 0;
-  int64_t predicted = 0;
-  int linears = 0;
-  for (const auto& op : p.operations()) {
-    if (op.name() != "aten::linear" || op.method() != v1::PREDICTION_METHOD_KERNEL_VARYING)
-      continue;
-    ++linears;
-    EXPECT_EQ(op.target_math_mode(), "fp16");
-    origin += op.origin_forward_ns() + op.origin_backward_ns();
-    predicted += op.predicted_forward_ns() + op.predicted_backward_ns();
-  }
-  ASSERT_GE(linears, 40);  // 12 blocks x 4 linears + the head
-  const double ratio = static_cast<double>(predicted) / static_cast<double>(origin);
+  const double sustained = SustainedFp16Ratio();
+  const Passes linears = SumOf(OnRtx3090("vit_base_patch32_224_b512_fp16"), "aten::linear",
+                               v1::PREDICTION_METHOD_KERNEL_VARYING);
+  ASSERT_GE(linears.count, 40);  // 12 blocks x 4 linears + the head
+  EXPECT_EQ(linears.target_modes, std::set<std::string>{"fp16"});
+  const double ratio = linears.ratio();
   EXPECT_LT(ratio, 1.15 * sustained);
   EXPECT_GT(ratio, 0.8 * sustained);
 }
@@ -113,21 +125,13 @@ TEST_F(MixedPrecisionRulesTest, LargeFp16GemmsOffTheTrainingDataMoveByTheSustain
 // slower on the 3090 in all; apart, the auxiliary kernels move as
 // kernel-alike ones do: 5.2x.
 TEST_F(MixedPrecisionRulesTest, AuxiliaryKernelsOfARooflinePassAreWaveScaled) {
-  const v1::DevicePrediction p = OnRtx3090("vgg11_b1024_fp16");
-  const double sustained = SustainedTflops(**devices_->Get("H200"), MathMode::kFp16) /
-                           SustainedTflops(**devices_->Get("RTX3090"), MathMode::kFp16);
-  int64_t origin = 0;
-  int64_t predicted = 0;
-  for (const auto& op : p.operations()) {
-    // The first layer (3 input channels) is memory-bound: not a large GEMM.
-    if (op.name() != "aten::conv2d" || op.method() != v1::PREDICTION_METHOD_KERNEL_VARYING ||
-        op.index() == 0)
-      continue;
-    origin += op.origin_forward_ns();
-    predicted += op.predicted_forward_ns();
-  }
-  ASSERT_GT(origin, 40'000'000);  // 47 ms of convolution passes
-  const double ratio = static_cast<double>(predicted) / static_cast<double>(origin);
+  const double sustained = SustainedFp16Ratio();
+  // The first layer (operation 0, 3 input channels) is memory-bound: not a
+  // large GEMM. An inference step has no backward passes.
+  const Passes convs = SumOf(OnRtx3090("vgg11_b1024_fp16"), "aten::conv2d",
+                             v1::PREDICTION_METHOD_KERNEL_VARYING, /*skip_index=*/0);
+  ASSERT_GT(convs.origin, 40'000'000);  // 47 ms of convolution passes
+  const double ratio = convs.ratio();
   EXPECT_LT(ratio, 0.6 * sustained);
   // Still slower: fewer SMs, a lower clock and a sixth of the bandwidth.
   EXPECT_GT(ratio, 2.0);
