@@ -21,7 +21,7 @@ import gzip
 import json
 import re
 import shutil
-import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -31,6 +31,9 @@ ROOT = HERE.parents[1]
 # same at 128-256.
 MEASURED = HERE / "results" / "h200_2026-11-29_sm_scaling" / "sm_scaling_b1024.json.gz"
 TRACES = HERE / "results" / "h200_2026-11-29_infer" / "infer_nchw"
+sys.path.insert(0, str(HERE))
+from benchmark import predict_each  # noqa: E402
+
 COMPUTE_FIELDS = re.compile(r"^(\s*(?:peak|measured)_(?:fp32|tf32|fp16|bf16|fp64)\w*): ([0-9.]+)$",
                             re.M)
 
@@ -58,10 +61,8 @@ def fewer_sms(block: str, sms: int, full: int) -> str:
 
 def predicted_ratios(cli: str, data_dir: Path, trace: Path, sms_list: list) -> dict:
     ids = ["H200"] + [f"H200-SM{s}" for s in sms_list]
-    out = subprocess.run([cli, "predict", str(trace), "--data-dir", str(data_dir), "--devices",
-                          ",".join(ids), "--format", "json"], capture_output=True, text=True,
-                         check=True).stdout
-    gpu = {p["device_id"]: int(p["gpu_time_ns"]) for p in json.loads(out)["predictions"]}
+    got = predict_each(cli, trace, ids, str(data_dir))
+    gpu = {i: int(p["gpu_time_ns"]) for i, p in got.items()}
     return {s: gpu[f"H200-SM{s}"] / gpu["H200"] for s in sms_list}
 
 
