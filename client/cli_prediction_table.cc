@@ -531,8 +531,8 @@ std::string ParallelTable(const std::vector<const DevicePrediction*>& sorted,
   if (sharded) {
     out +=
         "        'F': FSDP2 (fully_shard): comm ms the all-gathers and reduce-scatters the\n"
-        "        step does not hide; its host work is not modelled and the step is not yet\n"
-        "        checked against measured FSDP steps (docs/multi_gpu.md)\n"
+        "        step does not hide; FSDP2's copies and host work are in the step,\n"
+        "        checked on 2 x H200 only (docs/multi_gpu.md)\n"
         "  GiB/GPU: predicted peak of PyTorch's allocated memory on each GPU (FSDP rows);\n"
         "        '!': with headroom for its expected error, more than a GPU leaves a process\n";
   }

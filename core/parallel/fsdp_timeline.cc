@@ -1,7 +1,9 @@
 #include "core/parallel/fsdp_timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -57,8 +59,16 @@ absl::Status ValidateStepInput(const FsdpIteration& iteration, const FsdpConfig&
     absl::Status s = ValidateAllReduce({0, config.ranks_per_node, config.nodes}, config.link);
     if (!s.ok()) return s;
   }
-  if (iteration.tail_forward_ns < 0 || iteration.optimizer_ns < 0) {
-    return absl::InvalidArgumentError("tail_forward_ns and optimizer_ns must be >= 0");
+  if (!std::isfinite(config.copy_memory_gbps) || config.copy_memory_gbps < 0 ||
+      !std::isfinite(config.compute_slowdown) || config.compute_slowdown < 1.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy_memory_gbps must be >= 0 and compute_slowdown >= 1, got ",
+                     config.copy_memory_gbps, " and ", config.compute_slowdown));
+  }
+  if (iteration.tail_forward_ns < 0 || iteration.optimizer_ns < 0 || iteration.host_ns < 0 ||
+      config.host_ns_per_unit < 0) {
+    return absl::InvalidArgumentError(
+        "tail_forward_ns, optimizer_ns, host_ns and host_ns_per_unit must be >= 0");
   }
   double ns = static_cast<double>(iteration.tail_forward_ns) + iteration.optimizer_ns;
   double bytes = 0;
@@ -82,11 +92,32 @@ absl::Status ValidateStepInput(const FsdpIteration& iteration, const FsdpConfig&
 // stream is free and returns its end.
 struct CommStream {
   int64_t free_ns = 0;
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [start, end), in order
+  size_t first_open = 0;
+
   int64_t Run(int64_t issue_ns, int64_t ns) {
-    free_ns = std::max(free_ns, issue_ns) + ns;
+    const int64_t start = std::max(free_ns, issue_ns);
+    free_ns = start + ns;
+    if (ns > 0) busy.emplace_back(start, free_ns);
     return free_ns;
   }
+  // How long the stream is busy within [from, to). `from` never decreases
+  // from one call to the next (the compute stream's starts), so intervals
+  // over before it are not looked at again.
+  int64_t BusyWithin(int64_t from, int64_t to) {
+    while (first_open < busy.size() && busy[first_open].second <= from) ++first_open;
+    int64_t sum = 0;
+    for (size_t i = first_open; i < busy.size() && busy[i].first < to; ++i) {
+      sum += std::max<int64_t>(0, std::min(to, busy[i].second) - std::max(from, busy[i].first));
+    }
+    return sum;
+  }
 };
+
+// Bytes over `gbps` GB/s, in ns (0 without a bandwidth).
+int64_t CopyNs(double bytes, double gbps) {
+  return gbps > 0 ? static_cast<int64_t>(std::llround(bytes / gbps)) : 0;
+}
 
 }  // namespace
 
@@ -134,61 +165,128 @@ absl::StatusOr<FsdpIteration> FsdpUnitsByBytes(const SingleGpuIteration& iterati
   }
   out.tail_forward_ns = std::max<int64_t>(0, iteration.forward_ns - unit_forward);
   out.optimizer_ns = iteration.optimizer_ns;
+  out.host_ns = iteration.host_ns;
   return out;
 }
+
+namespace {
+
+// Per unit: its all-gather and reduce-scatter, and FSDP2's copies on the
+// compute stream around them (FsdpConfig::copy_memory_gbps).
+struct UnitComm {
+  std::vector<int64_t> gather, scatter, gather_copy, scatter_copy;
+};
+
+absl::StatusOr<UnitComm> CommOfUnits(const std::vector<FsdpUnit>& units, const FsdpConfig& config,
+                                     int64_t ranks) {
+  const size_t n = units.size();
+  UnitComm c{std::vector<int64_t>(n, 0), std::vector<int64_t>(n, 0), std::vector<int64_t>(n, 0),
+             std::vector<int64_t>(n, 0)};
+  if (ranks <= 1) return c;
+  for (size_t u = 0; u < n; ++u) {
+    const AllReduceShape shape{units[u].bytes, config.ranks_per_node, config.nodes};
+    absl::StatusOr<int64_t> ag = RingAllGatherNs(shape, config.link);
+    if (!ag.ok()) return ag.status();
+    absl::StatusOr<int64_t> rs = RingReduceScatterNs(shape, config.link);
+    if (!rs.ok()) return rs.status();
+    c.gather[u] = *ag;
+    c.scatter[u] = *rs;
+    const double bytes = static_cast<double>(units[u].bytes);
+    c.gather_copy[u] =
+        CopyNs(2.0 * bytes / static_cast<double>(ranks) + 2.0 * bytes, config.copy_memory_gbps);
+    c.scatter_copy[u] = CopyNs(2.0 * bytes, config.copy_memory_gbps);
+  }
+  return c;
+}
+
+// How the host's time is spread over the step: host_ns in proportion to
+// each part's single-GPU GPU time, and FSDP2's hook before each unit's
+// forward and backward. All zero where the host time is not known.
+struct HostShare {
+  double per_gpu_ns = 0;
+  int64_t hook_ns = 0;
+
+  HostShare(const FsdpIteration& iteration, const FsdpConfig& config) {
+    if (iteration.host_ns <= 0) return;
+    double gpu = static_cast<double>(iteration.tail_forward_ns) + iteration.optimizer_ns;
+    for (const FsdpUnit& unit : iteration.units) {
+      gpu += static_cast<double>(unit.forward_ns) + unit.backward_ns;
+    }
+    per_gpu_ns = gpu > 0 ? static_cast<double>(iteration.host_ns) / gpu : 0;
+    hook_ns = config.host_ns_per_unit / 2;
+  }
+  int64_t Of(int64_t gpu_ns) const {
+    return std::llround(per_gpu_ns * static_cast<double>(gpu_ns));
+  }
+};
+
+}  // namespace
 
 absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteration,
                                                    const FsdpConfig& config) {
   if (absl::Status s = ValidateStepInput(iteration, config); !s.ok()) return s;
   const std::vector<FsdpUnit>& units = iteration.units;
   const int64_t ranks = static_cast<int64_t>(config.ranks_per_node) * config.nodes;
+  absl::StatusOr<UnitComm> comm = CommOfUnits(units, config, ranks);
+  if (!comm.ok()) return comm.status();
+  const std::vector<int64_t>& gather = comm->gather;
   FsdpStepPrediction p;
   p.num_units = static_cast<int>(units.size());
   p.sharded_optimizer_ns = iteration.optimizer_ns / ranks;
-  p.compute_ns = iteration.tail_forward_ns + p.sharded_optimizer_ns;
-  for (const FsdpUnit& unit : units) p.compute_ns += unit.forward_ns + unit.backward_ns;
-  // Gathering and reducing one unit cost the same in both passes.
-  std::vector<int64_t> gather(units.size(), 0);
-  std::vector<int64_t> scatter(units.size(), 0);
-  if (ranks > 1) {
-    p.unsharded_in_flight_bytes = UnshardedInFlightBytes(iteration);
-    for (size_t u = 0; u < units.size(); ++u) {
-      const AllReduceShape shape{units[u].bytes, config.ranks_per_node, config.nodes};
-      absl::StatusOr<int64_t> ag = RingAllGatherNs(shape, config.link);
-      if (!ag.ok()) return ag.status();
-      absl::StatusOr<int64_t> rs = RingReduceScatterNs(shape, config.link);
-      if (!rs.ok()) return rs.status();
-      gather[u] = *ag;
-      scatter[u] = *rs;
-      p.all_gather_ns += 2 * *ag;
-      p.reduce_scatter_ns += *rs;
-    }
+  if (ranks > 1) p.unsharded_in_flight_bytes = UnshardedInFlightBytes(iteration);
+  for (size_t u = 0; u < units.size(); ++u) {
+    p.all_gather_ns += 2 * gather[u];
+    p.reduce_scatter_ns += comm->scatter[u];
+    p.copy_ns += 2 * comm->gather_copy[u] + comm->scatter_copy[u];
   }
+  // The host's clock, where its time is known: FSDP2's hook of a unit,
+  // then the unit's share of the single-GPU host time.
+  const HostShare host_share(iteration, config);
+  int64_t host = 0;
   CommStream stream;
   int64_t compute_free = 0;
+  // Runs `ns` of compute from `start`, stretched while a collective runs,
+  // and done no earlier than the host has launched it (`launched`).
+  const double extra = config.compute_slowdown - 1.0;
+  auto compute = [&](int64_t start, int64_t ns, int64_t launched) {
+    const int64_t slowed =
+        std::llround(extra * static_cast<double>(stream.BusyWithin(start, start + ns)));
+    p.interference_ns += slowed;
+    return std::max(start + ns + slowed, launched);
+  };
   const size_t n = units.size();
   // Forward: unit u+1 is gathered while unit u computes.
   std::vector<int64_t> gathered(n, 0);
-  if (n > 0) gathered[0] = stream.Run(0, gather[0]);
+  host = host_share.hook_ns;
+  if (n > 0) gathered[0] = stream.Run(host, gather[0]);
   for (size_t u = 0; u < n; ++u) {
-    const int64_t start = std::max(compute_free, gathered[u]);
+    if (u > 0) host += host_share.hook_ns;
+    const int64_t start = std::max({compute_free, gathered[u], host});
     if (u + 1 < n) gathered[u + 1] = stream.Run(start, gather[u + 1]);
-    compute_free = start + units[u].forward_ns;
+    host += host_share.Of(units[u].forward_ns);
+    compute_free = compute(start, units[u].forward_ns + comm->gather_copy[u], host);
   }
   // Backward: the last unit is gathered again as soon as its forward is
   // done, then each unit's predecessor while it computes; each unit's
   // gradients are reduce-scattered when its backward is done.
   if (n > 0) gathered[n - 1] = stream.Run(compute_free, gather[n - 1]);
-  compute_free += iteration.tail_forward_ns;
+  host += host_share.Of(iteration.tail_forward_ns);
+  compute_free = compute(compute_free, iteration.tail_forward_ns, host);
   p.forward_end_ns = compute_free;
   for (size_t v = n; v-- > 0;) {
-    const int64_t start = std::max(compute_free, gathered[v]);
+    host += host_share.hook_ns;
+    const int64_t start = std::max({compute_free, gathered[v], host});
     if (v > 0) gathered[v - 1] = stream.Run(start, gather[v - 1]);
-    compute_free = start + units[v].backward_ns;
-    stream.Run(compute_free, scatter[v]);
+    host += host_share.Of(units[v].backward_ns);
+    compute_free =
+        compute(start, units[v].backward_ns + comm->gather_copy[v] + comm->scatter_copy[v], host);
+    stream.Run(compute_free, comm->scatter[v]);
   }
   p.backward_end_ns = std::max(compute_free, stream.free_ns);
-  p.step_ns = p.backward_end_ns + p.sharded_optimizer_ns;
+  host += host_share.Of(iteration.optimizer_ns);
+  p.step_ns = std::max(p.backward_end_ns + p.sharded_optimizer_ns, host);
+  p.compute_ns = iteration.tail_forward_ns + p.sharded_optimizer_ns + p.copy_ns + p.interference_ns;
+  for (const FsdpUnit& unit : units) p.compute_ns += unit.forward_ns + unit.backward_ns;
   p.exposed_comm_ns = p.step_ns - p.compute_ns;
   return p;
 }

@@ -39,6 +39,9 @@ struct FsdpIteration {
   int64_t tail_forward_ns = 0;
   // The whole model's optimizer step on one GPU; each rank steps its 1/N.
   int64_t optimizer_ns = 0;
+  // The single-GPU iteration's host time alone (SingleGpuIteration's); 0
+  // when not known, and then the host gates nothing.
+  int64_t host_ns = 0;
 };
 
 // The default unit policy, for traces without module names: the
@@ -55,16 +58,43 @@ struct FsdpIteration {
 // backward_op_ns, or a ready_after_op out of range.
 absl::StatusOr<FsdpIteration> FsdpUnitsByBytes(const SingleGpuIteration& iteration, int num_units);
 
+// Compute kernels run this many times slower while one of FSDP's
+// collectives runs beside them (NCCL's kernels take SMs and memory
+// bandwidth): on 2 x H200 (NVLink), FSDP2 fp32 steps of four transformers
+// slowed the kernels they share with the single-GPU step by 0.20-0.32 of
+// the collective time they overlapped (docs/multi_gpu.md, section 6,
+// "Measured on 2 x H200"). Of the same order as DDP's H100 figure.
+inline constexpr double kFsdpComputeSlowdownUnderCollectives = 1.25;
+
+// Host time FSDP2 adds per unit and step (its pre/post forward and
+// backward hooks, DTensor bookkeeping, the copy-in/out launches), measured
+// on one H200 host with PyTorch 2.11 (docs/multi_gpu.md, section 6).
+inline constexpr int64_t kFsdpHostNsPerUnit = 2'800'000;
+
 struct FsdpConfig {
   int ranks_per_node = 1;
   int nodes = 1;
   LinkConstants link;
+  // Sustained memory bandwidth of the target, GB/s, for FSDP2's copies on
+  // the GPU: each gather's copy-in (the shard into the flat buffer, 2 x
+  // bytes / N read and written) and copy-out (the flat buffer into the
+  // parameters, 2 x bytes), twice a step, and the reduce-scatter's copy-in
+  // of the gradients (2 x bytes): (6 + 4 / N) x the unit's bytes. 0 omits
+  // them.
+  double copy_memory_gbps = 0;
+  // Compute overlapped by a collective takes this many times longer for
+  // the overlap (>= 1; kFsdpComputeSlowdownUnderCollectives measured).
+  double compute_slowdown = 1.0;
+  // FSDP2's own host work per unit (kFsdpHostNsPerUnit), half before the
+  // unit's forward and half before its backward; counted only where the
+  // iteration's host time is known.
+  int64_t host_ns_per_unit = 0;
 };
 
 struct FsdpStepPrediction {
   int64_t step_ns = 0;
-  // forward + backward + optimizer / N: what the step would take with all
-  // communication hidden.
+  // forward + backward + optimizer / N + FSDP2's copies + interference:
+  // what the step would take with all communication hidden.
   int64_t compute_ns = 0;
   // step - compute: communication the compute does not hide.
   int64_t exposed_comm_ns = 0;
@@ -74,6 +104,10 @@ struct FsdpStepPrediction {
   // All collectives of the step, each in full (hidden or not).
   int64_t all_gather_ns = 0;
   int64_t reduce_scatter_ns = 0;
+  // FSDP2's copies on the GPU and what the collectives slowed compute by;
+  // both in compute_ns.
+  int64_t copy_ns = 0;
+  int64_t interference_ns = 0;
   int num_units = 0;
   // The two largest units' unsharded bytes: at most two units are gathered
   // at once (the one computing and the one prefetched).
@@ -93,6 +127,15 @@ int64_t UnshardedInFlightBytes(const FsdpIteration& iteration);
 //     unit v-1's when unit v's backward starts; unit v's reduce-scatter
 //     when its backward is done, after what the stream already holds;
 //   then every rank steps its shard of the optimizer (optimizer / N).
+// Each unit's forward carries its gather's copies, its backward those of
+// the second gather and of the reduce-scatter; a unit's compute is
+// stretched by (compute_slowdown - 1) x the time collectives ran beside it.
+// Where the iteration's host time is known the host runs beside the GPU:
+// it issues each unit's work after FSDP2's hook (host_ns_per_unit / 2) and
+// the unit's share of the host time (host_ns in proportion to the unit's
+// GPU time); a unit's compute starts no earlier than its hook is done and
+// ends no earlier than its last launch, and the step ends no earlier than
+// the host.
 // With one GPU in all there is no communication and no in-flight copy.
 // InvalidArgument for negative times or bytes or a bad configuration.
 absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteration,

@@ -69,6 +69,52 @@ TEST(FsdpStepTest, CommunicationBoundUnitsWaitForTheStream) {
   EXPECT_EQ(p.exposed_comm_ns, 130'000);
 }
 
+TEST(FsdpStepTest, CopiesRunOnTheComputeStreamAtTheMemoryBandwidth) {
+  // 2 MB units, 2 GPUs, 1000 GB/s: a gather's copy-in (2 x 2 MB / 2) and
+  // copy-out (2 x 2 MB) move 6 MB, 6 us; the reduce-scatter's copy-in 4 MB,
+  // 4 us. Forward units 26 us, backward 40 + 6 + 4 = 50 us.
+  FsdpConfig config = TwoGpus();
+  config.copy_memory_gbps = 1000;
+  const FsdpStepPrediction without = Predict(ThreeUnits(2'000'000), TwoGpus());
+  const FsdpStepPrediction p = Predict(ThreeUnits(2'000'000), config);
+  EXPECT_EQ(p.copy_ns, 3 * (2 * 6'000 + 4'000));
+  EXPECT_EQ(p.compute_ns, without.compute_ns + p.copy_ns);
+  EXPECT_EQ(p.step_ns, without.step_ns + p.copy_ns);
+}
+
+TEST(FsdpStepTest, CollectivesSlowTheComputeTheyOverlap) {
+  // As PrefetchHides...: each forward unit but the last overlaps a 10 us
+  // gather; in the backward units 2 and 1 overlap 10 us of gather (and
+  // reduce 2's 10 us lies in unit 1's backward). 1.5x: +5 us per 10 us.
+  FsdpConfig config = TwoGpus();
+  config.compute_slowdown = 1.5;
+  const FsdpStepPrediction without = Predict(ThreeUnits(2'000'000), TwoGpus());
+  const FsdpStepPrediction p = Predict(ThreeUnits(2'000'000), config);
+  EXPECT_GT(p.interference_ns, 0);
+  EXPECT_LE(p.interference_ns, (p.all_gather_ns + p.reduce_scatter_ns) / 2);
+  EXPECT_EQ(p.compute_ns, without.compute_ns + p.interference_ns);
+  EXPECT_GT(p.step_ns, without.step_ns);
+  config.compute_slowdown = 0.5;
+  EXPECT_FALSE(PredictFsdpStep(ThreeUnits(2'000'000), config).ok());
+}
+
+TEST(FsdpStepTest, ASlowHostGatesTheUnitsWorkAndEndsTheStep) {
+  // The GPU needs 225 us (PrefetchHides...). A host of 450 us (twice the
+  // GPU's 210 us of work) plus 20 us of hooks per unit sets the step:
+  // 450 + 3 x 20 = 510 us; with no host time the hooks change nothing.
+  FsdpIteration it = ThreeUnits(2'000'000);
+  FsdpConfig config = TwoGpus();
+  config.host_ns_per_unit = 20'000;
+  EXPECT_EQ(Predict(it, config).step_ns, 225'000);
+  it.host_ns = 420'000;
+  const FsdpStepPrediction p = Predict(it, config);
+  EXPECT_EQ(p.step_ns, 420'000 + 3 * 20'000);
+  // A fast host leaves the GPU's step, but for the first unit's hook
+  // (10 us), which comes before any gather.
+  it.host_ns = 21'000;
+  EXPECT_EQ(Predict(it, config).step_ns, 225'000 + 10'000);
+}
+
 TEST(FsdpStepTest, OneGpuIsTheSingleGpuStep) {
   FsdpConfig one;  // 1 x 1, no links needed
   const FsdpStepPrediction p = Predict(ThreeUnits(2'000'000), one);

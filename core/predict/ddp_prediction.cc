@@ -332,7 +332,7 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
       out.set_unavailable(std::string(links.status().message()));
       return out;
     }
-    auto predicted = sharded ? FsdpCommunicationOn(*iteration, normalised, *links)
+    auto predicted = sharded ? FsdpCommunicationOn(*iteration, device, normalised, *links)
                              : DdpCommunicationOn(*iteration, device, normalised, *links);
     if (!predicted.ok()) {
       out.set_unavailable(std::string(predicted.status().message()));

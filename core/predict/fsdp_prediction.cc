@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/devices/device_rates.h"
 #include "core/parallel/fsdp_timeline.h"
 #include "core/predict/warning_tally.h"
 
@@ -12,14 +13,18 @@ namespace {
 
 namespace v1 = habitat::v1;
 
-// The FSDP step on `link` against the single-GPU GPU step.
-absl::StatusOr<FsdpStepPrediction> StepOn(const FsdpIteration& units,
+// The FSDP step on `link` against the single-GPU GPU step; FSDP2's copies
+// at `device`'s sustained memory bandwidth.
+absl::StatusOr<FsdpStepPrediction> StepOn(const FsdpIteration& units, const v1::DeviceSpec& device,
                                           const v1::ParallelConfig& config,
                                           const LinkConstants& link) {
   FsdpConfig fsdp;
   fsdp.ranks_per_node = static_cast<int>(config.gpus_per_node());
   fsdp.nodes = static_cast<int>(std::max<uint32_t>(config.nodes(), 1));
   fsdp.link = link;
+  fsdp.copy_memory_gbps = StreamingBandwidthGbps(device);
+  fsdp.compute_slowdown = kFsdpComputeSlowdownUnderCollectives;
+  fsdp.host_ns_per_unit = kFsdpHostNsPerUnit;
   return PredictFsdpStep(units, fsdp);
 }
 
@@ -59,20 +64,24 @@ absl::Status CheckModelledParallelism(const v1::ParallelConfig& config) {
 }
 
 absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& iteration,
+                                                          const v1::DeviceSpec& device,
                                                           const v1::ParallelConfig& config,
                                                           const Links& links) {
   absl::StatusOr<FsdpIteration> units = FsdpUnitsByBytes(iteration.iteration, UnitsOf(config));
   if (!units.ok()) return units.status();
-  absl::StatusOr<FsdpStepPrediction> usual = StepOn(*units, config, links.usual);
+  absl::StatusOr<FsdpStepPrediction> usual = StepOn(*units, device, config, links.usual);
   if (!usual.ok()) return usual.status();
-  const int64_t single_gpu_ns = SingleGpuStepNs(iteration.iteration);
+  // The single-GPU step in the same terms: its GPU time, or its host time
+  // where that is longer (the FSDP timeline lets the host gate the GPU).
+  const int64_t single_gpu_ns =
+      std::max(SingleGpuStepNs(iteration.iteration), iteration.iteration.host_ns);
   ParallelCommunication out;
   out.added_ns = usual->step_ns - single_gpu_ns;
   out.exposed_ns = usual->exposed_comm_ns;
   out.fsdp_units = usual->num_units;
   out.unsharded_in_flight_bytes = usual->unsharded_in_flight_bytes;
   if (!links.slow) return out;
-  absl::StatusOr<FsdpStepPrediction> slow = StepOn(*units, config, *links.slow);
+  absl::StatusOr<FsdpStepPrediction> slow = StepOn(*units, device, config, *links.slow);
   if (!slow.ok()) return slow.status();
   // The middle of the two, as for DDP, so that the expected error covers
   // both.

@@ -26,8 +26,10 @@ absl::Status CheckModelledParallelism(const habitat::v1::ParallelConfig& config)
 
 // The FSDP step on `links` (ParallelConfig.fsdp_units units of about equal
 // bytes, FsdpUnitsByBytes) compared with the single-GPU GPU step of
-// `iteration`; where the bandwidth is a range, the middle of its ends.
+// `iteration`, FSDP2's copies at `device`'s streaming bandwidth; where the
+// link's bandwidth is a range, the middle of its ends.
 absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& iteration,
+                                                          const habitat::v1::DeviceSpec& device,
                                                           const habitat::v1::ParallelConfig& config,
                                                           const Links& links);
 

@@ -156,7 +156,8 @@ TEST_F(FsdpEngineTest, FourH100sHoldLessPerGpuThanDdpAndComputeBoundsTheStep) {
   EXPECT_LT(fsdp.unsharded_in_flight_bytes(), int64_t{500'000'000});
 
   // The step is the timeline's over the single-GPU GPU step, never shorter
-  // than the compute it runs (the optimizer shared by four).
+  // than the compute it runs (the optimizer shared by four), which FSDP2's
+  // copies and the collectives' interference lengthen by a few percent.
   auto breakdown =
       PredictOnDevice(trace_, *devices_->Find("H100-SXM"), *devices_->Find("H100-SXM"));
   ASSERT_TRUE(breakdown.ok()) << breakdown.status();
@@ -165,9 +166,32 @@ TEST_F(FsdpEngineTest, FourH100sHoldLessPerGpuThanDdpAndComputeBoundsTheStep) {
   const int64_t optimizer = iteration->iteration.optimizer_ns;
   const int64_t compute = p.wall_time_ns() - optimizer + optimizer / 4;
   EXPECT_GT(fsdp.exposed_communication_ns(), 0);
-  EXPECT_EQ(fsdp.step_ns(), compute + fsdp.exposed_communication_ns());
+  const int64_t copies_and_interference =
+      fsdp.step_ns() - compute - fsdp.exposed_communication_ns();
+  EXPECT_GT(copies_and_interference, 0);
+  EXPECT_LT(copies_and_interference, compute / 10);
   EXPECT_GT(fsdp.step_ns(), p.wall_time_ns() - optimizer);
   EXPECT_GT(fsdp.samples_per_second(), 0);
+}
+
+// GPT-2 774M in bf16 on one H200 is near host-bound; FSDP2's host work per
+// block makes its 2-GPU step host-bound: measured 243.3 ms on 2 x H200
+// (eval/fsdp/results/h200x2_2026-11-29), against 146 ms on one GPU. A
+// GPU-only timeline said 148 ms.
+TEST_F(FsdpEngineTest, AHostBoundStepOnTwoH200sFollowsTheMeasuredOne) {
+  auto trace = testing::LoadAgentFixture("h200_fsdp", "gpt2_774m_b4_bf16");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  PredictionEngine engine(devices_.get(), nullptr);
+  PredictionQuery query;
+  query.devices = {"H200"};
+  v1::ParallelConfig config = Config(2, v1::ParallelConfig::KIND_FULLY_SHARDED);
+  config.set_fsdp_units(36);  // its transformer blocks, as it was wrapped
+  query.parallel = {config};
+  auto response = engine.Predict(*trace, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->predictions(0).parallel_size(), 1);
+  const double step_ms = response->predictions(0).parallel(0).step_ns() / 1e6;
+  EXPECT_NEAR(step_ms, 243.3, 0.1 * 243.3);
 }
 
 TEST_F(FsdpEngineTest, TheForwardSplitsByBackwardOperation) {

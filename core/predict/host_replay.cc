@@ -333,4 +333,11 @@ absl::StatusOr<double> CalibrateHostScale(const v1::Trace& trace, Nanoseconds me
   return high;
 }
 
+Nanoseconds HostOnlyNs(const v1::Trace& trace, double host_scale) {
+  if (!HasHostTimeline(trace)) return 0;
+  const std::vector<double> no_gpu(2 * static_cast<size_t>(trace.operations_size()) + 1, 0.0);
+  absl::StatusOr<ReplayResult> host = ReplayIteration(trace, no_gpu, host_scale);
+  return host.ok() ? host->wall_ns : 0;
+}
+
 }  // namespace habitat

@@ -61,6 +61,11 @@ absl::StatusOr<double> CalibrateHostScale(const habitat::v1::Trace& trace,
                                           Nanoseconds measured_wall_ns,
                                           const StopCondition* stop = nullptr);
 
+// What the host alone takes for the iteration: its replay with every pass
+// taking no GPU time (a wait returns once its call's own overhead is
+// spent), on a host of `host_scale`. 0 without a host timeline.
+Nanoseconds HostOnlyNs(const habitat::v1::Trace& trace, double host_scale);
+
 // True when the trace has a host timeline that ReplayIteration can use.
 bool HasHostTimeline(const habitat::v1::Trace& trace);
 

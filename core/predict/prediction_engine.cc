@@ -287,6 +287,24 @@ std::vector<KindedWarning> ResponseWarnings(std::vector<KindedWarning> warnings,
   return warnings;
 }
 
+// Whether any configuration asks for FSDP (the catalog's nodes take the
+// first's kind).
+bool AsksForSharding(const PredictionQuery& query) {
+  return std::any_of(query.parallel.begin(), query.parallel.end(), [](const auto& config) {
+    return config.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED;
+  });
+}
+
+// Calibrates the trace's host scale once (`memo`), for the host speed the
+// query names: a faster host takes proportionally less time for its share.
+absl::Status EnsureHostScale(const v1::Trace& traced, const PredictionQuery& query,
+                             std::optional<std::optional<double>>* memo) {
+  if (memo->has_value()) return absl::OkStatus();
+  HABITAT_ASSIGN_OR_RETURN(*memo, HostScaleFor(traced, query.stop));
+  if ((*memo)->has_value()) ***memo /= query.host_speed;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBatch(
@@ -324,6 +342,12 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
     HABITAT_ASSIGN_OR_RETURN(varying_tables,
                              varying_->PredictTrace(trace, origin, missed, query.stop, &siblings));
   }
+  // FSDP's timeline lets the host gate the GPU: the host's time alone.
+  int64_t host_only_ns = 0;
+  if (AsksForSharding(query)) {
+    HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, host_scale));
+    host_only_ns = HostOnlyNs(trace, (*host_scale)->value_or(1.0));
+  }
   BatchPredictions out;
   out.predictions.reserve(targets.size());
   const TraceFacts facts = missed.empty() ? TraceFacts() : FactsOf(trace);
@@ -336,11 +360,7 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
       ++stats->cache_hits;
     } else {
       ++stats->cache_misses;
-      if (!host_scale->has_value()) {
-        HABITAT_ASSIGN_OR_RETURN(*host_scale, HostScaleFor(traced, query.stop));
-        // A faster host takes proportionally less time for its share.
-        if ((*host_scale)->has_value()) ***host_scale /= query.host_speed;
-      }
+      HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, host_scale));
       const VaryingPassTable* table =
           varying_tables.empty() ? nullptr : &varying_tables[miss_index];
       ++miss_index;
@@ -361,7 +381,9 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
         out.predictions.emplace_back(query.include_breakdown ? *entry.full : *entry.summary);
     if (wants_parallel) {
       emitted.set_batch_size(batch);
-      AddParallel(IterationFromTrace(trace, *entry.full), *target, query, &emitted);
+      absl::StatusOr<TraceIteration> iteration = IterationFromTrace(trace, *entry.full);
+      if (iteration.ok()) iteration->iteration.host_ns = host_only_ns;
+      AddParallel(iteration, *target, query, &emitted);
     }
   }
   if (scaled.has_value()) out.warnings = BatchScalingWarnings(*scaled, traced.batch_size());

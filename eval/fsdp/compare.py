@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""Predicted FSDP peak memory per GPU against what one GPU measured
-(measure_fsdp_one_gpu.py): each model's N = 1 agent trace predicted on its
-own GPU with `habitat predict --parallel fsdp --gpus N --fsdp-units U`
-(U = the model's transformer blocks, as it was wrapped), against the peak
-`max_memory_allocated` of rank 0 of the fake-process-group run at that N.
-The step time is not compared: the fake process group moves no data.
+"""Predicted FSDP steps and peak memory per GPU against measured ones.
+
+Each model's N = 1 agent trace is predicted on its own GPU with `habitat
+predict --parallel fsdp --gpus N --fsdp-units U` (U = the model's
+transformer blocks, as it was wrapped), against:
+
+- `--results DIR` of measure_fsdp_one_gpu.py (one GPU, a fake process
+  group): the peak `max_memory_allocated` of rank 0 at each N; no steps
+  (the fake process group moves no data);
+- `--measured DIR` of measure_fsdp.py (N real GPUs, NCCL): the step (rank
+  0's median) and the largest peak over the ranks, with the N = 1 traces
+  from `--results`. A step is host-bound where rank 0's traced GPU busy
+  time is under 85 % of it (the predictor's own rule).
 
 Run from the repository root after building:
     python3 eval/fsdp/compare.py \
         --results eval/fsdp/results/h200_fakepg_2026-11-29 [--gpu H200] [--md OUT]
+    python3 eval/fsdp/compare.py --results eval/fsdp/results/h200_fakepg_2026-11-29 \
+        --measured eval/fsdp/results/h200x2_2026-11-29 [--md OUT]
 """
 
 from __future__ import annotations
@@ -35,8 +44,8 @@ def cases(results: Path) -> dict:
     return out
 
 
-def predicted_peaks(cli: str, trace: Path, gpu: str, worlds: list, units: int) -> dict:
-    """{N: predicted peak bytes per GPU} for each N of `worlds`."""
+def predicted_configs(cli: str, trace: Path, gpu: str, worlds: list, units: int) -> dict:
+    """{N: the predicted FSDP configuration (JSON)} for each N of `worlds`."""
     out = {}
     for n in worlds:
         cmd = [cli, "predict", str(trace), "--devices", gpu, "--catalog", "none",
@@ -47,8 +56,14 @@ def predicted_peaks(cli: str, trace: Path, gpu: str, worlds: list, units: int) -
         (prediction,) = got["predictions"]
         (config,) = [p for p in prediction.get("parallel", [])
                      if int(p.get("gpus_per_node", 0)) == n]
-        out[n] = int(config.get("peak_memory_bytes_per_gpu", 0))
+        out[n] = config
     return out
+
+
+def predicted_peaks(cli: str, trace: Path, gpu: str, worlds: list, units: int) -> dict:
+    """{N: predicted peak bytes per GPU} for each N of `worlds`."""
+    return {n: int(c.get("peak_memory_bytes_per_gpu", 0))
+            for n, c in predicted_configs(cli, trace, gpu, worlds, units).items()}
 
 
 def error_pct(predicted: int, measured: int) -> float:
@@ -73,6 +88,95 @@ def rows(args) -> list:
     return out
 
 
+HOST_BOUND_BUSY_SHARE = 0.85  # as kHostBoundIdleShare in core/predict/host_replay.h
+
+
+def measured_cases(measured: Path) -> dict:
+    """{(model, precision, N): the first traced ok FSDP line} of every
+    fsdp_n<N>.jsonl under `measured`."""
+    out = {}
+    for path in sorted(measured.glob("fsdp_n*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("status") == "ok" and r.get("mode") == "fsdp" and r.get("traced"):
+                out.setdefault((r["model"], r["precision"], r["world_size"]), r)
+    return out
+
+
+def gpu_busy_ns(trace: Path) -> int:
+    """The trace's iteration_gpu_busy_ns (habitat.v1.Trace, gzip)."""
+    import gzip
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    files = descriptor_pb2.FileDescriptorSet()
+    files.ParseFromString((ROOT / "client/python/habitat_client/habitat_v1.desc").read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for f in files.file:
+        pool.Add(f)
+    cls = message_factory.MessageFactory(pool).GetPrototype(
+        pool.FindMessageTypeByName("habitat.v1.Trace"))
+    t = cls()
+    t.ParseFromString(gzip.open(trace).read())
+    return t.iteration_gpu_busy_ns
+
+
+def host_bound(busy_ns: int, step_ns: int) -> bool:
+    return busy_ns < HOST_BOUND_BUSY_SHARE * step_ns
+
+
+def step_rows(args) -> list:
+    """Measured against predicted step and peak of each real FSDP run."""
+    singles = cases(Path(args.results))
+    measured = Path(args.measured)
+    out = []
+    for (model, precision, n), r in sorted(measured_cases(measured).items()):
+        row = {"model": model, "precision": precision, "gpus": n,
+               "measured_ms": r["step_ns_median"] / 1e6,
+               "measured_gib": r["peak_allocated_bytes"] / GIB,
+               "host_bound": host_bound(gpu_busy_ns(measured / r["trace"]), r["step_ns_median"])}
+        plain = singles.get((model, precision), {}).get(1)
+        if plain is not None and "trace" in plain:
+            (config,) = predicted_configs(args.cli, Path(args.results) / plain["trace"],
+                                          args.gpu, [n], r["blocks"]).values()
+            row["predicted_ms"] = int(config["step_ns"]) / 1e6
+            row["predicted_gib"] = int(config.get("peak_memory_bytes_per_gpu", 0)) / GIB
+            row["err_step_pct"] = error_pct(int(config["step_ns"]), r["step_ns_median"])
+            row["err_mem_pct"] = error_pct(int(config.get("peak_memory_bytes_per_gpu", 0)),
+                                           r["peak_allocated_bytes"])
+        out.append(row)
+    return out
+
+
+def summary(label: str, errs: list, within: float) -> str:
+    if not errs:
+        return f"{label}: none."
+    errs = [abs(e) for e in errs]
+    return (f"{label}: {len(errs)} cases, MAPE {statistics.mean(errs):.1f} %, worst "
+            f"{max(errs):.1f} %, within {within:g} %: {sum(e <= within for e in errs)}.")
+
+
+def step_report(rs: list) -> list:
+    lines = ["| model | precision | N | bound | measured ms | predicted ms | error % | "
+             "measured GiB | predicted GiB | error % |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        bound = "host" if r["host_bound"] else "GPU"
+        if "predicted_ms" in r:
+            lines.append(f"| {r['model']} | {r['precision']} | {r['gpus']} | {bound} | "
+                         f"{r['measured_ms']:.1f} | {r['predicted_ms']:.1f} | "
+                         f"{r['err_step_pct']:+.1f} | {r['measured_gib']:.2f} | "
+                         f"{r['predicted_gib']:.2f} | {r['err_mem_pct']:+.1f} |")
+        else:
+            lines.append(f"| {r['model']} | {r['precision']} | {r['gpus']} | {bound} | "
+                         f"{r['measured_ms']:.1f} | — | — | {r['measured_gib']:.2f} | — | — |")
+    done = [r for r in rs if "predicted_ms" in r]
+    lines.append("")
+    lines.append(summary("Step, GPU-bound", [r["err_step_pct"] for r in done
+                                             if not r["host_bound"]], 8))
+    lines.append(summary("Step, host-bound", [r["err_step_pct"] for r in done
+                                              if r["host_bound"]], 8))
+    lines.append(summary("Peak memory per rank", [r["err_mem_pct"] for r in done], 5))
+    return lines
+
+
 def report(rs: list) -> list:
     lines = ["| model | precision | N | measured GiB | predicted GiB | error % |",
              "|---|---|---|---|---|---|"]
@@ -92,13 +196,15 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", required=True)
     ap.add_argument("--cli", default=str(ROOT / "build" / "client" / "habitat"))
+    ap.add_argument("--measured", default="",
+                    help="a measure_fsdp.py run: compare steps and peaks of real N-GPU runs")
     ap.add_argument("--gpu", default="H200")
     ap.add_argument("--md", default="")
     args = ap.parse_args()
-    rs = rows(args)
+    rs = step_rows(args) if args.measured else rows(args)
     if not rs:
-        sys.exit(f"no comparable cases under {args.results}")
-    text = "\n".join(report(rs)) + "\n"
+        sys.exit(f"no comparable cases under {args.measured or args.results}")
+    text = "\n".join(step_report(rs) if args.measured else report(rs)) + "\n"
     if args.md:
         Path(args.md).write_text(text)
     else:

@@ -58,10 +58,10 @@ def plan() -> list:
     return [(m, p) for m in MODELS for p in PRECISIONS]
 
 
-def build(name: str):
+def build(name: str, models: dict = MODELS):
     import torch
     import transformers
-    family, kw, _ = MODELS[name]
+    family, kw, _ = models[name]
     if family == "gpt2":
         cfg = transformers.GPT2Config(**kw)
     else:

@@ -7,9 +7,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import compare  # noqa: E402
+import measure_fsdp as measure_real  # noqa: E402
 import measure_fsdp_one_gpu as measure  # noqa: E402
 
 RESULTS = HERE / "results" / "h200_fakepg_2026-11-29"
+MEASURED = HERE / "results" / "h200x2_2026-11-29"
 
 
 class CommittedRunTest(unittest.TestCase):
@@ -28,7 +30,33 @@ class CommittedRunTest(unittest.TestCase):
             self.assertGreater(by_n[2]["peak_allocated_bytes"], by_n[4]["peak_allocated_bytes"])
 
 
+class MeasuredRunTest(unittest.TestCase):
+    def test_every_planned_traced_case_ran_on_two_gpus_with_its_rank_trace(self):
+        got = compare.measured_cases(MEASURED)
+        planned = {(m, p, 2) for m, p, traced in measure_real.plan() if traced}
+        self.assertEqual(set(got), planned)
+        for r in got.values():
+            self.assertTrue((MEASURED / r["trace"]).exists(), r["trace"])
+            self.assertEqual(len(r["peak_allocated_bytes_per_rank"]), 2)
+
+    def test_the_large_model_does_not_fit_one_gpu_but_two(self):
+        r = compare.measured_cases(MEASURED)[("llama_13b", "bf16", 2)]
+        # 16 bytes a parameter of fp32 state and AdamW: over one H200's 141 GB.
+        self.assertGreater(16 * r["params"], 141e9)
+        self.assertLess(r["peak_allocated_bytes"], 141e9)
+
+    def test_host_bound_is_the_predictors_rule(self):
+        self.assertTrue(compare.host_bound(84, 100))
+        self.assertFalse(compare.host_bound(85, 100))
+
+
 class PlanTest(unittest.TestCase):
+    def test_the_real_run_ends_by_repeating_its_first_case_untraced(self):
+        order = measure_real.plan()
+        self.assertEqual(order[-1], order[0][:2] + (False,))
+        self.assertTrue(all(traced for *_, traced in order[:-1]))
+        self.assertEqual({m for m, _, _ in order} - set(measure.MODELS), {"llama_13b"})
+
     def test_smaller_models_first(self):
         order = [m for m, _ in measure.plan()]
         self.assertEqual(order[0], "gpt2_355m")
