@@ -182,17 +182,15 @@ absl::StatusOr<double> LargeGemmRooflineOnTarget(const kernel_varying::KernelVar
 
 namespace {
 
-// A GEMM pass (not a convolution) in fp16 or bf16, in the origin's mode, on
-// a target the model has no measurements of in that mode, where its trees
-// would extrapolate. Convolutions keep the trees: their time depends on the
-// algorithm cuDNN picks, which the roofline does not see (held-out fp32
-// data in docs/mixed_precision_accuracy.md).
+// A GEMM or convolution pass in fp16 or bf16, in the origin's mode, on a
+// target the model has no measurements of in that mode, where its trees
+// would extrapolate from Hopper-only data. Tensor-core convolutions are
+// implicit GEMMs on every cuDNN path, so they split as GEMMs do; fp32
+// convolutions, whose algorithm (Winograd, FFT) the roofline does not see,
+// keep the trees (docs/mixed_precision_accuracy.md, rules 5 and 7).
 bool SplitAtRoofline(const kernel_varying::KernelVaryingModel& model, kernel_varying::Family family,
                      MathMode origin_mode, MathMode target_mode, const v1::DeviceSpec& target,
                      bool via_sibling) {
-  if (family == kernel_varying::Family::kConv2d ||
-      family == kernel_varying::Family::kConvTranspose2d)
-    return false;
   return !via_sibling && target_mode == origin_mode &&
          (target_mode == MathMode::kFp16 || target_mode == MathMode::kBf16) &&
          !model.TrainedOn(family, target_mode, target.id());

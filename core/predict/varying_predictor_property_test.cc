@@ -396,12 +396,11 @@ TEST_F(VaryingPropertyTest,
                     large_ns > 0 && (evaluated != origin_mode || evaluated == MathMode::kTf32)
                         ? large_ns * model_->large_gemm_typical() * directions
                         : 0;
-                // A GEMM below the large-GEMM test, in fp16/bf16 as on the
-                // origin, on a target without data in that mode: its
-                // roofline share by the roofline ratio, the rest as latency.
-                const bool gemm = s.family != kernel_varying::Family::kConv2d &&
-                                  s.family != kernel_varying::Family::kConvTranspose2d;
-                if (gemm && large_ns == 0 && evaluated == origin_mode &&
+                // A GEMM or convolution below the large-GEMM test, in
+                // fp16/bf16 as on the origin, on a target without data in
+                // that mode: its roofline share by the roofline ratio, the
+                // rest as latency.
+                if (large_ns == 0 && evaluated == origin_mode &&
                     (evaluated == MathMode::kFp16 || evaluated == MathMode::kBf16) &&
                     !model_->TrainedOn(s.family, evaluated, target.id())) {
                   auto r_o = kernel_varying::SustainedRooflineNs(s.family, s.config, evaluated,

@@ -166,7 +166,9 @@ std::map<std::string, int> CheckTable(const VaryingPassTable& table, const v1::T
     EXPECT_EQ(pass.floor_ns,
               static_cast<Nanoseconds>(std::ceil(*floor * (*signature)->direction_factor)))
         << where;
-    EXPECT_GE(pass.predicted_ns, pass.floor_ns) << where;
+    // A pass whose auxiliary kernels are moved apart is floored by the
+    // engine, once they are added back.
+    if (!pass.auxiliary_apart) EXPECT_GE(pass.predicted_ns, pass.floor_ns) << where;
     if (pass.clamped_to_floor) {
       EXPECT_EQ(pass.predicted_ns, pass.floor_ns) << where;
     }
