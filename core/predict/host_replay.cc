@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -70,6 +71,8 @@ struct ReplayPlan {
   size_t streams = 0;
   // The latest end of an operation's CPU time (origin times).
   Nanoseconds last_op_cpu_end = std::numeric_limits<Nanoseconds>::min();
+  // Launch times of the host-to-device copies, sorted (origin times).
+  std::vector<Nanoseconds> host_to_device_launches;
 };
 
 namespace {
@@ -96,7 +99,12 @@ std::shared_ptr<const ReplayPlan> PlanReplay(const v1::Trace& trace) {
   absl::flat_hash_map<uint32_t, uint32_t> streams;
   auto add_pass = [&](const v1::Pass& pass, uint32_t index) {
     for (const auto& k : pass.kernels()) AddRecorded(k, index, &streams, &plan.activities);
-    for (const auto& m : pass.memory()) AddRecorded(m, index, &streams, &plan.activities);
+    for (const auto& m : pass.memory()) {
+      AddRecorded(m, index, &streams, &plan.activities);
+      if (m.kind() == v1::MemoryActivity::KIND_MEMCPY_HTOD && m.has_launch_time()) {
+        plan.host_to_device_launches.push_back(m.launch_ns());
+      }
+    }
   };
   for (int i = 0; i < trace.operations_size(); ++i) {
     const v1::Operation& op = trace.operations(i);
@@ -110,6 +118,7 @@ std::shared_ptr<const ReplayPlan> PlanReplay(const v1::Trace& trace) {
     AddRecorded(k, unattributed, &streams, &plan.activities);
   }
   plan.streams = streams.size();
+  std::sort(plan.host_to_device_launches.begin(), plan.host_to_device_launches.end());
   std::vector<Nanoseconds> origin_ends;
   origin_ends.reserve(plan.activities.size());
   for (const auto& a : plan.activities) origin_ends.push_back(a.end);
@@ -131,6 +140,19 @@ std::shared_ptr<const ReplayPlan> PlanReplay(const v1::Trace& trace) {
 }
 
 namespace {
+
+// Whether a copy call launched a host-to-device copy within its CPU time.
+// One that returned while the origin's GPU still ran work launched before
+// it did not wait for that work (from pageable host memory it stages and
+// returns): its time is the host's own.
+bool LaunchesHostToDevice(const ReplayPlan& plan, const v1::HostEvent& call) {
+  if (!absl::StartsWith(call.name(), "cudaMemcpy") && !absl::StartsWith(call.name(), "cuMemcpy")) {
+    return false;
+  }
+  const auto& launches = plan.host_to_device_launches;
+  auto it = std::lower_bound(launches.begin(), launches.end(), call.cpu_start_ns());
+  return it != launches.end() && *it <= call.cpu_start_ns() + call.cpu_duration_ns();
+}
 
 // One activity of a replay, scaled.
 struct Activity {
@@ -264,10 +286,14 @@ ReplayResult Replay(const v1::Trace& trace, const ReplayPlan& plan,
   };
   for (const auto& wait : trace.host_events()) {
     launch_until(ScaleTime(wait.cpu_start_ns(), host_scale));
-    // What the call cost beyond waiting for the GPU on the origin (origin
-    // times), then on the replayed host.
     const Nanoseconds cpu_start = Clamp(wait.cpu_start_ns());
     const Nanoseconds origin_end = Add(cpu_start, Clamp(wait.cpu_duration_ns()));
+    if (origin_end < origin_gpu_done && LaunchesHostToDevice(plan, wait)) {
+      cpu_end = std::max(cpu_end, ScaleTime(origin_end, host_scale));
+      continue;
+    }
+    // What the call cost beyond waiting for the GPU on the origin (origin
+    // times), then on the replayed host.
     const Nanoseconds overhead = ScaleTime(
         std::max<Nanoseconds>(0, Subtract(origin_end, std::max(cpu_start, origin_gpu_done))),
         host_scale);

@@ -217,6 +217,47 @@ TEST(HostReplayOrderTest, LaunchesRoundedToOneTimeKeepTheirGpuOrder) {
   EXPECT_EQ(slow_host->wall_ns, 200);
 }
 
+// A copy to the GPU from pageable memory stages and returns while earlier
+// GPU work still runs (FSDP2's split-size copies): the host must not wait
+// for that work in the replay, or the work it launches next on another
+// stream starts a whole kernel late. A 1 ms kernel, a copy call at 10 us
+// (5 us; its copy runs after the kernel), a 10 us kernel on another stream
+// launched at 20 us: 1.004 ms of wall time, as on the origin.
+TEST(HostReplayCopyTest, ACopyToTheGpuThatDidNotWaitDoesNotWaitInTheReplay) {
+  v1::Trace trace;
+  v1::Pass* pass = trace.add_operations()->mutable_forward();
+  auto add_kernel = [pass](int64_t launch, int64_t start, int64_t duration, uint32_t stream) {
+    v1::Kernel* k = pass->add_kernels();
+    k->set_has_launch_time(true);
+    k->set_launch_ns(launch);
+    k->set_start_ns(start);
+    k->set_duration_ns(duration);
+    k->set_stream(stream);
+  };
+  add_kernel(0, 0, 1'000'000, 1);
+  v1::MemoryActivity* copy = pass->add_memory();
+  copy->set_kind(v1::MemoryActivity::KIND_MEMCPY_HTOD);
+  copy->set_has_launch_time(true);
+  copy->set_launch_ns(10'000);
+  copy->set_start_ns(1'000'000);
+  copy->set_duration_ns(4'000);
+  copy->set_stream(1);
+  add_kernel(20'000, 20'000, 10'000, 2);
+  v1::HostEvent* call = trace.add_host_events();
+  call->set_name("cudaMemcpyAsync");
+  call->set_cpu_start_ns(10'000);
+  call->set_cpu_duration_ns(5'000);
+  auto replay = ReplayIteration(trace, Uniform(trace, 1.0));
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(replay->wall_ns, 1'004'000);
+  EXPECT_EQ(replay->gpu_busy_ns, 1'004'000);
+  // A synchronisation there would wait: the second kernel after the first.
+  call->set_name("cudaStreamSynchronize");
+  replay = ReplayIteration(trace, Uniform(trace, 1.0));
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_GT(replay->wall_ns, 1'004'000);
+}
+
 TEST_F(HostReplayTest, PredictionsCarryWallTimeAndTheHostBoundFlag) {
   auto devices = DeviceDatabase::LoadFromFile(std::string(HABITAT_DATA_DIR) + "/devices.textproto");
   ASSERT_TRUE(devices.ok()) << devices.status();
