@@ -43,9 +43,11 @@ struct SingleGpuIteration {
   // also holds kernels no operation claimed); empty when not read. DDP does
   // not use it; the FSDP timeline splits the forward by it.
   std::vector<int64_t> forward_op_ns;
-  // What the host alone takes for the iteration (HostOnlyNs); 0 when not
-  // known. DDP does not use it; the FSDP timeline lets the host gate work.
+  // What the host alone takes for the iteration (HostOnlyNs), and of it
+  // the optimizer step's launches (its operations' CPU span); 0 when not
+  // known. DDP does not use them; the FSDP timeline lets the host gate work.
   int64_t host_ns = 0;
+  int64_t optimizer_host_ns = 0;
   // Parameters with gradients. Gradient-ready order is by ready_after_op;
   // gradients of one operation keep this vector's order, so pass them in
   // the order the trace saw them become ready.

@@ -66,9 +66,10 @@ absl::Status ValidateStepInput(const FsdpIteration& iteration, const FsdpConfig&
                      config.copy_memory_gbps, " and ", config.compute_slowdown));
   }
   if (iteration.tail_forward_ns < 0 || iteration.optimizer_ns < 0 || iteration.host_ns < 0 ||
-      config.host_ns_per_unit < 0) {
+      iteration.optimizer_host_ns < 0 || config.host_ns_per_unit < 0) {
     return absl::InvalidArgumentError(
-        "tail_forward_ns, optimizer_ns, host_ns and host_ns_per_unit must be >= 0");
+        "tail_forward_ns, optimizer_ns, host_ns, optimizer_host_ns and host_ns_per_unit must be "
+        ">= 0");
   }
   double ns = static_cast<double>(iteration.tail_forward_ns) + iteration.optimizer_ns;
   double bytes = 0;
@@ -166,6 +167,7 @@ absl::StatusOr<FsdpIteration> FsdpUnitsByBytes(const SingleGpuIteration& iterati
   out.tail_forward_ns = std::max<int64_t>(0, iteration.forward_ns - unit_forward);
   out.optimizer_ns = iteration.optimizer_ns;
   out.host_ns = iteration.host_ns;
+  out.optimizer_host_ns = iteration.optimizer_host_ns;
   return out;
 }
 
@@ -199,20 +201,23 @@ absl::StatusOr<UnitComm> CommOfUnits(const std::vector<FsdpUnit>& units, const F
   return c;
 }
 
-// How the host's time is spread over the step: host_ns in proportion to
-// each part's single-GPU GPU time, and FSDP2's hook before each unit's
-// forward and backward. All zero where the host time is not known.
+// How the host's time is spread over the step: the time before the
+// optimizer in proportion to each part's single-GPU GPU time, and FSDP2's
+// hook before each unit's forward and backward. All zero where the host
+// time is not known.
 struct HostShare {
   double per_gpu_ns = 0;
   int64_t hook_ns = 0;
+  int64_t optimizer_ns = 0;
 
   HostShare(const FsdpIteration& iteration, const FsdpConfig& config) {
     if (iteration.host_ns <= 0) return;
-    double gpu = static_cast<double>(iteration.tail_forward_ns) + iteration.optimizer_ns;
+    double gpu = static_cast<double>(iteration.tail_forward_ns);
     for (const FsdpUnit& unit : iteration.units) {
       gpu += static_cast<double>(unit.forward_ns) + unit.backward_ns;
     }
-    per_gpu_ns = gpu > 0 ? static_cast<double>(iteration.host_ns) / gpu : 0;
+    optimizer_ns = std::clamp<int64_t>(iteration.optimizer_host_ns, 0, iteration.host_ns);
+    per_gpu_ns = gpu > 0 ? static_cast<double>(iteration.host_ns - optimizer_ns) / gpu : 0;
     hook_ns = config.host_ns_per_unit / 2;
   }
   int64_t Of(int64_t gpu_ns) const {
@@ -283,8 +288,11 @@ absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteratio
     stream.Run(compute_free, comm->scatter[v]);
   }
   p.backward_end_ns = std::max(compute_free, stream.free_ns);
-  host += host_share.Of(iteration.optimizer_ns);
-  p.step_ns = std::max(p.backward_end_ns + p.sharded_optimizer_ns, host);
+  // The optimizer's kernels start once the backward is done and the host
+  // has begun launching them, and run on while it launches the rest.
+  const int64_t optimizer_start = std::max(p.backward_end_ns, host);
+  host += host_share.optimizer_ns;
+  p.step_ns = std::max(optimizer_start + p.sharded_optimizer_ns, host);
   p.compute_ns = iteration.tail_forward_ns + p.sharded_optimizer_ns + p.copy_ns + p.interference_ns;
   for (const FsdpUnit& unit : units) p.compute_ns += unit.forward_ns + unit.backward_ns;
   p.exposed_comm_ns = p.step_ns - p.compute_ns;

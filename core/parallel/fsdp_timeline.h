@@ -39,9 +39,11 @@ struct FsdpIteration {
   int64_t tail_forward_ns = 0;
   // The whole model's optimizer step on one GPU; each rank steps its 1/N.
   int64_t optimizer_ns = 0;
-  // The single-GPU iteration's host time alone (SingleGpuIteration's); 0
-  // when not known, and then the host gates nothing.
+  // The single-GPU iteration's host time alone, and the optimizer's part of
+  // it (SingleGpuIteration's); 0 when not known, and then the host gates
+  // nothing.
   int64_t host_ns = 0;
+  int64_t optimizer_host_ns = 0;
 };
 
 // The default unit policy, for traces without module names: the
@@ -132,10 +134,11 @@ int64_t UnshardedInFlightBytes(const FsdpIteration& iteration);
 // stretched by (compute_slowdown - 1) x the time collectives ran beside it.
 // Where the iteration's host time is known the host runs beside the GPU:
 // it issues each unit's work after FSDP2's hook (host_ns_per_unit / 2) and
-// the unit's share of the host time (host_ns in proportion to the unit's
-// GPU time); a unit's compute starts no earlier than its hook is done and
-// ends no earlier than its last launch, and the step ends no earlier than
-// the host.
+// the unit's share of the host time before the optimizer (in proportion to
+// the unit's GPU time), then the optimizer's; a unit's compute starts no
+// earlier than its hook is done and ends no earlier than its last launch,
+// the optimizer's kernels start once the host begins launching them, and
+// the step ends no earlier than the host.
 // With one GPU in all there is no communication and no in-flight copy.
 // InvalidArgument for negative times or bytes or a bad configuration.
 absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteration,

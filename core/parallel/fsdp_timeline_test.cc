@@ -99,19 +99,25 @@ TEST(FsdpStepTest, CollectivesSlowTheComputeTheyOverlap) {
 }
 
 TEST(FsdpStepTest, ASlowHostGatesTheUnitsWorkAndEndsTheStep) {
-  // The GPU needs 225 us (PrefetchHides...). A host of 450 us (twice the
-  // GPU's 210 us of work) plus 20 us of hooks per unit sets the step:
-  // 450 + 3 x 20 = 510 us; with no host time the hooks change nothing.
+  // The GPU needs 225 us (PrefetchHides...). A host of 420 us before the
+  // optimizer (twice the GPU's 210 us of unit work) plus 20 us of hooks per
+  // unit launches the last unit's backward at 480 us; its reduce-scatter
+  // (10 us) and the optimizer's half (15 us) follow: 505 us. With no host
+  // time the hooks change nothing.
   FsdpIteration it = ThreeUnits(2'000'000);
   FsdpConfig config = TwoGpus();
   config.host_ns_per_unit = 20'000;
   EXPECT_EQ(Predict(it, config).step_ns, 225'000);
   it.host_ns = 420'000;
-  const FsdpStepPrediction p = Predict(it, config);
-  EXPECT_EQ(p.step_ns, 420'000 + 3 * 20'000);
+  EXPECT_EQ(Predict(it, config).step_ns, 420'000 + 3 * 20'000 + 10'000 + 15'000);
+  // The optimizer's own launches (100 us) end the step after its kernels.
+  it.host_ns = 520'000;
+  it.optimizer_host_ns = 100'000;
+  EXPECT_EQ(Predict(it, config).step_ns, 420'000 + 3 * 20'000 + 100'000);
   // A fast host leaves the GPU's step, but for the first unit's hook
   // (10 us), which comes before any gather.
   it.host_ns = 21'000;
+  it.optimizer_host_ns = 0;
   EXPECT_EQ(Predict(it, config).step_ns, 225'000 + 10'000);
 }
 

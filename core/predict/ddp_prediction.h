@@ -47,6 +47,8 @@ struct TraceIteration {
   int64_t unmatched_bytes = 0;
   // Sum of the parameters' gradient bytes.
   int64_t gradient_bytes = 0;
+  // The host timeline is an FSDP rank's: FSDP2's own host work is in it.
+  bool fsdp_host_work_traced = false;
 };
 
 // `prediction` must hold the per-operation breakdown of `trace`

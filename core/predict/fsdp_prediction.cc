@@ -14,17 +14,18 @@ namespace {
 namespace v1 = habitat::v1;
 
 // The FSDP step on `link` against the single-GPU GPU step; FSDP2's copies
-// at `device`'s sustained memory bandwidth.
+// at `device`'s streaming bandwidth, its host work per unit unless the
+// traced host timeline already holds it (`host_work_traced`).
 absl::StatusOr<FsdpStepPrediction> StepOn(const FsdpIteration& units, const v1::DeviceSpec& device,
                                           const v1::ParallelConfig& config,
-                                          const LinkConstants& link) {
+                                          const LinkConstants& link, bool host_work_traced) {
   FsdpConfig fsdp;
   fsdp.ranks_per_node = static_cast<int>(config.gpus_per_node());
   fsdp.nodes = static_cast<int>(std::max<uint32_t>(config.nodes(), 1));
   fsdp.link = link;
   fsdp.copy_memory_gbps = StreamingBandwidthGbps(device);
   fsdp.compute_slowdown = kFsdpComputeSlowdownUnderCollectives;
-  fsdp.host_ns_per_unit = kFsdpHostNsPerUnit;
+  fsdp.host_ns_per_unit = host_work_traced ? 0 : kFsdpHostNsPerUnit;
   return PredictFsdpStep(units, fsdp);
 }
 
@@ -69,19 +70,24 @@ absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& 
                                                           const Links& links) {
   absl::StatusOr<FsdpIteration> units = FsdpUnitsByBytes(iteration.iteration, UnitsOf(config));
   if (!units.ok()) return units.status();
-  absl::StatusOr<FsdpStepPrediction> usual = StepOn(*units, device, config, links.usual);
+  absl::StatusOr<FsdpStepPrediction> usual =
+      StepOn(*units, device, config, links.usual, iteration.fsdp_host_work_traced);
   if (!usual.ok()) return usual.status();
-  // The single-GPU step in the same terms: its GPU time, or its host time
-  // where that is longer (the FSDP timeline lets the host gate the GPU).
-  const int64_t single_gpu_ns =
-      std::max(SingleGpuStepNs(iteration.iteration), iteration.iteration.host_ns);
+  // The single-GPU step in the same terms: the timeline on one GPU (no
+  // communication, copies or FSDP2 host work; the whole optimizer), host
+  // gating included.
+  FsdpConfig one;
+  absl::StatusOr<FsdpStepPrediction> single = PredictFsdpStep(*units, one);
+  if (!single.ok()) return single.status();
+  const int64_t single_gpu_ns = single->step_ns;
   ParallelCommunication out;
   out.added_ns = usual->step_ns - single_gpu_ns;
   out.exposed_ns = usual->exposed_comm_ns;
   out.fsdp_units = usual->num_units;
   out.unsharded_in_flight_bytes = usual->unsharded_in_flight_bytes;
   if (!links.slow) return out;
-  absl::StatusOr<FsdpStepPrediction> slow = StepOn(*units, device, config, *links.slow);
+  absl::StatusOr<FsdpStepPrediction> slow =
+      StepOn(*units, device, config, *links.slow, iteration.fsdp_host_work_traced);
   if (!slow.ok()) return slow.status();
   // The middle of the two, as for DDP, so that the expected error covers
   // both.

@@ -194,6 +194,34 @@ TEST_F(FsdpEngineTest, AHostBoundStepOnTwoH200sFollowsTheMeasuredOne) {
   EXPECT_NEAR(step_ms, 243.3, 0.1 * 243.3);
 }
 
+// The rank-0 trace of the same kind of 2-GPU run (GPT-2 355M fp32, 260.2 ms
+// measured a step) predicts that step back from the single-GPU step its
+// work amounts to.
+TEST_F(FsdpEngineTest, OneFsdpRanksTracePredictsItsOwnStep) {
+  auto rank = testing::LoadAgentFixture("h200_fsdp", "gpt2_355m_b4_fp32_fsdp2r0");
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  PredictionEngine engine(devices_.get(), nullptr);
+  PredictionQuery query;
+  query.devices = {"H200"};
+  v1::ParallelConfig config = Config(2, v1::ParallelConfig::KIND_FULLY_SHARDED);
+  config.set_fsdp_units(24);
+  query.parallel = {config};
+  auto response = engine.Predict(*rank, "", query);
+  ASSERT_TRUE(response.ok()) << response.status();
+  const v1::DevicePrediction& p = response->predictions(0);
+  ASSERT_EQ(p.parallel_size(), 1);
+  EXPECT_NEAR(p.parallel(0).step_ns() / 1e6, 260.2, 0.05 * 260.2);
+  EXPECT_FALSE(p.has_memory());
+  bool said = false;
+  for (const v1::Warning& w : response->structured_warnings()) said |= w.kind() == "fsdp_rank";
+  EXPECT_TRUE(said);
+  // Its memory is the rank's, sharded: a fit is refused with the reason.
+  query.fit.emplace();
+  auto fit = engine.Predict(*rank, "", query);
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(fit.status().message(), HasSubstr("one rank of an FSDP step"));
+}
+
 TEST_F(FsdpEngineTest, TheForwardSplitsByBackwardOperation) {
   auto breakdown =
       PredictOnDevice(trace_, *devices_->Find("H100-SXM"), *devices_->Find("H100-SXM"));

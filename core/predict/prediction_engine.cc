@@ -1,6 +1,7 @@
 #include "core/predict/prediction_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -16,6 +17,8 @@
 #include "core/predict/memory_prediction.h"
 #include "core/predict/varying_predictor.h"
 #include "core/predict/warning_tally.h"
+#include "core/trace/fsdp_rank.h"
+#include "core/trace/op_classification.h"
 #include "core/trace/trace_id.h"
 #include "core/trace/trace_validation.h"
 
@@ -284,7 +287,25 @@ std::vector<KindedWarning> ResponseWarnings(std::vector<KindedWarning> warnings,
   if (gpu_time_warning.has_value()) warnings.push_back(*std::move(gpu_time_warning));
   auto host_bound_warning = OriginHostBoundWarning(traced);
   if (host_bound_warning.has_value()) warnings.push_back(*std::move(host_bound_warning));
+  if (query.fsdp_rank_of > 0) warnings.push_back(FsdpRankWarning(query.fsdp_rank_of));
   return warnings;
+}
+
+// Why a trace of one FSDP rank gives no memory prediction.
+constexpr char kFsdpRankMemoryReason[] =
+    "the trace is one rank of an FSDP step, whose memory is sharded: reading it back as one "
+    "GPU's is not modelled (trace the model on one GPU at a batch that fits for memory)";
+
+// From the first optimizer operation's CPU start to the last one's end: the
+// host's time launching the optimizer step.
+int64_t OptimizerCpuSpanNs(const v1::Trace& trace) {
+  int64_t first = -1, last = 0;
+  for (const v1::Operation& op : trace.operations()) {
+    if (!IsOptimizerStep(op)) continue;
+    if (first < 0 || op.cpu_start_ns() < first) first = op.cpu_start_ns();
+    last = std::max(last, op.cpu_start_ns() + op.cpu_duration_ns());
+  }
+  return first < 0 ? 0 : std::max<int64_t>(0, last - first);
 }
 
 // Whether any configuration asks for FSDP (the catalog's nodes take the
@@ -303,6 +324,41 @@ absl::Status EnsureHostScale(const v1::Trace& traced, const PredictionQuery& que
   HABITAT_ASSIGN_OR_RETURN(*memo, HostScaleFor(traced, query.stop));
   if ((*memo)->has_value()) ***memo /= query.host_speed;
   return absl::OkStatus();
+}
+
+// What FSDP's timeline needs of the host (it lets the host gate the GPU):
+// the host's time alone, the optimizer's part of it, and whether FSDP2's
+// own host work is already in the timeline (a rank's trace).
+struct IterationHost {
+  int64_t host_ns = 0;
+  int64_t optimizer_host_ns = 0;
+  bool fsdp_host_work_traced = false;
+};
+
+absl::StatusOr<IterationHost> HostOfIteration(const v1::Trace& traced, const v1::Trace& trace,
+                                              const PredictionQuery& query,
+                                              std::optional<std::optional<double>>* host_scale) {
+  IterationHost out;
+  if (!AsksForSharding(query)) return out;
+  HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, host_scale));
+  const double scale = (*host_scale)->value_or(1.0);
+  out.host_ns = HostOnlyNs(trace, scale);
+  out.optimizer_host_ns = std::llround(static_cast<double>(OptimizerCpuSpanNs(trace)) * scale);
+  out.fsdp_host_work_traced = query.fsdp_rank_of > 0;
+  return out;
+}
+
+// IterationFromTrace with the host's part.
+absl::StatusOr<TraceIteration> IterationWithHost(const v1::Trace& trace,
+                                                 const DevicePrediction& prediction,
+                                                 const IterationHost& host) {
+  absl::StatusOr<TraceIteration> iteration = IterationFromTrace(trace, prediction);
+  if (iteration.ok()) {
+    iteration->iteration.host_ns = host.host_ns;
+    iteration->iteration.optimizer_host_ns = host.optimizer_host_ns;
+    iteration->fsdp_host_work_traced = host.fsdp_host_work_traced;
+  }
+  return iteration;
 }
 
 }  // namespace
@@ -342,12 +398,8 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
     HABITAT_ASSIGN_OR_RETURN(varying_tables,
                              varying_->PredictTrace(trace, origin, missed, query.stop, &siblings));
   }
-  // FSDP's timeline lets the host gate the GPU: the host's time alone.
-  int64_t host_only_ns = 0;
-  if (AsksForSharding(query)) {
-    HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, host_scale));
-    host_only_ns = HostOnlyNs(trace, (*host_scale)->value_or(1.0));
-  }
+  HABITAT_ASSIGN_OR_RETURN(const IterationHost host,
+                           HostOfIteration(traced, trace, query, host_scale));
   BatchPredictions out;
   out.predictions.reserve(targets.size());
   const TraceFacts facts = missed.empty() ? TraceFacts() : FactsOf(trace);
@@ -381,13 +433,27 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
         out.predictions.emplace_back(query.include_breakdown ? *entry.full : *entry.summary);
     if (wants_parallel) {
       emitted.set_batch_size(batch);
-      absl::StatusOr<TraceIteration> iteration = IterationFromTrace(trace, *entry.full);
-      if (iteration.ok()) iteration->iteration.host_ns = host_only_ns;
-      AddParallel(iteration, *target, query, &emitted);
+      AddParallel(IterationWithHost(trace, *entry.full, host), *target, query, &emitted);
     }
   }
   if (scaled.has_value()) out.warnings = BatchScalingWarnings(*scaled, traced.batch_size());
   return out;
+}
+
+absl::StatusOr<v1::PredictResponse> PredictionEngine::PredictFsdpRank(
+    const v1::Trace& traced, int world, std::string trace_id, const PredictionQuery& query,
+    PredictionStats* stats) const {
+  if (query.fit.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a fit needs the trace's memory: ", kFsdpRankMemoryReason));
+  }
+  PredictionQuery single = query;
+  single.fsdp_rank_of = world;
+  single.trace_already_validated = true;
+  // The rank's host ran as its measured step says, communication and all.
+  HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, &single.fsdp_rank_host_scale));
+  if (!trace_id.empty()) absl::StrAppend(&trace_id, "|fsdp_rank");
+  return Predict(SingleGpuStepOfFsdpRank(traced, world), std::move(trace_id), single, stats);
 }
 
 absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& traced,
@@ -395,6 +461,11 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
                                                               const PredictionQuery& query,
                                                               PredictionStats* stats) const {
   if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(traced));
+  if (query.fsdp_rank_of == 0) {
+    HABITAT_ASSIGN_OR_RETURN(const std::optional<int> world, FsdpRankWorldSize(traced));
+    if (world.has_value())
+      return PredictFsdpRank(traced, *world, std::move(trace_id), query, stats);
+  }
   HABITAT_ASSIGN_OR_RETURN(const DeviceSpec* origin, ResolveOrigin(traced));
   if (trace_id.empty()) {
     HABITAT_ASSIGN_OR_RETURN(trace_id, ComputeTraceId(traced));
@@ -403,6 +474,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
                            ResolveTargets(query.devices));
   std::string no_memory_reason;
   const std::optional<MemoryModel> memory = MemoryModelFor(traced, &no_memory_reason);
+  if (query.fsdp_rank_of > 0) no_memory_reason = kFsdpRankMemoryReason;
   if (query.fit.has_value() && !memory.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("a fit needs the trace's memory: ", no_memory_reason));
@@ -412,7 +484,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   if (stats == nullptr) stats = &local_stats;
   int64_t work_left = query.max_work;
   // Per trace, not per device or batch: computed at the first cache miss.
-  HostScaleMemo host_scale;
+  HostScaleMemo host_scale = query.fsdp_rank_host_scale;
   std::vector<DevicePrediction> predictions(targets.size());
   std::vector<KindedWarning> batch_warnings;
   const FittingBatches largest = LargestFittingBatches(traced, memory, query, targets);

@@ -50,6 +50,13 @@ struct PredictionQuery {
   // instance size (catalog_instances); PredictionBackend checks their ranges.
   std::vector<habitat::v1::ParallelConfig> parallel;
   bool catalog_instances = false;
+  // Set by the engine (not a request field): the trace being predicted is
+  // the single-GPU step of one rank of an FSDP step on this many GPUs
+  // (core/trace/fsdp_rank.h); 0 for a single-GPU trace.
+  int fsdp_rank_of = 0;
+  // Set with it: the host scale calibrated on the rank's own trace (its
+  // measured step), which the single-GPU step no longer has.
+  std::optional<std::optional<double>> fsdp_rank_host_scale;
   // Target host speed relative to the origin's (PredictRequest field),
   // positive; PredictionBackend is the one that checks requests' values.
   double host_speed = 1.0;
@@ -110,7 +117,9 @@ class PredictionEngine {
                    std::shared_ptr<const VaryingPredictor> varying = nullptr);
 
   // Validates `trace`, resolves its origin GPU and predicts every requested
-  // device. `trace_id` keys the memo cache (ComputeTraceId when empty).
+  // device. `trace_id` keys the memo cache (ComputeTraceId when empty). A
+  // trace of one FSDP rank (core/trace/fsdp_rank.h) is predicted as the
+  // single-GPU step its work amounts to, without memory.
   // Errors: INVALID_ARGUMENT for a malformed trace or query, NOT_FOUND for
   // an unknown origin or target GPU.
   absl::StatusOr<habitat::v1::PredictResponse> Predict(const habitat::v1::Trace& trace,
@@ -130,6 +139,12 @@ class PredictionEngine {
   // HostScaleFor(traced) divided by the host speed, once computed: it
   // depends on the traced trace only, not on the batch or the GPU.
   using HostScaleMemo = std::optional<std::optional<double>>;
+  // Predict for a trace of one rank of an FSDP step on `world` GPUs:
+  // FAILED_PRECONDITION for a fit (it needs the single-GPU memory).
+  absl::StatusOr<habitat::v1::PredictResponse> PredictFsdpRank(const habitat::v1::Trace& traced,
+                                                               int world, std::string trace_id,
+                                                               const PredictionQuery& query,
+                                                               PredictionStats* stats) const;
   // Predictions of `targets`, in order, from the trace scaled to `batch`,
   // with the batch scaling's warnings. Work started is taken from
   // `work_left` (RESOURCE_EXHAUSTED when it would go below 0).

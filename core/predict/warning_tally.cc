@@ -57,6 +57,8 @@ constexpr KindSummary kKinds[] = {
      "no wall time predicted; throughput, cost and ranks use the GPU time"},
     {warning_kind::kOriginHostBound,
      "the traced iteration was host-bound; wall times assume a host as fast as the origin's"},
+    {warning_kind::kFsdpRank,
+     "the trace is one FSDP rank's: predicted as the single-GPU step its work amounts to"},
     {warning_kind::kNoMemoryPrediction,
      "no memory prediction; peak memory and whether the batch fits are unknown"},
     {warning_kind::kSpotPricesMissing,
@@ -395,6 +397,18 @@ std::optional<KindedWarning> OriginHostBoundWarning(const v1::Trace& traced) {
       100.0 * static_cast<double>(traced.iteration_gpu_busy_ns()) /
           static_cast<double>(traced.iteration_wall_ns()));
   return KindedWarning{warning_kind::kOriginHostBound, std::move(text), {}};
+}
+
+KindedWarning FsdpRankWarning(int world) {
+  return KindedWarning{
+      warning_kind::kFsdpRank,
+      absl::StrFormat(
+          "the trace is one rank of an FSDP step on %d GPUs: its collectives and FSDP2's copies "
+          "were taken out and its optimizer scaled to the whole model, so each GPU's row is the "
+          "single-GPU step (which may not fit one GPU) and --parallel fsdp rows shard it again; "
+          "no memory is predicted from it",
+          world),
+      {}};
 }
 
 namespace {

@@ -45,6 +45,7 @@ inline constexpr char kTestOnlyDevice[] = "test_only_device";
 // Response-level (PredictResponse.warnings).
 inline constexpr char kWallTimeFromGpuTime[] = "wall_time_from_gpu_time";
 inline constexpr char kOriginHostBound[] = "origin_host_bound";
+inline constexpr char kFsdpRank[] = "fsdp_rank";
 inline constexpr char kNoMemoryPrediction[] = "no_memory_prediction";
 inline constexpr char kSpotPricesMissing[] = "spot_prices_missing";
 inline constexpr char kBatchScaled[] = "batch_scaled";
@@ -154,6 +155,9 @@ std::optional<KindedWarning> WallTimeFromGpuTimeWarning(
     const habitat::v1::Trace& trace, const std::vector<habitat::v1::DevicePrediction>& predictions);
 // The traced iteration was host-bound.
 std::optional<KindedWarning> OriginHostBoundWarning(const habitat::v1::Trace& traced);
+
+// The trace is one rank of an FSDP step on `world` GPUs.
+KindedWarning FsdpRankWarning(int world);
 
 // Fills response->structured_warnings from its predictions' warnings (with
 // their kinds) and `response_warnings` (the texts of response->warnings

@@ -103,6 +103,18 @@ def measured_cases(measured: Path) -> dict:
     return out
 
 
+def measured_plain(measured: Path) -> dict:
+    """{(model, precision): the first ok plain line} of a measure_fsdp.py run
+    (with "trace" where it traced the plain step)."""
+    out = {}
+    for path in sorted(measured.glob("fsdp_n*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("status") == "ok" and r.get("mode") == "plain" and r.get("traced"):
+                out.setdefault((r["model"], r["precision"]), r)
+    return out
+
+
 def gpu_busy_ns(trace: Path) -> int:
     """The trace's iteration_gpu_busy_ns (habitat.v1.Trace, gzip)."""
     import gzip
@@ -133,9 +145,15 @@ def step_rows(args) -> list:
                "measured_ms": r["step_ns_median"] / 1e6,
                "measured_gib": r["peak_allocated_bytes"] / GIB,
                "host_bound": host_bound(gpu_busy_ns(measured / r["trace"]), r["step_ns_median"])}
-        plain = singles.get((model, precision), {}).get(1)
+        # The run's own single-GPU trace where it traced one, else the
+        # one-GPU run's.
+        own = measured_plain(measured).get((model, precision))
+        if own is not None and "trace" not in own:
+            own = None
+        plain = own if own is not None else singles.get((model, precision), {}).get(1)
+        folder = measured if own is not None else Path(args.results)
         if plain is not None and "trace" in plain:
-            (config,) = predicted_configs(args.cli, Path(args.results) / plain["trace"],
+            (config,) = predicted_configs(args.cli, folder / plain["trace"],
                                           args.gpu, [n], r["blocks"]).values()
             row["predicted_ms"] = int(config["step_ns"]) / 1e6
             row["predicted_gib"] = int(config.get("peak_memory_bytes_per_gpu", 0)) / GIB
@@ -144,6 +162,52 @@ def step_rows(args) -> list:
                                            r["peak_allocated_bytes"])
         out.append(row)
     return out
+
+
+def rank_rows(args) -> list:
+    """Each real run's rank-0 trace predicted back: the FSDP step at its own
+    N, and (where measured) the plain single-GPU step, against both."""
+    singles = cases(Path(args.results))
+    measured = Path(args.measured)
+    plain = measured_plain(measured)
+    out = []
+    for (model, precision, n), r in sorted(measured_cases(measured).items()):
+        cmd = [args.cli, "predict", str(measured / r["trace"]), "--devices", args.gpu,
+               "--catalog", "none", "--format", "json", "-q", "--parallel", "fsdp",
+               "--gpus", str(n), "--fsdp-units", str(r["blocks"])]
+        (prediction,) = json.loads(subprocess.run(cmd, capture_output=True, text=True,
+                                                  check=True).stdout)["predictions"]
+        (config,) = prediction["parallel"]
+        row = {"model": model, "precision": precision, "gpus": n,
+               "measured_ms": r["step_ns_median"] / 1e6,
+               "predicted_ms": int(config["step_ns"]) / 1e6,
+               "err_step_pct": error_pct(int(config["step_ns"]), r["step_ns_median"]),
+               "single_predicted_ms": int(prediction["wall_time_ns"]) / 1e6}
+        one = plain.get((model, precision)) or singles.get((model, precision), {}).get(1)
+        if one is not None:
+            row["single_measured_ms"] = one["step_ns_median"] / 1e6
+            row["err_single_pct"] = error_pct(int(prediction["wall_time_ns"]),
+                                              one["step_ns_median"])
+        out.append(row)
+    return out
+
+
+def rank_report(rs: list) -> list:
+    lines = ["| model | precision | N | FSDP measured ms | from its rank ms | error % | "
+             "1 GPU measured ms | from the rank ms | error % |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        single = (f"{r['single_measured_ms']:.1f} | {r['single_predicted_ms']:.1f} | "
+                  f"{r['err_single_pct']:+.1f}" if "err_single_pct" in r
+                  else f"— | {r['single_predicted_ms']:.1f} | —")
+        lines.append(f"| {r['model']} | {r['precision']} | {r['gpus']} | "
+                     f"{r['measured_ms']:.1f} | {r['predicted_ms']:.1f} | "
+                     f"{r['err_step_pct']:+.1f} | {single} |")
+    lines.append("")
+    lines.append(summary("FSDP step from its own rank", [r["err_step_pct"] for r in rs], 8))
+    lines.append(summary("Single-GPU step from a rank", [r["err_single_pct"] for r in rs
+                                                          if "err_single_pct" in r], 8))
+    return lines
 
 
 def summary(label: str, errs: list, within: float) -> str:
@@ -198,13 +262,22 @@ def main() -> int:
     ap.add_argument("--cli", default=str(ROOT / "build" / "client" / "habitat"))
     ap.add_argument("--measured", default="",
                     help="a measure_fsdp.py run: compare steps and peaks of real N-GPU runs")
+    ap.add_argument("--from-rank", action="store_true",
+                    help="with --measured: predict from each run's rank-0 trace instead")
     ap.add_argument("--gpu", default="H200")
     ap.add_argument("--md", default="")
     args = ap.parse_args()
-    rs = step_rows(args) if args.measured else rows(args)
+    if args.from_rank and not args.measured:
+        ap.error("--from-rank needs --measured")
+    if args.from_rank:
+        rs, render = rank_rows(args), rank_report
+    elif args.measured:
+        rs, render = step_rows(args), step_report
+    else:
+        rs, render = rows(args), report
     if not rs:
         sys.exit(f"no comparable cases under {args.measured or args.results}")
-    text = "\n".join(step_report(rs) if args.measured else report(rs)) + "\n"
+    text = "\n".join(render(rs)) + "\n"
     if args.md:
         Path(args.md).write_text(text)
     else:

@@ -52,15 +52,14 @@ LARGE = {"llama_13b": ("llama", dict(hidden_size=5120, intermediate_size=13824,
 MODELS = {**one_gpu.MODELS, **LARGE}
 
 
-def plan() -> list:
+def plan(precisions=one_gpu.PRECISIONS, large: bool = True) -> list:
     """(model, precision, trace) in run order: smaller models first, the
     large one last, so a budget cut short still covers the range; then the
     first case again without a trace, to show whether the agent's earlier
     tracking (its disabled callbacks) slowed the later steps."""
-    small = [(m, p, True) for m in one_gpu.MODELS
-             for p in one_gpu.PRECISIONS]
-    large = [(m, p, True) for m in LARGE for p in one_gpu.PRECISIONS]
-    return small + large + [small[0][:2] + (False,)]
+    small = [(m, p, True) for m in one_gpu.MODELS for p in precisions]
+    big = [(m, p, True) for m in LARGE for p in precisions] if large else []
+    return small + big + [small[0][:2] + (False,)]
 
 
 def step_fn(model, opt, ids, precision):
@@ -98,8 +97,10 @@ def release() -> None:
     torch.cuda.empty_cache()
 
 
-def plain_case(name, precision, rank) -> dict | None:
-    """Rank 0's unsharded step; the other ranks wait at the barrier."""
+def plain_case(name, precision, rank, batch, out_dir: Path, trace: bool) -> dict | None:
+    """Rank 0's unsharded step (with `trace`, one more step tracked by the
+    agent: a single-GPU trace to predict from); the other ranks wait at the
+    barrier."""
     import torch
     import torch.distributed as dist
     r = None
@@ -107,19 +108,38 @@ def plain_case(name, precision, rank) -> dict | None:
         torch.manual_seed(0)
         model, blocks, vocab = one_gpu.build(name, MODELS)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-        ids = torch.randint(0, vocab, (MODELS[name][2], one_gpu.SEQ), device="cuda")
+        ids = torch.randint(0, vocab, (batch, one_gpu.SEQ), device="cuda")
         step = step_fn(model, opt, ids, precision)
         times = one_gpu.time_steps(step)
-        r = {"mode": "plain", "world_size": 1, "step_ns_median": times[len(times) // 2],
-             "step_ns_samples": times, "host_issue_ns": host_issue_ns(step),
+        r = {"mode": "plain", "world_size": 1, "batch": batch,
+             "step_ns_median": times[len(times) // 2], "step_ns_samples": times,
+             "host_issue_ns": host_issue_ns(step),
              "peak_allocated_bytes": torch.cuda.max_memory_allocated()}
+        if trace:
+            r["trace"] = track(step, name, batch, precision, out_dir / f"{name}_b{batch}_{precision}.trace.gz",
+                               r["step_ns_median"])
         del opt, model, blocks, step
         release()
     dist.barrier()
     return r
 
 
-def fsdp_case(name, precision, rank, world, mesh, out_dir: Path, trace: bool) -> dict:
+def track(step, name, batch, precision, path: Path, wall_ns) -> str:
+    """One step tracked by the agent, saved to `path`; its file name."""
+    import torch
+    sys.path.insert(0, str(ROOT / "agent" / "python"))
+    import habitat_agent
+    torch.cuda.synchronize()
+    tracker = habitat_agent.OperationTracker(
+        model_name=name, batch_size=batch, precision=one_gpu.TRACKER_PRECISION[precision],
+        verbose=False)
+    with tracker.track():
+        step()
+    tracker.get_tracked_trace(iteration_wall_ns=wall_ns).save(str(path))
+    return path.name
+
+
+def fsdp_case(name, precision, rank, world, mesh, batch, out_dir: Path, trace: bool) -> dict:
     import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
@@ -132,7 +152,6 @@ def fsdp_case(name, precision, rank, world, mesh, out_dir: Path, trace: bool) ->
     fully_shard(model, mesh=mesh)
     torch.cuda.empty_cache()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    batch = MODELS[name][2]
     torch.manual_seed(rank)  # each rank its own batch, as data parallel
     ids = torch.randint(0, vocab, (batch, one_gpu.SEQ), device="cuda")
     step = step_fn(model, opt, ids, precision)
@@ -165,15 +184,7 @@ def trace_rank0(step, name, batch, precision, world, rank, out_dir, wall_ns) -> 
         step()
         torch.cuda.synchronize()
         return path.name
-    sys.path.insert(0, str(ROOT / "agent" / "python"))
-    import habitat_agent
-    tracker = habitat_agent.OperationTracker(
-        model_name=f"{name}_fsdp{world}_rank0", batch_size=batch,
-        precision=one_gpu.TRACKER_PRECISION[precision], verbose=False)
-    with tracker.track():
-        step()
-    tracker.get_tracked_trace(iteration_wall_ns=wall_ns).save(str(path))
-    return path.name
+    return track(step, f"{name}_fsdp{world}_rank0", batch, precision, path, wall_ns)
 
 
 def run_cases(args) -> int:
@@ -190,7 +201,8 @@ def run_cases(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + args.budget_s
     log = open(out / f"fsdp_n{world}.jsonl", "a") if rank == 0 else None
-    for name, precision, trace in plan():
+    for name, precision, trace in plan(args.precisions.split(","), not args.no_large):
+        batch = MODELS[name][2] * args.batch_multiplier
         go = torch.tensor([1 if deadline - time.time() > 45 else 0], device="cuda")
         dist.broadcast(go, 0)  # every rank takes rank 0's word
         base = {"model": name, "precision": precision, "traced": trace,
@@ -207,8 +219,9 @@ def run_cases(args) -> int:
             release()
             held = torch.cuda.memory_allocated()
             try:
-                r = (plain_case(name, precision, rank) if mode == "plain"
-                     else fsdp_case(name, precision, rank, world, mesh, out, trace))
+                r = (plain_case(name, precision, rank, batch, out, trace and args.trace_plain)
+                     if mode == "plain"
+                     else fsdp_case(name, precision, rank, world, mesh, batch, out, trace))
                 status = "ok"
             except Exception as exc:  # the next case may still run
                 r, status = {"mode": mode, "error": f"{type(exc).__name__}: {exc}"[-800:]}, "failed"
@@ -237,10 +250,17 @@ def main() -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--budget-s", type=float, default=420)
     ap.add_argument("--plan", action="store_true")
+    ap.add_argument("--batch-multiplier", type=int, default=1,
+                    help="each model's batch times this (bf16 at 4x: GPU-bound steps)")
+    ap.add_argument("--precisions", default=",".join(one_gpu.PRECISIONS))
+    ap.add_argument("--no-large", action="store_true", help="leave out the 13B")
+    ap.add_argument("--trace-plain", action="store_true",
+                    help="also trace each plain step (a single-GPU trace of this lease)")
     args = ap.parse_args()
     if args.plan:
-        for name, precision, trace in plan():
-            print(name, precision, MODELS[name][2], "traced" if trace else "untraced")
+        for name, precision, trace in plan(args.precisions.split(","), not args.no_large):
+            print(name, precision, MODELS[name][2] * args.batch_multiplier,
+                  "traced" if trace else "untraced")
         return 0
     if not args.out:
         ap.error("--out is required")

@@ -45,6 +45,13 @@ class MeasuredRunTest(unittest.TestCase):
         self.assertGreater(16 * r["params"], 141e9)
         self.assertLess(r["peak_allocated_bytes"], 141e9)
 
+    def test_a_rank_without_a_single_gpu_measurement_reports_dashes(self):
+        rows = [{"model": "llama_13b", "precision": "bf16", "gpus": 2, "measured_ms": 807.4,
+                 "predicted_ms": 769.3, "err_step_pct": -4.7, "single_predicted_ms": 905.2}]
+        table = compare.rank_report(rows)
+        self.assertIn("| llama_13b | bf16 | 2 | 807.4 | 769.3 | -4.7 | — | 905.2 | — |", table)
+        self.assertIn("Single-GPU step from a rank: none.", table)
+
     def test_host_bound_is_the_predictors_rule(self):
         self.assertTrue(compare.host_bound(84, 100))
         self.assertFalse(compare.host_bound(85, 100))
