@@ -210,6 +210,47 @@ def rank_report(rs: list) -> list:
     return lines
 
 
+def fit_rows(args) -> list:
+    """The sharded fit (`--fit --gpus N --parallel fsdp`) of each single-GPU
+    trace against a measure_fsdp.py --fit-batches run: whether the predicted
+    batch ran and the next batch ran out of memory, and the peak there."""
+    singles = cases(Path(args.results))
+    runs = {}
+    for path in sorted(Path(args.fit_run).glob("fsdp_n*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            runs.setdefault((r["model"], r["precision"]), {})[r["batch"]] = r
+    out = []
+    for (model, precision), by_batch in sorted(runs.items()):
+        plain = singles[(model, precision)][1]
+        n = next(iter(by_batch.values()))["world_size"]
+        cmd = [args.cli, "predict", str(Path(args.results) / plain["trace"]), "--devices",
+               args.gpu, "--catalog", "none", "--format", "json", "-q", "--fit", "--gpus",
+               str(n), "--parallel", "fsdp", "--fsdp-units", str(plain["blocks"])]
+        (prediction,) = json.loads(subprocess.run(cmd, capture_output=True, text=True,
+                                                  check=True).stdout)["predictions"]
+        (config,) = prediction["parallel"]
+        batch = int(config["largest_fitting_batch"])
+        at, above = by_batch.get(batch, {}), by_batch.get(2 * batch, {})
+        out.append({"model": model, "precision": precision, "gpus": n, "batch": batch,
+                    "ran": at.get("status"), "next_ran": above.get("status"),
+                    "predicted_gib": int(config["peak_memory_bytes_per_gpu"]) / GIB,
+                    "measured_gib": at.get("peak_allocated_bytes", 0) / GIB})
+    return out
+
+
+def fit_report(rs: list) -> list:
+    lines = ["| model | precision | N | predicted batch | it ran | twice it | "
+             "peak GiB predicted | measured |", "|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        lines.append(f"| {r['model']} | {r['precision']} | {r['gpus']} | {r['batch']} | "
+                     f"{r['ran']} | {r['next_ran']} | {r['predicted_gib']:.1f} | "
+                     f"{r['measured_gib']:.1f} |")
+    exact = sum(r["ran"] == "ok" and r["next_ran"] == "oom" for r in rs)
+    lines += ["", f"{len(rs)} fits: exact (the batch ran, twice it ran out of memory) {exact}."]
+    return lines
+
+
 def summary(label: str, errs: list, within: float) -> str:
     if not errs:
         return f"{label}: none."
@@ -262,6 +303,8 @@ def main() -> int:
     ap.add_argument("--cli", default=str(ROOT / "build" / "client" / "habitat"))
     ap.add_argument("--measured", default="",
                     help="a measure_fsdp.py run: compare steps and peaks of real N-GPU runs")
+    ap.add_argument("--fit-run", default="",
+                    help="a measure_fsdp.py --fit-batches run: check the sharded fit")
     ap.add_argument("--from-rank", action="store_true",
                     help="with --measured: predict from each run's rank-0 trace instead")
     ap.add_argument("--gpu", default="H200")
@@ -269,7 +312,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.from_rank and not args.measured:
         ap.error("--from-rank needs --measured")
-    if args.from_rank:
+    if args.fit_run:
+        rs, render = fit_rows(args), fit_report
+    elif args.from_rank:
         rs, render = rank_rows(args), rank_report
     elif args.measured:
         rs, render = step_rows(args), step_report

@@ -62,6 +62,20 @@ def plan(precisions=one_gpu.PRECISIONS, large: bool = True) -> list:
     return small + big + [small[0][:2] + (False,)]
 
 
+def fit_plan(spec: str) -> list:
+    """(model, precision, batch) of --fit-batches "model/precision/b1+b2,...":
+    FSDP steps at the batches a fit predicts and the next ones, to see
+    which fit (the predicted fit exact when the first does and the next
+    does not)."""
+    out = []
+    for item in filter(None, spec.split(",")):
+        model, precision, batches = item.split("/")
+        if model not in MODELS or precision not in one_gpu.PRECISIONS:
+            raise ValueError(f"unknown case {item!r}")
+        out += [(model, precision, int(b)) for b in batches.split("+")]
+    return out
+
+
 def step_fn(model, opt, ids, precision):
     import torch
 
@@ -201,11 +215,15 @@ def run_cases(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + args.budget_s
     log = open(out / f"fsdp_n{world}.jsonl", "a") if rank == 0 else None
-    for name, precision, trace in plan(args.precisions.split(","), not args.no_large):
-        batch = MODELS[name][2] * args.batch_multiplier
+    if args.fit_batches:
+        cases = [(m, p, False, b) for m, p, b in fit_plan(args.fit_batches)]
+    else:
+        cases = [(m, p, t, MODELS[m][2] * args.batch_multiplier)
+                 for m, p, t in plan(args.precisions.split(","), not args.no_large)]
+    for name, precision, trace, batch in cases:
         go = torch.tensor([1 if deadline - time.time() > 45 else 0], device="cuda")
         dist.broadcast(go, 0)  # every rank takes rank 0's word
-        base = {"model": name, "precision": precision, "traced": trace,
+        base = {"model": name, "precision": precision, "traced": trace, "batch": batch,
                 "device": torch.cuda.get_device_name(0),
                 "torch": torch.__version__}
         if not go.item():
@@ -213,7 +231,7 @@ def run_cases(args) -> int:
                 log.write(json.dumps(dict(base, status="skipped")) + "\n")
             continue
         for mode in ("plain", "fsdp"):
-            if mode == "plain" and name in LARGE:
+            if mode == "plain" and (name in LARGE or args.fit_batches):
                 continue
             t = time.time()
             release()
@@ -224,7 +242,9 @@ def run_cases(args) -> int:
                      else fsdp_case(name, precision, rank, world, mesh, batch, out, trace))
                 status = "ok"
             except Exception as exc:  # the next case may still run
-                r, status = {"mode": mode, "error": f"{type(exc).__name__}: {exc}"[-800:]}, "failed"
+                r = {"mode": mode, "world_size": world,
+                     "error": f"{type(exc).__name__}: {exc}"[-800:]}
+                status = "oom" if isinstance(exc, torch.OutOfMemoryError) else "failed"
                 print(f"rank {rank} failed {name} {precision} {mode}: {r['error']}", flush=True)
                 release()
             if log and r is not None:
@@ -256,6 +276,8 @@ def main() -> int:
     ap.add_argument("--no-large", action="store_true", help="leave out the 13B")
     ap.add_argument("--trace-plain", action="store_true",
                     help="also trace each plain step (a single-GPU trace of this lease)")
+    ap.add_argument("--fit-batches", default="",
+                    help='instead: FSDP steps at "model/precision/b1+b2,..." (fit check)')
     args = ap.parse_args()
     if args.plan:
         for name, precision, trace in plan(args.precisions.split(","), not args.no_large):

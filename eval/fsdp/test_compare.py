@@ -52,6 +52,14 @@ class MeasuredRunTest(unittest.TestCase):
         self.assertIn("| llama_13b | bf16 | 2 | 807.4 | 769.3 | -4.7 | — | 905.2 | — |", table)
         self.assertIn("Single-GPU step from a rank: none.", table)
 
+    def test_a_fit_is_exact_when_its_batch_ran_and_twice_it_did_not(self):
+        rows = [{"model": "m", "precision": "bf16", "gpus": 2, "batch": 16, "ran": "ok",
+                 "next_ran": "oom", "predicted_gib": 1.0, "measured_gib": 1.0},
+                {"model": "m", "precision": "fp32", "gpus": 2, "batch": 8, "ran": "oom",
+                 "next_ran": None, "predicted_gib": 1.0, "measured_gib": 0.0}]
+        self.assertEqual(compare.fit_report(rows)[-1],
+                         "2 fits: exact (the batch ran, twice it ran out of memory) 1.")
+
     def test_host_bound_is_the_predictors_rule(self):
         self.assertTrue(compare.host_bound(84, 100))
         self.assertFalse(compare.host_bound(85, 100))
