@@ -212,6 +212,11 @@ TEST_F(FsdpEngineTest, OneFsdpRanksTracePredictsItsOwnStep) {
   ASSERT_EQ(p.parallel_size(), 1);
   EXPECT_NEAR(p.parallel(0).step_ns() / 1e6, 260.2, 0.05 * 260.2);
   EXPECT_FALSE(p.has_memory());
+  // Without a count the units are the run's own: 24 blocks and the root.
+  query.parallel[0].set_fsdp_units(0);
+  auto own = engine.Predict(*rank, "", query);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->predictions(0).parallel(0).fsdp_units(), 25u);
   bool said = false;
   for (const v1::Warning& w : response->structured_warnings()) said |= w.kind() == "fsdp_rank";
   EXPECT_TRUE(said);

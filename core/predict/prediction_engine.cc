@@ -449,6 +449,12 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::PredictFsdpRank(
   }
   PredictionQuery single = query;
   single.fsdp_rank_of = world;
+  // Units as the rank's run wrapped them, unless the request names a count.
+  for (v1::ParallelConfig& config : single.parallel) {
+    if (config.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED && config.fsdp_units() == 0) {
+      config.set_fsdp_units(static_cast<uint32_t>(FsdpRankUnits(traced)));
+    }
+  }
   single.trace_already_validated = true;
   // The rank's host ran as its measured step says, communication and all.
   HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, &single.fsdp_rank_host_scale));

@@ -93,6 +93,12 @@ absl::StatusOr<std::optional<int>> FsdpRankWorldSize(const v1::Trace& trace) {
   return world;
 }
 
+int FsdpRankUnits(const v1::Trace& trace) {
+  int units = 0;
+  for (const v1::Operation& op : trace.operations()) units += op.name() == kAllGather;
+  return units;
+}
+
 bool IsFsdpCommunicationKernel(const v1::Operation& op, absl::string_view kernel_name) {
   if (IsNcclKernel(kernel_name)) return true;
   if (absl::StrContains(kernel_name, "split_with_sizes_copy_out") ||

@@ -21,6 +21,12 @@ namespace habitat {
 // they disagree or the ratio is not a whole number >= 2.
 absl::StatusOr<std::optional<int>> FsdpRankWorldSize(const habitat::v1::Trace& trace);
 
+// The FSDP units the rank's step gathered: its all-gathers before the
+// forward (c10d::_allgather_base_ operations; the backward's are launched
+// from autograd hooks and recorded under other operations). The user's
+// wrapping policy, as it ran.
+int FsdpRankUnits(const habitat::v1::Trace& trace);
+
 // Whether `kernel_name`, launched by `op`, is communication or one of
 // FSDP2's copies: NCCL kernels, the all-gather's copy-in (a foreach copy
 // outside the optimizer) and copy-out (split_with_sizes_copy), and the

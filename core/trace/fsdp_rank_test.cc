@@ -57,6 +57,12 @@ TEST_F(FsdpRankTest, TheAllGathersSayHowManyGpusTheStepRanOn) {
   EXPECT_FALSE(none->has_value());
 }
 
+TEST_F(FsdpRankTest, ItsUnitsAreTheGathersBeforeTheForward) {
+  // GPT-2 355M wrapped per block: 24 blocks and the root.
+  EXPECT_EQ(FsdpRankUnits(rank_), 25);
+  EXPECT_EQ(FsdpRankUnits(single_), 0);
+}
+
 TEST_F(FsdpRankTest, GathersThatDisagreeAreRefused) {
   for (v1::Operation& op : *rank_.mutable_operations()) {
     if (op.name() != "c10d::_allgather_base_") continue;
