@@ -119,6 +119,19 @@ class FsdpEngineTest : public ::testing::Test {
     return response->predictions(0);
   }
 
+  // `trace` on two H200s with FSDP in `units` units (0: the default).
+  absl::StatusOr<v1::PredictResponse> OnTwoH200s(const v1::Trace& trace, uint32_t units,
+                                                 bool fit = false) {
+    PredictionEngine engine(devices_.get(), nullptr);
+    PredictionQuery query;
+    query.devices = {"H200"};
+    v1::ParallelConfig config = Config(2, v1::ParallelConfig::KIND_FULLY_SHARDED);
+    config.set_fsdp_units(units);
+    query.parallel = {config};
+    if (fit) query.fit.emplace();
+    return engine.Predict(trace, "", query);
+  }
+
   static v1::ParallelConfig Config(uint32_t gpus, v1::ParallelConfig::Kind kind) {
     v1::ParallelConfig config;
     config.set_gpus_per_node(gpus);
@@ -181,13 +194,8 @@ TEST_F(FsdpEngineTest, FourH100sHoldLessPerGpuThanDdpAndComputeBoundsTheStep) {
 TEST_F(FsdpEngineTest, AHostBoundStepOnTwoH200sFollowsTheMeasuredOne) {
   auto trace = testing::LoadAgentFixture("h200_fsdp", "gpt2_774m_b4_bf16");
   ASSERT_TRUE(trace.ok()) << trace.status();
-  PredictionEngine engine(devices_.get(), nullptr);
-  PredictionQuery query;
-  query.devices = {"H200"};
-  v1::ParallelConfig config = Config(2, v1::ParallelConfig::KIND_FULLY_SHARDED);
-  config.set_fsdp_units(36);  // its transformer blocks, as it was wrapped
-  query.parallel = {config};
-  auto response = engine.Predict(*trace, "", query);
+  // Its transformer blocks, as it was wrapped.
+  auto response = OnTwoH200s(*trace, 36);
   ASSERT_TRUE(response.ok()) << response.status();
   ASSERT_EQ(response->predictions(0).parallel_size(), 1);
   const double step_ms = response->predictions(0).parallel(0).step_ns() / 1e6;
@@ -200,29 +208,21 @@ TEST_F(FsdpEngineTest, AHostBoundStepOnTwoH200sFollowsTheMeasuredOne) {
 TEST_F(FsdpEngineTest, OneFsdpRanksTracePredictsItsOwnStep) {
   auto rank = testing::LoadAgentFixture("h200_fsdp", "gpt2_355m_b4_fp32_fsdp2r0");
   ASSERT_TRUE(rank.ok()) << rank.status();
-  PredictionEngine engine(devices_.get(), nullptr);
-  PredictionQuery query;
-  query.devices = {"H200"};
-  v1::ParallelConfig config = Config(2, v1::ParallelConfig::KIND_FULLY_SHARDED);
-  config.set_fsdp_units(24);
-  query.parallel = {config};
-  auto response = engine.Predict(*rank, "", query);
+  auto response = OnTwoH200s(*rank, 24);
   ASSERT_TRUE(response.ok()) << response.status();
   const v1::DevicePrediction& p = response->predictions(0);
   ASSERT_EQ(p.parallel_size(), 1);
   EXPECT_NEAR(p.parallel(0).step_ns() / 1e6, 260.2, 0.05 * 260.2);
   EXPECT_FALSE(p.has_memory());
   // Without a count the units are the run's own: 24 blocks and the root.
-  query.parallel[0].set_fsdp_units(0);
-  auto own = engine.Predict(*rank, "", query);
+  auto own = OnTwoH200s(*rank, 0);
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_EQ(own->predictions(0).parallel(0).fsdp_units(), 25u);
   bool said = false;
   for (const v1::Warning& w : response->structured_warnings()) said |= w.kind() == "fsdp_rank";
   EXPECT_TRUE(said);
   // Its memory is the rank's, sharded: a fit is refused with the reason.
-  query.fit.emplace();
-  auto fit = engine.Predict(*rank, "", query);
+  auto fit = OnTwoH200s(*rank, 24, /*fit=*/true);
   EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(fit.status().message(), HasSubstr("one rank of an FSDP step"));
 }

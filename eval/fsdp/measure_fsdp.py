@@ -25,7 +25,6 @@ measure_fsdp_one_gpu.py, plus one too large for one GPU):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import gc
 import json
@@ -76,20 +75,6 @@ def fit_plan(spec: str) -> list:
     return out
 
 
-def step_fn(model, opt, ids, precision):
-    import torch
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        ctx = (torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16"
-               else contextlib.nullcontext())
-        with ctx:
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-    return step
-
-
 def host_issue_ns(step) -> int:
     """Host time to issue one step, the GPU drained before it: a step
     whose issue time is near its GPU time is host-bound."""
@@ -123,7 +108,7 @@ def plain_case(name, precision, rank, batch, out_dir: Path, trace: bool) -> dict
         model, blocks, vocab = one_gpu.build(name, MODELS)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
         ids = torch.randint(0, vocab, (batch, one_gpu.SEQ), device="cuda")
-        step = step_fn(model, opt, ids, precision)
+        step = one_gpu.step_fn(model, opt, ids, precision)
         times = one_gpu.time_steps(step)
         r = {"mode": "plain", "world_size": 1, "batch": batch,
              "step_ns_median": times[len(times) // 2], "step_ns_samples": times,
@@ -168,7 +153,7 @@ def fsdp_case(name, precision, rank, world, mesh, batch, out_dir: Path, trace: b
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     torch.manual_seed(rank)  # each rank its own batch, as data parallel
     ids = torch.randint(0, vocab, (batch, one_gpu.SEQ), device="cuda")
-    step = step_fn(model, opt, ids, precision)
+    step = one_gpu.step_fn(model, opt, ids, precision)
     dist.barrier()
     times = one_gpu.time_steps(step)
     peaks = [None] * world

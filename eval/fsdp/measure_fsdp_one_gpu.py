@@ -72,6 +72,22 @@ def build(name: str, models: dict = MODELS):
     return model, list(blocks), cfg.vocab_size
 
 
+def step_fn(model, opt, ids, precision):
+    """One training step: zero the gradients, the causal-LM loss (bf16
+    autocast over fp32 parameters, or fp32), backward, AdamW."""
+    import torch
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        ctx = (torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16"
+               else contextlib.nullcontext())
+        with ctx:
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+    return step
+
+
 def time_steps(step) -> list:
     import torch
     for _ in range(WARMUP):
@@ -111,15 +127,7 @@ def one_case(name: str, precision: str, world: int, out_dir: Path) -> dict:
     batch = MODELS[name][2]
     ids = torch.randint(0, vocab, (batch, SEQ), device="cuda")
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        ctx = (torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16"
-               else contextlib.nullcontext())
-        with ctx:
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-
+    step = step_fn(model, opt, ids, precision)
     times = time_steps(step)
     r = {
         "model": name, "precision": precision, "world_size": world, "batch": batch,
