@@ -71,7 +71,10 @@ absl::Status ValidateStepInput(const FsdpIteration& iteration, const FsdpConfig&
         "tail_forward_ns, optimizer_ns, host_ns, optimizer_host_ns and host_ns_per_unit must be "
         ">= 0");
   }
-  double ns = static_cast<double>(iteration.tail_forward_ns) + iteration.optimizer_ns;
+  // The host's time runs beside the GPU's; each unit adds two hooks.
+  double ns = static_cast<double>(iteration.tail_forward_ns) + iteration.optimizer_ns +
+              static_cast<double>(iteration.host_ns) + iteration.optimizer_host_ns +
+              static_cast<double>(config.host_ns_per_unit) * iteration.units.size();
   double bytes = 0;
   for (size_t u = 0; u < iteration.units.size(); ++u) {
     const FsdpUnit& unit = iteration.units[u];

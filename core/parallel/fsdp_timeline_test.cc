@@ -114,6 +114,9 @@ TEST(FsdpStepTest, ASlowHostGatesTheUnitsWorkAndEndsTheStep) {
   it.host_ns = 520'000;
   it.optimizer_host_ns = 100'000;
   EXPECT_EQ(Predict(it, config).step_ns, 420'000 + 3 * 20'000 + 100'000);
+  // A host time no step could have is refused, not summed past int64.
+  it.host_ns = int64_t{1} << 62;
+  EXPECT_FALSE(PredictFsdpStep(it, config).ok());
   // A fast host leaves the GPU's step, but for the first unit's hook
   // (10 us), which comes before any gather.
   it.host_ns = 21'000;

@@ -299,13 +299,18 @@ constexpr char kFsdpRankMemoryReason[] =
 // From the first optimizer operation's CPU start to the last one's end: the
 // host's time launching the optimizer step.
 int64_t OptimizerCpuSpanNs(const v1::Trace& trace) {
-  int64_t first = -1, last = 0;
+  // In doubles: a hostile trace's times may not sum within int64.
+  double first = 0, last = 0;
+  bool any = false;
   for (const v1::Operation& op : trace.operations()) {
     if (!IsOptimizerStep(op)) continue;
-    if (first < 0 || op.cpu_start_ns() < first) first = op.cpu_start_ns();
-    last = std::max(last, op.cpu_start_ns() + op.cpu_duration_ns());
+    const double start = static_cast<double>(op.cpu_start_ns());
+    first = any ? std::min(first, start) : start;
+    last = any ? std::max(last, start + static_cast<double>(op.cpu_duration_ns()))
+               : start + static_cast<double>(op.cpu_duration_ns());
+    any = true;
   }
-  return first < 0 ? 0 : std::max<int64_t>(0, last - first);
+  return any ? static_cast<int64_t>(std::clamp(last - first, 0.0, 1e18)) : 0;
 }
 
 // Whether any configuration asks for FSDP (the catalog's nodes take the
@@ -343,7 +348,8 @@ absl::StatusOr<IterationHost> HostOfIteration(const v1::Trace& traced, const v1:
   HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, host_scale));
   const double scale = (*host_scale)->value_or(1.0);
   out.host_ns = HostOnlyNs(trace, scale);
-  out.optimizer_host_ns = std::llround(static_cast<double>(OptimizerCpuSpanNs(trace)) * scale);
+  out.optimizer_host_ns =
+      static_cast<int64_t>(std::min(static_cast<double>(OptimizerCpuSpanNs(trace)) * scale, 1e18));
   out.fsdp_host_work_traced = query.fsdp_rank_of > 0;
   return out;
 }
