@@ -85,6 +85,20 @@ TEST(CliOutputTest, ProfiledOriginSaysSoOnItsRow) {
   }
 }
 
+// From a trace of one FSDP rank the origin's row is a prediction too (the
+// rank's work as one GPU's step), and its note says so.
+TEST(CliOutputTest, AnFsdpRanksOriginIsNotCalledMeasured) {
+  for (const bool rank : {true, false}) {
+    v1::PredictResponse response;
+    response.set_batch_size(8);
+    AddPrediction(&response, "H200", 0, 1000000)->set_is_origin(true);
+    if (rank) response.add_structured_warnings()->set_kind("fsdp_rank");
+    const std::string table = FormatPredictionTable(response, {}, {});
+    EXPECT_EQ(table.find("the measured time, not a prediction") == std::string::npos, rank);
+    EXPECT_EQ(table.find("the FSDP rank's work as one GPU's step") != std::string::npos, rank);
+  }
+}
+
 // A prediction by trace id has no trace to read the model and precision
 // from; the response carries them.
 TEST(CliOutputTest, HeaderNamesTheModelAndPrecisionItIsGiven) {

@@ -97,7 +97,12 @@ std::string GpuCell(const DevicePrediction& p) {
 // The table's footnote for the origin GPU's row.
 std::string OriginNote(const PredictResponse& response) {
   std::string note;
-  if (IsFit(response)) {
+  const bool fsdp_rank =
+      std::any_of(response.structured_warnings().begin(), response.structured_warnings().end(),
+                  [](const auto& w) { return w.kind() == "fsdp_rank"; });
+  if (fsdp_rank) {
+    note = "  * origin GPU: the FSDP rank's work as one GPU's step, predicted (not measured)\n";
+  } else if (IsFit(response)) {
     note = "  * origin GPU: the measured time where its batch is the traced one, else scaled\n";
   } else if (response.traced_batch_size() == 0 ||
              response.traced_batch_size() == response.batch_size()) {

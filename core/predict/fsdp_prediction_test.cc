@@ -214,6 +214,7 @@ TEST_F(FsdpEngineTest, OneFsdpRanksTracePredictsItsOwnStep) {
   ASSERT_EQ(p.parallel_size(), 1);
   EXPECT_NEAR(p.parallel(0).step_ns() / 1e6, 260.2, 0.05 * 260.2);
   EXPECT_FALSE(p.has_memory());
+  EXPECT_EQ(p.rank_by_time(), 0u);  // a rank's single-GPU row is not one to rent
   // Without a count the units are the run's own: 24 blocks and the root.
   auto own = OnTwoH200s(*rank, 0);
   ASSERT_TRUE(own.ok()) << own.status();

@@ -523,6 +523,9 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
     }
   }
   PriceAndRank(query.catalog, query.price_kind, &predictions);
+  // A rank's single-GPU step is how its work moves to each GPU, not a
+  // configuration to rent: the model may not fit one GPU.
+  if (query.fsdp_rank_of > 0) Unrank(&predictions);
 
   v1::PredictResponse response;
   response.set_trace_id(trace_id);

@@ -86,4 +86,11 @@ void PriceAndRank(const v1::PriceCatalog* catalog, v1::PriceKind kind,
   RankByCost(predictions);
 }
 
+void Unrank(std::vector<DevicePrediction>* predictions) {
+  for (auto& p : *predictions) {
+    p.set_rank_by_time(0);
+    p.set_rank_by_cost(0);
+  }
+}
+
 }  // namespace habitat

@@ -16,4 +16,7 @@ namespace habitat {
 void PriceAndRank(const habitat::v1::PriceCatalog* catalog, habitat::v1::PriceKind kind,
                   std::vector<habitat::v1::DevicePrediction>* predictions);
 
+// Clears both ranks of every prediction.
+void Unrank(std::vector<habitat::v1::DevicePrediction>* predictions);
+
 }  // namespace habitat

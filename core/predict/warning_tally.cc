@@ -58,7 +58,8 @@ constexpr KindSummary kKinds[] = {
     {warning_kind::kOriginHostBound,
      "the traced iteration was host-bound; wall times assume a host as fast as the origin's"},
     {warning_kind::kFsdpRank,
-     "the trace is one FSDP rank's: predicted as the single-GPU step its work amounts to"},
+     "the trace is one FSDP rank's: predicted as the single-GPU step its work amounts to; "
+     "those rows are unranked"},
     {warning_kind::kNoMemoryPrediction,
      "no memory prediction; peak memory and whether the batch fits are unknown"},
     {warning_kind::kSpotPricesMissing,
@@ -405,8 +406,8 @@ KindedWarning FsdpRankWarning(int world) {
       absl::StrFormat(
           "the trace is one rank of an FSDP step on %d GPUs: its collectives and FSDP2's copies "
           "were taken out and its optimizer scaled to the whole model, so each GPU's row is the "
-          "single-GPU step (which may not fit one GPU) and --parallel fsdp rows shard it again; "
-          "no memory is predicted from it",
+          "single-GPU step (unranked: the model may not fit one GPU) and --parallel fsdp rows "
+          "shard it again; no memory is predicted from it",
           world),
       {}};
 }

@@ -166,7 +166,10 @@ def _gpu_cell(p: dict) -> str:
 def _origin_note(response: dict) -> str:
     """The table's footnote for the origin GPU's row."""
     traced, batch = response.get("traced_batch_size", 0), response.get("batch_size", 0)
-    if _is_fit(response):
+    if any(w.get("kind") == "fsdp_rank" for w in response.get("structured_warnings", [])):
+        note = ("  * origin GPU: the FSDP rank's work as one GPU's step, predicted (not"
+                " measured)\n")
+    elif _is_fit(response):
         note = "  * origin GPU: the measured time where its batch is the traced one, else scaled\n"
     elif not traced or traced == batch:
         note = "  * origin GPU: the measured time, not a prediction\n"

@@ -204,6 +204,14 @@ class TableTest(unittest.TestCase):
             self.assertNotIn("H200 profiled", table)
 
 
+    def test_an_fsdp_ranks_origin_is_not_called_measured(self):
+        message = sample_response()
+        message.structured_warnings.add(kind="fsdp_rank")
+        table = habitat_client.format_table(habitat_client.to_dict(message))
+        self.assertIn("the FSDP rank's work as one GPU's step, predicted (not measured)", table)
+        self.assertNotIn("the measured time, not a prediction", table)
+
+
 @needs_protobuf
 class WarningsTest(unittest.TestCase):
     """format_warnings, as client/cli_warnings.cc FormatPredictionWarnings
