@@ -1,11 +1,14 @@
 #include "core/trace/fsdp_rank.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/time_units.h"
 #include "core/trace/op_classification.h"
 
 namespace habitat {
@@ -20,22 +23,25 @@ bool IsNcclKernel(absl::string_view name) {
   return absl::StrContains(absl::AsciiStrToLower(name), "nccl");
 }
 
-int64_t Elements(const v1::TensorArgument& tensor) {
-  int64_t n = 1;
-  for (int64_t d : tensor.shape()) n *= d;
+// In doubles: a hostile trace's shapes may not multiply within int64.
+double Elements(const v1::TensorArgument& tensor) {
+  double n = 1;
+  for (int64_t d : tensor.shape()) n *= static_cast<double>(d);
   return n;
 }
 
 // An all-gather's output over input elements; 0 where its arguments are
-// not two tensors.
+// not two tensors or the ratio is not a whole number.
 int64_t GatherRatio(const v1::Operation& op) {
   if (op.arguments_size() < 2 || !op.arguments(0).has_tensor() || !op.arguments(1).has_tensor()) {
     return 0;
   }
-  const int64_t in = Elements(op.arguments(1).tensor());
-  const int64_t out = Elements(op.arguments(0).tensor());
-  if (in <= 0 || out % in != 0) return 0;
-  return out / in;
+  const double in = Elements(op.arguments(1).tensor());
+  const double out = Elements(op.arguments(0).tensor());
+  if (!(in > 0) || !(out > 0)) return 0;
+  const double ratio = out / in;
+  if (!(ratio < static_cast<double>(1 << 21)) || ratio != std::floor(ratio)) return 0;
+  return static_cast<int64_t>(ratio);
 }
 
 // Drops `pass`'s communication and copy kernels, and their time from the
@@ -59,15 +65,18 @@ void DropCommunication(const v1::Operation& op, v1::Pass* pass) {
 // The pass `world` times as long, with `world` times the blocks: one rank
 // stepped 1/world of the parameters.
 void Unshard(int world, v1::Pass* pass) {
-  pass->set_time_ns(pass->time_ns() * world);
-  pass->set_rerun_time_ns(pass->rerun_time_ns() * world);
+  const double w = world;
+  pass->set_time_ns(SaturatingRound(static_cast<double>(pass->time_ns()) * w));
+  pass->set_rerun_time_ns(SaturatingRound(static_cast<double>(pass->rerun_time_ns()) * w));
   for (v1::Kernel& k : *pass->mutable_kernels()) {
-    k.set_duration_ns(k.duration_ns() * world);
-    k.mutable_grid()->set_x(k.grid().x() * static_cast<uint32_t>(world));
+    k.set_duration_ns(SaturatingRound(static_cast<double>(k.duration_ns()) * w));
+    k.mutable_grid()->set_x(
+        static_cast<uint32_t>(std::min(static_cast<double>(k.grid().x()) * w,
+                                       static_cast<double>(std::numeric_limits<uint32_t>::max()))));
   }
   for (v1::MemoryActivity& m : *pass->mutable_memory()) {
-    m.set_duration_ns(m.duration_ns() * world);
-    m.set_bytes(m.bytes() * static_cast<uint64_t>(world));
+    m.set_duration_ns(SaturatingRound(static_cast<double>(m.duration_ns()) * w));
+    m.set_bytes(static_cast<uint64_t>(std::min(static_cast<double>(m.bytes()) * w, 1.8e19)));
   }
 }
 

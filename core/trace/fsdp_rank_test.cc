@@ -71,6 +71,13 @@ TEST_F(FsdpRankTest, GathersThatDisagreeAreRefused) {
   }
   auto world = FsdpRankWorldSize(rank_);
   EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument);
+  // Shapes whose product leaves int64 are refused, not overflowed.
+  for (v1::Operation& op : *rank_.mutable_operations()) {
+    if (op.name() != "c10d::_allgather_base_") continue;
+    for (int d = 0; d < 4; ++d)
+      op.mutable_arguments(0)->mutable_tensor()->add_shape(int64_t{1} << 40);
+  }
+  EXPECT_EQ(FsdpRankWorldSize(rank_).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(FsdpRankTest, TheSingleGpuStepHasNoCommunicationAndTheWholeOptimizer) {
