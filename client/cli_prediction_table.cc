@@ -99,7 +99,7 @@ std::string OriginNote(const PredictResponse& response) {
   std::string note;
   const bool fsdp_rank =
       std::any_of(response.structured_warnings().begin(), response.structured_warnings().end(),
-                  [](const auto& w) { return w.kind() == "fsdp_rank"; });
+                  [](const auto& w) { return w.kind() == warning_kind::kFsdpRank; });
   if (fsdp_rank) {
     note = "  * origin GPU: the FSDP rank's work as one GPU's step, predicted (not measured)\n";
   } else if (IsFit(response)) {
