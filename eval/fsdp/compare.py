@@ -91,28 +91,34 @@ def rows(args) -> list:
 HOST_BOUND_BUSY_SHARE = 0.85  # as kHostBoundIdleShare in core/predict/host_replay.h
 
 
+def run_lines(folder: Path):
+    """Every line of each fsdp_n<N>.jsonl of a measure_fsdp.py run, parsed,
+    in file order."""
+    for path in sorted(folder.glob("fsdp_n*.jsonl")):
+        for line in path.read_text().splitlines():
+            yield json.loads(line)
+
+
+def first_traced_ok(folder: Path, mode: str, key) -> dict:
+    """{key(line): the first traced ok line of `mode`} of a run."""
+    out = {}
+    for r in run_lines(folder):
+        if r.get("status") == "ok" and r.get("mode") == mode and r.get("traced"):
+            out.setdefault(key(r), r)
+    return out
+
+
 def measured_cases(measured: Path) -> dict:
     """{(model, precision, N): the first traced ok FSDP line} of every
     fsdp_n<N>.jsonl under `measured`."""
-    out = {}
-    for path in sorted(measured.glob("fsdp_n*.jsonl")):
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
-            if r.get("status") == "ok" and r.get("mode") == "fsdp" and r.get("traced"):
-                out.setdefault((r["model"], r["precision"], r["world_size"]), r)
-    return out
+    return first_traced_ok(measured, "fsdp",
+                           lambda r: (r["model"], r["precision"], r["world_size"]))
 
 
 def measured_plain(measured: Path) -> dict:
     """{(model, precision): the first ok plain line} of a measure_fsdp.py run
     (with "trace" where it traced the plain step)."""
-    out = {}
-    for path in sorted(measured.glob("fsdp_n*.jsonl")):
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
-            if r.get("status") == "ok" and r.get("mode") == "plain" and r.get("traced"):
-                out.setdefault((r["model"], r["precision"]), r)
-    return out
+    return first_traced_ok(measured, "plain", lambda r: (r["model"], r["precision"]))
 
 
 def gpu_busy_ns(trace: Path) -> int:
@@ -216,10 +222,8 @@ def fit_rows(args) -> list:
     batch ran and the next batch ran out of memory, and the peak there."""
     singles = cases(Path(args.results))
     runs = {}
-    for path in sorted(Path(args.fit_run).glob("fsdp_n*.jsonl")):
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
-            runs.setdefault((r["model"], r["precision"]), {})[r["batch"]] = r
+    for r in run_lines(Path(args.fit_run)):
+        runs.setdefault((r["model"], r["precision"]), {})[r["batch"]] = r
     out = []
     for (model, precision), by_batch in sorted(runs.items()):
         plain = singles[(model, precision)][1]
