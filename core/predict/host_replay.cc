@@ -61,7 +61,17 @@ struct Recorded {
   // bound).
   uint32_t end_rank = 0;
   uint32_t ended_before_start = 0;
+  // The launch queue (kLaunchQueueDepth): the activity whose end frees this
+  // launch a slot on its stream, as an index into ReplayPlan::activities, or
+  // -1 while the stream's queue cannot be full; and when that freed the
+  // origin's launch call, where it did wait (kNoQueueWait otherwise).
+  int32_t queue_ahead = -1;
+  Nanoseconds origin_queue_release = 0;
 };
+
+namespace {
+constexpr Nanoseconds kNoQueueWait = std::numeric_limits<Nanoseconds>::min();
+}  // namespace
 
 struct ReplayPlan {
   std::vector<Recorded> activities;  // in trace order
@@ -89,6 +99,49 @@ void AddRecorded(const Record& r, uint32_t pass, absl::flat_hash_map<uint32_t, u
   a.pass = pass;
   a.stream = streams->try_emplace(r.stream(), static_cast<uint32_t>(streams->size())).first->second;
   out->push_back(a);
+}
+
+}  // namespace
+
+namespace {
+
+// Each stream's activities in launch order, their origin queue (how many
+// were launched and not done when each launch call began) and so the slot
+// each waits for: a stream holds kLaunchQueueDepth, or as many as the
+// origin was seen to hold where that is more. A launch call waited on the
+// origin where its slot freed after the call began and the host began no
+// other launch meanwhile (a blocked call holds its thread).
+void PlanLaunchQueues(ReplayPlan* plan) {
+  std::vector<std::vector<uint32_t>> on_stream(plan->streams);
+  std::vector<Nanoseconds> next_launch(plan->activities.size(),
+                                       std::numeric_limits<Nanoseconds>::max());
+  for (size_t k = 0; k < plan->by_launch.size(); ++k) {
+    const uint32_t i = plan->by_launch[k];
+    on_stream[plan->activities[i].stream].push_back(i);
+    if (k + 1 < plan->by_launch.size()) {
+      next_launch[i] = plan->activities[plan->by_launch[k + 1]].raw_launch;
+    }
+  }
+  for (const std::vector<uint32_t>& order : on_stream) {
+    std::vector<Nanoseconds> ends;
+    ends.reserve(order.size());
+    for (uint32_t i : order) ends.push_back(plan->activities[i].end);
+    std::sort(ends.begin(), ends.end());
+    size_t depth = kLaunchQueueDepth;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const Nanoseconds launch = plan->activities[order[k]].raw_launch;
+      const size_t done =
+          static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), launch) - ends.begin());
+      if (k > done) depth = std::max(depth, k - done);
+    }
+    for (size_t k = depth; k < order.size(); ++k) {
+      Recorded& r = plan->activities[order[k]];
+      const Recorded& ahead = plan->activities[order[k - depth]];
+      r.queue_ahead = static_cast<int32_t>(order[k - depth]);
+      const bool waited = ahead.end > r.raw_launch && next_launch[order[k]] >= ahead.end;
+      r.origin_queue_release = waited ? ahead.end : kNoQueueWait;
+    }
+  }
 }
 
 }  // namespace
@@ -136,6 +189,7 @@ std::shared_ptr<const ReplayPlan> PlanReplay(const v1::Trace& trace) {
     return std::tie(all[a].raw_launch, all[a].start, a) <
            std::tie(all[b].raw_launch, all[b].start, b);
   });
+  PlanLaunchQueues(&plan);
   return shared;
 }
 
@@ -236,48 +290,78 @@ absl::Status CheckScales(const v1::Trace& trace, const std::vector<double>& pass
   return absl::OkStatus();
 }
 
+// Happens-before across streams: work that ended on the origin before an
+// activity started (on another stream: cuDNN's multi-stream LSTMs, side
+// streams) is taken to be what it waited for (events), so on the target it
+// also starts after that work's replayed end. Without this, streams that
+// were serialised by events replay concurrently and the GPU-busy time
+// shrinks (GNMT: -28% replaying the origin itself). A Fenwick tree over the
+// origin end times holds the maximum replayed end per prefix.
+class ReplayedEnds {
+ public:
+  explicit ReplayedEnds(size_t activities) : max_(activities + 1, 0) {}
+  // The activity at `end_rank` (ReplayPlan's) ended at `target_end`.
+  void Record(size_t end_rank, Nanoseconds target_end) {
+    for (size_t i = end_rank; i < max_.size(); i += i & (~i + 1)) {
+      max_[i] = std::max(max_[i], target_end);
+    }
+  }
+  // Latest replayed end of the work that ended on the origin at or before
+  // the activity's origin start (`ended_before_start`; and was launched
+  // earlier: later launches are not known).
+  Nanoseconds Latest(size_t ended_before_start) const {
+    Nanoseconds latest = 0;
+    for (size_t i = ended_before_start; i > 0; i -= i & (~i + 1)) {
+      latest = std::max(latest, max_[i]);
+    }
+    return latest;
+  }
+
+ private:
+  std::vector<Nanoseconds> max_;
+};
+
+// The CPU shift once `a`'s launch call has a slot in its stream's queue: on
+// the origin it waited for as long as it did there (its recorded gap to the
+// next launch is then waiting, not host work); here it waits until the
+// replayed GPU frees the slot (`replayed_end`, by plan index).
+Nanoseconds ShiftAfterQueue(const Activity& a, const std::vector<Nanoseconds>& replayed_end,
+                            Nanoseconds cpu_shift, double host_scale) {
+  const Recorded& r = *a.recorded;
+  if (r.queue_ahead < 0) return cpu_shift;
+  const Nanoseconds slot = replayed_end[static_cast<size_t>(r.queue_ahead)];
+  const Nanoseconds call = Add(a.launch, cpu_shift);
+  if (r.origin_queue_release != kNoQueueWait) {
+    return Subtract(std::max(call, slot), ScaleTime(r.origin_queue_release, host_scale));
+  }
+  return slot > call ? Add(cpu_shift, Subtract(slot, call)) : cpu_shift;
+}
+
 // ReplayIteration on `plan`, the trace's; the scales are checked.
 ReplayResult Replay(const v1::Trace& trace, const ReplayPlan& plan,
                     const std::vector<double>& pass_scale, double host_scale) {
   const std::vector<Activity> activities = ScaledActivities(plan, pass_scale, host_scale);
-  // Happens-before across streams: work that ended on the origin before an
-  // activity started (on another stream: cuDNN's multi-stream LSTMs, side
-  // streams) is taken to be what it waited for (events), so on the target it
-  // also starts after that work's replayed end. Without this, streams that
-  // were serialised by events replay concurrently and the GPU-busy time
-  // shrinks (GNMT: -28% replaying the origin itself). A Fenwick tree over the
-  // origin end times holds the maximum replayed end per prefix.
-  std::vector<Nanoseconds> ended_before(activities.size() + 1, 0);
-  auto record_end = [&](size_t i, Nanoseconds target_end) {
-    for (; i < ended_before.size(); i += i & (~i + 1)) {
-      ended_before[i] = std::max(ended_before[i], target_end);
-    }
-  };
-  // Latest replayed end of the work that ended on the origin at or before
-  // the activity's origin start (and was launched earlier: later launches
-  // are not known).
-  auto latest_end_before = [&](size_t i) {
-    Nanoseconds latest = 0;
-    for (; i > 0; i -= i & (~i + 1)) latest = std::max(latest, ended_before[i]);
-    return latest;
-  };
-
+  ReplayedEnds ended_before(activities.size());
   Nanoseconds cpu_shift = 0;  // target CPU time minus origin CPU time
   Nanoseconds origin_gpu_done = 0, target_gpu_done = 0;
   Nanoseconds cpu_end = 0;
   std::vector<Nanoseconds> stream_free(plan.streams, 0);
   std::vector<std::pair<Nanoseconds, Nanoseconds>> spans;
   spans.reserve(activities.size());
+  // Replayed ends by ReplayPlan::activities index, for the launch queue.
+  std::vector<Nanoseconds> replayed_end(plan.activities.size(), 0);
   size_t next = 0;
   auto launch_until = [&](Nanoseconds cpu_time) {
     for (; next < activities.size() && activities[next].launch <= cpu_time; ++next) {
       const Activity& a = activities[next];
       const Recorded& r = *a.recorded;
+      cpu_shift = ShiftAfterQueue(a, replayed_end, cpu_shift, host_scale);
       Nanoseconds& free = stream_free[r.stream];
       const Nanoseconds start =
-          std::max({Add(a.launch, cpu_shift), free, latest_end_before(r.ended_before_start)});
+          std::max({Add(a.launch, cpu_shift), free, ended_before.Latest(r.ended_before_start)});
       free = Add(start, a.duration);
-      record_end(r.end_rank, free);
+      replayed_end[static_cast<size_t>(&r - plan.activities.data())] = free;
+      ended_before.Record(r.end_rank, free);
       spans.emplace_back(start, free);
       target_gpu_done = std::max(target_gpu_done, free);
       origin_gpu_done = std::max(origin_gpu_done, r.end);

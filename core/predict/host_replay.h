@@ -6,10 +6,12 @@
 // of its launch and the end of the previous work on its stream, and lasts its
 // predicted time. When the CPU waits for the GPU (a synchronize or a copy to
 // the host), it resumes when the GPU work launched so far is done, plus the
-// call's own overhead as measured on the origin. The target's host is assumed
-// to be as fast as the origin's.
+// call's own overhead as measured on the origin. A launch call also waits
+// while its stream already holds kLaunchQueueDepth launches not done. The
+// target's host is assumed to be as fast as the origin's.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -26,6 +28,13 @@ struct ReplayResult {
   // Union of the replayed GPU intervals.
   Nanoseconds gpu_busy_ns = 0;
 };
+
+// How many launched kernels and copies a stream holds before the next
+// launch call blocks until one is done: every single-stream agent trace
+// whose queue filled (H100 and H200, CUDA 13) holds at most 1022
+// (docs/accuracy.md, "The launch queue"). A trace seen to hold more on a
+// stream keeps its own depth there.
+inline constexpr size_t kLaunchQueueDepth = 1022;
 
 // `pass_scale[i]` scales the device activity of trace pass i, where passes
 // are numbered: operation k's forward = 2k, backward = 2k+1, and the

@@ -3,6 +3,7 @@
 // (Transformer, batch 32, bf16: GPU busy 13% of wall).
 #include "core/predict/host_replay.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -256,6 +257,61 @@ TEST(HostReplayCopyTest, ACopyToTheGpuThatDidNotWaitDoesNotWaitInTheReplay) {
   replay = ReplayIteration(trace, Uniform(trace, 1.0));
   ASSERT_TRUE(replay.ok()) << replay.status();
   EXPECT_GT(replay->wall_ns, 1'004'000);
+}
+
+// One stream of `count` kernels of `duration` ns, the host issuing one
+// every `host_gap` ns of its own, as a GPU with CUDA's launch queue runs
+// them: launch call k, recorded when it begins, returns once kernel k -
+// kLaunchQueueDepth is done. One operation holds them, its CPU time ending
+// `after_last` ns after the last launch.
+v1::Trace QueuedStream(int count, int64_t duration, int64_t host_gap, int64_t after_last) {
+  v1::Trace trace;
+  v1::Operation* op = trace.add_operations();
+  std::vector<int64_t> end(count);
+  int64_t host = 0, gpu_free = 0;
+  for (int k = 0; k < count; ++k) {
+    v1::Kernel* kernel = op->mutable_forward()->add_kernels();
+    kernel->set_has_launch_time(true);
+    kernel->set_launch_ns(host);
+    if (k >= static_cast<int>(kLaunchQueueDepth)) {
+      host = std::max(host, end[k - static_cast<int>(kLaunchQueueDepth)]);
+    }
+    kernel->set_start_ns(std::max(host, gpu_free));
+    kernel->set_duration_ns(duration);
+    kernel->set_stream(1);
+    gpu_free = end[k] = kernel->start_ns() + duration;
+    host += host_gap;
+  }
+  op->set_cpu_duration_ns(host + after_last);
+  return trace;
+}
+
+// On the origin the queue filled: after the first 1022 launches the host
+// issued one kernel per 10 us kernel, waiting, not working. A GPU ten times
+// as fast is fed at the host's own pace (1 us a launch), not the origin
+// GPU's; the host alone takes its 3,000 launches, not the origin's 20 ms.
+TEST(HostReplayQueueTest, AFullQueueOnTheOriginIsWaitingNotHostWork) {
+  const v1::Trace trace = QueuedStream(3000, 10'000, 1'000, 0);
+  auto origin = ReplayIteration(trace, Uniform(trace, 1.0));
+  ASSERT_TRUE(origin.ok()) << origin.status();
+  EXPECT_EQ(origin->wall_ns, 30'000'000);
+  auto faster = ReplayIteration(trace, Uniform(trace, 0.1));
+  ASSERT_TRUE(faster.ok()) << faster.status();
+  EXPECT_NEAR(static_cast<double>(faster->wall_ns), 3'000'000, 2'000);
+  EXPECT_NEAR(static_cast<double>(HostOnlyNs(trace, 1.0)), 3'000'000, 2'000);
+}
+
+// On the origin the queue never filled (0.5 us kernels, 1 us a launch);
+// 100 times slower kernels fill it, so the host launches its last kernel
+// once kernel 3000 - 1 - 1022 is done (99 ms in) and its 100 ms of work
+// after that ends the iteration after the GPU's 150 ms.
+TEST(HostReplayQueueTest, ASlowerGpuFillsTheQueueAndHoldsTheHost) {
+  const v1::Trace trace = QueuedStream(3000, 500, 1'000, 100'000'000);
+  auto slower = ReplayIteration(trace, Uniform(trace, 100.0));
+  ASSERT_TRUE(slower.ok()) << slower.status();
+  EXPECT_EQ(slower->gpu_busy_ns, 150'000'000);
+  EXPECT_NEAR(static_cast<double>(slower->wall_ns), (3000 - 1022) * 50'000 + 100'000'000 + 1'000,
+              2'000);
 }
 
 TEST_F(HostReplayTest, PredictionsCarryWallTimeAndTheHostBoundFlag) {
