@@ -177,8 +177,15 @@ def rank_rows(args) -> list:
     measured = Path(args.measured)
     plain = measured_plain(measured)
     out = []
+    # --rank-run: the rank-0 traces of another run (another N) predict
+    # this run's N instead of its own.
+    source = Path(args.rank_run) if args.rank_run else measured
+    traces = {(m, p): (source / t["trace"])
+              for (m, p, _), t in measured_cases(source).items()}
     for (model, precision, n), r in sorted(measured_cases(measured).items()):
-        cmd = [args.cli, "predict", str(measured / r["trace"]), "--devices", args.gpu,
+        if (model, precision) not in traces:
+            continue
+        cmd = [args.cli, "predict", str(traces[(model, precision)]), "--devices", args.gpu,
                "--catalog", "none", "--format", "json", "-q", "--parallel", "fsdp",
                "--gpus", str(n), "--fsdp-units", str(r["blocks"])]
         (prediction,) = json.loads(subprocess.run(cmd, capture_output=True, text=True,
@@ -198,8 +205,8 @@ def rank_rows(args) -> list:
     return out
 
 
-def rank_report(rs: list) -> list:
-    lines = ["| model | precision | N | FSDP measured ms | from its rank ms | error % | "
+def rank_report(rs: list, whose: str = "its own rank") -> list:
+    lines = [f"| model | precision | N | FSDP measured ms | from {whose} ms | error % | "
              "1 GPU measured ms | from the rank ms | error % |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
@@ -210,10 +217,16 @@ def rank_report(rs: list) -> list:
                      f"{r['measured_ms']:.1f} | {r['predicted_ms']:.1f} | "
                      f"{r['err_step_pct']:+.1f} | {single} |")
     lines.append("")
-    lines.append(summary("FSDP step from its own rank", [r["err_step_pct"] for r in rs], 8))
+    lines.append(summary(f"FSDP step from {whose}", [r["err_step_pct"] for r in rs], 8))
     lines.append(summary("Single-GPU step from a rank", [r["err_single_pct"] for r in rs
                                                           if "err_single_pct" in r], 8))
     return lines
+
+
+def world_size_of(lines) -> int:
+    """The N of a case's lines; 0 if the run's budget skipped them all (a
+    skipped line carries no world size)."""
+    return max((r.get("world_size", 0) for r in lines), default=0)
 
 
 def fit_rows(args) -> list:
@@ -227,7 +240,9 @@ def fit_rows(args) -> list:
     out = []
     for (model, precision), by_batch in sorted(runs.items()):
         plain = singles[(model, precision)][1]
-        n = next(iter(by_batch.values()))["world_size"]
+        n = world_size_of(by_batch.values())
+        if not n:
+            continue
         cmd = [args.cli, "predict", str(Path(args.results) / plain["trace"]), "--devices",
                args.gpu, "--catalog", "none", "--format", "json", "-q", "--fit", "--gpus",
                str(n), "--parallel", "fsdp", "--fsdp-units", str(plain["blocks"])]
@@ -311,15 +326,21 @@ def main() -> int:
                     help="a measure_fsdp.py --fit-batches run: check the sharded fit")
     ap.add_argument("--from-rank", action="store_true",
                     help="with --measured: predict from each run's rank-0 trace instead")
+    ap.add_argument("--rank-run", default="",
+                    help="with --from-rank: predict from this run's rank-0 traces (another N)")
     ap.add_argument("--gpu", default="H200")
     ap.add_argument("--md", default="")
     args = ap.parse_args()
     if args.from_rank and not args.measured:
         ap.error("--from-rank needs --measured")
+    if args.rank_run and not args.from_rank:
+        ap.error("--rank-run needs --from-rank")
     if args.fit_run:
         rs, render = fit_rows(args), fit_report
     elif args.from_rank:
-        rs, render = rank_rows(args), rank_report
+        whose = (f"the rank of {Path(args.rank_run).name}" if args.rank_run
+                 else "its own rank")
+        rs, render = rank_rows(args), lambda rows: rank_report(rows, whose)
     elif args.measured:
         rs, render = step_rows(args), step_report
     else:

@@ -12,6 +12,8 @@ import measure_fsdp_one_gpu as measure  # noqa: E402
 
 RESULTS = HERE / "results" / "h200_fakepg_2026-11-29"
 MEASURED = HERE / "results" / "h200x2_2026-11-29"
+MEASURED_4 = HERE / "results" / "h200x4_2026-11-29"
+FIT_4 = HERE / "results" / "h200x4_fit_2026-11-29"
 
 
 class CommittedRunTest(unittest.TestCase):
@@ -38,6 +40,23 @@ class MeasuredRunTest(unittest.TestCase):
         for r in got.values():
             self.assertTrue((MEASURED / r["trace"]).exists(), r["trace"])
             self.assertEqual(len(r["peak_allocated_bytes_per_rank"]), 2)
+
+    def test_every_planned_traced_case_ran_on_four_gpus_with_its_rank_trace(self):
+        got = compare.measured_cases(MEASURED_4)
+        planned = {(m, p, 4) for m, p, traced in measure_real.plan() if traced}
+        self.assertEqual(set(got), planned)
+        for r in got.values():
+            self.assertTrue((MEASURED_4 / r["trace"]).exists(), r["trace"])
+            self.assertEqual(len(r["peak_allocated_bytes_per_rank"]), 4)
+
+    def test_a_fit_case_the_budget_skipped_has_no_world_size(self):
+        lines = [r for r in compare.run_lines(FIT_4) if r["model"] == "gpt2_355m"
+                 and r["precision"] == "fp32"]
+        self.assertEqual([r["status"] for r in lines], ["skipped", "skipped"])
+        self.assertEqual(compare.world_size_of(lines), 0)
+        ran = [r for r in compare.run_lines(FIT_4) if r["model"] == "llama_2p8b"
+               and r["precision"] == "fp32"]
+        self.assertEqual(compare.world_size_of(ran), 4)
 
     def test_the_large_model_does_not_fit_one_gpu_but_two(self):
         r = compare.measured_cases(MEASURED)[("llama_13b", "bf16", 2)]
