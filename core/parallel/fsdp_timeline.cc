@@ -256,11 +256,16 @@ absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteratio
   // Runs `ns` of compute from `start`, stretched while a collective runs,
   // and done no earlier than the host has launched it (`launched`).
   const double extra = config.compute_slowdown - 1.0;
+  // Where the host is later than the GPU would be, the GPU waits for it.
+  auto after_host = [&p](int64_t gpu_ready, int64_t host_ready) {
+    p.host_wait_ns += std::max<int64_t>(0, host_ready - gpu_ready);
+    return std::max(gpu_ready, host_ready);
+  };
   auto compute = [&](int64_t start, int64_t ns, int64_t launched) {
     const int64_t slowed =
         std::llround(extra * static_cast<double>(stream.BusyWithin(start, start + ns)));
     p.interference_ns += slowed;
-    return std::max(start + ns + slowed, launched);
+    return after_host(start + ns + slowed, launched);
   };
   const size_t n = units.size();
   // Forward: unit u+1 is gathered while unit u computes.
@@ -269,7 +274,7 @@ absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteratio
   if (n > 0) gathered[0] = stream.Run(host, gather[0]);
   for (size_t u = 0; u < n; ++u) {
     if (u > 0) host += host_share.hook_ns;
-    const int64_t start = std::max({compute_free, gathered[u], host});
+    const int64_t start = after_host(std::max(compute_free, gathered[u]), host);
     if (u + 1 < n) gathered[u + 1] = stream.Run(start, gather[u + 1]);
     host += host_share.Of(units[u].forward_ns);
     compute_free = compute(start, units[u].forward_ns + comm->gather_copy[u], host);
@@ -283,7 +288,7 @@ absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteratio
   p.forward_end_ns = compute_free;
   for (size_t v = n; v-- > 0;) {
     host += host_share.hook_ns;
-    const int64_t start = std::max({compute_free, gathered[v], host});
+    const int64_t start = after_host(std::max(compute_free, gathered[v]), host);
     if (v > 0) gathered[v - 1] = stream.Run(start, gather[v - 1]);
     host += host_share.Of(units[v].backward_ns);
     compute_free =
@@ -293,9 +298,9 @@ absl::StatusOr<FsdpStepPrediction> PredictFsdpStep(const FsdpIteration& iteratio
   p.backward_end_ns = std::max(compute_free, stream.free_ns);
   // The optimizer's kernels start once the backward is done and the host
   // has begun launching them, and run on while it launches the rest.
-  const int64_t optimizer_start = std::max(p.backward_end_ns, host);
+  const int64_t optimizer_start = after_host(p.backward_end_ns, host);
   host += host_share.optimizer_ns;
-  p.step_ns = std::max(optimizer_start + p.sharded_optimizer_ns, host);
+  p.step_ns = after_host(optimizer_start + p.sharded_optimizer_ns, host);
   p.compute_ns = iteration.tail_forward_ns + p.sharded_optimizer_ns + p.copy_ns + p.interference_ns;
   for (const FsdpUnit& unit : units) p.compute_ns += unit.forward_ns + unit.backward_ns;
   p.exposed_comm_ns = p.step_ns - p.compute_ns;

@@ -110,6 +110,10 @@ struct FsdpStepPrediction {
   // both in compute_ns.
   int64_t copy_ns = 0;
   int64_t interference_ns = 0;
+  // How long the GPU waited for the host (FSDP2's hooks and the launches)
+  // where the host's time is known: over kHostBoundIdleShare of the step,
+  // the host sets its pace.
+  int64_t host_wait_ns = 0;
   int num_units = 0;
   // The two largest units' unsharded bytes: at most two units are gathered
   // at once (the one computing and the one prefetched).

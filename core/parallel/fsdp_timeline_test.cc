@@ -108,8 +108,15 @@ TEST(FsdpStepTest, ASlowHostGatesTheUnitsWorkAndEndsTheStep) {
   FsdpConfig config = TwoGpus();
   config.host_ns_per_unit = 20'000;
   EXPECT_EQ(Predict(it, config).step_ns, 225'000);
+  EXPECT_EQ(Predict(it, config).host_wait_ns, 0);
   it.host_ns = 420'000;
-  EXPECT_EQ(Predict(it, config).step_ns, 420'000 + 3 * 20'000 + 10'000 + 15'000);
+  const FsdpStepPrediction gated = Predict(it, config);
+  EXPECT_EQ(gated.step_ns, 420'000 + 3 * 20'000 + 10'000 + 15'000);
+  // The GPU waited for the host for all but its own 225 us and what the
+  // host's pace left the stream to do after it (the last reduce-scatter and
+  // the optimizer's half): more than the host-bound share of the step.
+  EXPECT_GT(gated.host_wait_ns, gated.step_ns - 225'000 - 25'000);
+  EXPECT_LE(gated.host_wait_ns, gated.step_ns - 225'000 + 25'000);
   // The optimizer's own launches (100 us) end the step after its kernels.
   it.host_ns = 520'000;
   it.optimizer_host_ns = 100'000;

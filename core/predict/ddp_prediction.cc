@@ -296,10 +296,12 @@ double RangeSpanPercent(const ParallelCommunication& comm, int64_t step_ns) {
 }  // namespace
 
 double ParallelExpectedErrorPercent(const v1::DevicePrediction& single, uint32_t gpus,
-                                    double range_span_percent) {
+                                    double range_span_percent, bool fsdp_host_bound) {
   const double own = std::max(0.0, single.expected_error_percent());
   if (gpus <= 1) return own;
-  const double model = single.host_bound() ? kDdpHostBoundErrorPercent : kDdpErrorPercent;
+  const double model = fsdp_host_bound       ? kFsdpHostBoundErrorPercent
+                       : single.host_bound() ? kDdpHostBoundErrorPercent
+                                             : kDdpErrorPercent;
   return std::sqrt(own * own + model * model + range_span_percent * range_span_percent);
 }
 
@@ -353,7 +355,7 @@ v1::ParallelPrediction PredictParallel(const absl::StatusOr<TraceIteration>& ite
   const int64_t step_ns = single.wall_time_ns() + comm.added_ns;
   out.set_step_ns(step_ns);
   out.set_expected_error_percent(ParallelExpectedErrorPercent(
-      single, config.gpus_per_node() * nodes, RangeSpanPercent(comm, step_ns)));
+      single, config.gpus_per_node() * nodes, RangeSpanPercent(comm, step_ns), comm.host_bound));
   out.set_exposed_communication_ns(comm.exposed_ns);
   out.set_scaling_efficiency(
       step_ns > 0 ? static_cast<double>(single.wall_time_ns()) / static_cast<double>(step_ns) : 0);

@@ -100,15 +100,23 @@ inline constexpr int64_t kDefaultCopyKernelNs = 1500;
 // own noise.
 inline constexpr double kDdpErrorPercent = 12.0;
 inline constexpr double kDdpHostBoundErrorPercent = 20.0;
+// An FSDP step whose timeline the host sets (FsdpStepPrediction.host_wait_ns
+// over kHostBoundIdleShare of it): FSDP2's host work per unit, taken at
+// kFsdpHostNsPerUnit, measured 2.5-3.5 ms a block on one 2 x H200 lease and
+// about 4.1 on a 4 x H200 one (+-25 % about it), on top of the host-bound
+// single-GPU step's error (kDdpHostBoundErrorPercent); the steps of both
+// leases were -33 to +4 % off (docs/multi_gpu.md, section 6).
+inline constexpr double kFsdpHostBoundErrorPercent = 30.0;
 
 // Expected absolute error of a data-parallel step, percent: the GPU's own
-// expected error, the data-parallel model's above and, where the bandwidth
-// is known only as a range (a PCIe link's is the server's, a network's the
-// fabric's), half the span of the step between its usual and its lowest
-// published end (percent of the step), as independent errors (root of the
-// sum of squares). With one GPU in all, the GPU's own.
+// expected error, the data-parallel model's above (for an FSDP step the
+// host sets, `fsdp_host_bound`, kFsdpHostBoundErrorPercent) and, where the
+// bandwidth is known only as a range (a PCIe link's is the server's, a
+// network's the fabric's), half the span of the step between its usual and
+// its lowest published end (percent of the step), as independent errors
+// (root of the sum of squares). With one GPU in all, the GPU's own.
 double ParallelExpectedErrorPercent(const habitat::v1::DevicePrediction& single, uint32_t gpus,
-                                    double range_span_percent = 0);
+                                    double range_span_percent = 0, bool fsdp_host_bound = false);
 
 // The links of a configuration on a GPU, the network from its catalog
 // instance: the usual one and, where the bandwidth is known only as a range,
@@ -140,6 +148,8 @@ struct ParallelCommunication {
   int buckets = 0;     // DDP
   int fsdp_units = 0;  // FSDP
   int64_t unsharded_in_flight_bytes = 0;
+  // FSDP: the host sets the step's pace (FsdpStepPrediction.host_wait_ns).
+  bool host_bound = false;
 };
 
 // DevicePrediction.parallel for one configuration on `device`:

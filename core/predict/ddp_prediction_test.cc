@@ -297,6 +297,12 @@ TEST(ParallelExpectedErrorTest, TheModelsMeasuredErrorJoinsTheGpusOwn) {
   // A link whose speed is the server's adds half its span, independently.
   EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 2, 9),
                    std::sqrt(36 + kDdpHostBoundErrorPercent * kDdpHostBoundErrorPercent + 81));
+  // An FSDP step its own timeline finds host-bound also moves with FSDP2's
+  // host work per unit, whether or not the single-GPU step was host-bound.
+  single.set_host_bound(false);
+  EXPECT_DOUBLE_EQ(ParallelExpectedErrorPercent(single, 2, 0, true),
+                   std::hypot(6, kFsdpHostBoundErrorPercent));
+  EXPECT_GT(kFsdpHostBoundErrorPercent, kDdpHostBoundErrorPercent);
 }
 
 TEST_F(ParallelPredictionTest, EachStepCarriesItsExpectedError) {

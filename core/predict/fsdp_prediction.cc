@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/devices/device_rates.h"
 #include "core/parallel/fsdp_timeline.h"
+#include "core/predict/host_replay.h"
 #include "core/predict/warning_tally.h"
 
 namespace habitat {
@@ -85,6 +86,7 @@ absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& 
   out.exposed_ns = usual->exposed_comm_ns;
   out.fsdp_units = usual->num_units;
   out.unsharded_in_flight_bytes = usual->unsharded_in_flight_bytes;
+  out.host_bound = IsHostBound(usual->step_ns - usual->host_wait_ns, usual->step_ns);
   if (!links.slow) return out;
   absl::StatusOr<FsdpStepPrediction> slow =
       StepOn(*units, device, config, *links.slow, iteration.fsdp_host_work_traced);

@@ -8,6 +8,7 @@
 
 #include "core/devices/device_database.h"
 #include "core/parallel/fsdp_timeline.h"
+#include "core/predict/ddp_prediction.h"
 #include "core/predict/prediction_engine.h"
 #include "core/pricing/price_catalog.h"
 #include "core/testing/trace_fixtures.h"
@@ -200,6 +201,11 @@ TEST_F(FsdpEngineTest, AHostBoundStepOnTwoH200sFollowsTheMeasuredOne) {
   ASSERT_EQ(response->predictions(0).parallel_size(), 1);
   const double step_ms = response->predictions(0).parallel(0).step_ns() / 1e6;
   EXPECT_NEAR(step_ms, 243.3, 0.1 * 243.3);
+  // The single-GPU step is not host-bound (88 % busy) but the FSDP step's
+  // timeline is: its error is FSDP2's host work's.
+  EXPECT_FALSE(response->predictions(0).host_bound());
+  EXPECT_DOUBLE_EQ(response->predictions(0).parallel(0).expected_error_percent(),
+                   ParallelExpectedErrorPercent(response->predictions(0), 2, 0, true));
 }
 
 // The rank-0 trace of the same kind of 2-GPU run (GPT-2 355M fp32, 260.2 ms

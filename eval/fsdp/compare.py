@@ -164,6 +164,7 @@ def step_rows(args) -> list:
             row["predicted_ms"] = int(config["step_ns"]) / 1e6
             row["predicted_gib"] = int(config.get("peak_memory_bytes_per_gpu", 0)) / GIB
             row["err_step_pct"] = error_pct(int(config["step_ns"]), r["step_ns_median"])
+            row["expected_pct"] = float(config.get("expected_error_percent", 0))
             row["err_mem_pct"] = error_pct(int(config.get("peak_memory_bytes_per_gpu", 0)),
                                            r["peak_allocated_bytes"])
         out.append(row)
@@ -298,7 +299,18 @@ def step_report(rs: list) -> list:
     lines.append(summary("Step, host-bound", [r["err_step_pct"] for r in done
                                               if r["host_bound"]], 8))
     lines.append(summary("Peak memory per rank", [r["err_mem_pct"] for r in done], 5))
+    lines.append(coverage([r for r in done if "expected_pct" in r]))
     return lines
+
+
+def coverage(rs: list) -> str:
+    """How many predicted steps lie inside their own expected error, by
+    whether the prediction called the step host-bound (its ±err is then
+    kFsdpHostBoundErrorPercent's)."""
+    inside = sum(abs(r["err_step_pct"]) <= r["expected_pct"] for r in rs)
+    spans = sorted({round(r["expected_pct"]) for r in rs})
+    return (f"Inside their ±err: {inside} of {len(rs)} "
+            f"(±err {', '.join(f'{e} %' for e in spans)}).")
 
 
 def report(rs: list) -> list:
