@@ -22,6 +22,7 @@ using ::testing::Not;
 using ::testing::StartsWith;
 using testing_cli::AgentTrace;
 using testing_cli::AgentTraceWithMemory;
+using testing_cli::AgentTraceWithModules;
 using testing_cli::CliRun;
 using testing_cli::Habitat;
 using testing_cli::HabitatWithModels;
@@ -388,14 +389,32 @@ TEST(CliCommandsTest, ParallelFsdpAddsShardedRowsWithMemoryPerGpu) {
   CliRun ddp = Habitat({"predict", AgentTraceWithMemory(), "--devices", "H100-SXM", "--gpus", "4"});
   ASSERT_EQ(ddp.code, kExitOk) << ddp.err;
   EXPECT_THAT(ddp.out, Not(HasSubstr("GiB/GPU")));
-  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--parallel", "fsdp"},
-                                              {"--gpus", "4", "--parallel", "tp"},
-                                              {"--gpus", "4", "--fsdp-units", "8"}}) {
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--parallel", "fsdp"},
+        {"--gpus", "4", "--parallel", "tp"},
+        {"--gpus", "4", "--fsdp-units", "8"},
+        {"--gpus", "4", "--fsdp-wrap", "GPT2Block"},
+        {"--gpus", "4", "--parallel", "fsdp", "--fsdp-units", "8", "--fsdp-wrap", "GPT2Block"}}) {
     std::vector<std::string> args = {"predict", AgentTraceWithMemory()};
     args.insert(args.end(), bad.begin(), bad.end());
     CliRun run = Habitat(args);
     EXPECT_EQ(run.code, kExitUsage) << bad[0] << " " << bad[1];
   }
+}
+
+// A trace with its modules is wrapped per block, or by the class named; a
+// class it lacks is refused with the classes it has.
+TEST(CliCommandsTest, FsdpWrapCutsUnitsByModuleClass) {
+  const std::string trace = AgentTraceWithModules();
+  CliRun block = Habitat({"predict", trace, "--devices", "H200", "--gpus", "2", "--parallel",
+                          "fsdp", "--fsdp-wrap", "GPT2Block", "--format", "json", "-q"});
+  ASSERT_EQ(block.code, kExitOk) << block.err;
+  EXPECT_THAT(block.out, HasSubstr("\"fsdp_units\": 25"));
+  CliRun missing = Habitat({"predict", trace, "--devices", "H200", "--gpus", "2", "--parallel",
+                            "fsdp", "--fsdp-wrap", "GPT2Blok"});
+  EXPECT_NE(missing.code, kExitOk);
+  EXPECT_THAT(missing.err, HasSubstr("no module of class 'GPT2Blok'"));
+  EXPECT_THAT(missing.err, HasSubstr("GPT2Block"));
 }
 
 // --fit with FSDP predicts each GPU at the batch that fits it sharded, and

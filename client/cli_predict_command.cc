@@ -77,7 +77,11 @@ constexpr char kPredictUsage[] =
     "                         TRACE may be one rank of an FSDP run (a model too large for\n"
     "                         one GPU): predicted from it, without memory\n"
     "  --fsdp-units U         with --parallel fsdp: the units the parameters are cut into, in\n"
-    "                         forward order (default 16; one per transformer block as wrapped)\n"
+    "                         forward order, of about equal bytes\n"
+    "  --fsdp-wrap CLASS      ... or the module class fully_shard wraps (e.g. GPT2Block),\n"
+    "                         for a trace the agent took with OperationTracker(model=...);\n"
+    "                         by default such a trace is wrapped per repeated block, any\n"
+    "                         other in 16 units\n"
     "  --no-nvls              all-reduces without NVLink SHARP (as NCCL_NVLS_ENABLE=0);\n"
     "                         by default NVLS is used where the node has it and it is\n"
     "                         faster, as NCCL does\n"
@@ -144,14 +148,19 @@ absl::Status AddParallelOptions(const CliArgs& args, v1::PredictRequest* request
         absl::StrCat("--parallel takes ddp or fsdp, not '", args.Get("parallel"),
                      "' (hybrid sharding, tensor and pipeline parallelism are not modelled)"));
   }
-  if (fsdp_units.has_value() && kind != "fsdp") {
-    return absl::InvalidArgumentError("--fsdp-units N cuts an FSDP model; give --parallel fsdp");
+  if ((fsdp_units.has_value() || args.Has("fsdp-wrap")) && kind != "fsdp") {
+    return absl::InvalidArgumentError(
+        "--fsdp-units and --fsdp-wrap cut an FSDP model; give --parallel fsdp");
+  }
+  if (fsdp_units.has_value() && args.Has("fsdp-wrap")) {
+    return absl::InvalidArgumentError("--fsdp-units and --fsdp-wrap both cut the units: give one");
   }
   if (gpus.has_value()) {
     v1::ParallelConfig* config = request->add_parallel();
     config->set_gpus_per_node(static_cast<uint32_t>(*gpus));
     if (kind == "fsdp") config->set_kind(v1::ParallelConfig::KIND_FULLY_SHARDED);
     if (fsdp_units.has_value()) config->set_fsdp_units(static_cast<uint32_t>(*fsdp_units));
+    config->set_fsdp_wrap(args.Get("fsdp-wrap"));
     if (nodes.has_value()) config->set_nodes(static_cast<uint32_t>(*nodes));
     if (bucket_mb.has_value()) config->set_bucket_cap_bytes(*bucket_mb << 20);
     config->set_disable_nvls(args.Has("no-nvls"));
@@ -221,11 +230,12 @@ void ChooseCatalog(const CliArgs& args, v1::PredictRequest* request) {
 const std::vector<OptionSpec> kPredictOptions = ConcatOptions(
     {kServiceOptions,
      kTraceOptions,
-     {{"devices", true},    {"catalog", true},  {"catalog-file", true}, {"spot", false},
-      {"breakdown", false}, {"top", true},      {"host-speed", true},   {"fit", false},
-      {"fit-step", true},   {"plot", true},     {"gpus", true},         {"nodes", true},
-      {"bucket-mb", true},  {"no-nvls", false}, {"parallel", true},     {"fsdp-units", true},
-      {"instances", false}, {"explain", false}, {"quiet", false, 'q'},  {kTracedBatchFlag, true}}});
+     {{"devices", true},       {"catalog", true},    {"catalog-file", true}, {"spot", false},
+      {"breakdown", false},    {"top", true},        {"host-speed", true},   {"fit", false},
+      {"fit-step", true},      {"plot", true},       {"gpus", true},         {"nodes", true},
+      {"bucket-mb", true},     {"no-nvls", false},   {"parallel", true},     {"fsdp-units", true},
+      {"fsdp-wrap", true},     {"instances", false}, {"explain", false},     {"quiet", false, 'q'},
+      {kTracedBatchFlag, true}}});
 
 // How the table mode prints its warnings on stderr: one line per kind
 // (`explain`: with each warning's full text), or none with -q.

@@ -48,5 +48,12 @@ inline std::string AgentTraceWithMemory() {
   return std::string(HABITAT_TESTDATA_DIR) + "/agent_suite/h100_memory/resnet50_b16_fp32.trace.gz";
 }
 
+// An agent trace that recorded its model's modules (GPT-2 355M, batch 4,
+// fp32, H200).
+inline std::string AgentTraceWithModules() {
+  return std::string(HABITAT_TESTDATA_DIR) +
+         "/agent_suite/h200_fsdp/gpt2_355m_b4_fp32_modules.trace.gz";
+}
+
 }  // namespace testing_cli
 }  // namespace habitat

@@ -516,6 +516,7 @@ Status Assembler::Run(Trace* out) {
   t.format_version = 1;
   t.origin = opt_.origin;
   t.frameworks = opt_.frameworks;
+  t.modules = opt_.modules;
   t.model_name = opt_.model_name;
   t.batch_size = opt_.batch_size;
   t.precision = opt_.precision;

@@ -62,6 +62,8 @@ struct AssemblyOptions {
   Precision precision = Precision::kUnspecified;
   OriginDevice origin;
   FrameworkVersions frameworks;
+  // The model's modules (OperationTracker(model=...)), copied as they are.
+  std::vector<Module> modules;
   std::string source = "habitat-agent";
   // The tracked region, on the records' clock.
   int64_t window_start_ns = 0;

@@ -42,6 +42,13 @@ struct FrameworkVersions {
   std::string habitat;
 };
 
+// habitat.v1.Module: one module of the model, in named_modules() order.
+struct Module {
+  std::string path;
+  std::string class_name;
+  int64_t parameter_bytes = 0;
+};
+
 struct Dim3 {
   uint32_t x = 0;
   uint32_t y = 0;
@@ -202,6 +209,7 @@ struct Trace {
   std::map<std::string, std::string> metadata;
   std::optional<MathSettings> math;   // unset: not known
   std::optional<MemoryUsage> memory;  // unset: not known
+  std::vector<Module> modules;        // empty: the model was not given
 };
 
 }  // namespace agent

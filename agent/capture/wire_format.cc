@@ -274,6 +274,13 @@ std::string SerializeTrace(const Trace& t) {
   }
   if (t.math.has_value()) w.Message(14, WriteMath(*t.math));
   if (t.memory.has_value()) w.Message(15, WriteMemoryUsage(*t.memory));
+  for (const Module& m : t.modules) {
+    Writer e;
+    e.String(1, m.path);
+    e.String(2, m.class_name);
+    e.I64(3, m.parameter_bytes);
+    w.Message(16, e);
+  }
   return w.bytes();
 }
 

@@ -163,6 +163,9 @@ Trace FullTrace() {
       {4000000000u, true, 1, 0, 1},
   };
   t.memory = memory;
+  t.modules = {{"", "GPT2LMHeadModel", 0},
+               {"transformer.h.0", "GPT2Block", int64_t{50} << 20},
+               {"transformer.wte", "Embed\xc3\xa9", std::numeric_limits<int64_t>::max()}};
   return t;
 }
 
@@ -362,6 +365,14 @@ TEST(WireFormatTest, EveryFieldParsesBackWithTheGeneratedClass) {
   EXPECT_EQ(last.allocated_bytes_before(), 1);
   EXPECT_EQ(last.allocated_bytes_after(), 0);
   EXPECT_EQ(last.peak_allocated_bytes_after(), 1);
+  ASSERT_EQ(t.modules_size(), 3);
+  EXPECT_EQ(t.modules(0).path(), "");
+  EXPECT_EQ(t.modules(0).class_name(), "GPT2LMHeadModel");
+  EXPECT_EQ(t.modules(0).parameter_bytes(), 0);
+  EXPECT_EQ(t.modules(1).path(), "transformer.h.0");
+  EXPECT_EQ(t.modules(1).parameter_bytes(), int64_t{50} << 20);
+  EXPECT_EQ(t.modules(2).class_name(), "Embed\xc3\xa9");
+  EXPECT_EQ(t.modules(2).parameter_bytes(), std::numeric_limits<int64_t>::max());
 }
 
 TEST(WireFormatTest, MathSettingsPresenceFollowsTheModel) {
@@ -471,6 +482,7 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   o.origin.name = "gpu";
   o.math = MathSettings{true, true, "high", "bf16", "recorded"};
   o.memory = MemoryUsage{1000, 5000, 8192, "recorded", {}};
+  o.modules = {{"", "Net", 4096}};
   Trace trace;
   ASSERT_TRUE(AssembleTrace(s.ops(), records, o, &trace).ok());
   pb::Trace parsed;
@@ -494,6 +506,9 @@ TEST(WireFormatTest, AssembledTraceRoundTrips) {
   EXPECT_EQ(parsed.memory().peak_allocated_bytes(), 5000);
   EXPECT_EQ(parsed.memory().peak_reserved_bytes(), 8192);
   EXPECT_EQ(parsed.memory().source(), "recorded");
+  ASSERT_EQ(parsed.modules_size(), 1);
+  EXPECT_EQ(parsed.modules(0).class_name(), "Net");
+  EXPECT_EQ(parsed.modules(0).parameter_bytes(), 4096);
   ASSERT_EQ(parsed.memory().passes_size(), 2);
   EXPECT_EQ(parsed.memory().passes(0).operation(), 0u);
   EXPECT_FALSE(parsed.memory().passes(0).backward());

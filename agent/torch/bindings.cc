@@ -110,6 +110,13 @@ AssemblyOptions OptionsFrom(const py::dict& info) {
   }
   if (auto math = GetOptional<py::dict>(info, "math")) o.math = MathFrom(*math);
   if (auto memory = GetOptional<py::dict>(info, "memory")) o.memory = MemoryFrom(*memory);
+  if (info.contains("modules") && !info["modules"].is_none()) {
+    // [(path, class name, parameter bytes), ...] from tracker.module_table.
+    for (const auto& entry : info["modules"].cast<py::list>()) {
+      const auto m = entry.cast<std::tuple<std::string, std::string, int64_t>>();
+      o.modules.push_back(Module{std::get<0>(m), std::get<1>(m), std::get<2>(m)});
+    }
+  }
   if (info.contains("frameworks")) {
     const py::dict d = info["frameworks"].cast<py::dict>();
     o.frameworks.torch = Get<std::string>(d, "torch", "");

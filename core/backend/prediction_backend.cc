@@ -151,6 +151,14 @@ absl::Status ReadParallel(const v1::PredictRequest& request, PredictionQuery* qu
                                                      "].fsdp_units must be at most ", kMaxFsdpUnits,
                                                      ", got ", c.fsdp_units()));
     }
+    if (c.fsdp_wrap().size() > kMaxFsdpWrapChars) {
+      return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "].fsdp_wrap must be at most ",
+                                                     kMaxFsdpWrapChars, " characters"));
+    }
+    if (!c.fsdp_wrap().empty() && c.fsdp_units() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parallel[", i, "]: fsdp_wrap and fsdp_units both cut the units; give one of them"));
+    }
     if (absl::Status modelled = CheckModelledParallelism(c); !modelled.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("parallel[", i, "]: ", modelled.message()));
     }

@@ -35,6 +35,9 @@ inline constexpr uint32_t kMaxGpusPerNode = 64;
 inline constexpr uint32_t kMaxNodes = 4096;
 inline constexpr int64_t kMaxBucketCapBytes = int64_t{1} << 40;
 inline constexpr uint32_t kMaxFsdpUnits = 4096;
+// A module class name (ParallelConfig.fsdp_wrap): Python identifiers are
+// far shorter.
+inline constexpr size_t kMaxFsdpWrapChars = 256;
 
 // The catalog name that asks for no prices, in a request or as the
 // default.

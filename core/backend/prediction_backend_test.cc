@@ -583,6 +583,16 @@ TEST_F(BackendTest, FullyShardedStepsAndTheUnmodelledKindsRefused) {
   const absl::Status units = backend_->Predict(request).status();
   EXPECT_EQ(units.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(units.message().find("fsdp_units must be at most"), std::string::npos) << units;
+  config->set_fsdp_units(8);
+  config->set_fsdp_wrap("GPT2Block");
+  const absl::Status both = backend_->Predict(request).status();
+  EXPECT_EQ(both.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(both.message().find("give one of them"), std::string::npos) << both;
+  config->set_fsdp_units(0);
+  config->set_fsdp_wrap(std::string(kMaxFsdpWrapChars + 1, 'B'));
+  const absl::Status long_name = backend_->Predict(request).status();
+  EXPECT_EQ(long_name.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(long_name.message().find("fsdp_wrap must be at most"), std::string::npos) << long_name;
 }
 
 }  // namespace

@@ -127,6 +127,22 @@ int64_t CopyNs(double bytes, double gbps) {
 
 absl::StatusOr<FsdpIteration> FsdpUnitsByBytes(const SingleGpuIteration& iteration, int num_units) {
   if (absl::Status s = ValidateUnitInput(iteration, num_units); !s.ok()) return s;
+  return FsdpUnitsAtBytes(iteration, std::vector<int64_t>(static_cast<size_t>(num_units), 1));
+}
+
+absl::StatusOr<FsdpIteration> FsdpUnitsAtBytes(const SingleGpuIteration& iteration,
+                                               const std::vector<int64_t>& unit_bytes) {
+  const int num_units = static_cast<int>(unit_bytes.size());
+  if (absl::Status s = ValidateUnitInput(iteration, num_units); !s.ok()) return s;
+  // Where each unit ends, as a share of all the parameter bytes.
+  std::vector<double> ends;
+  double asked = 0;
+  for (int64_t b : unit_bytes) {
+    if (b < 0) return absl::InvalidArgumentError("unit_bytes must be >= 0");
+    asked += static_cast<double>(b);
+    ends.push_back(asked);
+  }
+  if (!(asked > 0)) return absl::InvalidArgumentError("unit_bytes must hold some bytes");
   const std::vector<ParamGradient>& params = iteration.params;
   const std::vector<int> order = ForwardOrder(params);
   const double total = std::accumulate(
@@ -149,7 +165,9 @@ absl::StatusOr<FsdpIteration> FsdpUnitsByBytes(const SingleGpuIteration& iterati
     cumulative += static_cast<double>(g.bytes);
     const bool layer_ends =
         i + 1 == order.size() || params[order[i + 1]].ready_after_op != g.ready_after_op;
-    const double target = total * static_cast<double>(out.units.size()) / num_units;
+    // A unit's share of the gradients' bytes, less a rounding's worth: the
+    // units asked for may be the parameters' bytes in another unit.
+    const double target = total * ends[out.units.size() - 1] / asked * (1 - 1e-9);
     if (layer_ends && static_cast<int>(out.units.size()) < num_units && cumulative >= target) {
       open = false;
     }
@@ -172,6 +190,15 @@ absl::StatusOr<FsdpIteration> FsdpUnitsByBytes(const SingleGpuIteration& iterati
   out.host_ns = iteration.host_ns;
   out.optimizer_host_ns = iteration.optimizer_host_ns;
   return out;
+}
+
+void FoldLastUnitIntoFirst(FsdpIteration* iteration) {
+  std::vector<FsdpUnit>& units = iteration->units;
+  if (units.size() < 3) return;
+  units.front().bytes += units.back().bytes;
+  units.front().forward_ns += units.back().forward_ns;
+  units.front().backward_ns += units.back().backward_ns;
+  units.pop_back();
 }
 
 namespace {

@@ -60,6 +60,20 @@ struct FsdpIteration {
 // backward_op_ns, or a ready_after_op out of range.
 absl::StatusOr<FsdpIteration> FsdpUnitsByBytes(const SingleGpuIteration& iteration, int num_units);
 
+// The same, with units of about `unit_bytes` each in forward order (a
+// wrapping policy's modules; scaled to the gradients' bytes where those
+// differ in total): a unit ends at the first layer end at or past its
+// share. InvalidArgument as above, or for a negative or all-zero
+// unit_bytes.
+absl::StatusOr<FsdpIteration> FsdpUnitsAtBytes(const SingleGpuIteration& iteration,
+                                               const std::vector<int64_t>& unit_bytes);
+
+// FSDP2's root unit (fully_shard on the model last) holds the parameters
+// outside every wrapped module, before the first (embeddings) and after the
+// last (a final norm): the last unit folded into the first, gathered first.
+// Fewer than three units stay as they are.
+void FoldLastUnitIntoFirst(FsdpIteration* iteration);
+
 // Compute kernels run this many times slower while one of FSDP's
 // collectives runs beside them (NCCL's kernels take SMs and memory
 // bandwidth): on 2 x H200 (NVLink), FSDP2 fp32 steps of four transformers

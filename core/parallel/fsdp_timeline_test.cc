@@ -195,6 +195,37 @@ TEST(FsdpUnitsTest, EqualBytesInForwardOrderWithoutSplittingALayer) {
   EXPECT_EQ(one->units[0].forward_ns, 210'000);
 }
 
+TEST(FsdpUnitsTest, UnitsOfGivenBytesAndARootFoldedFirst) {
+  // Forward order: 110, 100, 110 bytes. Units of 110, 100 and 110 bytes
+  // asked in another unit (x 1000, as parameter bytes of a model whose
+  // gradients the trace holds in fewer) cut at each layer.
+  absl::StatusOr<FsdpIteration> three = FsdpUnitsAtBytes(SixOps(), {110'000, 100'000, 110'000});
+  ASSERT_TRUE(three.ok()) << three.status();
+  ASSERT_EQ(three->units.size(), 3u);
+  EXPECT_EQ(three->units[0].bytes, 110);
+  EXPECT_EQ(three->units[1].bytes, 100);
+  EXPECT_EQ(three->units[2].bytes, 110);
+  // The last folded into the first: one root unit gathered first, with
+  // both parts' bytes and compute.
+  FsdpIteration folded = *three;
+  FoldLastUnitIntoFirst(&folded);
+  ASSERT_EQ(folded.units.size(), 2u);
+  EXPECT_EQ(folded.units[0].bytes, 220);
+  EXPECT_EQ(folded.units[0].forward_ns, three->units[0].forward_ns + three->units[2].forward_ns);
+  EXPECT_EQ(folded.units[0].backward_ns, three->units[0].backward_ns + three->units[2].backward_ns);
+  FoldLastUnitIntoFirst(&folded);  // two units stay two
+  EXPECT_EQ(folded.units.size(), 2u);
+  // A unit ends at the first layer end at or past its share (192 of 320
+  // bytes: after the second layer).
+  absl::StatusOr<FsdpIteration> two = FsdpUnitsAtBytes(SixOps(), {6, 4});
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->units.size(), 2u);
+  EXPECT_EQ(two->units[0].bytes, 210);
+  EXPECT_EQ(FsdpUnitsAtBytes(SixOps(), {0, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FsdpUnitsAtBytes(SixOps(), {5, -1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(FsdpUnitsTest, BadInputsAreRefused) {
   EXPECT_EQ(FsdpUnitsByBytes(SixOps(), 0).status().code(), absl::StatusCode::kInvalidArgument);
   SingleGpuIteration unindexed = SixOps();

@@ -96,6 +96,7 @@ absl::StatusOr<TraceIteration> IterationFromTrace(const v1::Trace& trace,
         trace.operations_size(), " (a data-parallel step needs the per-operation breakdown)"));
   }
   TraceIteration out;
+  out.modules = trace.modules();
   SingleGpuIteration& it = out.iteration;
   // Forward operations with a backward pass, last first: the backward order.
   std::vector<int> backward_ops;

@@ -49,6 +49,8 @@ struct TraceIteration {
   int64_t gradient_bytes = 0;
   // The host timeline is an FSDP rank's: FSDP2's own host work is in it.
   bool fsdp_host_work_traced = false;
+  // The trace's modules (Trace.modules), for FSDP units by module class.
+  google::protobuf::RepeatedPtrField<habitat::v1::Module> modules;
 };
 
 // `prediction` must hold the per-operation breakdown of `trace`

@@ -8,6 +8,7 @@
 #include "core/parallel/fsdp_timeline.h"
 #include "core/predict/host_replay.h"
 #include "core/predict/warning_tally.h"
+#include "core/trace/fsdp_modules.h"
 
 namespace habitat {
 namespace {
@@ -30,15 +31,41 @@ absl::StatusOr<FsdpStepPrediction> StepOn(const FsdpIteration& units, const v1::
   return PredictFsdpStep(units, fsdp);
 }
 
-// The units `config` cuts the parameters into. More units than layers
-// come out one per layer, so a cap changes nothing.
-int UnitsOf(const v1::ParallelConfig& config) {
-  return config.fsdp_units() > 0
-             ? static_cast<int>(std::min<uint32_t>(config.fsdp_units(), 1u << 20))
-             : kDefaultFsdpUnits;
+// Units of `units`' bytes in forward order, FSDP2's root (the parameters
+// outside the wrapped modules) one unit, gathered first.
+absl::StatusOr<FsdpIteration> UnitsOfModules(const SingleGpuIteration& iteration,
+                                             const FsdpModuleUnits& units) {
+  std::vector<int64_t> bytes;
+  if (units.root_before > 0) bytes.push_back(units.root_before);
+  bytes.insert(bytes.end(), units.wrapped.begin(), units.wrapped.end());
+  if (units.root_after > 0) bytes.push_back(units.root_after);
+  absl::StatusOr<FsdpIteration> out = FsdpUnitsAtBytes(iteration, bytes);
+  if (out.ok() && units.root_before > 0 && units.root_after > 0) FoldLastUnitIntoFirst(&*out);
+  return out;
 }
 
 }  // namespace
+
+absl::StatusOr<FsdpIteration> FsdpUnitsFor(const TraceIteration& iteration,
+                                           const v1::ParallelConfig& config) {
+  if (!config.fsdp_wrap().empty() && config.fsdp_units() > 0) {
+    return absl::InvalidArgumentError(
+        "fsdp_wrap and fsdp_units both cut the units: give one of them");
+  }
+  std::string wrap = config.fsdp_wrap();
+  if (wrap.empty() && config.fsdp_units() == 0) wrap = RepeatedBlockClass(iteration.modules);
+  if (wrap.empty()) {
+    // More units than layers come out one per layer, so a cap changes
+    // nothing.
+    const int units = config.fsdp_units() > 0
+                          ? static_cast<int>(std::min<uint32_t>(config.fsdp_units(), 1u << 20))
+                          : kDefaultFsdpUnits;
+    return FsdpUnitsByBytes(iteration.iteration, units);
+  }
+  absl::StatusOr<FsdpModuleUnits> modules = FsdpUnitsOfModuleClass(iteration.modules, wrap);
+  if (!modules.ok()) return absl::InvalidArgumentError(modules.status().message());
+  return UnitsOfModules(iteration.iteration, *modules);
+}
 
 absl::Status CheckModelledParallelism(const v1::ParallelConfig& config) {
   if (config.cpu_offload()) {
@@ -69,7 +96,7 @@ absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& 
                                                           const v1::DeviceSpec& device,
                                                           const v1::ParallelConfig& config,
                                                           const Links& links) {
-  absl::StatusOr<FsdpIteration> units = FsdpUnitsByBytes(iteration.iteration, UnitsOf(config));
+  absl::StatusOr<FsdpIteration> units = FsdpUnitsFor(iteration, config);
   if (!units.ok()) return units.status();
   absl::StatusOr<FsdpStepPrediction> usual =
       StepOn(*units, device, config, links.usual, iteration.fsdp_host_work_traced);
@@ -139,7 +166,7 @@ int64_t FsdpInFlightBytes(const v1::Trace& trace, const v1::ParallelConfig& conf
   for (int i = 0; i < trace.operations_size(); ++i) timeless.add_operations();
   absl::StatusOr<TraceIteration> iteration = IterationFromTrace(trace, timeless);
   if (!iteration.ok()) return 0;
-  absl::StatusOr<FsdpIteration> units = FsdpUnitsByBytes(iteration->iteration, UnitsOf(config));
+  absl::StatusOr<FsdpIteration> units = FsdpUnitsFor(*iteration, config);
   return units.ok() ? UnshardedInFlightBytes(*units) : 0;
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/parallel/fsdp_timeline.h"
 #include "core/predict/ddp_prediction.h"
 #include "core/predict/memory_prediction.h"
 #include "habitat/v1/prediction_service.pb.h"
@@ -24,8 +25,18 @@ namespace habitat {
 // CPU offload. OK otherwise.
 absl::Status CheckModelledParallelism(const habitat::v1::ParallelConfig& config);
 
-// The FSDP step on `links` (ParallelConfig.fsdp_units units of about equal
-// bytes, FsdpUnitsByBytes) compared with the single-GPU GPU step of
+// The units `config` cuts `iteration`'s parameters into: one per
+// outermost instance of its fsdp_wrap class and FSDP2's root (the
+// parameters outside them) first; else fsdp_units of about equal bytes;
+// else, where the trace names its modules, per instance of its repeated
+// block class (RepeatedBlockClass); else kDefaultFsdpUnits equal ones.
+// InvalidArgument for fsdp_wrap with fsdp_units, or a class the trace does
+// not have (or no modules).
+absl::StatusOr<FsdpIteration> FsdpUnitsFor(const TraceIteration& iteration,
+                                           const habitat::v1::ParallelConfig& config);
+
+// The FSDP step on `links` (FsdpUnitsFor's units) compared with the
+// single-GPU GPU step of
 // `iteration`, FSDP2's copies at `device`'s streaming bandwidth; where the
 // link's bandwidth is a range, the middle of its ends.
 absl::StatusOr<ParallelCommunication> FsdpCommunicationOn(const TraceIteration& iteration,

@@ -120,14 +120,16 @@ class FsdpEngineTest : public ::testing::Test {
     return response->predictions(0);
   }
 
-  // `trace` on two H200s with FSDP in `units` units (0: the default).
+  // `trace` on two H200s with FSDP in `units` units (0: the default), or
+  // wrapping `wrap`.
   absl::StatusOr<v1::PredictResponse> OnTwoH200s(const v1::Trace& trace, uint32_t units,
-                                                 bool fit = false) {
+                                                 bool fit = false, const std::string& wrap = "") {
     PredictionEngine engine(devices_.get(), nullptr);
     PredictionQuery query;
     query.devices = {"H200"};
     v1::ParallelConfig config = Config(2, v1::ParallelConfig::KIND_FULLY_SHARDED);
     config.set_fsdp_units(units);
+    config.set_fsdp_wrap(wrap);
     query.parallel = {config};
     if (fit) query.fit.emplace();
     return engine.Predict(trace, "", query);
@@ -206,6 +208,39 @@ TEST_F(FsdpEngineTest, AHostBoundStepOnTwoH200sFollowsTheMeasuredOne) {
   EXPECT_FALSE(response->predictions(0).host_bound());
   EXPECT_DOUBLE_EQ(response->predictions(0).parallel(0).expected_error_percent(),
                    ParallelExpectedErrorPercent(response->predictions(0), 2, 0, true));
+}
+
+// GPT-2 355M fp32 traced with its modules (OperationTracker(model=...)):
+// wrapped per GPT2Block by default, as the 2 x H200 run was (24 blocks
+// and the root, whose step measured 260.2 ms), or by any class it has.
+TEST_F(FsdpEngineTest, ATraceWithModulesIsWrappedPerBlock) {
+  auto trace = testing::LoadAgentFixture("h200_fsdp", "gpt2_355m_b4_fp32_modules");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_GT(trace->modules_size(), 24);
+  auto by_default = OnTwoH200s(*trace, 0);
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  const v1::ParallelPrediction& fsdp = by_default->predictions(0).parallel(0);
+  EXPECT_EQ(fsdp.fsdp_units(), 25u);
+  EXPECT_NEAR(fsdp.step_ns() / 1e6, 260.2, 0.05 * 260.2);
+  auto named = OnTwoH200s(*trace, 0, false, "GPT2Block");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->predictions(0).parallel(0).step_ns(), fsdp.step_ns());
+  // Each Conv1D (four a block) a unit: more, smaller gathers.
+  auto layers = OnTwoH200s(*trace, 0, false, "Conv1D");
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  EXPECT_EQ(layers->predictions(0).parallel(0).fsdp_units(), 24u * 4 + 1);
+  // A class it does not have, or a count as well: the request is refused.
+  auto missing = OnTwoH200s(*trace, 0, false, "LlamaDecoderLayer");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(missing.status().message()), ::testing::HasSubstr("GPT2Block"));
+  auto both = OnTwoH200s(*trace, 24, false, "GPT2Block");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_THAT(both->predictions(0).parallel(0).unavailable(), ::testing::HasSubstr("fsdp_units"));
+  // A trace without modules cannot be wrapped by class.
+  auto plain = testing::LoadAgentFixture("h200_fsdp", "gpt2_355m_b4_fp32");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(OnTwoH200s(*plain, 0, false, "GPT2Block").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // The rank-0 trace of the same kind of 2-GPU run (GPT-2 355M fp32, 260.2 ms

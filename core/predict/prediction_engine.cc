@@ -17,6 +17,7 @@
 #include "core/predict/memory_prediction.h"
 #include "core/predict/varying_predictor.h"
 #include "core/predict/warning_tally.h"
+#include "core/trace/fsdp_modules.h"
 #include "core/trace/fsdp_rank.h"
 #include "core/trace/op_classification.h"
 #include "core/trace/trace_id.h"
@@ -208,6 +209,7 @@ void AddParallel(const absl::StatusOr<TraceIteration>& iteration, const DeviceSp
       node.set_disable_nvls(query.parallel.front().disable_nvls());
       node.set_kind(query.parallel.front().kind());
       node.set_fsdp_units(query.parallel.front().fsdp_units());
+      node.set_fsdp_wrap(query.parallel.front().fsdp_wrap());
     }
     for (uint32_t gpus : CatalogInstanceSizes(*query.catalog, target.id())) {
       if (AsksForOneNodeOf(query.parallel, gpus)) continue;
@@ -219,6 +221,21 @@ void AddParallel(const absl::StatusOr<TraceIteration>& iteration, const DeviceSp
     *prediction->add_parallel() =
         PredictParallel(iteration, *prediction, target, config, query.catalog, query.price_kind);
   }
+}
+
+// INVALID_ARGUMENT, saying why, where a configuration wraps a module class
+// `trace` cannot cut its units by (no modules, or none of that class):
+// the whole request, not each GPU's row.
+absl::Status CheckFsdpWrap(const v1::Trace& trace, const std::vector<v1::ParallelConfig>& configs) {
+  for (const v1::ParallelConfig& config : configs) {
+    if (config.kind() != v1::ParallelConfig::KIND_FULLY_SHARDED || config.fsdp_wrap().empty()) {
+      continue;
+    }
+    absl::StatusOr<FsdpModuleUnits> units =
+        FsdpUnitsOfModuleClass(trace.modules(), config.fsdp_wrap());
+    if (!units.ok()) return absl::InvalidArgumentError(units.status().message());
+  }
+  return absl::OkStatus();
 }
 
 // Takes predicting `trace` on `gpus` GPUs from `work_left`, with the
@@ -468,11 +485,38 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::PredictFsdpRank(
   return Predict(SingleGpuStepOfFsdpRank(traced, world), std::move(trace_id), single, stats);
 }
 
+namespace {
+
+// What a response says about the request as a whole, before its
+// predictions and warnings.
+v1::PredictResponse ResponseHeader(const v1::Trace& traced, const std::string& trace_id,
+                                   const DeviceSpec& origin, const PredictionQuery& query) {
+  v1::PredictResponse response;
+  response.set_trace_id(trace_id);
+  response.set_origin_device_id(origin.id());
+  // With a fit each prediction has its own batch.
+  response.set_batch_size(query.fit.has_value()   ? 0
+                          : query.batch_size != 0 ? query.batch_size
+                                                  : traced.batch_size());
+  response.set_traced_batch_size(traced.batch_size());
+  response.set_model_name(traced.model_name());
+  response.set_precision(traced.precision());
+  response.set_price_kind(query.price_kind);
+  if (query.catalog != nullptr) {
+    response.set_catalog(query.catalog->name());
+    response.set_currency(query.catalog->currency());
+  }
+  return response;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& traced,
                                                               std::string trace_id,
                                                               const PredictionQuery& query,
                                                               PredictionStats* stats) const {
   if (!query.trace_already_validated) HABITAT_RETURN_IF_ERROR(ValidateTrace(traced));
+  HABITAT_RETURN_IF_ERROR(CheckFsdpWrap(traced, query.parallel));
   if (query.fsdp_rank_of == 0) {
     HABITAT_ASSIGN_OR_RETURN(const std::optional<int> world, FsdpRankWorldSize(traced));
     if (world.has_value())
@@ -527,21 +571,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   // configuration to rent: the model may not fit one GPU.
   if (query.fsdp_rank_of > 0) Unrank(&predictions);
 
-  v1::PredictResponse response;
-  response.set_trace_id(trace_id);
-  response.set_origin_device_id(origin->id());
-  // With a fit each prediction has its own batch.
-  response.set_batch_size(query.fit.has_value()   ? 0
-                          : query.batch_size != 0 ? query.batch_size
-                                                  : traced.batch_size());
-  response.set_traced_batch_size(traced.batch_size());
-  response.set_model_name(traced.model_name());
-  response.set_precision(traced.precision());
-  response.set_price_kind(query.price_kind);
-  if (query.catalog != nullptr) {
-    response.set_catalog(query.catalog->name());
-    response.set_currency(query.catalog->currency());
-  }
+  v1::PredictResponse response = ResponseHeader(traced, trace_id, *origin, query);
   const std::vector<KindedWarning> warnings = ResponseWarnings(
       std::move(batch_warnings), traced,
       memory.has_value() ? std::nullopt : std::optional<std::string>(no_memory_reason), query,

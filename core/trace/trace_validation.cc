@@ -422,6 +422,26 @@ absl::Status CheckMetadata(const Trace& trace, const TraceLimits& limits) {
   return absl::OkStatus();
 }
 
+absl::Status CheckModules(const Trace& trace, const TraceLimits& limits) {
+  if (trace.modules_size() > limits.max_modules) {
+    return absl::InvalidArgumentError(absl::StrCat("modules has ", trace.modules_size(),
+                                                   " entries; the limit (max_modules) is ",
+                                                   limits.max_modules));
+  }
+  for (int i = 0; i < trace.modules_size(); ++i) {
+    const habitat::v1::Module& m = trace.modules(i);
+    HABITAT_RETURN_IF_ERROR(
+        CheckName(absl::StrCat("modules[", i, "].path"), m.path(), limits, false));
+    HABITAT_RETURN_IF_ERROR(
+        CheckName(absl::StrCat("modules[", i, "].class_name"), m.class_name(), limits, false));
+    if (m.parameter_bytes() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("modules[", i, "].parameter_bytes must be >= 0, got ", m.parameter_bytes()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Version strings are short; bounded like MathSettings.source.
 absl::Status CheckFrameworks(const habitat::v1::FrameworkVersions& frameworks,
                              const TraceLimits& limits) {
@@ -546,6 +566,7 @@ absl::Status ValidateTrace(const Trace& trace, const TraceLimits& limits) {
   if (trace.has_math()) HABITAT_RETURN_IF_ERROR(CheckMath(trace.math(), limits));
   if (trace.has_memory()) HABITAT_RETURN_IF_ERROR(CheckMemory(trace, limits));
   HABITAT_RETURN_IF_ERROR(CheckMetadata(trace, limits));
+  HABITAT_RETURN_IF_ERROR(CheckModules(trace, limits));
   return CheckTotalGpuTime(trace, limits);
 }
 

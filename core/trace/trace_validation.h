@@ -25,6 +25,8 @@ struct TraceLimits {
   int64_t max_total_kernels = 2000000;
   int64_t max_host_events = 1000000;
   int64_t max_metadata_entries = 1024;
+  // The model's modules (a 70B transformer has a few thousand).
+  int64_t max_modules = 1000000;
   int64_t max_arguments_per_operation = 256;
   int64_t max_tensor_rank = 16;
   // Values of one integer-list argument (sizes, strides, split sizes).

@@ -293,6 +293,11 @@ TEST(TraceValidationTest, EveryRepeatedFieldIsBounded) {
   for (int i = 0; i < 3; ++i) (*trace.mutable_metadata())[std::to_string(i)] = "x";
   expect_invalid(trace, "max_metadata_entries");
 
+  small.max_modules = 2;
+  trace = OneKernelTrace();
+  for (int i = 0; i < 3; ++i) trace.add_modules()->set_class_name("Block");
+  expect_invalid(trace, "max_modules");
+
   trace = OneKernelTrace();
   auto* values = trace.mutable_operations(0)->add_arguments()->mutable_integers();
   for (int i = 0; i < 3; ++i) values->add_values(i);
@@ -313,6 +318,12 @@ TEST(TraceValidationTest, FreeFormStringsArePrintable) {
   trace = OneKernelTrace();
   trace.set_source("agent\r");
   ExpectInvalid(trace, "source");
+  trace = OneKernelTrace();
+  trace.add_modules()->set_class_name("Block\x1b[2J");
+  ExpectInvalid(trace, "modules[0].class_name");
+  trace = OneKernelTrace();
+  trace.add_modules()->set_parameter_bytes(-1);
+  ExpectInvalid(trace, "modules[0].parameter_bytes");
   trace = OneKernelTrace();
   trace.mutable_frameworks()->set_torch(std::string(300, '2'));
   ExpectInvalid(trace, "frameworks.torch");

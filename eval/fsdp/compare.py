@@ -45,12 +45,14 @@ def cases(results: Path) -> dict:
 
 
 def predicted_configs(cli: str, trace: Path, gpu: str, worlds: list, units: int) -> dict:
-    """{N: the predicted FSDP configuration (JSON)} for each N of `worlds`."""
+    """{N: the predicted FSDP configuration (JSON)} for each N of `worlds`;
+    `units` 0 lets the trace's modules cut them (its repeated block)."""
     out = {}
     for n in worlds:
         cmd = [cli, "predict", str(trace), "--devices", gpu, "--catalog", "none",
-               "--format", "json", "-q", "--parallel", "fsdp", "--gpus", str(n),
-               "--fsdp-units", str(units)]
+               "--format", "json", "-q", "--parallel", "fsdp", "--gpus", str(n)]
+        if units > 0:
+            cmd += ["--fsdp-units", str(units)]
         got = json.loads(subprocess.run(cmd, capture_output=True, text=True,
                                         check=True).stdout)
         (prediction,) = got["predictions"]
@@ -152,15 +154,18 @@ def step_rows(args) -> list:
                "measured_gib": r["peak_allocated_bytes"] / GIB,
                "host_bound": host_bound(gpu_busy_ns(measured / r["trace"]), r["step_ns_median"])}
         # The run's own single-GPU trace where it traced one, else the
-        # one-GPU run's.
-        own = measured_plain(measured).get((model, precision))
+        # one-GPU run's (--by-modules: always, its traces name their modules).
+        own = None if args.by_modules else measured_plain(measured).get((model, precision))
         if own is not None and "trace" not in own:
             own = None
         plain = own if own is not None else singles.get((model, precision), {}).get(1)
         folder = measured if own is not None else Path(args.results)
+        if plain is not None and plain.get("batch", r.get("batch")) != r.get("batch", plain.get("batch")):
+            plain = None  # a trace of another batch would predict another step
         if plain is not None and "trace" in plain:
+            units = 0 if args.by_modules else r["blocks"]
             (config,) = predicted_configs(args.cli, folder / plain["trace"],
-                                          args.gpu, [n], r["blocks"]).values()
+                                          args.gpu, [n], units).values()
             row["predicted_ms"] = int(config["step_ns"]) / 1e6
             row["predicted_gib"] = int(config.get("peak_memory_bytes_per_gpu", 0)) / GIB
             row["err_step_pct"] = error_pct(int(config["step_ns"]), r["step_ns_median"])
@@ -340,6 +345,8 @@ def main() -> int:
                     help="with --measured: predict from each run's rank-0 trace instead")
     ap.add_argument("--rank-run", default="",
                     help="with --from-rank: predict from this run's rank-0 traces (another N)")
+    ap.add_argument("--by-modules", action="store_true",
+                    help="with --measured: units from the traces' modules, not the block count")
     ap.add_argument("--gpu", default="H200")
     ap.add_argument("--md", default="")
     args = ap.parse_args()

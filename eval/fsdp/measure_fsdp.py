@@ -116,22 +116,23 @@ def plain_case(name, precision, rank, batch, out_dir: Path, trace: bool) -> dict
              "peak_allocated_bytes": torch.cuda.max_memory_allocated()}
         if trace:
             r["trace"] = track(step, name, batch, precision, out_dir / f"{name}_b{batch}_{precision}.trace.gz",
-                               r["step_ns_median"])
+                               r["step_ns_median"], model)
         del opt, model, blocks, step
         release()
     dist.barrier()
     return r
 
 
-def track(step, name, batch, precision, path: Path, wall_ns) -> str:
-    """One step tracked by the agent, saved to `path`; its file name."""
+def track(step, name, batch, precision, path: Path, wall_ns, model=None) -> str:
+    """One step tracked by the agent, saved to `path`; its file name. With
+    `model`, its modules go into the trace."""
     import torch
     sys.path.insert(0, str(ROOT / "agent" / "python"))
     import habitat_agent
     torch.cuda.synchronize()
     tracker = habitat_agent.OperationTracker(
         model_name=name, batch_size=batch, precision=one_gpu.TRACKER_PRECISION[precision],
-        verbose=False)
+        verbose=False, model=model)
     with tracker.track():
         step()
     tracker.get_tracked_trace(iteration_wall_ns=wall_ns).save(str(path))

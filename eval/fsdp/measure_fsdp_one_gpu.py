@@ -143,7 +143,8 @@ def one_case(name: str, precision: str, world: int, out_dir: Path) -> dict:
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         tracker = habitat_agent.OperationTracker(model_name=name, batch_size=batch,
-                                           precision=TRACKER_PRECISION[precision], verbose=False)
+                                                 precision=TRACKER_PRECISION[precision],
+                                                 verbose=False, model=model)
         with tracker.track():
             step()
         path = out_dir / f"{name}_b{batch}_{precision}.trace.gz"
@@ -159,7 +160,7 @@ def one_case(name: str, precision: str, world: int, out_dir: Path) -> dict:
 def cmd_child(args) -> int:
     import torch
     out = Path(args.out)
-    for world in WORLD_SIZES:
+    for world in args.worlds:
         t = time.time()
         try:
             r = one_case(args.model, args.precision, world, out)
@@ -186,7 +187,7 @@ def cmd_run(args) -> int:
                                       "status": "skipped", "left_s": round(left)}) + "\n")
                 continue
             cmd = [sys.executable, __file__, "child", "--model", name, "--precision", precision,
-                   "--out", str(out)]
+                   "--out", str(out), "--worlds", ",".join(map(str, args.worlds))]
             env = dict(os.environ, PYTHONUNBUFFERED="1")
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=left, env=env)
@@ -207,6 +208,14 @@ def cmd_run(args) -> int:
     return 0
 
 
+def worlds(text: str) -> tuple:
+    """"1,2,4" -> (1, 2, 4); each of WORLD_SIZES."""
+    got = tuple(int(x) for x in text.split(","))
+    if not got or any(n not in WORLD_SIZES for n in got):
+        raise argparse.ArgumentTypeError(f"world sizes must be among {WORLD_SIZES}, got {text}")
+    return got
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -214,10 +223,13 @@ def main() -> int:
     p = sub.add_parser("run")
     p.add_argument("--out", required=True)
     p.add_argument("--budget-s", type=float, default=450)
+    p.add_argument("--worlds", type=worlds, default=WORLD_SIZES,
+                   help="the N to run, e.g. 1 (the traces alone); default 1,2,4")
     p = sub.add_parser("child")
     p.add_argument("--model", required=True, choices=list(MODELS))
     p.add_argument("--precision", required=True, choices=PRECISIONS)
     p.add_argument("--out", required=True)
+    p.add_argument("--worlds", type=worlds, default=WORLD_SIZES)
     sub.add_parser("plan")
     args = ap.parse_args()
     if args.cmd == "plan":

@@ -33,21 +33,14 @@ class CommittedRunTest(unittest.TestCase):
 
 
 class MeasuredRunTest(unittest.TestCase):
-    def test_every_planned_traced_case_ran_on_two_gpus_with_its_rank_trace(self):
-        got = compare.measured_cases(MEASURED)
-        planned = {(m, p, 2) for m, p, traced in measure_real.plan() if traced}
-        self.assertEqual(set(got), planned)
-        for r in got.values():
-            self.assertTrue((MEASURED / r["trace"]).exists(), r["trace"])
-            self.assertEqual(len(r["peak_allocated_bytes_per_rank"]), 2)
-
-    def test_every_planned_traced_case_ran_on_four_gpus_with_its_rank_trace(self):
-        got = compare.measured_cases(MEASURED_4)
-        planned = {(m, p, 4) for m, p, traced in measure_real.plan() if traced}
-        self.assertEqual(set(got), planned)
-        for r in got.values():
-            self.assertTrue((MEASURED_4 / r["trace"]).exists(), r["trace"])
-            self.assertEqual(len(r["peak_allocated_bytes_per_rank"]), 4)
+    def test_every_planned_traced_case_ran_on_two_and_four_gpus_with_its_rank_trace(self):
+        for run, world in ((MEASURED, 2), (MEASURED_4, 4)):
+            got = compare.measured_cases(run)
+            planned = {(m, p, world) for m, p, traced in measure_real.plan() if traced}
+            self.assertEqual(set(got), planned)
+            for r in got.values():
+                self.assertTrue((run / r["trace"]).exists(), r["trace"])
+                self.assertEqual(len(r["peak_allocated_bytes_per_rank"]), world)
 
     def test_a_fit_case_the_budget_skipped_has_no_world_size(self):
         lines = [r for r in compare.run_lines(FIT_4) if r["model"] == "gpt2_355m"

@@ -151,6 +151,24 @@ def memory_usage(start: Optional[dict], device=None) -> Optional[dict]:
                 source="recorded")
 
 
+def module_table(model) -> list:
+    """habitat.v1.Module of each module of `model`, in named_modules() order:
+    (path, class name, bytes of the parameters it registers itself), a
+    parameter shared by several modules (tied embeddings) counted at the
+    first. An FSDP prediction cuts its units where fully_shard would wrap a
+    module class (`habitat predict --parallel fsdp --fsdp-wrap CLASS`)."""
+    seen = set()
+    table = []
+    for path, module in model.named_modules():
+        held = 0
+        for p in module.parameters(recurse=False):
+            if id(p) not in seen:
+                seen.add(id(p))
+                held += p.numel() * p.element_size()
+        table.append((path, type(module).__name__, held))
+    return table
+
+
 def time_iteration(step, repetitions: int = 30, warmup: int = 3) -> int:
     """Median wall time of `step()` in ns, untracked: CUDA events around each
     call, synchronised after it. Pass it to get_tracked_trace(
@@ -262,21 +280,26 @@ class OperationTracker:
 
     model_name, batch_size and precision ("fp32", "bf16", "amp_bf16", ...)
     describe the workload; batch_size is required for a trace the server
-    accepts (it can also be given to get_tracked_trace).
+    accepts (it can also be given to get_tracked_trace). model (a
+    torch.nn.Module), when given, has its modules recorded (module_table)
+    so that FSDP predictions can wrap by module class.
     """
 
     def __init__(self, model_name: str = "", batch_size: Optional[int] = None,
                  precision: Optional[str] = "fp32", device=None,
                  record_inputs: bool = True, source: str = "cupti",
-                 verbose: bool = True):
+                 verbose: bool = True, model=None):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of "
                              f"{sorted(k for k in PRECISIONS if k)}, got {precision!r}")
         if source == "cupti" and not torch.cuda.is_available():
             raise TrackingError("no CUDA device: the tracker measures GPU work "
                                 "(source='host' records ops only)")
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self.model_name = model_name
         self.batch_size = batch_size
+        self._modules = None if model is None else module_table(model)
         self.precision = precision
         self.device = device
         self.verbose = verbose
@@ -360,6 +383,7 @@ class OperationTracker:
             "frameworks": framework_versions(),
             "rerun_times": self._rerun_times,
             "batch_reruns": self._batch_reruns,
+            "modules": self._modules,
         }
 
     def _assemble(self, batch_size, iteration_wall_ns=None) -> Trace:

@@ -74,8 +74,10 @@ def _is_batch(value) -> bool:
 MAX_GPUS_PER_NODE = 64
 MAX_NODES = 4096
 MAX_BUCKET_CAP_MB = 1 << 20
-# The server's kMaxFsdpUnits (--fsdp-units U).
+# The server's kMaxFsdpUnits (--fsdp-units U) and kMaxFsdpWrapChars
+# (--fsdp-wrap CLASS).
 MAX_FSDP_UNITS = 4096
+MAX_FSDP_WRAP_CHARS = 256
 
 
 def _check_int(name: str, value, largest: int) -> None:
@@ -83,9 +85,10 @@ def _check_int(name: str, value, largest: int) -> None:
         raise ValueError(f"{name} must be an integer within [1, {largest}], got {value!r}")
 
 
-def _parallel_kind(parallel: Optional[str], fsdp_units: Optional[int]) -> str:
+def _parallel_kind(parallel: Optional[str], fsdp_units: Optional[int],
+                   fsdp_wrap: Optional[str] = None) -> str:
     """"ddp" or "fsdp" from parallel= (None: ddp), as the CLI's --parallel;
-    fsdp_units= only with "fsdp"."""
+    fsdp_units= or fsdp_wrap= only with "fsdp", and not both."""
     kind = "ddp" if parallel is None else str(parallel).lower()
     if kind not in ("ddp", "fsdp"):
         raise ValueError(f"parallel must be 'ddp' or 'fsdp', not {parallel!r} (hybrid sharding, "
@@ -94,15 +97,23 @@ def _parallel_kind(parallel: Optional[str], fsdp_units: Optional[int]) -> str:
         if kind != "fsdp":
             raise ValueError("fsdp_units cuts an FSDP model: pass parallel='fsdp' with it")
         _check_int("fsdp_units", fsdp_units, MAX_FSDP_UNITS)
+    if fsdp_wrap is not None:
+        if kind != "fsdp":
+            raise ValueError("fsdp_wrap cuts an FSDP model: pass parallel='fsdp' with it")
+        if not isinstance(fsdp_wrap, str) or not fsdp_wrap or len(fsdp_wrap) > MAX_FSDP_WRAP_CHARS:
+            raise ValueError(f"fsdp_wrap must be a module class name of 1 to "
+                             f"{MAX_FSDP_WRAP_CHARS} characters, got {fsdp_wrap!r}")
+        if fsdp_units is not None:
+            raise ValueError("fsdp_units and fsdp_wrap both cut the units: give one of them")
     return kind
 
 
 def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances,
-                  disable_nvls=False, parallel=None, fsdp_units=None) -> None:
+                  disable_nvls=False, parallel=None, fsdp_units=None, fsdp_wrap=None) -> None:
     """PredictRequest.parallel and catalog_instances, as the CLI's --gpus N
     [--nodes M] [--bucket-mb B] [--no-nvls] [--parallel ddp|fsdp]
-    [--fsdp-units U] and --instances set them."""
-    kind = _parallel_kind(parallel, fsdp_units)
+    [--fsdp-units U | --fsdp-wrap CLASS] and --instances set them."""
+    kind = _parallel_kind(parallel, fsdp_units, fsdp_wrap)
     if not isinstance(catalog_instances, bool):
         raise ValueError(f"catalog_instances must be True or False, got {catalog_instances!r}")
     if not isinstance(disable_nvls, bool):
@@ -129,6 +140,8 @@ def _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instance
             config.kind = type(config).KIND_FULLY_SHARDED
         if fsdp_units is not None:
             config.fsdp_units = fsdp_units
+        if fsdp_wrap is not None:
+            config.fsdp_wrap = fsdp_wrap
     request.catalog_instances = catalog_instances
 
 
@@ -159,7 +172,8 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
                           bucket_cap_mb: Optional[int] = None,
                           catalog_instances: bool = False, disable_nvls: bool = False,
                           traced_batch_size: Optional[int] = None,
-                          parallel: Optional[str] = None, fsdp_units: Optional[int] = None):
+                          parallel: Optional[str] = None, fsdp_units: Optional[int] = None,
+                          fsdp_wrap: Optional[str] = None):
     """The habitat.v1.PredictRequest message Client.predict sends; see there."""
     batch_size = _traced_batch(batch_size, traced_batch_size)
     PredictRequest = _messages.messages()["PredictRequest"]
@@ -187,7 +201,7 @@ def build_predict_request(trace=None, devices: Union[str, Sequence[str], None] =
         request.fit.SetInParent()  # set even with step 0 (powers of two)
         request.fit.batch_step = fit_batch_step or 0
     _add_parallel(request, gpus_per_node, nodes, bucket_cap_mb, catalog_instances,
-                  disable_nvls, parallel, fsdp_units)
+                  disable_nvls, parallel, fsdp_units, fsdp_wrap)
     if isinstance(devices, str):
         devices = [devices]
     if devices is not None:
@@ -348,7 +362,8 @@ class Client:
                         gpus_per_node: Optional[int] = None, nodes: Optional[int] = None,
                         bucket_cap_mb: Optional[int] = None, catalog_instances: bool = False,
                         disable_nvls: bool = False, traced_batch_size: Optional[int] = None,
-                        parallel: Optional[str] = None, fsdp_units: Optional[int] = None):
+                        parallel: Optional[str] = None, fsdp_units: Optional[int] = None,
+                        fsdp_wrap: Optional[str] = None):
         """As predict, returning the habitat.v1.PredictResponse message."""
         request = build_predict_request(
             trace, devices=devices, catalog=catalog, price_kind=price_kind,
@@ -358,7 +373,8 @@ class Client:
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
             catalog_instances=catalog_instances, disable_nvls=disable_nvls,
-            traced_batch_size=traced_batch_size, parallel=parallel, fsdp_units=fsdp_units)
+            traced_batch_size=traced_batch_size, parallel=parallel, fsdp_units=fsdp_units,
+            fsdp_wrap=fsdp_wrap)
         return self._call("Predict", request, "PredictResponse")
 
     def predict(self, trace=None, devices: Union[str, Sequence[str], None] = None,
@@ -374,7 +390,8 @@ class Client:
                 disable_nvls: bool = False,
                 traced_batch_size: Optional[int] = None,
                 parallel: Optional[str] = None,
-                fsdp_units: Optional[int] = None) -> PredictionResult:
+                fsdp_units: Optional[int] = None,
+                fsdp_wrap: Optional[str] = None) -> PredictionResult:
         """Predicts one iteration of `trace` or of an uploaded `trace_id` on
         `devices` (ids from list_devices; None: every listed GPU).
 
@@ -417,7 +434,10 @@ class Client:
         NVLS where the node has it and it is faster, as NCCL does);
         parallel="fsdp" (`--parallel fsdp`): PyTorch FSDP2 instead of DDP,
         with the predicted peak memory per GPU, its parameters cut into
-        fsdp_units units (`--fsdp-units U`, 1 to 4096; default 16). nodes,
+        fsdp_units units of about equal bytes (`--fsdp-units U`, 1 to 4096)
+        or one per instance of the module class fsdp_wrap (`--fsdp-wrap
+        CLASS`, a trace the agent took with OperationTracker(model=...));
+        by default such a trace per repeated block, any other in 16. nodes,
         bucket_cap_mb, disable_nvls or parallel without gpus_per_node is a
         ValueError. catalog_instances (`--instances`):
         also predict one node of every multi-GPU instance type the catalog
@@ -440,7 +460,8 @@ class Client:
             at_batch_size=at_batch_size, fit=fit, fit_batch_step=fit_batch_step,
             gpus_per_node=gpus_per_node, nodes=nodes, bucket_cap_mb=bucket_cap_mb,
             catalog_instances=catalog_instances, disable_nvls=disable_nvls,
-            traced_batch_size=traced_batch_size, parallel=parallel, fsdp_units=fsdp_units))
+            traced_batch_size=traced_batch_size, parallel=parallel, fsdp_units=fsdp_units,
+            fsdp_wrap=fsdp_wrap))
         _report_warnings(result)
         return result
 

@@ -187,6 +187,9 @@ class ClientTest(unittest.TestCase):
         request = build(TRACE_GZ, gpus_per_node=4, parallel="FSDP", fsdp_units=24)
         self.assertEqual((request.parallel[0].kind, request.parallel[0].fsdp_units),
                          (type(request.parallel[0]).KIND_FULLY_SHARDED, 24))
+        request = build(TRACE_GZ, gpus_per_node=4, parallel="fsdp", fsdp_wrap="GPT2Block")
+        self.assertEqual((request.parallel[0].fsdp_wrap, request.parallel[0].fsdp_units),
+                         ("GPT2Block", 0))
         # Through Client.predict and predict_message.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -234,6 +237,11 @@ class ClientTest(unittest.TestCase):
             (dict(trace=TRACE_GZ, gpus_per_node=4, fsdp_units=8), "pass parallel='fsdp'"),
             (dict(trace=TRACE_GZ, gpus_per_node=4, parallel="fsdp", fsdp_units=0),
              r"fsdp_units must be an integer within \[1, 4096\]"),
+            (dict(trace=TRACE_GZ, gpus_per_node=4, fsdp_wrap="Block"), "pass parallel='fsdp'"),
+            (dict(trace=TRACE_GZ, gpus_per_node=4, parallel="fsdp", fsdp_wrap=""),
+             "fsdp_wrap must be a module class name"),
+            (dict(trace=TRACE_GZ, gpus_per_node=4, parallel="fsdp", fsdp_wrap="Block",
+                  fsdp_units=8), "give one of them"),
             (dict(trace=TRACE_GZ, gpus_per_node=8, disable_nvls=1),
              "disable_nvls must be True or False"),
             (dict(trace=TRACE_GZ, nodes=2, bucket_cap_mb=25, catalog_instances=True),
