@@ -75,7 +75,7 @@ constexpr char kPredictUsage[] =
     "  --parallel ddp|fsdp    with --gpus: DDP (default) or FSDP2 (fully_shard: parameters,\n"
     "                         gradients and optimizer state sharded; peak memory per GPU);\n"
     "                         TRACE may be one rank of an FSDP run (a model too large for\n"
-    "                         one GPU): predicted from it, without memory\n"
+    "                         one GPU): predicted from it\n"
     "  --fsdp-units U         with --parallel fsdp: the units the parameters are cut into, in\n"
     "                         forward order, of about equal bytes\n"
     "  --fsdp-wrap CLASS      ... or the module class fully_shard wraps (e.g. GPT2Block),\n"

@@ -159,6 +159,24 @@ bool FsdpFitsMemory(const MemoryModel& model, uint32_t batch, uint32_t gpus,
                         MemoryFitHeadroom(model, batch)) <= static_cast<double>(usable);
 }
 
+MemoryModel SingleGpuMemoryOfFsdpRank(const MemoryModel& rank, int world, int64_t in_flight_bytes) {
+  const double w = std::max(world, 1);
+  const double in_flight = static_cast<double>(std::max<int64_t>(in_flight_bytes, 0));
+  MemoryModel out = rank;
+  out.start_bytes =
+      static_cast<int64_t>(std::min(w * static_cast<double>(rank.start_bytes), 9.0e18));
+  double highest = 0;
+  for (MemoryPoint& p : out.candidates) {
+    const double sharded = p.fixed_bytes - p.replicated_bytes;
+    const double gathered = std::clamp(sharded, 0.0, in_flight);
+    p.fixed_bytes = w * (sharded - gathered) + p.replicated_bytes;
+    highest = std::max(highest, p.fixed_bytes + p.batch_bytes);
+  }
+  out.traced_peak_bytes =
+      static_cast<int64_t>(std::min(static_cast<double>(out.start_bytes) + highest, 9.0e18));
+  return out;
+}
+
 int64_t FsdpInFlightBytes(const v1::Trace& trace, const v1::ParallelConfig& config) {
   if (GpusInAll(config) <= 1) return 0;
   // Units are cut by parameter bytes alone: any times will do.

@@ -59,6 +59,15 @@ int64_t FsdpPeakBytesPerGpu(const MemoryModel& model, uint32_t batch, uint32_t g
 bool FsdpFitsMemory(const MemoryModel& model, uint32_t batch, uint32_t gpus,
                     int64_t unsharded_in_flight_bytes, int64_t usable);
 
+// The single-GPU memory the rank of an FSDP step over `world` GPUs whose
+// own model is `rank` amounts to: its start and, of each candidate's fixed
+// bytes, what it held sharded `world` times as large; what it held whole
+// (autocast's copies of gathered weights, and up to `in_flight_bytes` of
+// gathered units, which FsdpPeakBytesPerGpu adds again) as it is; the
+// batch part (activations) as it is. At `world` GPUs the FSDP peak is then
+// the rank's own (docs/multi_gpu.md, section 6, "From one FSDP rank").
+MemoryModel SingleGpuMemoryOfFsdpRank(const MemoryModel& rank, int world, int64_t in_flight_bytes);
+
 // The units in flight (UnshardedInFlightBytes) of `config`'s units of
 // `trace`'s parameters, which do not depend on any GPU's times; 0 where the
 // trace has no gradients (an inference trace) or one GPU in all.

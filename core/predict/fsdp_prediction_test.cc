@@ -254,7 +254,11 @@ TEST_F(FsdpEngineTest, OneFsdpRanksTracePredictsItsOwnStep) {
   const v1::DevicePrediction& p = response->predictions(0);
   ASSERT_EQ(p.parallel_size(), 1);
   EXPECT_NEAR(p.parallel(0).step_ns() / 1e6, 260.2, 0.05 * 260.2);
-  EXPECT_FALSE(p.has_memory());
+  // Its memory read back as one GPU's and sharded again: the rank's own
+  // peak (16.07 GiB measured on each rank), and the whole model's on one.
+  EXPECT_NEAR(p.parallel(0).peak_memory_bytes_per_gpu() / double(1 << 30), 16.07, 0.03 * 16.07);
+  ASSERT_TRUE(p.has_memory());
+  EXPECT_GT(p.memory().peak_allocated_bytes(), p.parallel(0).peak_memory_bytes_per_gpu());
   EXPECT_EQ(p.rank_by_time(), 0u);  // a rank's single-GPU row is not one to rent
   // Without a count the units are the run's own: 24 blocks and the root.
   auto own = OnTwoH200s(*rank, 0);
@@ -263,10 +267,29 @@ TEST_F(FsdpEngineTest, OneFsdpRanksTracePredictsItsOwnStep) {
   bool said = false;
   for (const v1::Warning& w : response->structured_warnings()) said |= w.kind() == "fsdp_rank";
   EXPECT_TRUE(said);
-  // Its memory is the rank's, sharded: a fit is refused with the reason.
+  // So a sharded fit can be asked of it: the measured run held batch 32
+  // per GPU on two H200s and ran out of memory at 64.
   auto fit = OnTwoH200s(*rank, 24, /*fit=*/true);
-  EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(fit.status().message(), HasSubstr("one rank of an FSDP step"));
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->predictions(0).parallel(0).largest_fitting_batch(), 32u);
+}
+
+TEST(FsdpRankMemoryTest, TheShardedPartIsReadBackAsOneGpusAndShardedAgain) {
+  MemoryModel rank;
+  rank.start_bytes = 100;  // a quarter of the parameters and optimizer state
+  rank.traced_batch = 4;
+  // The forward's end: 30 bytes of gathered units, 5 of autocast copies,
+  // 50 of activations; the optimizer: 40 bytes of sharded temporaries.
+  rank.candidates = {{35, 50, 5}, {40, 0, 0}};
+  const MemoryModel one = SingleGpuMemoryOfFsdpRank(rank, 4, 30);
+  EXPECT_EQ(one.start_bytes, 400);
+  EXPECT_DOUBLE_EQ(one.candidates[0].fixed_bytes, 5);  // the gathered units left out
+  EXPECT_DOUBLE_EQ(one.candidates[1].fixed_bytes, 4 * (40 - 30));
+  EXPECT_DOUBLE_EQ(one.candidates[0].batch_bytes, 50);
+  // At the rank's own N the peak is its own (the in-flight units added back).
+  EXPECT_EQ(FsdpPeakBytesPerGpu(one, 4, 4, 30), 100 + 35 + 50);
+  // On two GPUs the sharded parts double; the rest does not.
+  EXPECT_EQ(FsdpPeakBytesPerGpu(one, 4, 2, 30), 200 + 5 + 50 + 30);
 }
 
 TEST_F(FsdpEngineTest, TheForwardSplitsByBackwardOperation) {

@@ -308,10 +308,19 @@ std::vector<KindedWarning> ResponseWarnings(std::vector<KindedWarning> warnings,
   return warnings;
 }
 
-// Why a trace of one FSDP rank gives no memory prediction.
-constexpr char kFsdpRankMemoryReason[] =
-    "the trace is one rank of an FSDP step, whose memory is sharded: reading it back as one "
-    "GPU's is not modelled (trace the model on one GPU at a batch that fits for memory)";
+// The single-GPU memory a rank's trace amounts to, where it recorded its
+// memory: its units' in-flight bytes from the single-GPU step its work
+// amounts to (`single`), cut as the rank's run wrapped them.
+std::optional<MemoryModel> FsdpRankMemory(const v1::Trace& rank, const v1::Trace& single,
+                                          int world) {
+  std::optional<MemoryModel> model = MemoryModelFor(rank);
+  if (!model.has_value()) return std::nullopt;
+  v1::ParallelConfig config;
+  config.set_kind(v1::ParallelConfig::KIND_FULLY_SHARDED);
+  config.set_gpus_per_node(static_cast<uint32_t>(std::max(world, 2)));
+  config.set_fsdp_units(static_cast<uint32_t>(std::max(FsdpRankUnits(rank), 1)));
+  return SingleGpuMemoryOfFsdpRank(*model, world, FsdpInFlightBytes(single, config));
+}
 
 // From the first optimizer operation's CPU start to the last one's end: the
 // host's time launching the optimizer step.
@@ -466,12 +475,10 @@ absl::StatusOr<PredictionEngine::BatchPredictions> PredictionEngine::PredictAtBa
 absl::StatusOr<v1::PredictResponse> PredictionEngine::PredictFsdpRank(
     const v1::Trace& traced, int world, std::string trace_id, const PredictionQuery& query,
     PredictionStats* stats) const {
-  if (query.fit.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("a fit needs the trace's memory: ", kFsdpRankMemoryReason));
-  }
+  const v1::Trace step = SingleGpuStepOfFsdpRank(traced, world);
   PredictionQuery single = query;
   single.fsdp_rank_of = world;
+  single.fsdp_rank_memory = FsdpRankMemory(traced, step, world);
   // Units as the rank's run wrapped them, unless the request names a count.
   for (v1::ParallelConfig& config : single.parallel) {
     if (config.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED && config.fsdp_units() == 0) {
@@ -482,7 +489,7 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::PredictFsdpRank(
   // The rank's host ran as its measured step says, communication and all.
   HABITAT_RETURN_IF_ERROR(EnsureHostScale(traced, query, &single.fsdp_rank_host_scale));
   if (!trace_id.empty()) absl::StrAppend(&trace_id, "|fsdp_rank");
-  return Predict(SingleGpuStepOfFsdpRank(traced, world), std::move(trace_id), single, stats);
+  return Predict(step, std::move(trace_id), single, stats);
 }
 
 namespace {
@@ -529,8 +536,11 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::Predict(const v1::Trace& t
   HABITAT_ASSIGN_OR_RETURN(const std::vector<const DeviceSpec*> targets,
                            ResolveTargets(query.devices));
   std::string no_memory_reason;
-  const std::optional<MemoryModel> memory = MemoryModelFor(traced, &no_memory_reason);
-  if (query.fsdp_rank_of > 0) no_memory_reason = kFsdpRankMemoryReason;
+  const std::optional<MemoryModel> memory =
+      query.fsdp_rank_of > 0 ? query.fsdp_rank_memory : MemoryModelFor(traced, &no_memory_reason);
+  if (query.fsdp_rank_of > 0 && !memory.has_value()) {
+    no_memory_reason = "the FSDP rank's trace recorded no memory";
+  }
   if (query.fit.has_value() && !memory.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("a fit needs the trace's memory: ", no_memory_reason));

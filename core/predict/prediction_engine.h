@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "core/devices/device_database.h"
 #include "core/predict/device_prediction.h"
+#include "core/predict/memory_prediction.h"
 #include "core/predict/prediction_cache.h"
 #include "core/predict/price_and_rank.h"
 #include "core/predict/stop_condition.h"
@@ -57,6 +58,9 @@ struct PredictionQuery {
   // Set with it: the host scale calibrated on the rank's own trace (its
   // measured step), which the single-GPU step no longer has.
   std::optional<std::optional<double>> fsdp_rank_host_scale;
+  // And the single-GPU memory the rank's amounts to, where its trace has
+  // memory (SingleGpuMemoryOfFsdpRank).
+  std::optional<MemoryModel> fsdp_rank_memory;
   // Target host speed relative to the origin's (PredictRequest field),
   // positive; PredictionBackend is the one that checks requests' values.
   double host_speed = 1.0;

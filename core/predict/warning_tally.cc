@@ -407,7 +407,7 @@ KindedWarning FsdpRankWarning(int world) {
           "the trace is one rank of an FSDP step on %d GPUs: its collectives and FSDP2's copies "
           "were taken out and its optimizer scaled to the whole model, so each GPU's row is the "
           "single-GPU step (unranked: the model may not fit one GPU) and --parallel fsdp rows "
-          "shard it again; no memory is predicted from it",
+          "shard it again; its memory is read back as one GPU's from its sharded part",
           world),
       {}};
 }

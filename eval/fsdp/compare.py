@@ -202,6 +202,11 @@ def rank_rows(args) -> list:
                "predicted_ms": int(config["step_ns"]) / 1e6,
                "err_step_pct": error_pct(int(config["step_ns"]), r["step_ns_median"]),
                "single_predicted_ms": int(prediction["wall_time_ns"]) / 1e6}
+        peak = int(config.get("peak_memory_bytes_per_gpu", 0))
+        if peak > 0:
+            row["predicted_gib"] = peak / GIB
+            row["measured_gib"] = r["peak_allocated_bytes"] / GIB
+            row["err_mem_pct"] = error_pct(peak, r["peak_allocated_bytes"])
         one = plain.get((model, precision)) or singles.get((model, precision), {}).get(1)
         if one is not None:
             row["single_measured_ms"] = one["step_ns_median"] / 1e6
@@ -213,17 +218,22 @@ def rank_rows(args) -> list:
 
 def rank_report(rs: list, whose: str = "its own rank") -> list:
     lines = [f"| model | precision | N | FSDP measured ms | from {whose} ms | error % | "
-             "1 GPU measured ms | from the rank ms | error % |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "1 GPU measured ms | from the rank ms | error % | peak GiB measured | "
+             "from the rank | error % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         single = (f"{r['single_measured_ms']:.1f} | {r['single_predicted_ms']:.1f} | "
                   f"{r['err_single_pct']:+.1f}" if "err_single_pct" in r
                   else f"— | {r['single_predicted_ms']:.1f} | —")
+        memory = (f"{r['measured_gib']:.2f} | {r['predicted_gib']:.2f} | {r['err_mem_pct']:+.1f}"
+                  if "err_mem_pct" in r else "— | — | —")
         lines.append(f"| {r['model']} | {r['precision']} | {r['gpus']} | "
                      f"{r['measured_ms']:.1f} | {r['predicted_ms']:.1f} | "
-                     f"{r['err_step_pct']:+.1f} | {single} |")
+                     f"{r['err_step_pct']:+.1f} | {single} | {memory} |")
     lines.append("")
     lines.append(summary(f"FSDP step from {whose}", [r["err_step_pct"] for r in rs], 8))
+    lines.append(summary("Peak memory per rank from the rank",
+                         [r["err_mem_pct"] for r in rs if "err_mem_pct" in r], 5))
     lines.append(summary("Single-GPU step from a rank", [r["err_single_pct"] for r in rs
                                                           if "err_single_pct" in r], 8))
     return lines

@@ -61,7 +61,8 @@ class MeasuredRunTest(unittest.TestCase):
         rows = [{"model": "llama_13b", "precision": "bf16", "gpus": 2, "measured_ms": 807.4,
                  "predicted_ms": 769.3, "err_step_pct": -4.7, "single_predicted_ms": 905.2}]
         table = compare.rank_report(rows)
-        self.assertIn("| llama_13b | bf16 | 2 | 807.4 | 769.3 | -4.7 | — | 905.2 | — |", table)
+        self.assertIn("| llama_13b | bf16 | 2 | 807.4 | 769.3 | -4.7 | — | 905.2 | — | — | — | — |",
+                      table)
         self.assertIn("Single-GPU step from a rank: none.", table)
 
     def test_a_fit_is_exact_when_its_batch_ran_and_twice_it_did_not(self):
