@@ -267,6 +267,21 @@ TEST_F(FsdpEngineTest, OneFsdpRanksTracePredictsItsOwnStep) {
   bool said = false;
   for (const v1::Warning& w : response->structured_warnings()) said |= w.kind() == "fsdp_rank";
   EXPECT_TRUE(said);
+  // A class named for a rank whose trace names its modules wraps it so,
+  // not the run's count.
+  v1::Trace with_modules = *rank;
+  auto add = [&with_modules](const std::string& path, const std::string& cls, int64_t bytes) {
+    v1::Module* m = with_modules.add_modules();
+    m->set_path(path);
+    m->set_class_name(cls);
+    m->set_parameter_bytes(bytes);
+  };
+  add("", "GPT2LMHeadModel", 0);
+  add("wte", "Embedding", 200);
+  for (int b = 0; b < 12; ++b) add("h." + std::to_string(b), "GPT2Block", 100);
+  auto wrapped = OnTwoH200s(with_modules, 0, false, "GPT2Block");
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  EXPECT_EQ(wrapped->predictions(0).parallel(0).fsdp_units(), 13u);
   // So a sharded fit can be asked of it: the measured run held batch 32
   // per GPU on two H200s and ran out of memory at 64.
   auto fit = OnTwoH200s(*rank, 24, /*fit=*/true);

@@ -479,9 +479,11 @@ absl::StatusOr<v1::PredictResponse> PredictionEngine::PredictFsdpRank(
   PredictionQuery single = query;
   single.fsdp_rank_of = world;
   single.fsdp_rank_memory = FsdpRankMemory(traced, step, world);
-  // Units as the rank's run wrapped them, unless the request names a count.
+  // Units as the rank's run wrapped them, unless the request names a count
+  // or a class.
   for (v1::ParallelConfig& config : single.parallel) {
-    if (config.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED && config.fsdp_units() == 0) {
+    if (config.kind() == v1::ParallelConfig::KIND_FULLY_SHARDED && config.fsdp_units() == 0 &&
+        config.fsdp_wrap().empty()) {
       config.set_fsdp_units(static_cast<uint32_t>(FsdpRankUnits(traced)));
     }
   }
