@@ -75,36 +75,62 @@ std::string RepeatedBlockClass(const ModuleList& modules) {
     auto it = counts.find(name);
     return it != counts.end() && it->second >= 2 && !IsContainer(name);
   };
-  // Per repeated class: whether some instance lies inside another repeated
-  // class's instance, and the bytes of the modules inside its instances.
+  // One walk in pre-order, with the stack of the module's ancestors: per
+  // repeated class, whether some instance lies inside another repeated
+  // class's instance, and the bytes inside its outermost instances; and the
+  // classes that hold modules (blocks, not layers). Each module is pushed
+  // and popped once, so a deep hierarchy costs no more than a flat one.
+  struct Open {
+    const v1::Module* module;
+    int64_t subtree_bytes;
+    bool outermost;  // no ancestor of its class
+    // The repeated classes of its ancestors: the first met, and whether
+    // there are two or more.
+    const std::string* repeated_above;
+    bool two_repeated_above;
+  };
   std::map<std::string, bool, std::less<>> nested;
   std::map<std::string, int64_t, std::less<>> bytes;
-  std::vector<const v1::Module*> open;  // repeated-class modules around this one
-  for (const v1::Module& m : modules) {
-    while (!open.empty() && !Inside(m.path(), open.back()->path())) open.pop_back();
-    std::set<std::string> counted;
-    for (const v1::Module* outer : open) {
-      if (counted.insert(outer->class_name()).second) {
-        bytes[outer->class_name()] += std::max<int64_t>(0, m.parameter_bytes());
-      }
-      if (repeated(m.class_name()) && outer->class_name() != m.class_name()) {
-        nested[m.class_name()] = true;
-      }
-    }
-    if (repeated(m.class_name())) {
-      if (counted.insert(m.class_name()).second) {
-        bytes[m.class_name()] += std::max<int64_t>(0, m.parameter_bytes());
-      }
-      open.push_back(&m);
-    }
-  }
-  // A block holds modules: the next module in pre-order lies inside it.
+  std::map<std::string, int, std::less<>> open_instances;
   std::set<std::string, std::less<>> holds_modules;
-  for (int i = 0; i + 1 < modules.size(); ++i) {
-    if (Inside(modules[i + 1].path(), modules[i].path())) {
-      holds_modules.insert(modules[i].class_name());
+  std::vector<Open> stack;
+  auto close = [&]() {
+    const Open done = stack.back();
+    stack.pop_back();
+    if (!stack.empty()) stack.back().subtree_bytes += done.subtree_bytes;
+    const std::string& name = done.module->class_name();
+    if (!repeated(name)) return;
+    --open_instances[name];
+    if (done.outermost) bytes[name] += done.subtree_bytes;
+  };
+  for (const v1::Module& m : modules) {
+    while (!stack.empty() && !Inside(m.path(), stack.back().module->path())) close();
+    Open entry{&m, std::max<int64_t>(0, m.parameter_bytes()), false, nullptr, false};
+    if (!stack.empty()) {
+      const Open& parent = stack.back();
+      holds_modules.insert(parent.module->class_name());
+      entry.repeated_above = parent.repeated_above;
+      entry.two_repeated_above = parent.two_repeated_above;
+      const std::string& above = parent.module->class_name();
+      if (repeated(above)) {
+        if (entry.repeated_above == nullptr) {
+          entry.repeated_above = &above;
+        } else if (*entry.repeated_above != above) {
+          entry.two_repeated_above = true;
+        }
+      }
     }
+    const std::string& name = m.class_name();
+    if (repeated(name)) {
+      if (entry.two_repeated_above ||
+          (entry.repeated_above != nullptr && *entry.repeated_above != name)) {
+        nested[name] = true;
+      }
+      entry.outermost = open_instances[name]++ == 0;
+    }
+    stack.push_back(entry);
   }
+  while (!stack.empty()) close();
   std::string best;
   int64_t best_bytes = 0;
   for (const auto& [name, held] : bytes) {
