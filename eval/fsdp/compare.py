@@ -160,7 +160,7 @@ def step_rows(args) -> list:
             own = None
         plain = own if own is not None else singles.get((model, precision), {}).get(1)
         folder = measured if own is not None else Path(args.results)
-        if plain is not None and plain.get("batch", r.get("batch")) != r.get("batch", plain.get("batch")):
+        if plain is not None and "batch" in plain and "batch" in r and plain["batch"] != r["batch"]:
             plain = None  # a trace of another batch would predict another step
         if plain is not None and "trace" in plain:
             units = 0 if args.by_modules else r["blocks"]
@@ -319,9 +319,9 @@ def step_report(rs: list) -> list:
 
 
 def coverage(rs: list) -> str:
-    """How many predicted steps lie inside their own expected error, by
-    whether the prediction called the step host-bound (its ±err is then
-    kFsdpHostBoundErrorPercent's)."""
+    """How many predicted steps lie inside their own expected error, and the
+    errors they carry (kFsdpHostBoundErrorPercent's where the prediction
+    called the step host-bound)."""
     inside = sum(abs(r["err_step_pct"]) <= r["expected_pct"] for r in rs)
     spans = sorted({round(r["expected_pct"]) for r in rs})
     return (f"Inside their ±err: {inside} of {len(rs)} "
