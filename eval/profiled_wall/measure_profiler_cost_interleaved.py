@@ -8,6 +8,7 @@ VM) moves both alike. The second run of measure_profiler_cost.py's question
 (docs/profiled_wall_time.md says why it was needed).
 
   python3 measure_profiler_cost_interleaved.py OUT.json [--inner N] [--cycles N]
+      [--only w1,w2]
 
 Each workload is a loop of small CUDA ops (host-bound). Per cycle it records
 the unprofiled step's and the profiled step's host time (perf_counter_ns,
@@ -94,7 +95,50 @@ def make_workloads(torch, n):
     return [("views", views, False), ("empties", empties, False), ("adds", adds, False),
             ("queries", queries, False), ("linears", linears, False),
             ("mlp_steps", mlp_steps, False), ("empties_profile_memory", empties, True),
-            ("mlp_steps_profile_memory", mlp_steps, True)]
+            ("mlp_steps_profile_memory", mlp_steps, True),
+            *[(name, fn, False) for name, fn in cudnn_loops(torch, n).items()]]
+
+
+def cudnn_loops(torch, n):
+    """Loops of cuDNN work (the fp32 convolution nets are the fixtures whose
+    profiler cost the model underestimates on every host): convolutions
+    alone, and training steps of a small convolution net (convolution,
+    batch norm, ReLU, four times; loss; backward; SGD), in fp32 and bf16."""
+    import torch.nn.functional as F
+
+    dev = torch.device("cuda")
+
+    def net():
+        layers = []
+        for _ in range(4):
+            layers += [torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.BatchNorm2d(16),
+                       torch.nn.ReLU()]
+        return torch.nn.Sequential(*layers).to(dev)
+
+    x32 = torch.randn(4, 16, 16, 16, device=dev)
+    w32 = torch.randn(16, 16, 3, 3, device=dev)
+    x16, w16 = x32.bfloat16(), w32.bfloat16()
+    model = net()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+
+    def convs(x, w):
+        def loop():
+            for _ in range(n // 4):
+                F.conv2d(x, w, padding=1)
+        return loop
+
+    def steps(dtype):
+        def loop():
+            for _ in range(max(1, n // 100)):
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype is not None):
+                    loss = model(x32).float().square().mean()
+                loss.backward()
+                opt.step()
+        return loop
+
+    return {"convs_fp32": convs(x32, w32), "convs_bf16": convs(x16, w16),
+            "conv_steps_fp32": steps(None), "conv_steps_bf16": steps(torch.bfloat16)}
 
 
 def measure(torch, name, fn, profile_memory, n_cycles, scratch):
@@ -194,15 +238,18 @@ def main() -> int:
     parser.add_argument("out")
     parser.add_argument("--inner", type=int, default=1000)
     parser.add_argument("--cycles", type=int, default=9)
+    parser.add_argument("--only", default="", help="comma-separated workloads (default: all)")
     args = parser.parse_args()
 
     import torch
 
     n = args.inner
     scratch = tempfile.mkdtemp()
+    only = {w for w in args.only.split(",") if w}
     results = [measure(torch, name, fn, profile_memory, args.cycles, scratch)
-               for name, fn, profile_memory in make_workloads(torch, n)]
-    fit = fit_costs(results)
+               for name, fn, profile_memory in make_workloads(torch, n)
+               if not only or name in only]
+    fit = fit_costs(results) if not only else {}
     print(json.dumps(fit, indent=1), flush=True)
     doc = {**run_environment(torch, "eval/profiled_wall/measure_profiler_cost_interleaved.py"),
            "inner_ops": n, "cycles": args.cycles, "fit": fit, "workloads": results}
