@@ -49,6 +49,8 @@ import tempfile
 import threading
 import time
 
+from capture_timm import event_times_ns
+
 WARMUP = 3
 TIMED = 15
 WATCHDOG_S = 5.0
@@ -277,19 +279,10 @@ def kernel_configs(fn) -> list:
 
 def time_op(fn, stream) -> list:
     import torch
-    out = []
     with torch.cuda.stream(stream):
         for _ in range(WARMUP):
             fn()
-        for _ in range(TIMED):
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            out.append(round(s.elapsed_time(e) * 1e6))
-    return sorted(out)
+        return event_times_ns(fn, TIMED)
 
 
 def held_run(holder: Holder, hold: int, fn, stream) -> dict:
