@@ -41,14 +41,19 @@ class CommittedRunsTest(unittest.TestCase):
         bn = [r for r in rows if r["op"] == "bn_training_nchw"]
         self.assertTrue(bn and all(r["waves"] == 1.0 for r in bn))
 
-    def test_both_runs_agree_on_the_latency_bound_kernels(self):
+    def test_the_three_runs_agree_where_each_measured(self):
         import json
-        a = oc.report_rows(json.loads((RESULTS / "occupancy_h200.json").read_text()))
-        b = oc.report_rows(json.loads((RESULTS / "occupancy_h200_run1.json").read_text()))
-        key = {(r["op"], r["free_threads"]): r["measured"] for r in b}
-        for r in a:
-            if r["op"].startswith(("bn_inference", "depthwise")) and (r["op"], r["free_threads"]) in key:
-                self.assertAlmostEqual(r["measured"], key[(r["op"], r["free_threads"])], delta=0.08)
+        runs = [oc.report_rows(json.loads((RESULTS / f).read_text()))
+                for f in ("occupancy_h200_carveout.json", "occupancy_h200.json",
+                          "occupancy_h200_run1.json")]
+        # The holder with the largest carveout lets all but one operation run.
+        self.assertGreaterEqual(len(runs[0]), 34)
+        first = {(r["op"], r["free_threads"]): r["measured"] for r in runs[0]}
+        for other in runs[1:]:
+            for r in other:
+                key = (r["op"], r["free_threads"])
+                if key in first:
+                    self.assertAlmostEqual(r["measured"], first[key], delta=0.09, msg=key)
 
 
 if __name__ == "__main__":
