@@ -11,9 +11,9 @@ same H200, same SMs, same memory, same software, with a "holder" kernel
 that keeps T threads of every SM busy doing nothing (one block of T threads
 per SM, parked at a barrier; one thread of one block polls a flag in
 host memory every 5 us and passes it on through device memory, which one
-thread of each other block polls), so the kernels under test find 2048 - T thread slots per SM. The
-holder also takes T x its registers (a few thousand of the 65536); the
-kernels timed here need few. Its blocks record the SM they run on, and each
+thread of each other block polls), so the kernels under test find 2048 - T
+thread slots per SM. The holder also takes T x its registers (a few
+thousand of the 65536); the kernels timed here need few. Its blocks record the SM they run on, and each
 run says how many SMs they held. (A first version had every block poll the
 host flag and took 120 KB of shared memory per block to keep them one to
 an SM: every kernel beside it ran 4-40x slower, whatever T. A second set
@@ -31,8 +31,9 @@ move at least.
 
 `report` sets each measured slowdown beside wave scaling's
 (core/scaling/wave_scaling.cc: waves^(1 - gamma), gamma the share of the
-time streaming the op's bytes takes at the H200's streaming bandwidth, the
-waves counted with the blocks per SM the free threads and registers allow)
+time streaming the op's bytes takes at the GPU's streaming bandwidth, the
+waves counted with the blocks per SM the free threads and registers allow;
+the GPU's figures from data/devices.textproto)
 and beside an occupancy-neutral wave (no slowdown). Runs whose holder had to
 be released by the watchdog (a kernel that could not be resident beside it)
 and runs with an error are left out.
@@ -46,10 +47,16 @@ import json
 import os
 import subprocess
 import tempfile
+import sys
 import threading
 import time
+from pathlib import Path
 
-from capture_timm import event_times_ns
+from capture_timm import event_times_ns, log
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "models"))
+from habitat_models.features import load_devices, streaming_gbps  # noqa: E402
 
 WARMUP = 3
 TIMED = 15
@@ -59,7 +66,7 @@ WATCHDOG_S = 5.0
 # shared memory of the kernels beside it (an SM cannot change its carveout
 # while a block runs). 0: the driver's choice, as in the first two runs.
 HOLD_CARVEOUT_PERCENT = 100
-HOLD_SHARED_BYTES = 1024
+HOLD_SHARED_BYTES = 1024 if HOLD_CARVEOUT_PERCENT else 0
 
 HOLDER_CU = r"""
 extern "C" __global__ void hold(volatile int* host_flag, volatile int* flag, int* smid,
@@ -82,10 +89,6 @@ extern "C" __global__ void hold(volatile int* host_flag, volatile int* flag, int
   __syncthreads();
 }
 """
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 class Driver:
@@ -164,7 +167,7 @@ class Holder:
                 ctypes.c_uint64(self.smid_d), ctypes.c_uint64(self.started_d)]
         params = (ctypes.c_void_p * 4)(*[ctypes.addressof(a) for a in args])
         self.drv.check(self.drv.lib.cuLaunchKernel(
-            self.fn, self.sms, 1, 1, threads, 1, 1, HOLD_SHARED_BYTES if HOLD_CARVEOUT_PERCENT else 0,
+            self.fn, self.sms, 1, 1, threads, 1, 1, HOLD_SHARED_BYTES,
             ctypes.c_void_p(self.stream.cuda_stream), params, None), "cuLaunchKernel")
         began = time.time()
         while sum(self.started[i] for i in range(self.sms)) < self.sms:
@@ -320,29 +323,37 @@ def held_run(holder: Holder, hold: int, fn, stream) -> dict:
     return run
 
 
-# The H200's figures the report needs (data/devices.textproto): streaming
-# bandwidth, the fixed part of a kernel's time, and one SM's resources. The
-# holder's registers per thread are what ptxas gives its few instructions.
-H200_STREAMING_GBPS = 4359.0
-H200_KERNEL_FIXED_NS = 1234
-SM_THREADS, SM_REGISTERS, SM_BLOCKS, SM_COUNT = 2048, 65536, 32, 132
+# The holder's registers per thread: what ptxas gives its few instructions.
 HOLDER_REGISTERS = 16
 
 
 def blocks_per_sm(threads: int, registers: int, free_threads: int, free_registers: int,
-                  free_blocks: int) -> int:
-    """Resident blocks by threads, registers (256 per warp at a time) and
-    block slots: the limits of core/scaling/occupancy.cc these kernels
-    meet (they use little shared memory)."""
+                  free_blocks: int, allocation_unit: int = 256) -> int:
+    """Resident blocks by threads, registers (allocated a warp at a time in
+    units of `allocation_unit`) and block slots: the limits of
+    core/scaling/occupancy.cc these kernels meet (they use little shared
+    memory)."""
     warps = -(-threads // 32)
-    per_warp = -(-max(registers, 1) * 32 // 256) * 256
+    per_warp = -(-max(registers, 1) * 32 // allocation_unit) * allocation_unit
     return max(0, min(free_blocks, free_threads // (warps * 32),
                       free_registers // (per_warp * warps)))
+
+
+def measured_gpu(result: dict) -> dict:
+    """The entry of data/devices.textproto for the GPU the run names."""
+    for device in load_devices(ROOT / "data" / "devices.textproto").values():
+        if result["device"] in device["driver_names"]:
+            return device
+    raise ValueError(f"{result['device']!r} is not a driver name in data/devices.textproto")
 
 
 def report_rows(result: dict) -> list:
     """One row per valid held run: op, held threads, measured and modelled
     slowdowns."""
+    gpu = measured_gpu(result)
+    sm_threads, sm_registers = int(gpu["max_threads_per_sm"]), int(gpu["registers_per_sm"])
+    sm_blocks, sm_count = int(gpu["max_blocks_per_sm"]), int(gpu["sm_count"])
+    unit = int(gpu["register_allocation_unit"])
     rows = []
     for op in result["operations"]:
         runs = {r["held_threads_per_sm"]: r for r in op["runs"]}
@@ -352,17 +363,17 @@ def report_rows(result: dict) -> list:
         k = max(op["kernels"], key=lambda k: k["dur_us"] or 0)
         blocks = k["grid"][0] * k["grid"][1] * k["grid"][2]
         threads = k["block"][0] * k["block"][1] * k["block"][2]
-        streaming_ns = op["min_bytes"] / H200_STREAMING_GBPS
-        gamma = min(1.0, streaming_ns / max(base - H200_KERNEL_FIXED_NS, 1))
-        full = blocks_per_sm(threads, k["registers"], SM_THREADS, SM_REGISTERS, SM_BLOCKS)
+        streaming_ns = op["min_bytes"] / streaming_gbps(gpu)
+        gamma = min(1.0, streaming_ns / max(base - gpu["kernel_fixed_latency_ns"], 1))
+        full = blocks_per_sm(threads, k["registers"], sm_threads, sm_registers, sm_blocks, unit)
         for held, r in sorted(runs.items()):
             if not held or "ns_median" not in r or r.get("released_by_watchdog"):
                 continue
-            fit = blocks_per_sm(threads, k["registers"], SM_THREADS - held,
-                                SM_REGISTERS - held * HOLDER_REGISTERS, SM_BLOCKS - 1)
-            waves = -(-blocks // (fit * SM_COUNT)) / -(-blocks // (full * SM_COUNT))
+            fit = blocks_per_sm(threads, k["registers"], sm_threads - held,
+                                sm_registers - held * HOLDER_REGISTERS, sm_blocks - 1, unit)
+            waves = -(-blocks // (fit * sm_count)) / -(-blocks // (full * sm_count))
             rows.append({"op": op["op"], "kernel": k["name"], "block": threads,
-                         "grid": blocks, "gamma": gamma, "free_threads": SM_THREADS - held,
+                         "grid": blocks, "gamma": gamma, "free_threads": sm_threads - held,
                          "measured": r["ns_median"] / base, "waves": waves,
                          "model": waves ** (1 - gamma)})
     return rows
@@ -377,13 +388,11 @@ def report(path: str, md: str = "") -> str:
         lines.append(f"| {r['op']} | {r['block']} | {r['gamma']:.2f} | {r['free_threads']} | "
                      f"{r['waves']:.2f} | {r['measured']:.2f} | {r['model']:.2f} | 1.00 |")
 
-    def mape(key):
-        return 100 * sum(abs(r[key] / r["measured"] - 1) for r in rows) / len(rows)
-    for r in rows:
-        r["neutral"] = 1.0
+    def mape(predicted):
+        return 100 * sum(abs(predicted(r) / r["measured"] - 1) for r in rows) / len(rows)
     lines.append("")
-    lines.append(f"{len(rows)} runs: wave scaling {mape('model'):.1f} % MAPE, "
-                 f"occupancy-neutral {mape('neutral'):.1f} %.")
+    lines.append(f"{len(rows)} runs: wave scaling {mape(lambda r: r['model']):.1f} % MAPE, "
+                 f"occupancy-neutral {mape(lambda r: 1.0):.1f} %.")
     text = "\n".join(lines) + "\n"
     if md:
         with open(md, "w") as f:
@@ -409,7 +418,6 @@ def main() -> None:
 
 def run(out: str, holds: list) -> None:
     import faulthandler
-    import sys
     import torch
     faulthandler.dump_traceback_later(280, exit=True, file=sys.stderr)
     props = torch.cuda.get_device_properties(0)
@@ -424,7 +432,7 @@ def run(out: str, holds: list) -> None:
               "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "warmup": WARMUP, "timed": TIMED,
               "holder_carveout_percent": HOLD_CARVEOUT_PERCENT,
-              "holder_shared_bytes": HOLD_SHARED_BYTES if HOLD_CARVEOUT_PERCENT else 0,
+              "holder_shared_bytes": HOLD_SHARED_BYTES,
               "operations": []}
     for name, make in operations():
         fn, min_bytes = make()

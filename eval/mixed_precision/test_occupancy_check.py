@@ -23,6 +23,15 @@ class BlocksPerSmTest(unittest.TestCase):
         self.assertEqual(oc.blocks_per_sm(32, 8, 2048, 65536, 4), 4)
 
 
+class MeasuredGpuTest(unittest.TestCase):
+    def test_the_run_names_its_gpu_and_an_unknown_one_is_refused(self):
+        gpu = oc.measured_gpu({"device": "NVIDIA H200"})
+        self.assertEqual(gpu["id"], "H200")
+        self.assertEqual(gpu["max_threads_per_sm"], 2048)
+        with self.assertRaisesRegex(ValueError, "not a driver name"):
+            oc.measured_gpu({"device": "NVIDIA H999"})
+
+
 class CommittedRunsTest(unittest.TestCase):
     def test_watchdog_runs_are_left_out_and_the_rest_compared(self):
         import json
