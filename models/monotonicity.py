@@ -173,10 +173,12 @@ def main():
         pair_rows = data_lib.pairs(rows, T.group)
         result["variants"] = {name: variant_eval(name, layout, constraints, rows, pair_rows)
                               for name, (layout, constraints) in VARIANTS.items()}
-    elif out.exists() and "variants" in json.loads(out.read_text()):
+    elif out.exists():
         # The variants retrain on the held-out targets and do not read the
         # served check's GPUs: without --variants the last run's stay.
-        result["variants"] = json.loads(out.read_text())["variants"]
+        last = json.loads(out.read_text())
+        if "variants" in last:
+            result["variants"] = last["variants"]
     out.write_text(json.dumps(result, indent=1))
     return 0
 

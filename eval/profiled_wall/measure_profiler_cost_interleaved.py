@@ -127,11 +127,12 @@ def cudnn_loops(torch, n):
                 F.conv2d(x, w, padding=1)
         return loop
 
-    def steps(dtype):
+    def steps(autocast_dtype):
         def loop():
             for _ in range(max(1, n // 100)):
                 opt.zero_grad(set_to_none=True)
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype is not None):
+                with torch.autocast("cuda", dtype=autocast_dtype or torch.bfloat16,
+                                    enabled=autocast_dtype is not None):
                     loss = model(x32).float().square().mean()
                 loss.backward()
                 opt.step()
